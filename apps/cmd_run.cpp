@@ -1,0 +1,258 @@
+// ioattn run: one problem, one schedule. Times it (--repeat r: median), optionally checks it
+// against the double reference (--check) and counts its I/O in a separate run of the same
+// tiling with IoCounter (--count-io), next to the closed form and the lower bounds.
+
+#include "check.hpp"
+#include "commands.hpp"
+#include "options.hpp"
+#include "output.hpp"
+
+#include <ioattn/dense.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace ioattn::app {
+
+namespace {
+
+constexpr const char* kWhere = "ioattn run";
+
+struct RunOptions {
+    SharedOptions shared;
+    bool check = false;
+    bool count_io = false;
+    int repeat = 1;
+};
+
+struct Plan {
+    Problem problem;
+    MemoryModel memory;
+    Schedule schedule = Schedule::fused;
+    std::optional<Select> selected_by; ///< set when --schedule auto chose
+    Tiling tiling;
+    int threads = 1;
+};
+
+Plan plan_of(const RunOptions& o) {
+    Plan plan;
+    plan.problem = problem_of(o.shared, kWhere);
+    plan.memory = memory_of(o.shared, kWhere);
+    plan.threads = with_threads(o.shared.threads, [] { return max_concurrency(); });
+    if (const auto s = schedule_of(o.shared)) {
+        plan.schedule = *s;
+    } else {
+        const Select select = select_of(o.shared);
+        const bool any = Tiling::try_for_memory(Schedule::fused, plan.memory, plan.problem) ||
+                         Tiling::try_for_memory(Schedule::materialized, plan.memory, plan.problem);
+        if (!any) // let tiling_for name the smallest M
+            (void)tiling_for(Schedule::materialized, plan.memory, plan.problem, false, kWhere);
+        plan.schedule = select_schedule(plan.problem, plan.memory, select);
+        plan.selected_by = select;
+    }
+    if (o.count_io && plan.schedule == Schedule::reference)
+        throw UsageError(std::string(kWhere) +
+                         ": --count-io needs --schedule fused, materialized or auto (the "
+                         "reference schedule has no I/O model)");
+    plan.tiling = tiling_for(plan.schedule, plan.memory, plan.problem, true, kWhere);
+    return plan;
+}
+
+nlohmann::json problem_json(const Problem& p) {
+    return {{"batch", p.batch},
+            {"heads", p.heads},
+            {"kv_heads", p.kv_heads},
+            {"n_q", p.n_q},
+            {"n_k", p.n_k},
+            {"d", p.d},
+            {"d_v", p.d_v},
+            {"causal", p.causal},
+            {"scale", p.scale}};
+}
+
+template <typename Scalar>
+nlohmann::json run_typed(const RunOptions& o, const Plan& plan) {
+    bench::ForwardData<Scalar> data(plan.problem, o.shared.seed);
+    const ForwardArgs<Scalar> args = data.args();
+    const auto once = [&] {
+        NullCounter counter;
+        with_threads(o.shared.threads,
+                     [&] { dense::forward(args, plan.tiling, plan.memory, counter); });
+    };
+    const double seconds = bench::median_seconds(o.repeat, once, o.repeat > 1);
+    const double flops = flop_count_convention(plan.problem, Pass::forward);
+    const Bound bound = forward_bound(plan.problem, plan.memory);
+
+    nlohmann::json j = problem_json(plan.problem);
+    j["pass"] = "forward";
+    j["pattern"] = "dense";
+    j["dtype"] = o.shared.dtype;
+    j["schedule"] = std::string(to_string(plan.schedule));
+    j["selected_by"] = plan.selected_by ? nlohmann::json(std::string(to_string(*plan.selected_by)))
+                                        : nlohmann::json(nullptr);
+    j["M"] = plan.memory.fast_words;
+    j["threads"] = plan.threads;
+    j["seed"] = o.shared.seed;
+    j["repeat"] = o.repeat;
+    j["seconds"] = seconds;
+    j["gflops"] = flops / seconds * 1e-9;
+    j["tiling"] = {{"schedule", std::string(to_string(plan.tiling.schedule))},
+                   {"rows", plan.tiling.rows},
+                   {"cols", plan.tiling.cols},
+                   {"resident_words", plan.tiling.resident_words(plan.problem)}};
+    j["bound"] = {{"regime", std::string(bound.regime)},
+                  {"compulsory", bound.compulsory},
+                  {"leading", bound.leading},
+                  {"asymptotic", bound.asymptotic()},
+                  {"explicit", bound.explicit_bound}};
+    j["check"] = nullptr;
+    j["io"] = nullptr;
+    if (o.check) {
+        const Reference ref = reference_of(data, o.shared.threads);
+        const CheckResult c = check_forward(data, ref, o.shared.threads);
+        j["check"] = {{"max_abs_error", c.max_abs_error},
+                      {"naive_error", c.naive_error},
+                      {"tiny", c.tiny},
+                      {"error_ratio", c.error_ratio},
+                      {"passed", c.passed}};
+    }
+    if (o.count_io) {
+        IoCounter counter(plan.memory.fast_words);
+        with_threads(o.shared.threads,
+                     [&] { dense::forward(args, plan.tiling, plan.memory, counter); });
+        const IoReport r = counter.report();
+        const IoReport closed = io_cost_forward(plan.problem, plan.tiling);
+        j["io"] = {{"reads", r.reads},
+                   {"writes", r.writes},
+                   {"total", r.total()},
+                   {"peak_resident", r.peak},
+                   {"closed_form_total", closed.total()},
+                   {"matches_closed_form", r == closed},
+                   {"ratio_to_bound", static_cast<double>(r.total()) / bound.asymptotic()}};
+    }
+    return j;
+}
+
+std::string yes_no(bool b) {
+    return b ? "yes" : "no";
+}
+
+void print_text(const nlohmann::json& j, const RunOptions& o) {
+    std::ostream& os = std::cout;
+    const auto wb = word_bytes(o.shared);
+    os << "ioattn run: forward, " << j["dtype"].get<std::string>() << ", B=" << j["batch"]
+       << " H=" << j["heads"] << " (kv " << j["kv_heads"] << ") n_q=" << j["n_q"]
+       << " n_k=" << j["n_k"] << " d=" << j["d"] << " d_v=" << j["d_v"]
+       << " causal=" << yes_no(j["causal"].get<bool>()) << '\n';
+    const auto m = j["M"].get<std::int64_t>();
+    os << "  M        " << grouped(m) << " words (" << bytes_of(m, wb) << ", "
+       << (memory_given(o.shared) ? "given" : "per-core L2") << "); threads " << j["threads"]
+       << '\n';
+    os << "  schedule " << j["schedule"].get<std::string>();
+    if (!j["selected_by"].is_null())
+        os << " (auto chose it with --select " << j["selected_by"].get<std::string>() << ")";
+    os << '\n';
+    const auto& t = j["tiling"];
+    if (j["schedule"] != "reference")
+        os << "  tiling   rows " << t["rows"] << ", cols " << t["cols"] << "; resident "
+           << grouped(t["resident_words"].get<std::int64_t>()) << " words ("
+           << bytes_of(t["resident_words"].get<std::int64_t>(), wb) << ")\n";
+    os << "  time     " << sig(j["seconds"].get<double>()) << " s ("
+       << (o.repeat > 1 ? "median of " + std::to_string(o.repeat) : std::string("one run"))
+       << "), " << fixed(j["gflops"].get<double>(), 2) << " GFLOP/s (4 B H n_q n_k d"
+       << (j["causal"].get<bool>() ? " / 2" : "") << ")\n";
+    const auto& b = j["bound"];
+    os << "  bound    " << b["regime"].get<std::string>() << " (M " << (b["regime"] == "large-cache" ? ">=" : "<")
+       << " d^2 = " << grouped(j["d"].get<std::int64_t>() * j["d"].get<std::int64_t>())
+       << "): compulsory " << sig(b["compulsory"].get<double>()) << ", leading "
+       << sig(b["leading"].get<double>()) << ", max " << sig(b["asymptotic"].get<double>())
+       << "; explicit " << sig(b["explicit"].get<double>()) << " words\n";
+    if (!j["io"].is_null()) {
+        const auto& io = j["io"];
+        os << "  io       reads " << grouped(io["reads"].get<std::int64_t>()) << ", writes "
+           << grouped(io["writes"].get<std::int64_t>()) << ", total "
+           << grouped(io["total"].get<std::int64_t>()) << " words; peak resident "
+           << grouped(io["peak_resident"].get<std::int64_t>()) << "\n           "
+           << (io["matches_closed_form"].get<bool>() ? "= " : "!= ") << "io_cost_forward_"
+           << j["schedule"].get<std::string>() << " ("
+           << grouped(io["closed_form_total"].get<std::int64_t>()) << "); counted / bound = "
+           << fixed(io["ratio_to_bound"].get<double>(), 3) << '\n';
+    }
+    if (!j["check"].is_null()) {
+        const auto& c = j["check"];
+        os << "  check    max_abs_error " << sig(c["max_abs_error"].get<double>()) << ", naive "
+           << j["dtype"].get<std::string>() << " " << sig(c["naive_error"].get<double>())
+           << ", error_ratio " << fixed(c["error_ratio"].get<double>(), 3) << ": "
+           << (c["passed"].get<bool>() ? "passed" : "FAILED") << " (err <= 2 naive + "
+           << sig(c["tiny"].get<double>()) << ")\n";
+    }
+}
+
+void print_csv(const nlohmann::json& j) {
+    std::vector<std::string> head;
+    std::vector<std::string> row;
+    const auto flat = [&](const std::string& key, const nlohmann::json& v) {
+        head.push_back(key);
+        row.push_back(v.is_string() ? v.get<std::string>() : v.dump());
+    };
+    for (const auto& [key, v] : j.items()) {
+        if (v.is_object()) {
+            for (const auto& [sub, w] : v.items())
+                flat(key + "." + sub, w);
+        } else {
+            flat(key, v);
+        }
+    }
+    Table t(head);
+    t.add(row);
+    t.print_csv(std::cout);
+}
+
+void run(const RunOptions& o) {
+    const Plan plan = plan_of(o);
+    const nlohmann::json j = o.shared.dtype == "double" ? run_typed<double>(o, plan)
+                                                        : run_typed<float>(o, plan);
+    if (o.shared.json)
+        std::cout << j.dump(2) << '\n';
+    else if (o.shared.csv)
+        print_csv(j);
+    else
+        print_text(j, o);
+    if (!j["io"].is_null() && !j["io"]["matches_closed_form"].get<bool>())
+        throw CheckFailed(std::string(kWhere) + ": counted I/O differs from io_cost_forward");
+    if (!j["check"].is_null() && !j["check"]["passed"].get<bool>())
+        throw CheckFailed(std::string(kWhere) + ": --check failed: max_abs_error " +
+                          sig(j["check"]["max_abs_error"].get<double>()) + " > 2 * naive " +
+                          sig(j["check"]["naive_error"].get<double>()) + " + tiny");
+}
+
+} // namespace
+
+} // namespace ioattn::app
+
+void register_run(CLI::App& app) {
+    using namespace ioattn::app;
+    auto o = std::make_shared<RunOptions>();
+    auto* cmd = app.add_subcommand("run", "Run one problem: time it, --check it, --count-io it");
+    add_problem_options(*cmd, o->shared);
+    add_schedule_options(*cmd, o->shared);
+    add_memory_options(*cmd, o->shared);
+    add_runtime_options(*cmd, o->shared);
+    add_output_options(*cmd, o->shared);
+    cmd->add_flag("--check",
+                  o->check,
+                  "Compare with the double reference: max_abs_error, error_ratio vs a naive "
+                  "computation in --dtype; exit 1 if err > 2 * naive + tiny");
+    cmd->add_flag("--count-io",
+                  o->count_io,
+                  "Count reads, writes, total and peak residency in a separate IoCounter run of "
+                  "the same tiling, against io_cost and the bounds");
+    cmd->add_option("--repeat", o->repeat, "Timed runs (after one warm-up if > 1); median")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    cmd->callback([o] { run(*o); });
+}

@@ -1,0 +1,197 @@
+// The shared options of the ioattn program (DESIGN.md §4) and their resolution into library
+// values. Bad values become InvalidArgument / UsageError: one line on stderr, exit 2.
+
+#include "options.hpp"
+
+#include "commands.hpp"
+
+#include <ioattn/error.hpp>
+
+#include <string>
+
+namespace ioattn::app {
+
+void add_problem_options(CLI::App& cmd, SharedOptions& o) {
+    cmd.add_option("--pass", o.pass, "Which pass: forward (backward: not available yet)")
+        ->check(CLI::IsMember({"forward", "backward"}))
+        ->capture_default_str();
+    auto* n = cmd.add_option("--N", o.n, "Sequence length (n_q = n_k = N)")->capture_default_str();
+    auto* nq = cmd.add_option("--n-q", o.n_q, "Query rows (default: N)");
+    auto* nk = cmd.add_option("--n-k", o.n_k, "Key/value rows (default: N)");
+    n->excludes(nq)->excludes(nk);
+    cmd.add_option("--d", o.d, "Head dimension of Q and K")->capture_default_str();
+    cmd.add_option("--d-v", o.d_v, "Head dimension of V and O (default: d)");
+    cmd.add_option("--batch", o.batch, "Batch size")->capture_default_str();
+    cmd.add_option("--heads", o.heads, "Query heads")->capture_default_str();
+    cmd.add_option("--kv-heads", o.kv_heads, "Key/value heads, must divide --heads (default: heads)");
+    cmd.add_flag("--causal", o.causal, "Causal mask (bottom-right aligned when n_q != n_k)");
+    cmd.add_option("--pattern", o.pattern, "Sparse support spec (only 'dense' for now)")
+        ->capture_default_str();
+    cmd.add_option("--dtype", o.dtype, "Working precision: float or double")
+        ->check(CLI::IsMember({"float", "double"}))
+        ->capture_default_str();
+}
+
+void add_schedule_options(CLI::App& cmd, SharedOptions& o) {
+    cmd.add_option("--schedule", o.schedule, "Kernel: auto, fused, materialized or reference")
+        ->check(CLI::IsMember({"auto", "fused", "materialized", "reference"}))
+        ->capture_default_str();
+    cmd.add_option("--select",
+                   o.select,
+                   "How auto chooses: cost (fewer exact words) or theory (fused iff M >= d^2)")
+        ->check(CLI::IsMember({"cost", "theory"}))
+        ->capture_default_str();
+}
+
+void add_memory_options(CLI::App& cmd, SharedOptions& o) {
+    auto* m = cmd.add_option("--M", o.m_words, "Fast memory in words (default: per-core L2)");
+    auto* mb = cmd.add_option("--M-bytes",
+                              o.m_bytes,
+                              "Fast memory in bytes, e.g. 2MiB (words = bytes / word size)")
+                   ->transform(CLI::AsSizeValue(false));
+    m->excludes(mb);
+}
+
+void add_runtime_options(CLI::App& cmd, SharedOptions& o) {
+    cmd.add_option("--threads", o.threads, "Worker threads (0: all cores)")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    cmd.add_option("--seed", o.seed, "Seed of the random inputs")->capture_default_str();
+}
+
+void add_output_options(CLI::App& cmd, SharedOptions& o, bool csv) {
+    auto* j = cmd.add_flag("--json", o.json, "Machine-readable JSON on stdout");
+    if (csv)
+        cmd.add_flag("--csv", o.csv, "Machine-readable CSV on stdout")->excludes(j);
+}
+
+Pass pass_of(const SharedOptions& o, const char* where) {
+    if (o.pass == "backward")
+        throw UsageError(std::string(where) +
+                         ": --pass backward is not available yet (the backward pass is issue 3); "
+                         "use --pass forward");
+    return Pass::forward;
+}
+
+Problem problem_of(const SharedOptions& o, const char* where) {
+    if (o.pattern != "dense")
+        throw UsageError(std::string(where) + ": --pattern " + o.pattern +
+                         ": sparse patterns are not available yet (issue 4); only 'dense'");
+    (void)pass_of(o, where);
+    Problem p;
+    p.batch = o.batch;
+    p.heads = o.heads;
+    p.kv_heads = o.kv_heads;
+    p.n_q = o.n_q != 0 ? o.n_q : o.n;
+    p.n_k = o.n_k != 0 ? o.n_k : o.n;
+    p.d = o.d;
+    p.d_v = o.d_v;
+    p.causal = o.causal;
+    if (o.kv_heads < 0)
+        throw InvalidArgument(std::string(where) + ": kv_heads = " + std::to_string(o.kv_heads) +
+                              " (expected >= 1)");
+    if (o.d_v < 0)
+        throw InvalidArgument(std::string(where) + ": d_v = " + std::to_string(o.d_v) +
+                              " (expected >= 1)");
+    return p.resolved(where);
+}
+
+std::int64_t word_bytes(const SharedOptions& o) {
+    return o.dtype == "double" ? 8 : 4;
+}
+
+bool memory_given(const SharedOptions& o) {
+    return o.m_words != 0 || o.m_bytes != 0;
+}
+
+MemoryModel memory_of(const SharedOptions& o, const char* where) {
+    MemoryModel m = MemoryModel::per_core_l2(word_bytes(o));
+    if (o.m_bytes != 0) {
+        if (o.m_bytes < word_bytes(o))
+            throw InvalidArgument(std::string(where) + ": --M-bytes " + std::to_string(o.m_bytes) +
+                                  " is less than one " + o.dtype + " word");
+        m.fast_words = o.m_bytes / word_bytes(o);
+    } else if (o.m_words != 0) {
+        m.fast_words = o.m_words;
+    }
+    if (m.fast_words < 1)
+        throw InvalidArgument(std::string(where) + ": M = " + std::to_string(m.fast_words) +
+                              " words (expected >= 1)");
+    return m;
+}
+
+std::optional<Schedule> schedule_of(const SharedOptions& o) {
+    if (o.schedule == "auto")
+        return std::nullopt;
+    return parse_schedule(o.schedule);
+}
+
+Select select_of(const SharedOptions& o) {
+    return o.select == "theory" ? Select::theory : Select::cost;
+}
+
+namespace {
+
+/// The smallest M for which `schedule` has a tiling on `p` (by doubling, then bisection).
+std::int64_t smallest_memory(Schedule schedule, const Problem& p) {
+    const auto fits = [&](std::int64_t m) {
+        return Tiling::try_for_memory(schedule, MemoryModel{m}, p).has_value();
+    };
+    std::int64_t hi = 1;
+    while (!fits(hi)) {
+        if (hi > (std::int64_t{1} << 50))
+            return 0;
+        hi *= 2;
+    }
+    std::int64_t lo = hi / 2; // does not fit (or 0)
+    while (hi - lo > 1) {
+        const std::int64_t mid = lo + (hi - lo) / 2;
+        (fits(mid) ? hi : lo) = mid;
+    }
+    return hi;
+}
+
+} // namespace
+
+Tiling tiling_for(Schedule schedule,
+                  const MemoryModel& memory,
+                  const Problem& problem,
+                  bool tuned,
+                  const char* where) {
+    if (schedule == Schedule::reference)
+        return Tiling{Schedule::reference, problem.n_q, problem.n_k};
+    if (!Tiling::try_for_memory(schedule, memory, problem).has_value())
+        throw InvalidArgument(std::string(where) + ": M = " + std::to_string(memory.fast_words) +
+                              " words is below the smallest " + std::string(to_string(schedule)) +
+                              " tiling for d = " + std::to_string(problem.d) + " (needs M >= " +
+                              std::to_string(smallest_memory(schedule, problem)) + ")");
+    return tuned ? Tiling::tuned(schedule, memory, problem)
+                 : Tiling::for_memory(schedule, memory, problem);
+}
+
+std::pair<std::int64_t, std::int64_t> parse_range(const std::string& text, const char* what) {
+    const auto colon = text.find(':');
+    const auto bad = [&]() {
+        return InvalidArgument(std::string(what) + " '" + text +
+                               "' (expected lo:hi with 1 <= lo <= hi)");
+    };
+    if (colon == std::string::npos)
+        throw bad();
+    std::int64_t lo = 0;
+    std::int64_t hi = 0;
+    try {
+        std::size_t a = 0;
+        std::size_t b = 0;
+        lo = std::stoll(text.substr(0, colon), &a);
+        hi = std::stoll(text.substr(colon + 1), &b);
+        if (a != colon || b != text.size() - colon - 1)
+            throw bad();
+    } catch (const std::logic_error&) {
+        throw bad();
+    }
+    if (lo < 1 || hi < lo)
+        throw bad();
+    return {lo, hi};
+}
+
+} // namespace ioattn::app

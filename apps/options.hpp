@@ -1,0 +1,87 @@
+#pragma once
+// The options shared by the subcommands that take a problem (DESIGN.md §4). The names are part
+// of the interface: scripts and docs depend on them.
+
+#include <ioattn/memory_model.hpp>
+#include <ioattn/problem.hpp>
+#include <ioattn/tiling.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace ioattn::app {
+
+/// Raw values of the shared options, as parsed. Resolve them with the functions below, which
+/// throw InvalidArgument (exit 2) naming the subcommand and the bad value.
+struct SharedOptions {
+    std::string pass = "forward";
+    std::int64_t n = 1024;
+    std::int64_t n_q = 0; ///< 0: --N
+    std::int64_t n_k = 0; ///< 0: --N
+    std::int64_t d = 64;
+    std::int64_t d_v = 0; ///< 0: --d
+    std::int64_t batch = 1;
+    std::int64_t heads = 1;
+    std::int64_t kv_heads = 0; ///< 0: --heads
+    bool causal = false;
+    std::string pattern = "dense";
+    std::string dtype = "float";
+    std::string schedule = "auto";
+    std::string select = "cost";
+    std::int64_t m_words = 0; ///< 0: not given
+    std::int64_t m_bytes = 0; ///< 0: not given
+    int threads = 0;          ///< 0: every core
+    std::uint64_t seed = 42;
+    bool json = false;
+    bool csv = false;
+};
+
+/// --pass --N --n-q --n-k --d --d-v --batch --heads --kv-heads --causal --pattern --dtype
+void add_problem_options(CLI::App& cmd, SharedOptions& o);
+/// --schedule auto|fused|materialized|reference and --select cost|theory
+void add_schedule_options(CLI::App& cmd, SharedOptions& o);
+/// --M words | --M-bytes bytes (suffixes k, KiB, M, MiB ... accepted)
+void add_memory_options(CLI::App& cmd, SharedOptions& o);
+/// --threads t (0: all cores), --seed s
+void add_runtime_options(CLI::App& cmd, SharedOptions& o);
+/// --json, and --csv unless `csv` is false
+void add_output_options(CLI::App& cmd, SharedOptions& o, bool csv = true);
+
+/// The resolved problem. `where` names the subcommand. Throws InvalidArgument for bad sizes
+/// and UsageError for what is not available yet (--pass backward, a sparse --pattern).
+Problem problem_of(const SharedOptions& o, const char* where);
+
+/// --pass (forward only for now; backward throws UsageError).
+Pass pass_of(const SharedOptions& o, const char* where);
+
+/// Bytes per word of --dtype: 4 (float) or 8 (double).
+std::int64_t word_bytes(const SharedOptions& o);
+
+/// Whether --M or --M-bytes was given.
+bool memory_given(const SharedOptions& o);
+
+/// The fast memory: --M words, --M-bytes / word size, or the per-core L2 in words.
+MemoryModel memory_of(const SharedOptions& o, const char* where);
+
+/// --schedule: nullopt for auto.
+std::optional<Schedule> schedule_of(const SharedOptions& o);
+
+/// --select.
+Select select_of(const SharedOptions& o);
+
+/// A tiling of `schedule` for M that the counter accepts: Tiling::tuned when `tuned`, else the
+/// I/O-optimal for_memory tiling. Throws InvalidArgument (usage) when M is below the smallest
+/// valid tiling, naming that smallest M when it can be found.
+Tiling tiling_for(Schedule schedule,
+                  const MemoryModel& memory,
+                  const Problem& problem,
+                  bool tuned,
+                  const char* where);
+
+/// Parses "lo:hi" (each a positive integer, lo <= hi); throws InvalidArgument.
+std::pair<std::int64_t, std::int64_t> parse_range(const std::string& text, const char* what);
+
+} // namespace ioattn::app

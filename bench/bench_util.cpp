@@ -1,0 +1,190 @@
+// Inputs, peers and roofline for the benchmarks (see bench_util.hpp). Compiled with
+// -ffast-math (peers.cmake) so the naive softmax's expf vectorizes; nothing here relies on
+// infinities or NaN.
+
+#include "bench_util.hpp"
+
+#include <ioattn/parallel.hpp>
+
+#include <cblas.h>
+#include <cmath>
+
+namespace ioattn::bench {
+
+namespace {
+
+std::uint64_t splitmix64(std::uint64_t& state) {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31U);
+}
+
+template <typename Scalar>
+void fill(std::vector<Scalar>& x, std::uint64_t seed) {
+    std::uint64_t state = seed;
+    for (Scalar& e : x) {
+        const double u = static_cast<double>(splitmix64(state) >> 11U) * 0x1.0p-53; // [0, 1)
+        e = static_cast<Scalar>(2.0 * u - 1.0);
+    }
+}
+
+std::size_t sz(std::int64_t n) {
+    return static_cast<std::size_t>(n);
+}
+
+int blas_int(std::int64_t n) {
+    return static_cast<int>(n);
+}
+
+} // namespace
+
+void fill_uniform(std::vector<float>& x, std::uint64_t seed) {
+    fill(x, seed);
+}
+
+void fill_uniform(std::vector<double>& x, std::uint64_t seed) {
+    fill(x, seed);
+}
+
+template <typename Scalar>
+ForwardData<Scalar>::ForwardData(const Problem& p, std::uint64_t seed)
+    : problem(p.resolved("ioattn::bench::ForwardData")) {
+    const Problem& r = problem;
+    q.resize(sz(r.batch * r.heads * r.n_q * r.d));
+    k.resize(sz(r.batch * r.kv_heads * r.n_k * r.d));
+    v.resize(sz(r.batch * r.kv_heads * r.n_k * r.d_v));
+    o.assign(sz(r.batch * r.heads * r.n_q * r.d_v), Scalar(0));
+    lse.assign(sz(r.batch * r.heads * r.n_q), Scalar(0));
+    fill(q, seed);
+    fill(k, seed + 1);
+    fill(v, seed + 2);
+}
+
+template <typename Scalar>
+ForwardArgs<Scalar> ForwardData<Scalar>::args() {
+    const Problem& r = problem;
+    return {r,
+            TensorView<const Scalar>::packed(q.data(), r.batch, r.heads, r.n_q, r.d),
+            TensorView<const Scalar>::packed(k.data(), r.batch, r.kv_heads, r.n_k, r.d),
+            TensorView<const Scalar>::packed(v.data(), r.batch, r.kv_heads, r.n_k, r.d_v),
+            TensorView<Scalar>::packed(o.data(), r.batch, r.heads, r.n_q, r.d_v),
+            TensorView<Scalar>::packed(lse.data(), r.batch, r.heads, r.n_q, 1)};
+}
+
+template struct ForwardData<float>;
+template struct ForwardData<double>;
+
+std::string_view to_string(NaiveMode m) {
+    return m == NaiveMode::heads_parallel ? "heads-parallel" : "blas-threads";
+}
+
+void set_blas_threads(int threads) {
+    openblas_set_num_threads(std::max(threads, 1));
+}
+
+NaiveAttention::NaiveAttention(const Problem& problem, NaiveMode mode, int threads)
+    : problem_(problem.resolved("ioattn::bench::NaiveAttention"))
+    , mode_(mode)
+    , threads_(std::max(threads, 1)) {
+    const std::size_t buffers = mode == NaiveMode::heads_parallel ? sz(threads_) : 1;
+    scores_.assign(buffers, std::vector<float>(sz(problem_.n_q * problem_.n_k)));
+}
+
+void NaiveAttention::head(std::int64_t slice,
+                          const float* q,
+                          const float* k,
+                          const float* v,
+                          float* o,
+                          float* s) const {
+    const Problem& p = problem_;
+    const std::int64_t b = slice / p.heads;
+    const std::int64_t kv_slice = b * p.kv_heads + (slice % p.heads) / p.group();
+    const float* qh = q + slice * p.n_q * p.d;
+    const float* kh = k + kv_slice * p.n_k * p.d;
+    const float* vh = v + kv_slice * p.n_k * p.d_v;
+    float* oh = o + slice * p.n_q * p.d_v;
+    // --- S = scale * Q K^T ---
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(p.n_q), blas_int(p.n_k),
+                blas_int(p.d), static_cast<float>(p.scale), qh, blas_int(p.d), kh, blas_int(p.d),
+                0.0F, s, blas_int(p.n_k));
+    // --- P = softmax(S) over the visible keys of each row ---
+    const auto softmax_rows = [&](std::int64_t i0, std::int64_t i1) {
+        for (std::int64_t i = i0; i < i1; ++i) {
+            float* row = s + i * p.n_k;
+            const std::int64_t vis = p.visible_keys(i);
+            float mx = vis > 0 ? row[0] : 0.0F;
+            for (std::int64_t j = 1; j < vis; ++j)
+                mx = std::max(mx, row[j]);
+            float sum = 0.0F;
+            for (std::int64_t j = 0; j < vis; ++j) {
+                row[j] = std::exp(row[j] - mx);
+                sum += row[j];
+            }
+            const float inv = vis > 0 ? 1.0F / sum : 0.0F;
+            for (std::int64_t j = 0; j < vis; ++j)
+                row[j] *= inv;
+            for (std::int64_t j = vis; j < p.n_k; ++j)
+                row[j] = 0.0F;
+        }
+    };
+    if (mode_ == NaiveMode::heads_parallel) {
+        softmax_rows(0, p.n_q);
+    } else {
+        constexpr std::int64_t kRows = 64;
+        const std::int64_t tasks = (p.n_q + kRows - 1) / kRows;
+        with_threads(threads_, [&] {
+            parallel_for_tiles(tasks, [&](std::int64_t t, int /*w*/) {
+                softmax_rows(t * kRows, std::min(p.n_q, (t + 1) * kRows));
+            });
+        });
+    }
+    // --- O = P V ---
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(p.n_q), blas_int(p.d_v),
+                blas_int(p.n_k), 1.0F, s, blas_int(p.n_k), vh, blas_int(p.d_v), 0.0F, oh,
+                blas_int(p.d_v));
+}
+
+void NaiveAttention::run(const float* q, const float* k, const float* v, float* o) {
+    const std::int64_t slices = problem_.batch_heads();
+    if (mode_ == NaiveMode::heads_parallel) {
+        set_blas_threads(1);
+        with_threads(threads_, [&] {
+            parallel_for_tiles(slices, [&](std::int64_t t, int w) {
+                head(t, q, k, v, o, scores_[sz(w)].data());
+            });
+        });
+    } else {
+        set_blas_threads(threads_);
+        for (std::int64_t t = 0; t < slices; ++t)
+            head(t, q, k, v, o, scores_[0].data());
+    }
+}
+
+template <typename Scalar>
+SquareGemm<Scalar>::SquareGemm(std::int64_t n, int threads)
+    : n_(n)
+    , threads_(std::max(threads, 1))
+    , a_(sz(n * n))
+    , b_(sz(n * n))
+    , c_(sz(n * n)) {
+    fill(a_, 11);
+    fill(b_, 12);
+}
+
+template <typename Scalar>
+void SquareGemm<Scalar>::run() {
+    set_blas_threads(threads_);
+    const int n = blas_int(n_);
+    if constexpr (std::is_same_v<Scalar, float>)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0F, a_.data(), n,
+                    b_.data(), n, 0.0F, c_.data(), n);
+    else
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a_.data(), n,
+                    b_.data(), n, 0.0, c_.data(), n);
+}
+
+template class SquareGemm<float>;
+template class SquareGemm<double>;
+
+} // namespace ioattn::bench

@@ -1,0 +1,113 @@
+#pragma once
+// Shared by `ioattn bench` (apps/cmd_bench.cpp) and the Google Benchmark families in bench/:
+// seeded inputs for a forward problem, the peers measured side by side (naive attention on
+// OpenBLAS, DESIGN.md §5) and the same-run roofline (OpenBLAS SGEMM/DGEMM of a square n^3).
+// No correctness checks here: timings only.
+
+#include <ioattn/dense.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace ioattn::bench {
+
+/// Packed operands of one forward problem, filled with seeded uniform values in [-1, 1).
+template <typename Scalar>
+struct ForwardData {
+    Problem problem;
+    std::vector<Scalar> q, k, v, o, lse;
+
+    ForwardData(const Problem& p, std::uint64_t seed);
+
+    /// Views of the buffers above (inputs read-only, o and lse written).
+    [[nodiscard]] ForwardArgs<Scalar> args();
+};
+
+extern template struct ForwardData<float>;
+extern template struct ForwardData<double>;
+
+/// Fills `x` with uniform values in [-1, 1) from a SplitMix64 stream seeded by `seed`.
+void fill_uniform(std::vector<float>& x, std::uint64_t seed);
+void fill_uniform(std::vector<double>& x, std::uint64_t seed);
+
+/// How the naive OpenBLAS attention uses the threads.
+enum class NaiveMode {
+    heads_parallel, ///< oneTBB over (batch, head), OpenBLAS single-threaded inside each task
+    blas_threads    ///< heads in sequence, OpenBLAS threaded, the row softmax over oneTBB
+};
+
+std::string_view to_string(NaiveMode m);
+
+/// Naive attention, fp32: per (batch, head) S = scale*Q K^T (cblas_sgemm, n_q x n_k in slow
+/// memory), row softmax over the visible keys (causal mask, bottom-right aligned), O = P V
+/// (cblas_sgemm). GQA: head h reads key/value head h / group. Workspace is allocated once.
+class NaiveAttention {
+public:
+    NaiveAttention(const Problem& problem, NaiveMode mode, int threads);
+
+    /// O = softmax(scale*Q K^T + mask) V on packed q, k, v, o.
+    void run(const float* q, const float* k, const float* v, float* o);
+
+private:
+    void head(std::int64_t slice, const float* q, const float* k, const float* v, float* o,
+              float* s) const;
+
+    Problem problem_;
+    NaiveMode mode_;
+    int threads_;
+    std::vector<std::vector<float>> scores_; ///< one n_q x n_k buffer per worker
+};
+
+/// The roofline of DESIGN.md §5: C = A B for square n x n matrices with OpenBLAS
+/// (SGEMM for float, DGEMM for double) on `threads` OpenBLAS threads.
+template <typename Scalar>
+class SquareGemm {
+public:
+    SquareGemm(std::int64_t n, int threads);
+
+    void run();
+
+    [[nodiscard]] double flops() const {
+        const auto x = static_cast<double>(n_);
+        return 2.0 * x * x * x;
+    }
+
+private:
+    std::int64_t n_;
+    int threads_;
+    std::vector<Scalar> a_, b_, c_;
+};
+
+extern template class SquareGemm<float>;
+extern template class SquareGemm<double>;
+
+/// Sets OpenBLAS's thread count (a process-wide setting).
+void set_blas_threads(int threads);
+
+/// Wall-clock seconds of one call of fn().
+template <typename Fn>
+double seconds_of(Fn&& fn) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    const auto t1 = std::chrono::steady_clock::now();
+    return std::chrono::duration<double>(t1 - t0).count();
+}
+
+/// Median of `repeat` timed calls of fn() (repeat >= 1), after one untimed warm-up call when
+/// `warm_up` is set.
+template <typename Fn>
+double median_seconds(int repeat, Fn&& fn, bool warm_up = true) {
+    if (warm_up)
+        fn();
+    std::vector<double> t;
+    for (int r = 0; r < std::max(repeat, 1); ++r)
+        t.push_back(seconds_of(fn));
+    std::sort(t.begin(), t.end());
+    const std::size_t n = t.size();
+    return n % 2 == 1 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+} // namespace ioattn::bench

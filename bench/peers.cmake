@@ -1,0 +1,20 @@
+# The peers every dense comparison runs side by side (naive OpenBLAS attention, the SGEMM
+# roofline) and the shared input helpers: one static library used by `ioattn bench` (apps/) and
+# the Google Benchmark families (bench/). Included from both folders; defined once.
+include_guard(GLOBAL)
+
+# Debian's OpenBLASConfig.cmake sets variables only; wrap them in a target.
+find_package(OpenBLAS REQUIRED CONFIG)
+add_library(ioattn_openblas INTERFACE)
+target_include_directories(ioattn_openblas SYSTEM INTERFACE ${OpenBLAS_INCLUDE_DIRS})
+target_link_libraries(ioattn_openblas INTERFACE ${OpenBLAS_LIBRARIES})
+
+add_library(ioattn_bench_util STATIC ${CMAKE_CURRENT_LIST_DIR}/bench_util.cpp)
+target_include_directories(ioattn_bench_util PUBLIC ${CMAKE_CURRENT_LIST_DIR})
+target_link_libraries(ioattn_bench_util
+  PUBLIC ioattn::core
+  PRIVATE ioattn_openblas $<BUILD_INTERFACE:ioattn_warnings> $<BUILD_INTERFACE:ioattn_isa>)
+# The naive peer's row softmax calls expf in a loop: -ffast-math lets GCC use glibc's vector
+# expf (libmvec), so the peer is not handicapped by scalar exp. The code never relies on
+# infinities (masked entries are skipped, not set to -inf).
+target_compile_options(ioattn_bench_util PRIVATE -ffast-math)

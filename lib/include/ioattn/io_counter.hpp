@@ -1,0 +1,156 @@
+#pragma once
+/// Counters of the two-level memory model. Kernels are templated on the counter type: with
+/// NullCounter every call is empty and compiles away; with IoCounter the same code reports the
+/// words it moved; with DryRunCounter the schedule is walked without arithmetic.
+
+#include <ioattn/error.hpp>
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace ioattn {
+
+/// Which operand a block of words belongs to.
+enum class Operand : std::uint8_t {
+    q, k, v, o, lse, scores, stats, d_o, d_q, d_k, d_v, delta, probs, d_scores
+};
+
+/// A rectangular block of an operand of one (batch, head) slice: rows [row0, row0 + rows),
+/// columns [col0, col0 + cols).
+struct Block {
+    Operand operand = Operand::q;
+    std::int64_t slice = 0; ///< batch * heads index (kv slices for k and v)
+    std::int64_t row0 = 0;
+    std::int64_t rows = 0;
+    std::int64_t col0 = 0;
+    std::int64_t cols = 0;
+
+    [[nodiscard]] std::int64_t words() const { return rows * cols; }
+
+    bool operator==(const Block&) const = default;
+};
+
+/// One event of a recorded trace.
+struct TraceEvent {
+    enum class Kind : std::uint8_t { read, write, complete };
+    Kind kind = Kind::read;
+    Block block; ///< for `complete`: the entries of S = Q K^T (operand scores) now final
+};
+
+/// Counted traffic: words read from and written to slow memory, and the largest number of
+/// words resident in fast memory at once (the max over tasks: each task is one processor).
+struct IoReport {
+    std::int64_t reads = 0;
+    std::int64_t writes = 0;
+    std::int64_t peak = 0;
+
+    [[nodiscard]] std::int64_t total() const { return reads + writes; }
+
+    bool operator==(const IoReport&) const = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const IoReport& r);
+
+/// The do-nothing counter: full-speed runs.
+class NullCounter {
+public:
+    static constexpr bool kCounts = false;
+    static constexpr bool kComputes = true;
+
+    NullCounter() = default;
+    explicit NullCounter(std::int64_t /*fast_words*/) {}
+
+    void read(const Block& /*b*/) {}
+    void write(const Block& /*b*/) {}
+    void complete(const Block& /*b*/) {}
+    void acquire(std::int64_t /*words*/) {}
+    void release(std::int64_t /*words*/) {}
+    void merge(const NullCounter& /*other*/) {}
+    [[nodiscard]] NullCounter fork() const { return {}; }
+    [[nodiscard]] IoReport report() const { return {}; }
+};
+
+/// Exact counter with capacity checking: acquire() throws CapacityError when more than
+/// `fast_words` would be resident. With record(true) it also keeps the event trace.
+class IoCounter {
+public:
+    static constexpr bool kCounts = true;
+    static constexpr bool kComputes = true;
+
+    IoCounter() = default;
+    explicit IoCounter(std::int64_t fast_words, bool record = false)
+        : fast_words_(fast_words)
+        , record_(record) {}
+
+    void read(const Block& b) {
+        reads_ += b.words();
+        if (record_)
+            trace_.push_back({TraceEvent::Kind::read, b});
+    }
+
+    void write(const Block& b) {
+        writes_ += b.words();
+        if (record_)
+            trace_.push_back({TraceEvent::Kind::write, b});
+    }
+
+    void complete(const Block& b) {
+        if (record_)
+            trace_.push_back({TraceEvent::Kind::complete, b});
+    }
+
+    void acquire(std::int64_t words) {
+        resident_ += words;
+        if (resident_ > fast_words_)
+            throw CapacityError("ioattn::IoCounter: " + std::to_string(resident_) +
+                                " words resident > M = " + std::to_string(fast_words_));
+        if (resident_ > peak_)
+            peak_ = resident_;
+    }
+
+    void release(std::int64_t words) { resident_ -= words; }
+
+    /// A fresh counter with the same M and recording mode, for one task.
+    [[nodiscard]] IoCounter fork() const { return IoCounter(fast_words_, record_); }
+
+    /// Adds a task's counts (peak: max) and appends its trace. Merge tasks in task order.
+    void merge(const IoCounter& other) {
+        reads_ += other.reads_;
+        writes_ += other.writes_;
+        peak_ = peak_ > other.peak_ ? peak_ : other.peak_;
+        if (record_)
+            trace_.insert(trace_.end(), other.trace_.begin(), other.trace_.end());
+    }
+
+    [[nodiscard]] IoReport report() const { return {reads_, writes_, peak_}; }
+    [[nodiscard]] std::int64_t fast_words() const { return fast_words_; }
+    [[nodiscard]] std::int64_t resident() const { return resident_; }
+    [[nodiscard]] const std::vector<TraceEvent>& trace() const { return trace_; }
+
+private:
+    std::int64_t fast_words_ = 0;
+    bool record_ = false;
+    std::int64_t reads_ = 0;
+    std::int64_t writes_ = 0;
+    std::int64_t resident_ = 0;
+    std::int64_t peak_ = 0;
+    std::vector<TraceEvent> trace_;
+};
+
+/// Counts like IoCounter but the kernel skips all arithmetic and never touches data, so
+/// shapes with N in the millions are walked in seconds.
+class DryRunCounter : public IoCounter {
+public:
+    static constexpr bool kComputes = false;
+    using IoCounter::IoCounter;
+
+    [[nodiscard]] DryRunCounter fork() const {
+        DryRunCounter c;
+        static_cast<IoCounter&>(c) = IoCounter::fork();
+        return c;
+    }
+};
+
+} // namespace ioattn

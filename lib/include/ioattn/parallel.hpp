@@ -1,0 +1,73 @@
+#pragma once
+/// The only place ioattn talks to oneTBB's scheduling: task loops whose results do not depend
+/// on the thread count, per-worker workspace indices, and thread-count control.
+
+#include <tbb/blocked_range.h>
+#include <tbb/global_control.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+namespace ioattn {
+
+/// Number of workers that may run tasks of the current arena (>= 1).
+inline int max_concurrency() {
+    return tbb::this_task_arena::max_concurrency();
+}
+
+/// Index in [0, max_concurrency()) of the worker running the caller, for per-worker
+/// workspace. Only valid inside a task of the current arena.
+inline int worker_index() {
+    const int i = tbb::this_task_arena::current_thread_index();
+    return i < 0 ? 0 : i;
+}
+
+/// Runs body(task, worker) for task in [0, n_tasks) in parallel, one call per task. Each task
+/// must write disjoint outputs; the result is then independent of the thread count.
+template <typename Body>
+void parallel_for_tiles(std::int64_t n_tasks, const Body& body) {
+    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n_tasks, 1),
+                      [&](const tbb::blocked_range<std::int64_t>& r) {
+                          const int w = worker_index();
+                          for (std::int64_t t = r.begin(); t != r.end(); ++t)
+                              body(t, w);
+                      });
+}
+
+/// parallel_for_tiles with one counter per task, forked from `counter` and merged back in task
+/// order, so counts (and recorded traces) are those of the sequential schedule that runs the
+/// tasks in index order. body(task, worker, Counter& task_counter).
+template <typename Counter, typename Body>
+void parallel_for_counted(std::int64_t n_tasks, Counter& counter, const Body& body) {
+    if constexpr (!Counter::kCounts) {
+        parallel_for_tiles(n_tasks, [&](std::int64_t t, int w) {
+            Counter c;
+            body(t, w, c);
+        });
+    } else {
+        std::vector<Counter> counters;
+        counters.reserve(static_cast<std::size_t>(n_tasks));
+        for (std::int64_t t = 0; t < n_tasks; ++t)
+            counters.push_back(counter.fork());
+        parallel_for_tiles(n_tasks, [&](std::int64_t t, int w) {
+            body(t, w, counters[static_cast<std::size_t>(t)]);
+        });
+        for (const Counter& c : counters)
+            counter.merge(c);
+    }
+}
+
+/// Runs fn() with at most `threads` workers (threads <= 0: all). Uses a task_arena, so it
+/// composes with other arenas and nested calls.
+template <typename Fn>
+auto with_threads(int threads, Fn&& fn) -> decltype(fn()) {
+    if (threads <= 0)
+        return fn();
+    tbb::task_arena arena(threads);
+    return arena.execute([&]() -> decltype(fn()) { return fn(); });
+}
+
+} // namespace ioattn

@@ -1,0 +1,80 @@
+#pragma once
+/// A schedule and its tile sizes: the value that says how a kernel moves data.
+
+#include <ioattn/memory_model.hpp>
+#include <ioattn/problem.hpp>
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string_view>
+
+namespace ioattn {
+
+/// Which kernel family runs.
+enum class Schedule {
+    reference,   ///< materialized scores, double accumulation (the test oracle)
+    fused,       ///< FlashAttention-2 streaming: scores never leave fast memory
+    materialized ///< Saha & Ye Algorithm 1: square tiles, scores written to slow memory
+};
+
+/// Forward or backward pass.
+enum class Pass { forward, backward };
+
+/// How the automatic choice between fused and materialized is made.
+enum class Select {
+    theory, ///< the papers' crossover: fused iff M >= d^2 (sparse: M >= Z_input^2 / Z_QK)
+    cost    ///< the schedule whose exact I/O for this shape and M is lower
+};
+
+std::string_view to_string(Schedule s);
+std::string_view to_string(Pass p);
+std::string_view to_string(Select s);
+/// Parses "reference", "fused", "materialized"; throws InvalidArgument otherwise.
+Schedule parse_schedule(std::string_view text);
+
+/// Tile sizes of a schedule. Fused: rows = Br (query rows resident), cols = Bc (keys streamed
+/// per step). Materialized: rows = cols = b, the side of the square tiles.
+struct Tiling {
+    Schedule schedule = Schedule::fused;
+    std::int64_t rows = 0;
+    std::int64_t cols = 0;
+
+    /// The I/O-optimal tiling of `schedule` for the model: fused maximises Br under the
+    /// residency limit (Bc chosen small), materialized takes b = floor(sqrt(M/4)).
+    /// Throws CapacityError if no tiling fits M.
+    static Tiling for_memory(Schedule schedule,
+                             const MemoryModel& memory,
+                             const Problem& problem,
+                             Pass pass = Pass::forward);
+
+    /// As for_memory, but std::nullopt when M is too small for any tiling.
+    static std::optional<Tiling> try_for_memory(Schedule schedule,
+                                                const MemoryModel& memory,
+                                                const Problem& problem,
+                                                Pass pass = Pass::forward);
+
+    /// A tiling tuned for this CPU (register blocking, cache, enough tasks for the threads)
+    /// that still fits M; falls back to for_memory when the tuned one does not fit.
+    static Tiling tuned(Schedule schedule,
+                        const MemoryModel& memory,
+                        const Problem& problem,
+                        Pass pass = Pass::forward);
+
+    /// Peak fast-memory residency in words of this tiling on `problem`.
+    [[nodiscard]] std::int64_t resident_words(const Problem& problem,
+                                              Pass pass = Pass::forward) const;
+
+    /// Throws InvalidArgument for non-positive sizes or a non-square materialized tiling, and
+    /// CapacityError when resident_words(problem) > M. `where` names the caller.
+    void validate(std::string_view where,
+                  const MemoryModel& memory,
+                  const Problem& problem,
+                  Pass pass = Pass::forward) const;
+
+    bool operator==(const Tiling&) const = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tiling& t);
+
+} // namespace ioattn

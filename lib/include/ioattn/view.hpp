@@ -1,0 +1,100 @@
+#pragma once
+/// Strided non-owning views of the attention operands and the argument packs of the kernels.
+
+#include <ioattn/problem.hpp>
+
+#include <cstdint>
+#include <string_view>
+
+namespace ioattn {
+
+/// A rank-4 tensor [batch][heads][rows][cols] with unit column stride and arbitrary
+/// non-negative batch, head and row strides (in elements). `extent` is the number of elements
+/// addressable from `data`; validation checks every addressed element lies inside it.
+template <typename T>
+struct TensorView {
+    T* data = nullptr;
+    std::int64_t batch = 0;
+    std::int64_t heads = 0;
+    std::int64_t rows = 0;
+    std::int64_t cols = 0;
+    std::int64_t stride_batch = 0;
+    std::int64_t stride_head = 0;
+    std::int64_t stride_row = 0;
+    std::int64_t extent = 0;
+
+    /// A densely packed view (row-major, heads inside batch).
+    static TensorView packed(T* data,
+                             std::int64_t batch,
+                             std::int64_t heads,
+                             std::int64_t rows,
+                             std::int64_t cols) {
+        return {data,
+                batch,
+                heads,
+                rows,
+                cols,
+                heads * rows * cols,
+                rows * cols,
+                cols,
+                batch * heads * rows * cols};
+    }
+
+    /// Pointer to element (b, h, i, 0).
+    T* row(std::int64_t b, std::int64_t h, std::int64_t i) const {
+        return data + b * stride_batch + h * stride_head + i * stride_row;
+    }
+
+    /// One past the largest addressed offset (0 for an empty view).
+    [[nodiscard]] std::int64_t span() const {
+        if (batch == 0 || heads == 0 || rows == 0 || cols == 0)
+            return 0;
+        return (batch - 1) * stride_batch + (heads - 1) * stride_head + (rows - 1) * stride_row +
+               cols;
+    }
+
+    /// A read-only view of the same elements.
+    operator TensorView<const T>() const {
+        return {data, batch, heads, rows, cols, stride_batch, stride_head, stride_row, extent};
+    }
+};
+
+/// Inputs and outputs of a forward pass.
+/// q: [batch][heads][n_q][d], k: [batch][kv_heads][n_k][d], v: [batch][kv_heads][n_k][d_v],
+/// o: [batch][heads][n_q][d_v], lse: [batch][heads][n_q][1] (natural-log log-sum-exp of the
+/// scaled scores; -inf for a row with no visible key). Outputs must not overlap inputs.
+template <typename Scalar>
+struct ForwardArgs {
+    Problem problem;
+    TensorView<const Scalar> q;
+    TensorView<const Scalar> k;
+    TensorView<const Scalar> v;
+    TensorView<Scalar> o;
+    TensorView<Scalar> lse;
+
+    /// Resolves the problem and checks every view against it (shapes, strides, extents,
+    /// output/input overlap). Throws InvalidArgument naming `where`. With `shape_only`, null
+    /// data pointers are allowed (dry runs walk the schedule without touching data).
+    void validate(std::string_view where, bool shape_only = false);
+};
+
+/// Inputs and outputs of a backward pass: the forward's operands and outputs (o, lse as the
+/// forward wrote them), the upstream gradient d_o [batch][heads][n_q][d_v], and the gradients
+/// d_q (shaped like q), d_k (like k), d_v (like v), which are overwritten.
+template <typename Scalar>
+struct BackwardArgs : ForwardArgs<Scalar> {
+    TensorView<const Scalar> d_o;
+    TensorView<Scalar> d_q;
+    TensorView<Scalar> d_k;
+    TensorView<Scalar> d_v;
+
+    /// As ForwardArgs::validate, plus the gradient views; o and lse are read-only here.
+    void validate(std::string_view where, bool shape_only = false);
+};
+
+extern template struct ForwardArgs<float>;
+extern template struct ForwardArgs<double>;
+extern template struct BackwardArgs<float>;
+extern template struct BackwardArgs<double>;
+
+} // namespace ioattn

@@ -1,0 +1,66 @@
+// ioattn::dense::forward: the dispatcher over the forward schedules, and the dry run that walks
+// a schedule without data. No algorithm lives here.
+
+#include <ioattn/dense/forward.hpp>
+#include <ioattn/error.hpp>
+
+#include <string>
+
+namespace ioattn::dense {
+
+template <typename Scalar, typename Counter>
+void forward(const ForwardArgs<Scalar>& args,
+             const Tiling& tiling,
+             const MemoryModel& memory,
+             Counter& counter) {
+    switch (tiling.schedule) {
+    case Schedule::reference:
+        if constexpr (Counter::kComputes) {
+            forward_reference(args);
+            return;
+        } else {
+            throw InvalidArgument("ioattn::dense::forward: the reference schedule has no dry run");
+        }
+    case Schedule::fused: forward_fused(args, tiling, memory, counter); return;
+    case Schedule::materialized: forward_materialized(args, tiling, memory, counter); return;
+    }
+}
+
+template <typename Scalar>
+Tiling forward(const ForwardArgs<Scalar>& args, Schedule schedule, const MemoryModel& memory) {
+    const Tiling tiling = schedule == Schedule::reference
+                              ? Tiling{Schedule::reference, 1, 1}
+                              : Tiling::tuned(schedule, memory, args.problem);
+    NullCounter counter;
+    forward(args, tiling, memory, counter);
+    return tiling;
+}
+
+IoReport dry_run_forward(const Problem& problem, const Tiling& tiling, const MemoryModel& memory) {
+    const Problem p = problem.resolved("ioattn::dense::dry_run_forward");
+    ForwardArgs<float> a{p,
+                         TensorView<const float>::packed(nullptr, p.batch, p.heads, p.n_q, p.d),
+                         TensorView<const float>::packed(nullptr, p.batch, p.kv_heads, p.n_k, p.d),
+                         TensorView<const float>::packed(nullptr, p.batch, p.kv_heads, p.n_k, p.d_v),
+                         TensorView<float>::packed(nullptr, p.batch, p.heads, p.n_q, p.d_v),
+                         TensorView<float>::packed(nullptr, p.batch, p.heads, p.n_q, 1)};
+    DryRunCounter counter(memory.fast_words);
+    forward(a, tiling, memory, counter);
+    return counter.report();
+}
+
+#define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
+    template void forward<Scalar, Counter>(                                                        \
+        const ForwardArgs<Scalar>&, const Tiling&, const MemoryModel&, Counter&);
+IOATTN_INSTANTIATE(float, NullCounter)
+IOATTN_INSTANTIATE(float, IoCounter)
+IOATTN_INSTANTIATE(float, DryRunCounter)
+IOATTN_INSTANTIATE(double, NullCounter)
+IOATTN_INSTANTIATE(double, IoCounter)
+IOATTN_INSTANTIATE(double, DryRunCounter)
+#undef IOATTN_INSTANTIATE
+
+template Tiling forward<float>(const ForwardArgs<float>&, Schedule, const MemoryModel&);
+template Tiling forward<double>(const ForwardArgs<double>&, Schedule, const MemoryModel&);
+
+} // namespace ioattn::dense

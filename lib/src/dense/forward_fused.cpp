@@ -1,0 +1,191 @@
+// ioattn::dense::forward_fused: fused tiled forward (FlashAttention-2 order)
+// Per (batch, head): O = softmax(scale*Q K^T + mask) V, L = row logsumexp.
+// Reference: forward_reference.cpp. Br = tiling.rows, Bc = tiling.cols.
+//   parallel for each row block i: read Q_i             Br*d
+//     for each column block j with a visible key: read K_j, V_j    Bc*(d + d_v)
+//       S = scale*Q_i K_j^T; online-softmax update of m_i, l_i, O_i
+//     write O_i / l_i, L_i                              Br*d_v + Br
+// Causal: column blocks end at the last key visible to the block's last row (the final block
+// is cut there), so fully masked keys are never read.
+// Resident: Br*d + Bc*(d + d_v) + Br*Bc + Br*d_v + 2*Br <= M
+// I/O = io_cost_forward_fused = n_q*d + sum_i kv_end(i)*(d + d_v) + n_q*d_v + n_q  (per head)
+// Flops: 2*allowed_pairs*(d + d_v). One task per (batch, head, row block); thread-count
+// invariant: each task owns its rows of O and L and runs a fixed sequence of operations.
+// Tests: tests/lib/dense/forward_fused_test.cpp
+
+#include "../workspace.hpp"
+#include "online_softmax.hpp"
+#include "tile_kernels.hpp"
+
+#include <ioattn/dense/forward.hpp>
+#include <ioattn/parallel.hpp>
+
+#include <algorithm>
+#include <limits>
+
+namespace ioattn::dense {
+
+namespace {
+
+using detail::Simd;
+
+/// Per-worker scratch layout of one row block: Qt (d x Rp), St (Bc x Rp), O (Br x d_v),
+/// m, l, alpha (Rp each). Rp = Br rounded up to whole vectors.
+template <typename Scalar>
+struct Scratch {
+    std::int64_t rp = 0;
+    std::int64_t ld_o = 0;
+    Scalar* qt = nullptr;
+    Scalar* st = nullptr;
+    Scalar* o = nullptr;
+    Scalar* m = nullptr;
+    Scalar* l = nullptr;
+    Scalar* alpha = nullptr;
+
+    static std::int64_t words(const Problem& p, const Tiling& t) {
+        const std::int64_t rp = padded(t.rows);
+        return p.d * rp + t.cols * rp + t.rows * p.d_v + 3 * rp;
+    }
+
+    static std::int64_t padded(std::int64_t rows) {
+        constexpr int kL = Simd<Scalar>::kLanes;
+        return (rows + kL - 1) / kL * kL;
+    }
+
+    Scratch() = default;
+
+    Scratch(Scalar* base, const Problem& p, const Tiling& t)
+        : rp(padded(t.rows))
+        , ld_o(p.d_v) {
+        qt = base;
+        st = qt + p.d * rp;
+        o = st + t.cols * rp;
+        m = o + t.rows * p.d_v;
+        l = m + rp;
+        alpha = l + rp;
+    }
+};
+
+/// The serial body: one (slice, row block) task.
+template <typename Scalar, typename Counter>
+void row_block(const ForwardArgs<Scalar>& a,
+               const Tiling& t,
+               std::int64_t slice,
+               std::int64_t i0,
+               Scalar* base,
+               Counter& io) {
+    const Problem& p = a.problem;
+    const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
+    const std::int64_t kv_slice = b * p.kv_heads + g;
+    const std::int64_t rows = std::min(t.rows, p.n_q - i0);
+    const std::int64_t cols = std::min(t.cols, p.n_k);
+    const std::int64_t kv_end = p.visible_keys(i0 + rows - 1);
+    const std::int64_t resident = rows * p.d + cols * (p.d + p.d_v) + rows * cols +
+                                  rows * p.d_v + 2 * rows;
+    io.acquire(resident);
+
+    // --- read Q_i, pack Qt = (scale log2 e) Q_i^T ---
+    io.read({Operand::q, slice, i0, rows, 0, p.d});
+    Scratch<Scalar> w{};
+    std::int64_t n_vec = 0;
+    if constexpr (Counter::kComputes) {
+        w = Scratch<Scalar>(base, p, t);
+        n_vec = w.rp / Simd<Scalar>::kLanes;
+        const auto qs = static_cast<Scalar>(p.scale * 1.4426950408889634);
+        for (std::int64_t r = 0; r < w.rp; ++r) {
+            const Scalar* q = r < rows ? a.q.row(b, h, i0 + r) : nullptr;
+            for (std::int64_t k = 0; k < p.d; ++k)
+                w.qt[k * w.rp + r] = q ? q[k] * qs : Scalar(0);
+        }
+        std::fill(w.o, w.o + rows * p.d_v, Scalar(0));
+        std::fill(w.m, w.m + w.rp, -std::numeric_limits<Scalar>::infinity());
+        std::fill(w.l, w.l + w.rp, Scalar(0));
+    }
+
+    for (std::int64_t j0 = 0; j0 < kv_end; j0 += t.cols) {
+        const std::int64_t c = std::min(t.cols, kv_end - j0);
+        io.read({Operand::k, kv_slice, j0, c, 0, p.d});
+        io.read({Operand::v, kv_slice, j0, c, 0, p.d_v});
+        io.complete({Operand::scores, slice, i0, rows, j0, c});
+        if constexpr (Counter::kComputes) {
+            const Scalar* k = a.k.row(b, g, j0);
+            const Scalar* v = a.v.row(b, g, j0);
+            // --- St = K_j Qt (scores of the block, transposed) ---
+            detail::scores_block(k, a.k.stride_row, c, w.qt, w.rp, p.d, n_vec, w.st, w.rp);
+            // --- causal mask: key j0+x is hidden from rows r < j0 + x - offset - i0 ---
+            const bool diagonal = p.causal && j0 + c - 1 > i0 + p.causal_offset();
+            if (diagonal) {
+                for (std::int64_t x = 0; x < c; ++x) {
+                    const std::int64_t hidden =
+                        std::clamp<std::int64_t>(j0 + x - p.causal_offset() - i0, 0, rows);
+                    std::fill(w.st + x * w.rp,
+                              w.st + x * w.rp + hidden,
+                              -std::numeric_limits<Scalar>::infinity());
+                }
+            }
+            // --- online softmax: m, l, alpha; St becomes Pt ---
+            detail::online_softmax_block(w.st, w.rp, c, n_vec, w.m, w.l, w.alpha);
+            // --- O_i = alpha O_i + P V_j ---
+            if (!diagonal) {
+                detail::pv_block(w.st, w.rp, v, a.v.stride_row, c, rows, p.d_v, w.alpha, w.o,
+                                 w.ld_o);
+            } else {
+                for (std::int64_t r = 0; r < rows; ++r) {
+                    const std::int64_t seen = std::clamp<std::int64_t>(
+                        i0 + r + p.causal_offset() + 1 - j0, 0, c);
+                    detail::pv_row(w.st + r, w.rp, v, a.v.stride_row, seen, p.d_v,
+                                   w.alpha + r, w.o + r * w.ld_o);
+                }
+            }
+        }
+    }
+
+    // --- write O_i / l_i and L_i ---
+    if constexpr (Counter::kComputes) {
+        for (std::int64_t r = 0; r < rows; ++r) {
+            Scalar* o = a.o.row(b, h, i0 + r);
+            std::copy(w.o + r * w.ld_o, w.o + (r + 1) * w.ld_o, o);
+            *a.lse.row(b, h, i0 + r) = detail::finish_row(o, p.d_v, w.m[r], w.l[r]);
+        }
+    }
+    io.write({Operand::o, slice, i0, rows, 0, p.d_v});
+    io.write({Operand::lse, slice, i0, rows, 0, 1});
+    io.release(resident);
+}
+
+} // namespace
+
+template <typename Scalar, typename Counter>
+void forward_fused(const ForwardArgs<Scalar>& args,
+                   const Tiling& tiling,
+                   const MemoryModel& memory,
+                   Counter& counter) {
+    constexpr const char* kWhere = "ioattn::dense::forward_fused";
+    ForwardArgs<Scalar> a = args;
+    a.validate(kWhere, !Counter::kComputes);
+    if (tiling.schedule != Schedule::fused)
+        throw InvalidArgument(std::string(kWhere) + ": tiling is for the " +
+                              std::string(to_string(tiling.schedule)) + " schedule");
+    tiling.validate(kWhere, memory, a.problem);
+    const Problem& p = a.problem;
+    const std::int64_t blocks = (p.n_q + tiling.rows - 1) / tiling.rows;
+    const detail::Workspace<Scalar> ws(Counter::kComputes ? max_concurrency() : 0,
+                                       Scratch<Scalar>::words(p, tiling));
+    parallel_for_counted(p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker,
+                                                                Counter& io) {
+        row_block(a, tiling, task / blocks, task % blocks * tiling.rows, ws.slab(worker), io);
+    });
+}
+
+#define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
+    template void forward_fused<Scalar, Counter>(                                                  \
+        const ForwardArgs<Scalar>&, const Tiling&, const MemoryModel&, Counter&);
+IOATTN_INSTANTIATE(float, NullCounter)
+IOATTN_INSTANTIATE(float, IoCounter)
+IOATTN_INSTANTIATE(float, DryRunCounter)
+IOATTN_INSTANTIATE(double, NullCounter)
+IOATTN_INSTANTIATE(double, IoCounter)
+IOATTN_INSTANTIATE(double, DryRunCounter)
+#undef IOATTN_INSTANTIATE
+
+} // namespace ioattn::dense

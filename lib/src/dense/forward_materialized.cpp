@@ -1,0 +1,262 @@
+// ioattn::dense::forward_materialized: small-cache forward (Saha & Ye 2024, Algorithm 1)
+// Per (batch, head): O = softmax(scale*Q K^T + mask) V, L = row logsumexp, square tiles b x b.
+// Reference: forward_reference.cpp. b = tiling.rows = tiling.cols.
+//   parallel for each row block i (b rows), stats m_i, l_i resident (2b):
+//     phase 1, for each column tile j with a visible key:
+//       for each d-chunk k: read Q_i[:,k], K_j[:,k]          (r + c) * min(b, d - k)
+//         S_ij += Q_i[:,k] K_j[:,k]^T
+//       mask; online update of m_i, l_i; write S_ij           r*c
+//     phase 2, for each d_v-chunk x: O_ix = 0
+//       for each visible column tile j: read S_ij, V_j[:,x]    r*c + c*min(b, d_v - x)
+//         O_ix += exp(S_ij - m_i) / l_i V_j[:,x]
+//       write O_ix                                            r*min(b, d_v - x)
+//     write L_i                                               r
+// Resident: max(phase 1: b^2 + 2*b*min(b,d) + 2b, phase 2: b^2 + 2*b*min(b,d_v) + 2b) <= 4b^2
+// I/O = io_cost_forward_materialized = per row block, with T visible tiles of total width C:
+//   T*r*d + C*d + r*C  +  ceil(d_v/b)*r*C + C*d_v + r*d_v + r      (~8 N^2 d / sqrt(M) + N^2)
+// Scores are stored in base 2 (scaled by scale*log2 e); masked entries are -inf and their
+// V rows are never touched. Flops: 2*n_q*n_k*(d + d_v) over visible tiles.
+// One task per (batch, head, row block); the S strip of the block lives in per-worker scratch
+// standing for slow memory. Thread-count invariant.
+// Tests: tests/lib/dense/forward_materialized_test.cpp
+
+#include "../workspace.hpp"
+#include "simd.hpp"
+
+#include <ioattn/dense/forward.hpp>
+#include <ioattn/parallel.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace ioattn::dense {
+
+namespace {
+
+template <typename Scalar>
+constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
+
+/// Fast-memory buffers (each b x b) and the slow-memory score strip (b x n_k) of one worker.
+template <typename Scalar>
+struct Buffers {
+    Scalar *q, *kt, *s, *m, *l, *strip;
+
+    static std::int64_t words(const Problem& p, std::int64_t b) {
+        return 3 * b * b + 2 * b + b * p.n_k;
+    }
+};
+
+template <typename Scalar>
+Buffers<Scalar> carve(Scalar* base, const Problem& p, std::int64_t b) {
+    Buffers<Scalar> w{};
+    w.q = base;
+    w.kt = w.q + b * b;
+    w.s = w.kt + b * b;
+    w.m = w.s + b * b;
+    w.l = w.m + b;
+    w.strip = w.l + b;
+    (void)p;
+    return w;
+}
+
+/// Phase 1 for one tile: S = (scale log2 e) Q_i K_j^T accumulated over d in chunks of b.
+template <typename Scalar, typename Counter>
+void score_tile(const ForwardArgs<Scalar>& a,
+                const Buffers<Scalar>& w,
+                std::int64_t b,
+                std::int64_t slice,
+                std::int64_t i0,
+                std::int64_t r,
+                std::int64_t j0,
+                std::int64_t c,
+                Counter& io) {
+    const Problem& p = a.problem;
+    const std::int64_t bb = slice / p.heads, h = slice % p.heads, g = h / p.group();
+    const std::int64_t kv_slice = bb * p.kv_heads + g;
+    if constexpr (Counter::kComputes)
+        std::fill(w.s, w.s + r * c, Scalar(0));
+    for (std::int64_t k0 = 0; k0 < p.d; k0 += b) {
+        const std::int64_t kw = std::min(b, p.d - k0);
+        io.acquire((r + c) * kw);
+        io.read({Operand::q, slice, i0, r, k0, kw});
+        io.read({Operand::k, kv_slice, j0, c, k0, kw});
+        if constexpr (Counter::kComputes) {
+            for (std::int64_t x = 0; x < r; ++x)
+                std::copy_n(a.q.row(bb, h, i0 + x) + k0, kw, w.q + x * kw);
+            for (std::int64_t y = 0; y < c; ++y)
+                for (std::int64_t z = 0; z < kw; ++z)
+                    w.kt[z * c + y] = a.k.row(bb, g, j0 + y)[k0 + z];
+            // --- S_ij += Q_i[:,k] K_j[:,k]^T ---
+            for (std::int64_t x = 0; x < r; ++x)
+                for (std::int64_t z = 0; z < kw; ++z) {
+                    const Scalar qz = w.q[x * kw + z];
+                    for (std::int64_t y = 0; y < c; ++y)
+                        w.s[x * c + y] += qz * w.kt[z * c + y];
+                }
+        }
+        io.release((r + c) * kw);
+    }
+    io.complete({Operand::scores, slice, i0, r, j0, c});
+}
+
+/// Phase 1 epilogue: scale, mask, update m and l (online softmax, base 2), store to the strip.
+template <typename Scalar>
+void finish_tile(const Problem& p,
+                 const Buffers<Scalar>& w,
+                 std::int64_t i0,
+                 std::int64_t r,
+                 std::int64_t j0,
+                 std::int64_t c) {
+    const auto qs = static_cast<Scalar>(p.scale * 1.4426950408889634);
+    for (std::int64_t x = 0; x < r; ++x) {
+        Scalar* s = w.s + x * c;
+        const std::int64_t seen = std::clamp<std::int64_t>(p.visible_keys(i0 + x) - j0, 0, c);
+        Scalar mx = w.m[x];
+        for (std::int64_t y = 0; y < c; ++y) {
+            s[y] = y < seen ? s[y] * qs : kNegInf<Scalar>; // mask
+            mx = s[y] > mx ? s[y] : mx;
+        }
+        const Scalar m_safe = mx == kNegInf<Scalar> ? Scalar(0) : mx;
+        Scalar sum = 0;
+        for (std::int64_t y = 0; y < seen; ++y)
+            sum += s[y] == m_safe ? Scalar(1) : std::exp2(s[y] - m_safe);
+        const Scalar alpha = w.m[x] == m_safe ? Scalar(1) : std::exp2(w.m[x] - m_safe);
+        w.l[x] = alpha * w.l[x] + sum; // l = exp(m_old - m_new) l + rowsum(exp(S - m_new))
+        w.m[x] = mx;
+        std::copy_n(s, c, w.strip + x * p.n_k + j0);
+    }
+}
+
+/// Phase 2 for one d_v chunk: O_ix = sum_j exp(S_ij - m_i) / l_i V_j[:,x], written to O.
+template <typename Scalar, typename Counter>
+void output_chunk(const ForwardArgs<Scalar>& a,
+                  const Buffers<Scalar>& w,
+                  std::int64_t b,
+                  std::int64_t slice,
+                  std::int64_t i0,
+                  std::int64_t r,
+                  std::int64_t kv_end,
+                  std::int64_t x0,
+                  Counter& io) {
+    const Problem& p = a.problem;
+    const std::int64_t bb = slice / p.heads, h = slice % p.heads, g = h / p.group();
+    const std::int64_t kv_slice = bb * p.kv_heads + g;
+    const std::int64_t xw = std::min(b, p.d_v - x0);
+    io.acquire(r * xw);
+    Scalar* o = w.q; // the O chunk reuses the Q buffer (r x xw <= b x b)
+    if constexpr (Counter::kComputes)
+        std::fill(o, o + r * xw, Scalar(0));
+    for (std::int64_t j0 = 0; j0 < kv_end; j0 += b) {
+        const std::int64_t c = std::min(b, p.n_k - j0);
+        io.acquire(r * c + c * xw);
+        io.read({Operand::scores, slice, i0, r, j0, c});
+        io.read({Operand::v, kv_slice, j0, c, x0, xw});
+        if constexpr (Counter::kComputes) {
+            for (std::int64_t x = 0; x < r; ++x) {
+                const Scalar m_safe = w.m[x] == kNegInf<Scalar> ? Scalar(0) : w.m[x];
+                const Scalar inv_l = Scalar(1) / w.l[x];
+                const Scalar* s = w.strip + x * p.n_k + j0;
+                for (std::int64_t y = 0; y < c; ++y) {
+                    if (s[y] == kNegInf<Scalar>)
+                        continue; // masked: P = 0 and V_j is not touched
+                    const Scalar pr = (s[y] == m_safe ? Scalar(1) : std::exp2(s[y] - m_safe)) * inv_l;
+                    const Scalar* v = a.v.row(bb, g, j0 + y) + x0;
+                    for (std::int64_t z = 0; z < xw; ++z)
+                        o[x * xw + z] += pr * v[z]; // O += exp(S - m) / l V
+                }
+            }
+        }
+        io.release(r * c + c * xw);
+    }
+    if constexpr (Counter::kComputes)
+        for (std::int64_t x = 0; x < r; ++x)
+            std::copy_n(o + x * xw, xw, a.o.row(bb, h, i0 + x) + x0);
+    io.write({Operand::o, slice, i0, r, x0, xw});
+    io.release(r * xw);
+}
+
+/// The serial body: one (slice, row block) task.
+template <typename Scalar, typename Counter>
+void row_block(const ForwardArgs<Scalar>& a,
+               std::int64_t b,
+               std::int64_t slice,
+               std::int64_t i0,
+               Scalar* base,
+               Counter& io) {
+    const Problem& p = a.problem;
+    const std::int64_t r = std::min(b, p.n_q - i0);
+    const std::int64_t kv_end = p.visible_keys(i0 + r - 1);
+    Buffers<Scalar> w{};
+    if constexpr (Counter::kComputes) {
+        w = carve(base, p, b);
+        std::fill(w.m, w.m + r, kNegInf<Scalar>);
+        std::fill(w.l, w.l + r, Scalar(0));
+    }
+    io.acquire(2 * r);
+    // --- phase 1: S_ij tiles and the row statistics ---
+    for (std::int64_t j0 = 0; j0 < kv_end; j0 += b) {
+        const std::int64_t c = std::min(b, p.n_k - j0);
+        io.acquire(r * c);
+        score_tile(a, w, b, slice, i0, r, j0, c, io);
+        if constexpr (Counter::kComputes)
+            finish_tile(p, w, i0, r, j0, c);
+        io.write({Operand::scores, slice, i0, r, j0, c});
+        io.release(r * c);
+    }
+    // --- phase 2: O_i chunk by chunk ---
+    for (std::int64_t x0 = 0; x0 < p.d_v; x0 += b)
+        output_chunk(a, w, b, slice, i0, r, kv_end, x0, io);
+    if constexpr (Counter::kComputes) {
+        const std::int64_t bb = slice / p.heads, h = slice % p.heads;
+        for (std::int64_t x = 0; x < r; ++x) {
+            Scalar* o = a.o.row(bb, h, i0 + x);
+            if (w.l[x] == Scalar(0))
+                std::fill(o, o + p.d_v, Scalar(0)); // no visible key: O = 0, L = -inf
+            *a.lse.row(bb, h, i0 + x) =
+                w.l[x] == Scalar(0)
+                    ? kNegInf<Scalar>
+                    : Scalar(0.6931471805599453) * (w.m[x] + std::log2(w.l[x]));
+        }
+    }
+    io.write({Operand::lse, slice, i0, r, 0, 1});
+    io.release(2 * r);
+}
+
+} // namespace
+
+template <typename Scalar, typename Counter>
+void forward_materialized(const ForwardArgs<Scalar>& args,
+                          const Tiling& tiling,
+                          const MemoryModel& memory,
+                          Counter& counter) {
+    constexpr const char* kWhere = "ioattn::dense::forward_materialized";
+    ForwardArgs<Scalar> a = args;
+    a.validate(kWhere, !Counter::kComputes);
+    if (tiling.schedule != Schedule::materialized)
+        throw InvalidArgument(std::string(kWhere) + ": tiling is for the " +
+                              std::string(to_string(tiling.schedule)) + " schedule");
+    tiling.validate(kWhere, memory, a.problem);
+    const Problem& p = a.problem;
+    const std::int64_t b = tiling.rows;
+    const std::int64_t blocks = (p.n_q + b - 1) / b;
+    const detail::Workspace<Scalar> ws(Counter::kComputes ? max_concurrency() : 0,
+                                       Buffers<Scalar>::words(p, b));
+    parallel_for_counted(p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker,
+                                                                Counter& io) {
+        row_block(a, b, task / blocks, task % blocks * b, ws.slab(worker), io);
+    });
+}
+
+#define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
+    template void forward_materialized<Scalar, Counter>(                                           \
+        const ForwardArgs<Scalar>&, const Tiling&, const MemoryModel&, Counter&);
+IOATTN_INSTANTIATE(float, NullCounter)
+IOATTN_INSTANTIATE(float, IoCounter)
+IOATTN_INSTANTIATE(float, DryRunCounter)
+IOATTN_INSTANTIATE(double, NullCounter)
+IOATTN_INSTANTIATE(double, IoCounter)
+IOATTN_INSTANTIATE(double, DryRunCounter)
+#undef IOATTN_INSTANTIATE
+
+} // namespace ioattn::dense

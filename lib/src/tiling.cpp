@@ -1,0 +1,187 @@
+// ioattn::Tiling: residency of each schedule, the I/O-optimal tiling for a memory size, and the
+// tuned tiling for this CPU.
+
+#include <ioattn/error.hpp>
+#include <ioattn/tiling.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <ostream>
+#include <string>
+
+namespace ioattn {
+
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+    return (a + b - 1) / b;
+}
+
+std::int64_t isqrt(std::int64_t x) {
+    auto r = static_cast<std::int64_t>(std::sqrt(static_cast<double>(x)));
+    while (r * r > x)
+        --r;
+    while ((r + 1) * (r + 1) <= x)
+        ++r;
+    return r;
+}
+
+/// Fused forward residency with effective sizes r <= n_q, c <= n_k:
+/// Q_i (r*d) + K_j, V_j (c*(d + d_v)) + S_ij (r*c) + O_i (r*d_v) + m_i, l_i (2r).
+std::int64_t fused_forward_resident(const Problem& p, std::int64_t rows, std::int64_t cols) {
+    const std::int64_t r = std::min(rows, p.n_q);
+    const std::int64_t c = std::min(cols, p.n_k);
+    return r * p.d + c * (p.d + p.d_v) + r * c + r * p.d_v + 2 * r;
+}
+
+/// Materialized forward residency: the larger of phase 1 (S tile, Q and K chunks, stats) and
+/// phase 2 (O chunk, S tile, V chunk, stats).
+std::int64_t materialized_forward_resident(const Problem& p, std::int64_t b) {
+    const std::int64_t r = std::min(b, p.n_q);
+    const std::int64_t c = std::min(b, p.n_k);
+    const std::int64_t kd = std::min(b, p.d);
+    const std::int64_t kv = std::min(b, p.d_v);
+    const std::int64_t phase1 = r * c + r * kd + c * kd + 2 * r;
+    const std::int64_t phase2 = r * kv + r * c + c * kv + 2 * r;
+    return std::max(phase1, phase2);
+}
+
+std::optional<Tiling> fused_for_memory(const MemoryModel& m, const Problem& p) {
+    // I/O depends on Br only (through ceil(n_q/Br)); take the largest Br with Bc = 1, then the
+    // smallest Br with the same number of row blocks, and give the freed words to Bc.
+    const std::int64_t per_row = p.d + 1 + p.d_v + 2;
+    const std::int64_t fixed = p.d + p.d_v;
+    if (m.fast_words < fixed + per_row)
+        return std::nullopt;
+    std::int64_t rows = std::min((m.fast_words - fixed) / per_row, p.n_q);
+    rows = ceil_div(p.n_q, ceil_div(p.n_q, rows));
+    const std::int64_t free_words = m.fast_words - rows * (p.d + p.d_v + 2);
+    const std::int64_t cols = std::clamp<std::int64_t>(free_words / (p.d + p.d_v + rows), 1, p.n_k);
+    return Tiling{Schedule::fused, rows, cols};
+}
+
+std::optional<Tiling> materialized_for_memory(const MemoryModel& m, const Problem& p) {
+    const std::int64_t b = isqrt(m.fast_words / 4);
+    if (b < 1)
+        return std::nullopt;
+    Tiling t{Schedule::materialized, b, b};
+    if (materialized_forward_resident(p, b) > m.fast_words)
+        return std::nullopt;
+    return t;
+}
+
+} // namespace
+
+std::string_view to_string(Schedule s) {
+    switch (s) {
+    case Schedule::reference: return "reference";
+    case Schedule::fused: return "fused";
+    case Schedule::materialized: return "materialized";
+    }
+    return "?";
+}
+
+std::string_view to_string(Pass p) {
+    return p == Pass::forward ? "forward" : "backward";
+}
+
+std::string_view to_string(Select s) {
+    return s == Select::theory ? "theory" : "cost";
+}
+
+Schedule parse_schedule(std::string_view text) {
+    for (Schedule s : {Schedule::reference, Schedule::fused, Schedule::materialized})
+        if (text == to_string(s))
+            return s;
+    throw InvalidArgument("ioattn::parse_schedule: unknown schedule '" + std::string(text) +
+                          "' (expected reference, fused or materialized)");
+}
+
+std::optional<Tiling> Tiling::try_for_memory(Schedule schedule,
+                                             const MemoryModel& memory,
+                                             const Problem& problem,
+                                             Pass pass) {
+    const Problem p = problem.resolved("ioattn::Tiling::for_memory");
+    memory.validate("ioattn::Tiling::for_memory");
+    if (pass != Pass::forward)
+        throw InvalidArgument("ioattn::Tiling::for_memory: the backward pass has no tiling yet");
+    switch (schedule) {
+    case Schedule::fused: return fused_for_memory(memory, p);
+    case Schedule::materialized: return materialized_for_memory(memory, p);
+    case Schedule::reference: break;
+    }
+    return Tiling{Schedule::reference, p.n_q, p.n_k};
+}
+
+Tiling Tiling::for_memory(Schedule schedule,
+                          const MemoryModel& memory,
+                          const Problem& problem,
+                          Pass pass) {
+    if (auto t = try_for_memory(schedule, memory, problem, pass))
+        return *t;
+    const Problem p = problem.resolved("ioattn::Tiling::for_memory");
+    throw CapacityError("ioattn::Tiling::for_memory: M = " + std::to_string(memory.fast_words) +
+                        " words is too small for any " + std::string(to_string(schedule)) +
+                        " tiling with d = " + std::to_string(p.d) + ", d_v = " +
+                        std::to_string(p.d_v));
+}
+
+Tiling Tiling::tuned(Schedule schedule, const MemoryModel& memory, const Problem& problem, Pass pass) {
+    const Problem p = problem.resolved("ioattn::Tiling::tuned");
+    Tiling t = for_memory(schedule, memory, p, pass);
+    if (schedule == Schedule::fused) {
+        // Br = Bc = 128: Q_i^T, O_i and the 128 x 128 score tile stay in L2, K_j/V_j stream
+        // from L3, and B=1, H=8, N=4096 still gives 256 tasks. Measured (fp32, 2 threads, N=4096,
+        // one noisy run each, GFLOP/s): d=64: 64x256 226, 128x128 257, 96x128 252, 32x256 214;
+        // d=128: 64x256 125, 64x128 236, 128x128 257, 128x64 257. Re-measure with
+        // `ioattn bench --suite dense`.
+        const Tiling hw{Schedule::fused, std::min<std::int64_t>(128, p.n_q),
+                        std::min<std::int64_t>(128, p.n_k)};
+        if (hw.resident_words(p, pass) <= memory.fast_words)
+            t = hw;
+    } else if (schedule == Schedule::materialized) {
+        // Square tiles of 64: a 64 x 64 score tile plus two 64-wide operand chunks in L1/L2.
+        const Tiling hw{Schedule::materialized, 64, 64};
+        if (hw.resident_words(p, pass) <= memory.fast_words)
+            t = hw;
+    }
+    return t;
+}
+
+std::int64_t Tiling::resident_words(const Problem& problem, Pass pass) const {
+    const Problem p = problem.resolved("ioattn::Tiling::resident_words");
+    if (pass != Pass::forward)
+        throw InvalidArgument("ioattn::Tiling::resident_words: the backward pass has no tiling yet");
+    switch (schedule) {
+    case Schedule::fused: return fused_forward_resident(p, rows, cols);
+    case Schedule::materialized: return materialized_forward_resident(p, rows);
+    case Schedule::reference: break;
+    }
+    return p.n_q * p.n_k + (p.n_q + 2 * p.n_k) * p.d;
+}
+
+void Tiling::validate(std::string_view where,
+                      const MemoryModel& memory,
+                      const Problem& problem,
+                      Pass pass) const {
+    const std::string w(where);
+    if (rows < 1 || cols < 1)
+        throw InvalidArgument(w + ": tiling " + std::to_string(rows) + " x " +
+                              std::to_string(cols) + " (expected sizes >= 1)");
+    if (schedule == Schedule::materialized && rows != cols)
+        throw InvalidArgument(w + ": materialized tiling " + std::to_string(rows) + " x " +
+                              std::to_string(cols) + " is not square");
+    memory.validate(w.c_str());
+    const std::int64_t need = resident_words(problem, pass);
+    if (need > memory.fast_words)
+        throw CapacityError(w + ": " + std::string(to_string(schedule)) + " tiling " +
+                            std::to_string(rows) + " x " + std::to_string(cols) + " holds " +
+                            std::to_string(need) + " words > M = " +
+                            std::to_string(memory.fast_words));
+}
+
+std::ostream& operator<<(std::ostream& os, const Tiling& t) {
+    return os << to_string(t.schedule) << ' ' << t.rows << 'x' << t.cols;
+}
+
+} // namespace ioattn

@@ -1,0 +1,77 @@
+#pragma once
+/// Support: the set Omega of allowed (query, key) pairs of a sparse attention, stored as CSR
+/// over the query rows (DESIGN.md section 2.3). Pairs outside Omega take no part in the softmax.
+
+#include <ioattn/sparse/block_view.hpp>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace ioattn::sparse {
+
+/// Omega as CSR over n_q query rows and n_k keys: row i allows the keys
+/// col_indices[row_offsets[i] .. row_offsets[i+1]), sorted ascending and unique.
+/// Immutable after construction; concurrent reads are safe. A default-constructed Support is
+/// the empty 0 x 0 support.
+class Support {
+public:
+    Support() = default;
+
+    /// Takes ownership of a CSR structure and validates it in O(n_q + Z_QK). Throws
+    /// InvalidArgument naming the row and the value when: n_q < 0 or n_k < 0; row_offsets does
+    /// not have n_q + 1 entries; row_offsets[0] != 0; offsets decrease; row_offsets[n_q] !=
+    /// col_indices.size(); a column is outside [0, n_k); a row's columns are unsorted or repeat.
+    Support(std::int64_t n_q,
+            std::int64_t n_k,
+            std::vector<std::int64_t> row_offsets,
+            std::vector<std::int64_t> col_indices);
+
+    /// The n_q x n_k support with no allowed pair.
+    static Support none(std::int64_t n_q, std::int64_t n_k);
+
+    [[nodiscard]] std::int64_t n_q() const { return n_q_; }
+
+    [[nodiscard]] std::int64_t n_k() const { return n_k_; }
+
+    /// Z_QK = |Omega|, the number of allowed pairs.
+    [[nodiscard]] std::int64_t z_qk() const { return static_cast<std::int64_t>(cols_.size()); }
+
+    /// The sorted keys query row i may see. Precondition: 0 <= i < n_q (checked in Debug).
+    [[nodiscard]] std::span<const std::int64_t> row(std::int64_t i) const;
+
+    /// Number of allowed keys of row i. Precondition: 0 <= i < n_q.
+    [[nodiscard]] std::int64_t row_nonzeros(std::int64_t i) const {
+        const auto u = static_cast<std::size_t>(i);
+        return offsets_[u + 1] - offsets_[u];
+    }
+
+    /// Whether (i, j) is in Omega: binary search in row i, O(log row_nonzeros(i)).
+    /// Out-of-range i or j give false.
+    [[nodiscard]] bool contains(std::int64_t i, std::int64_t j) const;
+
+    /// Number of query rows with no allowed key (their output is 0 and L = -inf).
+    [[nodiscard]] std::int64_t empty_rows() const;
+
+    /// The n_q + 1 row offsets.
+    [[nodiscard]] std::span<const std::int64_t> row_offsets() const { return offsets_; }
+
+    /// The Z_QK column indices, row by row.
+    [[nodiscard]] std::span<const std::int64_t> col_indices() const { return cols_; }
+
+    /// The tile view for row blocks of Br query rows and column tiles of Bc keys, in
+    /// O(Z_QK + n_q + sum over row blocks of (visible keys) log (visible keys)), serial.
+    /// Throws InvalidArgument if Br < 1 or Bc < 1.
+    [[nodiscard]] BlockView block_view(std::int64_t br, std::int64_t bc) const;
+
+    /// Same shape and same allowed pairs.
+    bool operator==(const Support&) const = default;
+
+private:
+    std::int64_t n_q_ = 0;
+    std::int64_t n_k_ = 0;
+    std::vector<std::int64_t> offsets_{0};
+    std::vector<std::int64_t> cols_;
+};
+
+} // namespace ioattn::sparse

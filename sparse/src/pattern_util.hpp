@@ -1,0 +1,92 @@
+#pragma once
+// Private helpers of the pattern builders: row-by-row CSR assembly, shape checks, and the
+// counter-based random generator the seeded patterns use.
+
+#include "fail.hpp"
+
+#include <ioattn/sparse/support.hpp>
+
+#include <cstdint>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace ioattn::sparse::detail {
+
+/// Throws unless n_q >= 0 and n_k >= 0.
+inline void check_shape(std::string_view where, std::int64_t n_q, std::int64_t n_k) {
+    if (n_q < 0)
+        fail(where, "n_q = ", n_q, " (expected >= 0)");
+    if (n_k < 0)
+        fail(where, "n_k = ", n_k, " (expected >= 0)");
+}
+
+/// Assembles a Support from row_fn(i, cols), which appends row i's sorted unique columns.
+template <typename RowFn>
+Support build_rows(std::int64_t n_q, std::int64_t n_k, RowFn&& row_fn) {
+    std::vector<std::int64_t> offsets;
+    offsets.reserve(static_cast<std::size_t>(n_q) + 1);
+    offsets.push_back(0);
+    std::vector<std::int64_t> cols;
+    for (std::int64_t i = 0; i < n_q; ++i) {
+        row_fn(i, cols);
+        offsets.push_back(static_cast<std::int64_t>(cols.size()));
+    }
+    return {n_q, n_k, std::move(offsets), std::move(cols)};
+}
+
+/// Appends [lo, hi] clipped to [0, n), if non-empty.
+inline void append_range(std::vector<std::int64_t>& cols,
+                         std::int64_t lo,
+                         std::int64_t hi,
+                         std::int64_t n) {
+    if (lo < 0)
+        lo = 0;
+    if (hi > n - 1)
+        hi = n - 1;
+    for (std::int64_t j = lo; j <= hi; ++j)
+        cols.push_back(j);
+}
+
+/// SplitMix64 step (Steele, Lea, Flood 2014): the finaliser used to derive stream seeds.
+inline std::uint64_t mix64(std::uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30U)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27U)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31U);
+}
+
+/// A small deterministic generator (SplitMix64 stream) for one row or row block. Its output
+/// depends only on (seed, salt, index), never on threads or the standard library.
+class RowRng {
+public:
+    RowRng(std::uint64_t seed, std::uint64_t salt, std::int64_t index)
+        : state_(mix64(seed ^ mix64(salt ^ mix64(static_cast<std::uint64_t>(index))))) {}
+
+    std::uint64_t next() {
+        state_ += 0x9e3779b97f4a7c15ULL;
+        std::uint64_t z = state_;
+        z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;
+        return z ^ (z >> 31U);
+    }
+
+    /// Uniform in [0, 1) with 53 random bits.
+    double uniform() { return static_cast<double>(next() >> 11U) * 0x1.0p-53; }
+
+    /// Uniform in [0, n), n >= 1 (division with rejection: unbiased).
+    std::int64_t below(std::int64_t n) {
+        const auto un = static_cast<std::uint64_t>(n);
+        const std::uint64_t bucket = ~std::uint64_t{0} / un;
+        const std::uint64_t limit = bucket * un;
+        std::uint64_t r = next();
+        while (r >= limit)
+            r = next();
+        return static_cast<std::int64_t>(r / bucket);
+    }
+
+private:
+    std::uint64_t state_;
+};
+
+} // namespace ioattn::sparse::detail

@@ -1,0 +1,100 @@
+// ioattn::sparse::Support: CSR of the allowed (query, key) pairs Omega, validated on entry.
+// Construction checks offsets (size n_q + 1, start 0, monotone, end = Z_QK) and each row's
+// columns (in [0, n_k), strictly increasing) in one pass: O(n_q + Z_QK) time, no extra memory.
+// row(i) and row_nonzeros(i) are O(1); contains(i, j) is a binary search in row i.
+// Tests: tests/sparse/support_test.cpp
+
+#include "fail.hpp"
+
+#include <ioattn/error.hpp>
+#include <ioattn/sparse/support.hpp>
+
+#include <algorithm>
+#include <utility>
+
+namespace ioattn::sparse {
+
+namespace {
+
+constexpr std::string_view kWhere = "ioattn::sparse::Support";
+
+} // namespace
+
+Support::Support(std::int64_t n_q,
+                 std::int64_t n_k,
+                 std::vector<std::int64_t> row_offsets,
+                 std::vector<std::int64_t> col_indices)
+    : n_q_(n_q)
+    , n_k_(n_k)
+    , offsets_(std::move(row_offsets))
+    , cols_(std::move(col_indices)) {
+    if (n_q_ < 0)
+        detail::fail(kWhere, "n_q = ", n_q_, " (expected >= 0)");
+    if (n_k_ < 0)
+        detail::fail(kWhere, "n_k = ", n_k_, " (expected >= 0)");
+    if (static_cast<std::int64_t>(offsets_.size()) != n_q_ + 1)
+        detail::fail(kWhere,
+                     "row_offsets has ",
+                     offsets_.size(),
+                     " entries (expected n_q + 1 = ",
+                     n_q_ + 1,
+                     ")");
+    if (offsets_[0] != 0)
+        detail::fail(kWhere, "row_offsets[0] = ", offsets_[0], " (expected 0)");
+    const auto z = static_cast<std::int64_t>(cols_.size());
+    for (std::int64_t i = 0; i < n_q_; ++i) {
+        const std::int64_t lo = offsets_[static_cast<std::size_t>(i)];
+        const std::int64_t hi = offsets_[static_cast<std::size_t>(i) + 1];
+        if (hi < lo)
+            detail::fail(kWhere, "row ", i, ": row_offsets[", i + 1, "] = ", hi,
+                         " < row_offsets[", i, "] = ", lo, " (offsets must not decrease)");
+        if (hi > z)
+            detail::fail(kWhere, "row ", i, ": row_offsets[", i + 1, "] = ", hi,
+                         " exceeds the number of column indices ", z);
+        for (std::int64_t p = lo; p < hi; ++p) {
+            const std::int64_t j = cols_[static_cast<std::size_t>(p)];
+            if (j < 0 || j >= n_k_)
+                detail::fail(kWhere, "row ", i, ": column ", j, " out of range [0, ", n_k_, ")");
+            if (p > lo) {
+                const std::int64_t prev = cols_[static_cast<std::size_t>(p) - 1];
+                if (j == prev)
+                    detail::fail(kWhere, "row ", i, ": duplicate column ", j);
+                if (j < prev)
+                    detail::fail(kWhere, "row ", i, ": column ", j, " after column ", prev,
+                                 " (columns must be sorted ascending)");
+            }
+        }
+    }
+    if (offsets_[static_cast<std::size_t>(n_q_)] != z)
+        detail::fail(kWhere, "row_offsets[n_q] = ", offsets_[static_cast<std::size_t>(n_q_)],
+                     " but there are ", z, " column indices");
+}
+
+Support Support::none(std::int64_t n_q, std::int64_t n_k) {
+    if (n_q < 0)
+        detail::fail("ioattn::sparse::Support::none", "n_q = ", n_q, " (expected >= 0)");
+    return {n_q, n_k, std::vector<std::int64_t>(static_cast<std::size_t>(n_q) + 1, 0), {}};
+}
+
+std::span<const std::int64_t> Support::row(std::int64_t i) const {
+    IOATTN_ASSERT(i >= 0 && i < n_q_);
+    const auto lo = static_cast<std::size_t>(offsets_[static_cast<std::size_t>(i)]);
+    const auto hi = static_cast<std::size_t>(offsets_[static_cast<std::size_t>(i) + 1]);
+    return std::span<const std::int64_t>(cols_).subspan(lo, hi - lo);
+}
+
+bool Support::contains(std::int64_t i, std::int64_t j) const {
+    if (i < 0 || i >= n_q_ || j < 0 || j >= n_k_)
+        return false;
+    const auto r = row(i);
+    return std::binary_search(r.begin(), r.end(), j);
+}
+
+std::int64_t Support::empty_rows() const {
+    std::int64_t count = 0;
+    for (std::size_t i = 0; i + 1 < offsets_.size(); ++i)
+        count += offsets_[i] == offsets_[i + 1] ? 1 : 0;
+    return count;
+}
+
+} // namespace ioattn::sparse

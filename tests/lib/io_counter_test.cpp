@@ -1,0 +1,89 @@
+// Tests of the counters: IoCounter, NullCounter, DryRunCounter.
+
+#include <ioattn/error.hpp>
+#include <ioattn/io_counter.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <sstream>
+
+using ioattn::Block;
+using ioattn::CapacityError;
+using ioattn::IoCounter;
+using ioattn::IoReport;
+using ioattn::Operand;
+
+TEST_CASE("IoCounter counts words read and written", "[io_counter]") {
+    IoCounter c(100);
+    c.read(Block{Operand::q, 0, 0, 3, 0, 4});
+    c.read(Block{Operand::k, 1, 5, 2, 0, 4});
+    c.write(Block{Operand::o, 0, 0, 3, 0, 5});
+    const IoReport r = c.report();
+    CHECK(r.reads == 20);
+    CHECK(r.writes == 15);
+    CHECK(r.total() == 35);
+    CHECK(r.peak == 0);
+    CHECK(c.fast_words() == 100);
+}
+
+TEST_CASE("IoCounter tracks residency and throws past M", "[io_counter][throws]") {
+    IoCounter c(10);
+    c.acquire(6);
+    c.acquire(4); // exactly M is fine
+    CHECK(c.resident() == 10);
+    CHECK_THROWS_AS(c.acquire(1), CapacityError);
+    IoCounter r(10);
+    r.acquire(8);
+    r.release(5);
+    CHECK(r.resident() == 3);
+    r.acquire(6);
+    CHECK(r.report().peak == 9);
+    IoCounter zero(0);
+    CHECK_THROWS_AS(zero.acquire(1), CapacityError);
+}
+
+TEST_CASE("IoCounter fork and merge: sums and the max of the peaks", "[io_counter]") {
+    IoCounter root(50, true);
+    IoCounter a = root.fork();
+    IoCounter b = root.fork();
+    CHECK(a.fast_words() == 50);
+    a.acquire(30);
+    a.read(Block{Operand::q, 0, 0, 2, 0, 3});
+    b.acquire(40);
+    b.write(Block{Operand::o, 0, 0, 1, 0, 7});
+    b.complete(Block{Operand::scores, 0, 0, 1, 0, 1});
+    root.merge(a);
+    root.merge(b);
+    CHECK(root.report() == IoReport{6, 7, 40});
+    REQUIRE(root.trace().size() == 3);
+    CHECK(root.trace()[0].kind == ioattn::TraceEvent::Kind::read);
+    CHECK(root.trace()[1].kind == ioattn::TraceEvent::Kind::write);
+    CHECK(root.trace()[2].kind == ioattn::TraceEvent::Kind::complete);
+    CHECK(root.trace()[2].block.operand == Operand::scores);
+    IoCounter quiet(50);
+    quiet.read(Block{Operand::q, 0, 0, 2, 0, 3});
+    CHECK(quiet.trace().empty());
+}
+
+TEST_CASE("NullCounter and DryRunCounter", "[io_counter]") {
+    STATIC_REQUIRE(!ioattn::NullCounter::kCounts);
+    STATIC_REQUIRE(ioattn::NullCounter::kComputes);
+    STATIC_REQUIRE(ioattn::IoCounter::kCounts);
+    STATIC_REQUIRE(ioattn::DryRunCounter::kCounts);
+    STATIC_REQUIRE(!ioattn::DryRunCounter::kComputes);
+    ioattn::NullCounter n(5);
+    n.acquire(100);
+    n.read(Block{Operand::q, 0, 0, 10, 0, 10});
+    CHECK(n.report() == IoReport{});
+    ioattn::DryRunCounter d(8);
+    ioattn::DryRunCounter f = d.fork();
+    CHECK(f.fast_words() == 8);
+    f.acquire(8);
+    CHECK_THROWS_AS(f.acquire(1), CapacityError);
+}
+
+TEST_CASE("IoReport prints its fields", "[io_counter]") {
+    std::ostringstream os;
+    os << IoReport{11, 22, 33};
+    CHECK_THAT(os.str(), Catch::Contains("11") && Catch::Contains("22") && Catch::Contains("33"));
+}

@@ -1,0 +1,46 @@
+// Tests of ioattn/parallel.hpp: task loops, counted loops and thread control.
+
+#include <ioattn/io_counter.hpp>
+#include <ioattn/parallel.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <vector>
+
+TEST_CASE("parallel_for_tiles runs every task once", "[parallel]") {
+    std::vector<int> hits(1000, 0);
+    std::vector<int> worker(1000, -1);
+    ioattn::parallel_for_tiles(1000, [&](std::int64_t t, int w) {
+        hits[static_cast<std::size_t>(t)] += 1; // one task per element: no race
+        worker[static_cast<std::size_t>(t)] = w;
+    });
+    const int workers = ioattn::max_concurrency();
+    for (std::size_t t = 0; t < hits.size(); ++t) {
+        CHECK(hits[t] == 1);
+        CHECK(worker[t] >= 0); // a valid per-worker workspace index
+        CHECK(worker[t] < workers);
+    }
+}
+
+TEST_CASE("parallel_for_counted merges per-task counters in task order", "[parallel]") {
+    ioattn::IoCounter counter(100, true);
+    ioattn::parallel_for_counted(
+        64, counter, [](std::int64_t t, int, ioattn::IoCounter& c) {
+            c.acquire(t + 1);
+            c.read(ioattn::Block{ioattn::Operand::q, t, 0, 1, 0, t + 1});
+            c.release(t + 1);
+        });
+    const ioattn::IoReport r = counter.report();
+    CHECK(r.reads == 64 * 65 / 2);
+    CHECK(r.peak == 64);
+    REQUIRE(counter.trace().size() == 64);
+    for (std::size_t t = 0; t < 64; ++t)
+        CHECK(counter.trace()[t].block.slice == static_cast<std::int64_t>(t));
+}
+
+TEST_CASE("with_threads limits the workers", "[parallel]") {
+    CHECK(ioattn::with_threads(1, [] { return ioattn::max_concurrency(); }) == 1);
+    CHECK(ioattn::with_threads(0, [] { return 7; }) == 7);
+    CHECK(ioattn::max_concurrency() >= 1);
+}
