@@ -117,6 +117,27 @@ Bound forward_bound(const Problem& problem, const MemoryModel& memory) {
     return b;
 }
 
+Bound backward_bound(const Problem& problem, const MemoryModel& memory) {
+    const Problem p = problem.resolved("ioattn::backward_bound");
+    Bound b = forward_bound(p, memory);
+    const double m = static_cast<double>(memory.fast_words);
+    const double n = static_cast<double>(p.n_q);
+    const double d = static_cast<double>(p.d);
+    const double pairs = static_cast<double>(p.allowed_pairs());
+    const double bh = static_cast<double>(p.batch_heads());
+    const double kv = static_cast<double>(p.batch * p.kv_heads);
+    // read Q, O, dO, L; write dQ (per query head); read K, V and write dK, dV (per kv head)
+    b.compulsory = bh * static_cast<double>(p.n_q * (2 * p.d + 2 * p.d_v + 1)) +
+                   kv * 2.0 * static_cast<double>(p.n_k * (p.d + p.d_v));
+    b.theorem = bh * std::min((pairs * d * d + n * d * d * d) / m,
+                              (pairs * d + n * d * d) / std::sqrt(m));
+    return b;
+}
+
+Bound bound(const Problem& problem, const MemoryModel& memory, Pass pass) {
+    return pass == Pass::forward ? forward_bound(problem, memory) : backward_bound(problem, memory);
+}
+
 Schedule select_schedule(const Problem& problem,
                          const MemoryModel& memory,
                          Select select,
@@ -134,7 +155,7 @@ Schedule select_schedule(const Problem& problem,
     if (select == Select::theory)
         return memory.fast_words >= p.d * p.d ? Schedule::fused : Schedule::materialized;
     const auto cost = [&](const Tiling& t) {
-        return pass == Pass::forward ? io_cost_forward(p, t).total() : 0;
+        return io_cost(p, t, pass).total();
     };
     return cost(*fused) <= cost(*mat) ? Schedule::fused : Schedule::materialized;
 }

@@ -46,6 +46,65 @@ std::int64_t materialized_forward_resident(const Problem& p, std::int64_t b) {
     return std::max(phase1, phase2);
 }
 
+/// Fused backward residency, R = tiling.rows resident, C = tiling.cols streamed (see
+/// backward_fused.cpp): the largest of pass 0 (O_i, dO_i, D_i), pass A (K_j, V_j, dK_j, dV_j
+/// resident; Q_i, dO_i, L_i, D_i streamed; S/P and dP/dS tiles) and pass B (Q_i, dO_i, L_i, D_i,
+/// dQ_i resident; K_j, V_j streamed; S/P and dP/dS tiles).
+std::int64_t fused_backward_resident(const Problem& p, std::int64_t res, std::int64_t str) {
+    const std::int64_t ra = std::min(res, p.n_k), ca = std::min(str, p.n_q);
+    const std::int64_t rb = std::min(res, p.n_q), cb = std::min(str, p.n_k);
+    const std::int64_t pass0 = rb * (2 * p.d_v + 1);
+    const std::int64_t pass_a = ra * (2 * p.d + 2 * p.d_v) + ca * (p.d + p.d_v + 2) + 2 * ra * ca;
+    const std::int64_t pass_b = rb * (2 * p.d + p.d_v + 2) + cb * (p.d + p.d_v) + 2 * rb * cb;
+    return std::max({pass0, pass_a, pass_b});
+}
+
+/// Materialized backward residency (see backward_materialized.cpp), the largest phase:
+/// D, P, dV = P^T dO, dS = P o (dO V^T - D), dQ = dS K, dK = dS^T Q.
+std::int64_t materialized_backward_resident(const Problem& p, std::int64_t b) {
+    const std::int64_t r = std::min(b, p.n_q);
+    const std::int64_t c = std::min(b, p.n_k);
+    const std::int64_t kd = std::min(b, p.d);
+    const std::int64_t kv = std::min(b, p.d_v);
+    return std::max({2 * r * kv + r,                                    // D
+                     r * c + r * kd + c * kd + r,                       // P
+                     c * kv + r * c + r * kv,                           // dV
+                     std::max(r * c + r * kv + c * kv, 2 * r * c + r),  // dS
+                     r * kd + r * c + c * kd});                         // dQ, dK
+}
+
+std::int64_t resident(const Problem& p, Schedule s, Pass pass, std::int64_t rows, std::int64_t cols) {
+    if (s == Schedule::fused)
+        return pass == Pass::forward ? fused_forward_resident(p, rows, cols)
+                                     : fused_backward_resident(p, rows, cols);
+    return pass == Pass::forward ? materialized_forward_resident(p, rows)
+                                 : materialized_backward_resident(p, rows);
+}
+
+std::optional<Tiling> fused_backward_for_memory(const MemoryModel& m, const Problem& p) {
+    // I/O falls with the resident block R; take the largest R with C = 1, then the largest C.
+    const std::int64_t n = std::max(p.n_q, p.n_k);
+    std::int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        const std::int64_t mid = hi - (hi - lo) / 2;
+        if (fused_backward_resident(p, mid, 1) <= m.fast_words)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    if (lo < 1)
+        return std::nullopt;
+    std::int64_t c_lo = 1, c_hi = n;
+    while (c_lo < c_hi) {
+        const std::int64_t mid = c_hi - (c_hi - c_lo) / 2;
+        if (fused_backward_resident(p, lo, mid) <= m.fast_words)
+            c_lo = mid;
+        else
+            c_hi = mid - 1;
+    }
+    return Tiling{Schedule::fused, lo, c_lo};
+}
+
 std::optional<Tiling> fused_for_memory(const MemoryModel& m, const Problem& p) {
     // I/O depends on Br only (through ceil(n_q/Br)); take the largest Br with Bc = 1, then the
     // smallest Br with the same number of row blocks, and give the freed words to Bc.
@@ -60,12 +119,12 @@ std::optional<Tiling> fused_for_memory(const MemoryModel& m, const Problem& p) {
     return Tiling{Schedule::fused, rows, cols};
 }
 
-std::optional<Tiling> materialized_for_memory(const MemoryModel& m, const Problem& p) {
+std::optional<Tiling> materialized_for_memory(const MemoryModel& m, const Problem& p, Pass pass) {
     const std::int64_t b = isqrt(m.fast_words / 4);
     if (b < 1)
         return std::nullopt;
     Tiling t{Schedule::materialized, b, b};
-    if (materialized_forward_resident(p, b) > m.fast_words)
+    if (resident(p, Schedule::materialized, pass, b, b) > m.fast_words)
         return std::nullopt;
     return t;
 }
@@ -103,11 +162,11 @@ std::optional<Tiling> Tiling::try_for_memory(Schedule schedule,
                                              Pass pass) {
     const Problem p = problem.resolved("ioattn::Tiling::for_memory");
     memory.validate("ioattn::Tiling::for_memory");
-    if (pass != Pass::forward)
-        throw InvalidArgument("ioattn::Tiling::for_memory: the backward pass has no tiling yet");
     switch (schedule) {
-    case Schedule::fused: return fused_for_memory(memory, p);
-    case Schedule::materialized: return materialized_for_memory(memory, p);
+    case Schedule::fused:
+        return pass == Pass::forward ? fused_for_memory(memory, p)
+                                     : fused_backward_for_memory(memory, p);
+    case Schedule::materialized: return materialized_for_memory(memory, p, pass);
     case Schedule::reference: break;
     }
     return Tiling{Schedule::reference, p.n_q, p.n_k};
@@ -150,13 +209,8 @@ Tiling Tiling::tuned(Schedule schedule, const MemoryModel& memory, const Problem
 
 std::int64_t Tiling::resident_words(const Problem& problem, Pass pass) const {
     const Problem p = problem.resolved("ioattn::Tiling::resident_words");
-    if (pass != Pass::forward)
-        throw InvalidArgument("ioattn::Tiling::resident_words: the backward pass has no tiling yet");
-    switch (schedule) {
-    case Schedule::fused: return fused_forward_resident(p, rows, cols);
-    case Schedule::materialized: return materialized_forward_resident(p, rows);
-    case Schedule::reference: break;
-    }
+    if (schedule != Schedule::reference)
+        return resident(p, schedule, pass, rows, cols);
     return p.n_q * p.n_k + (p.n_q + 2 * p.n_k) * p.d;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 /// Tier 1: everything needed to run and count dense attention.
 
+#include <ioattn/dense/backward.hpp>
 #include <ioattn/dense/forward.hpp>
 #include <ioattn/error.hpp>
 #include <ioattn/io_cost.hpp>

@@ -25,6 +25,19 @@ IoReport io_cost_forward_materialized(const Problem& problem, const Tiling& tili
 /// Dispatches on tiling.schedule (reference: throws InvalidArgument, it has no I/O model).
 IoReport io_cost_forward(const Problem& problem, const Tiling& tiling);
 
+/// Fused backward (pass 0: D; pass A: K/V blocks resident, query blocks streamed; pass B: query
+/// blocks resident, K/V streamed), per query-head slice; see backward_fused.cpp.
+IoReport io_cost_backward_fused(const Problem& problem, const Tiling& tiling);
+
+/// Materialized backward (P and dS in slow memory, square tiles); see backward_materialized.cpp.
+IoReport io_cost_backward_materialized(const Problem& problem, const Tiling& tiling);
+
+/// Dispatches on tiling.schedule (reference: throws InvalidArgument).
+IoReport io_cost_backward(const Problem& problem, const Tiling& tiling);
+
+/// io_cost_forward or io_cost_backward.
+IoReport io_cost(const Problem& problem, const Tiling& tiling, Pass pass);
+
 /// Exact flops of the forward: 2 * allowed_pairs * (d + d_v) per slice (exp not counted).
 double flop_count_forward(const Problem& problem);
 
@@ -45,6 +58,16 @@ struct Bound {
 
 /// Bounds of the forward pass (Saha & Ye Thm 3.1/3.7 and Thm 4.8 with explicit constants).
 Bound forward_bound(const Problem& problem, const MemoryModel& memory);
+
+/// Bounds of the backward pass for gradients with respect to Q, K, V: the same leading terms
+/// (N^2 d^2/M, N^2 d/sqrt(M); crossing at M = d^2) and explicit bound as the forward (the
+/// backward must form every entry of QK^T again from Q and K), the compulsory traffic of reading
+/// Q, K, V, O, dO, L and writing dQ, dK, dV, and in `theorem` Li et al.'s Thm 1.1 expression
+/// min((N^2 d^2 + N d^3)/M, (N^2 d + N d^2)/sqrt(M)), which also covers d x d projection weights.
+Bound backward_bound(const Problem& problem, const MemoryModel& memory);
+
+/// forward_bound or backward_bound.
+Bound bound(const Problem& problem, const MemoryModel& memory, Pass pass);
 
 /// Entries of QK^T one epoch of M I/Os can complete (Lemma 4.6): max(8M^2/d^2, 8M).
 double epoch_entry_limit(std::int64_t fast_words, std::int64_t d);

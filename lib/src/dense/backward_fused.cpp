@@ -1,0 +1,415 @@
+// ioattn::dense::backward_fused: fused backward (FlashAttention-2, Dao 2023, Alg. 2), with dQ in a
+// second sweep so that no two tasks ever add into the same output (no atomics; bitwise
+// thread-count invariant). R = tiling.rows (resident block), C = tiling.cols (streamed block).
+// Reference: backward_reference.cpp.
+//   pass 0, parallel for each row block i: read O_i, dO_i; D_i = rowsum(dO_i o O_i); write D_i
+//   pass A, parallel for each (kv head, key block j): read K_j, V_j; dK_j = dV_j = 0
+//     for each query head of the group, for each query block i from first_row(j): read Q_i,
+//       dO_i, L_i, D_i
+//       S = scale Q_i K_j^T; P = exp(S - L_i); dV_j += P^T dO_i
+//       dP = dO_i V_j^T; dS = P o (dP - D_i); dK_j += scale dS^T Q_i
+//     write dK_j, dV_j
+//   pass B, parallel for each row block i: read Q_i, dO_i, L_i, D_i; dQ_i = 0
+//     for each key block j up to kv_end(i): read K_j, V_j
+//       S, P, dP, dS as above (transposed: keys x queries); dQ_i += scale dS K_j
+//     write dQ_i
+// Why a second sweep: partial dQ per key block would need n_k/C copies of dQ (O(N^2 d / C)
+// memory, against the O(N d) promise); atomics would break bitwise reproducibility. The sweep
+// costs one more S and dP product (7 GEMM-like products instead of 5).
+// Resident: max(pass 0: R(2 d_v + 1), pass A: R(2d + 2d_v) + C(d + d_v + 2) + 2RC,
+//               pass B: R(2d + d_v + 2) + C(d + d_v) + 2RC) <= M
+// I/O = io_cost_backward_fused. Flops: 2*allowed_pairs*(4d + 3d_v) per query head.
+// Masked entries have P = dS = 0 exactly and their rows of Q, dO, K, V are never multiplied.
+// Tests: tests/lib/dense/backward_fused_test.cpp
+
+#include "../workspace.hpp"
+#include "online_softmax.hpp"
+#include "tile_kernels.hpp"
+
+#include <ioattn/dense/backward.hpp>
+#include <ioattn/parallel.hpp>
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <utility>
+
+namespace ioattn::dense {
+
+namespace {
+
+using detail::Simd;
+using detail::Vec;
+
+constexpr double kLog2e = 1.4426950408889634;
+
+std::int64_t padded(std::int64_t n, int lanes) {
+    return (n + lanes - 1) / lanes * lanes;
+}
+
+/// Index helpers of one query-head slice.
+struct Slice {
+    std::int64_t b, h, g, kv;
+    Slice(const Problem& p, std::int64_t slice)
+        : b(slice / p.heads)
+        , h(slice % p.heads)
+        , g(h / p.group())
+        , kv(b * p.kv_heads + g) {}
+};
+
+/// Packs rows [row0, row0 + n) of a view, transposed and scaled, into t (cols x ld), zero-padded.
+template <typename Scalar>
+void pack_transposed(const TensorView<const Scalar>& x,
+                     std::int64_t b,
+                     std::int64_t h,
+                     std::int64_t row0,
+                     std::int64_t n,
+                     Scalar scale,
+                     Scalar* t,
+                     std::int64_t ld) {
+    for (std::int64_t r = 0; r < ld; ++r) {
+        const Scalar* row = r < n ? x.row(b, h, row0 + r) : nullptr;
+        for (std::int64_t k = 0; k < x.cols; ++k)
+            t[k * ld + r] = row ? row[k] * scale : Scalar(0);
+    }
+}
+
+/// L in base 2 per row, +inf for a row that saw no key (so that P = 2^(S - L) = 0 there).
+template <typename Scalar>
+Scalar lse2(Scalar lse) {
+    return lse == -std::numeric_limits<Scalar>::infinity()
+               ? std::numeric_limits<Scalar>::infinity()
+               : static_cast<Scalar>(static_cast<double>(lse) * kLog2e);
+}
+
+// --- pass 0: D_i = rowsum(dO_i o O_i) ---
+template <typename Scalar, typename Counter>
+void delta_block(const BackwardArgs<Scalar>& a,
+                 std::int64_t rs,
+                 std::int64_t slice,
+                 std::int64_t i0,
+                 Scalar* delta,
+                 Counter& io) {
+    const Problem& p = a.problem;
+    const Slice s(p, slice);
+    const std::int64_t r = std::min(rs, p.n_q - i0);
+    io.acquire(r * (2 * p.d_v + 1));
+    io.read({Operand::o, slice, i0, r, 0, p.d_v});
+    io.read({Operand::d_o, slice, i0, r, 0, p.d_v});
+    if constexpr (Counter::kComputes) {
+        for (std::int64_t x = 0; x < r; ++x) {
+            const Scalar* o = a.o.row(s.b, s.h, i0 + x);
+            const Scalar* d_o = a.d_o.row(s.b, s.h, i0 + x);
+            double acc = 0.0;
+            for (std::int64_t y = 0; y < p.d_v; ++y)
+                acc += static_cast<double>(o[y]) * static_cast<double>(d_o[y]);
+            delta[slice * p.n_q + i0 + x] = static_cast<Scalar>(acc);
+        }
+    }
+    io.write({Operand::delta, slice, i0, r, 0, 1});
+    io.release(r * (2 * p.d_v + 1));
+}
+
+/// dS = P o (dP - D) over an n_out x n_vec-vector tile; P arrives in `pr`, dP in `dp` (which
+/// becomes dS). `d` holds D per lane (lanes = queries) or is null and `d_row` is used.
+template <typename Scalar>
+void softmax_grad(Scalar* pr, Scalar* dp, std::int64_t ld, std::int64_t n_out, std::int64_t n_vec,
+                  const Scalar* d_lanes, const Scalar* d_rows) {
+    constexpr int kL = Simd<Scalar>::kLanes;
+    for (std::int64_t x = 0; x < n_out; ++x)
+        for (std::int64_t v = 0; v < n_vec; ++v) {
+            const Vec<Scalar> dv = d_lanes ? detail::load(d_lanes + v * kL)
+                                           : detail::splat<Scalar>(d_rows[x]);
+            Scalar* q = dp + x * ld + v * kL;
+            detail::store(q, detail::load(pr + x * ld + v * kL) * (detail::load(q) - dv));
+        }
+}
+
+/// P = 2^(S - L) in place over an n_out x n_vec-vector tile; L per lane or per row.
+template <typename Scalar>
+void probabilities(Scalar* s, std::int64_t ld, std::int64_t n_out, std::int64_t n_vec,
+                   const Scalar* l_lanes, const Scalar* l_rows) {
+    constexpr int kL = Simd<Scalar>::kLanes;
+    for (std::int64_t x = 0; x < n_out; ++x)
+        for (std::int64_t v = 0; v < n_vec; ++v) {
+            const Vec<Scalar> lv = l_lanes ? detail::load(l_lanes + v * kL)
+                                           : detail::splat<Scalar>(l_rows[x]);
+            Scalar* q = s + x * ld + v * kL;
+            detail::store(q, detail::exp2_diff<Scalar>(detail::load(q), lv)); // P = exp(S - L)
+        }
+}
+
+/// Sets [x][from, to) to `value` for each of the n rows of a tile, with per-row ranges.
+template <typename Scalar, typename Range>
+void fill_ranges(Scalar* t, std::int64_t ld, std::int64_t n, Range range, Scalar value) {
+    for (std::int64_t x = 0; x < n; ++x) {
+        const auto [from, to] = range(x);
+        std::fill(t + x * ld + from, t + x * ld + to, value);
+    }
+}
+
+/// Scratch of one task: two packed transposed operands (a: d x rp, b: d_v x rp), two score tiles
+/// (C x rp), an accumulator pair (R x d and R x d_v), and per-lane L, D and ones (rp each).
+template <typename Scalar>
+struct Scratch {
+    std::int64_t rp = 0;
+    Scalar* ta = nullptr;
+    Scalar* tb = nullptr;
+    Scalar* s = nullptr;
+    Scalar* dp = nullptr;
+    Scalar* acc_a = nullptr;
+    Scalar* acc_b = nullptr;
+    Scalar* l2 = nullptr;
+    Scalar* dd = nullptr;
+    Scalar* ones = nullptr;
+
+    static std::int64_t words(const Problem& p, const Tiling& t) {
+        const std::int64_t rp = padded(t.rows, Simd<Scalar>::kLanes);
+        const std::int64_t cp = padded(t.cols, Simd<Scalar>::kLanes);
+        return (p.d + p.d_v) * rp + 2 * cp * rp + t.rows * (p.d + p.d_v) + 3 * std::max(rp, cp);
+    }
+
+    Scratch() = default;
+
+    Scratch(Scalar* base, const Problem& p, const Tiling& t)
+        : rp(padded(t.rows, Simd<Scalar>::kLanes)) {
+        const std::int64_t cp = padded(t.cols, Simd<Scalar>::kLanes);
+        ta = base;
+        tb = ta + p.d * rp;
+        s = tb + p.d_v * rp;
+        dp = s + cp * rp;
+        acc_a = dp + cp * rp;
+        acc_b = acc_a + t.rows * p.d;
+        l2 = acc_b + t.rows * p.d_v;
+        dd = l2 + std::max(rp, cp);
+        ones = dd + std::max(rp, cp);
+        std::fill(ones, ones + std::max(rp, cp), Scalar(1));
+    }
+};
+
+/// First query row that sees key j (n_q if none).
+std::int64_t first_row(const Problem& p, std::int64_t j) {
+    return p.causal ? std::clamp<std::int64_t>(j - p.causal_offset(), 0, p.n_q) : 0;
+}
+
+// --- pass A: one key block j resident with dK_j, dV_j; query blocks streamed ---
+template <typename Scalar, typename Counter>
+void key_block(const BackwardArgs<Scalar>& a,
+               const Tiling& t,
+               std::int64_t kv_slice,
+               std::int64_t j0,
+               const Scalar* delta,
+               Scalar* base,
+               Counter& io) {
+    const Problem& p = a.problem;
+    const std::int64_t b = kv_slice / p.kv_heads, g = kv_slice % p.kv_heads;
+    const std::int64_t r = std::min(t.rows, p.n_k - j0);
+    const std::int64_t cs = std::min(t.cols, p.n_q);
+    const std::int64_t resident =
+        r * (2 * p.d + 2 * p.d_v) + cs * (p.d + p.d_v + 2) + 2 * r * cs;
+    io.acquire(resident);
+    io.read({Operand::k, kv_slice, j0, r, 0, p.d});
+    io.read({Operand::v, kv_slice, j0, r, 0, p.d_v});
+    Scratch<Scalar> w;
+    std::int64_t n_vec = 0;
+    if constexpr (Counter::kComputes) {
+        w = Scratch<Scalar>(base, p, t);
+        n_vec = w.rp / Simd<Scalar>::kLanes;
+        pack_transposed(a.k, b, g, j0, r, static_cast<Scalar>(p.scale * kLog2e), w.ta, w.rp);
+        pack_transposed(a.v, b, g, j0, r, Scalar(1), w.tb, w.rp);
+        std::fill(w.acc_a, w.acc_a + r * (p.d + p.d_v), Scalar(0));
+    }
+    Scalar* dk = w.acc_a;
+    Scalar* dv = w.acc_a + r * p.d;
+    for (std::int64_t hh = 0; hh < p.group(); ++hh) {
+        const std::int64_t h = g * p.group() + hh, slice = b * p.heads + h;
+        for (std::int64_t i0 = first_row(p, j0); i0 < p.n_q; i0 += t.cols) {
+            const std::int64_t c = std::min(t.cols, p.n_q - i0);
+            io.read({Operand::q, slice, i0, c, 0, p.d});
+            io.read({Operand::d_o, slice, i0, c, 0, p.d_v});
+            io.read({Operand::lse, slice, i0, c, 0, 1});
+            io.read({Operand::delta, slice, i0, c, 0, 1});
+            io.complete({Operand::scores, slice, i0, c, j0, r});
+            if constexpr (!Counter::kComputes)
+                continue;
+            const Scalar* q = a.q.row(b, h, i0);
+            const Scalar* d_o = a.d_o.row(b, h, i0);
+            const std::int64_t ldq = a.q.stride_row, ldo = a.d_o.stride_row;
+            for (std::int64_t x = 0; x < c; ++x) {
+                w.l2[x] = lse2(*a.lse.row(b, h, i0 + x));
+                w.dd[x] = delta[slice * p.n_q + i0 + x];
+            }
+            const bool diagonal = p.causal && j0 + r - 1 > i0 + p.causal_offset();
+            const auto hidden = [&](std::int64_t x) { // keys of query i0 + x that it cannot see
+                return std::pair{std::clamp<std::int64_t>(i0 + x + p.causal_offset() + 1 - j0, 0, r),
+                                 w.rp};
+            };
+            // --- S = scale Q_i K_j^T (queries x keys), P = exp(S - L_i) ---
+            detail::scores_block(q, ldq, c, w.ta, w.rp, p.d, n_vec, w.s, w.rp);
+            if (diagonal)
+                fill_ranges(w.s, w.rp, c, hidden, -std::numeric_limits<Scalar>::infinity());
+            probabilities(w.s, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.l2);
+            // --- dP = dO_i V_j^T, dS = P o (dP - D_i) ---
+            detail::scores_block(d_o, ldo, c, w.tb, w.rp, p.d_v, n_vec, w.dp, w.rp);
+            softmax_grad(w.s, w.dp, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.dd);
+            if (diagonal)
+                fill_ranges(w.dp, w.rp, c, hidden, Scalar(0));
+            // --- dV_j += P^T dO_i, dK_j += dS^T Q_i (scale applied at the end) ---
+            if (!diagonal) {
+                detail::pv_block(w.s, w.rp, d_o, ldo, c, r, p.d_v, w.ones, dv, p.d_v);
+                detail::pv_block(w.dp, w.rp, q, ldq, c, r, p.d, w.ones, dk, p.d);
+            } else {
+                for (std::int64_t y = 0; y < r; ++y) { // key y is seen from query row `from`
+                    const std::int64_t from =
+                        std::clamp<std::int64_t>(j0 + y - p.causal_offset() - i0, 0, c);
+                    detail::pv_row(w.s + from * w.rp + y, w.rp, d_o + from * ldo, ldo, c - from,
+                                   p.d_v, w.ones, dv + y * p.d_v);
+                    detail::pv_row(w.dp + from * w.rp + y, w.rp, q + from * ldq, ldq, c - from,
+                                   p.d, w.ones, dk + y * p.d);
+                }
+            }
+        }
+    }
+    if constexpr (Counter::kComputes) {
+        const auto scale = static_cast<Scalar>(p.scale);
+        for (std::int64_t y = 0; y < r; ++y) {
+            Scalar* out_k = a.d_k.row(b, g, j0 + y);
+            for (std::int64_t x = 0; x < p.d; ++x)
+                out_k[x] = scale * dk[y * p.d + x]; // dK = scale dS^T Q
+            std::copy_n(dv + y * p.d_v, p.d_v, a.d_v.row(b, g, j0 + y));
+        }
+    }
+    io.write({Operand::d_k, kv_slice, j0, r, 0, p.d});
+    io.write({Operand::d_v, kv_slice, j0, r, 0, p.d_v});
+    io.release(resident);
+}
+
+// --- pass B: one query block i resident with dQ_i; key blocks streamed ---
+template <typename Scalar, typename Counter>
+void query_block(const BackwardArgs<Scalar>& a,
+                 const Tiling& t,
+                 std::int64_t slice,
+                 std::int64_t i0,
+                 const Scalar* delta,
+                 Scalar* base,
+                 Counter& io) {
+    const Problem& p = a.problem;
+    const Slice s(p, slice);
+    const std::int64_t r = std::min(t.rows, p.n_q - i0);
+    const std::int64_t cs = std::min(t.cols, p.n_k);
+    const std::int64_t resident = r * (2 * p.d + p.d_v + 2) + cs * (p.d + p.d_v) + 2 * r * cs;
+    io.acquire(resident);
+    io.read({Operand::q, slice, i0, r, 0, p.d});
+    io.read({Operand::d_o, slice, i0, r, 0, p.d_v});
+    io.read({Operand::lse, slice, i0, r, 0, 1});
+    io.read({Operand::delta, slice, i0, r, 0, 1});
+    Scratch<Scalar> w;
+    std::int64_t n_vec = 0;
+    if constexpr (Counter::kComputes) {
+        w = Scratch<Scalar>(base, p, t);
+        n_vec = w.rp / Simd<Scalar>::kLanes;
+        pack_transposed(a.q, s.b, s.h, i0, r, static_cast<Scalar>(p.scale * kLog2e), w.ta, w.rp);
+        pack_transposed(a.d_o, s.b, s.h, i0, r, Scalar(1), w.tb, w.rp);
+        std::fill(w.acc_a, w.acc_a + r * p.d, Scalar(0));
+        for (std::int64_t x = 0; x < w.rp; ++x) {
+            w.l2[x] = x < r ? lse2(*a.lse.row(s.b, s.h, i0 + x))
+                            : std::numeric_limits<Scalar>::infinity();
+            w.dd[x] = x < r ? delta[slice * p.n_q + i0 + x] : Scalar(0);
+        }
+    }
+    const std::int64_t kv_end = p.visible_keys(i0 + r - 1);
+    for (std::int64_t j0 = 0; j0 < kv_end; j0 += t.cols) {
+        const std::int64_t c = std::min(t.cols, kv_end - j0);
+        io.read({Operand::k, s.kv, j0, c, 0, p.d});
+        io.read({Operand::v, s.kv, j0, c, 0, p.d_v});
+        if constexpr (!Counter::kComputes)
+            continue;
+        const Scalar* k = a.k.row(s.b, s.g, j0);
+        const Scalar* v = a.v.row(s.b, s.g, j0);
+        const bool diagonal = p.causal && j0 + c - 1 > i0 + p.causal_offset();
+        const auto hidden = [&](std::int64_t y) { // query rows that cannot see key j0 + y
+            return std::pair{std::int64_t{0},
+                             std::clamp<std::int64_t>(j0 + y - p.causal_offset() - i0, 0, r)};
+        };
+        // --- S^T = scale K_j Q_i^T (keys x queries), P^T = exp(S^T - L_i) ---
+        detail::scores_block(k, a.k.stride_row, c, w.ta, w.rp, p.d, n_vec, w.s, w.rp);
+        if (diagonal)
+            fill_ranges(w.s, w.rp, c, hidden, -std::numeric_limits<Scalar>::infinity());
+        probabilities(w.s, w.rp, c, n_vec, w.l2, static_cast<const Scalar*>(nullptr));
+        // --- dP^T = V_j dO_i^T, dS^T = P^T o (dP^T - D_i) ---
+        detail::scores_block(v, a.v.stride_row, c, w.tb, w.rp, p.d_v, n_vec, w.dp, w.rp);
+        softmax_grad(w.s, w.dp, w.rp, c, n_vec, w.dd, static_cast<const Scalar*>(nullptr));
+        if (diagonal)
+            fill_ranges(w.dp, w.rp, c, hidden, Scalar(0));
+        // --- dQ_i += dS K_j (scale applied at the end) ---
+        if (!diagonal) {
+            detail::pv_block(w.dp, w.rp, k, a.k.stride_row, c, r, p.d, w.ones, w.acc_a, p.d);
+        } else {
+            for (std::int64_t x = 0; x < r; ++x) {
+                const std::int64_t seen =
+                    std::clamp<std::int64_t>(i0 + x + p.causal_offset() + 1 - j0, 0, c);
+                detail::pv_row(w.dp + x, w.rp, k, a.k.stride_row, seen, p.d, w.ones,
+                               w.acc_a + x * p.d);
+            }
+        }
+    }
+    if constexpr (Counter::kComputes) {
+        const auto scale = static_cast<Scalar>(p.scale);
+        for (std::int64_t x = 0; x < r; ++x) {
+            Scalar* out = a.d_q.row(s.b, s.h, i0 + x);
+            for (std::int64_t y = 0; y < p.d; ++y)
+                out[y] = scale * w.acc_a[x * p.d + y]; // dQ = scale dS K
+        }
+    }
+    io.write({Operand::d_q, slice, i0, r, 0, p.d});
+    io.release(resident);
+}
+
+} // namespace
+
+template <typename Scalar, typename Counter>
+void backward_fused(const BackwardArgs<Scalar>& args,
+                    const Tiling& tiling,
+                    const MemoryModel& memory,
+                    Counter& counter) {
+    constexpr const char* kWhere = "ioattn::dense::backward_fused";
+    BackwardArgs<Scalar> a = args;
+    a.validate(kWhere, !Counter::kComputes);
+    if (tiling.schedule != Schedule::fused)
+        throw InvalidArgument(std::string(kWhere) + ": tiling is for the " +
+                              std::string(to_string(tiling.schedule)) + " schedule");
+    tiling.validate(kWhere, memory, a.problem, Pass::backward);
+    const Problem& p = a.problem;
+    const std::int64_t rs = tiling.rows;
+    const std::int64_t q_blocks = (p.n_q + rs - 1) / rs, k_blocks = (p.n_k + rs - 1) / rs;
+    const int workers = Counter::kComputes ? max_concurrency() : 0;
+    const detail::Workspace<Scalar> delta(Counter::kComputes ? 1 : 0, p.batch_heads() * p.n_q);
+    const detail::Workspace<Scalar> ws(workers, Scratch<Scalar>::words(p, tiling));
+    parallel_for_counted(p.batch_heads() * q_blocks, counter, [&](std::int64_t task, int,
+                                                                  Counter& io) {
+        delta_block(a, rs, task / q_blocks, task % q_blocks * rs, delta.slab(0), io);
+    });
+    parallel_for_counted(p.batch * p.kv_heads * k_blocks, counter, [&](std::int64_t task,
+                                                                       int worker, Counter& io) {
+        key_block(a, tiling, task / k_blocks, task % k_blocks * rs, delta.slab(0),
+                  ws.slab(worker), io);
+    });
+    parallel_for_counted(p.batch_heads() * q_blocks, counter, [&](std::int64_t task, int worker,
+                                                                  Counter& io) {
+        query_block(a, tiling, task / q_blocks, task % q_blocks * rs, delta.slab(0),
+                    ws.slab(worker), io);
+    });
+}
+
+#define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
+    template void backward_fused<Scalar, Counter>(                                                 \
+        const BackwardArgs<Scalar>&, const Tiling&, const MemoryModel&, Counter&);
+IOATTN_INSTANTIATE(float, NullCounter)
+IOATTN_INSTANTIATE(float, IoCounter)
+IOATTN_INSTANTIATE(float, DryRunCounter)
+IOATTN_INSTANTIATE(double, NullCounter)
+IOATTN_INSTANTIATE(double, IoCounter)
+IOATTN_INSTANTIATE(double, DryRunCounter)
+#undef IOATTN_INSTANTIATE
+
+} // namespace ioattn::dense

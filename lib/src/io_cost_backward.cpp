@@ -1,0 +1,106 @@
+// Closed-form I/O of the dense backward schedules. Each formula mirrors the loop structure of
+// the kernel named in its comment; tests hold the kernels' counted I/O equal to it.
+
+#include <ioattn/error.hpp>
+#include <ioattn/io_cost.hpp>
+
+#include <algorithm>
+#include <string>
+
+namespace ioattn {
+
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+    return (a + b - 1) / b;
+}
+
+void require_schedule(const Tiling& t, Schedule s, const char* where) {
+    if (t.schedule != s)
+        throw InvalidArgument(std::string(where) + ": tiling is for the " +
+                              std::string(to_string(t.schedule)) + " schedule");
+}
+
+/// First query row that sees key j (n_q if none): j <= i + n_k - n_q.
+std::int64_t first_row(const Problem& p, std::int64_t j) {
+    if (!p.causal)
+        return 0;
+    return std::clamp<std::int64_t>(j - p.causal_offset(), 0, p.n_q);
+}
+
+} // namespace
+
+// backward_fused.cpp: R = tiling.rows resident, C = tiling.cols streamed.
+//   pass 0, per row block:  read O_i, dO_i                 write D_i
+//   pass A, per kv slice and key block j: read K_j, V_j; per query head of the group, per
+//           streamed query block from first_row(j0): read Q_i, dO_i, L_i, D_i
+//                                                           write dK_j, dV_j
+//   pass B, per row block i: read Q_i, dO_i, L_i, D_i; per key block up to kv_end(i): read K_j,
+//           V_j                                             write dQ_i
+IoReport io_cost_backward_fused(const Problem& problem, const Tiling& tiling) {
+    const Problem p = problem.resolved("ioattn::io_cost_backward_fused");
+    require_schedule(tiling, Schedule::fused, "ioattn::io_cost_backward_fused");
+    const std::int64_t rs = tiling.rows;
+    std::int64_t slice_reads = 2 * p.n_q * p.d_v + p.n_q * (p.d + p.d_v + 2); // pass 0, B own
+    for (std::int64_t i0 = 0; i0 < p.n_q; i0 += rs) {
+        const std::int64_t r = std::min(rs, p.n_q - i0);
+        slice_reads += p.visible_keys(i0 + r - 1) * (p.d + p.d_v); // pass B streams K, V
+    }
+    for (std::int64_t j0 = 0; j0 < p.n_k; j0 += rs)
+        slice_reads += (p.n_q - first_row(p, j0)) * (p.d + p.d_v + 2); // pass A streams queries
+    const std::int64_t slice_writes = p.n_q + p.n_q * p.d; // D, dQ
+    const std::int64_t kv_words = p.batch * p.kv_heads * p.n_k * (p.d + p.d_v);
+    return {slice_reads * p.batch_heads() + kv_words,
+            slice_writes * p.batch_heads() + kv_words,
+            tiling.resident_words(p, Pass::backward)};
+}
+
+// backward_materialized.cpp: square tiles of side b; per row tile i with T_i visible column
+// tiles of total width C_i, vch = ceil(d_v/b), dch = ceil(d/b):
+//   D:  read O_i, dO_i (chunks)                                write D_i
+//   P:  per visible tile: read Q_i, K_j chunks, L_i            write P_ij
+//   dV: per key tile and d_v chunk, per head of the group and visible tile: read P_ij, dO_i chunk
+//                                                              write dV_j chunk
+//   dS: per visible tile: read dO_i, V_j chunks, P_ij, D_i     write dS_ij
+//   dQ: per row tile and d chunk, per visible tile: read dS_ij, K_j chunk   write dQ_i chunk
+//   dK: per key tile and d chunk, per head and visible tile: read dS_ij, Q_i chunk
+//                                                              write dK_j chunk
+IoReport io_cost_backward_materialized(const Problem& problem, const Tiling& tiling) {
+    const Problem p = problem.resolved("ioattn::io_cost_backward_materialized");
+    require_schedule(tiling, Schedule::materialized, "ioattn::io_cost_backward_materialized");
+    const std::int64_t b = tiling.rows;
+    const std::int64_t vch = ceil_div(p.d_v, b), dch = ceil_div(p.d, b);
+    std::int64_t reads = 2 * p.n_q * p.d_v; // D
+    std::int64_t writes = p.n_q + p.n_q * p.d; // D, dQ
+    for (std::int64_t i0 = 0; i0 < p.n_q; i0 += b) {
+        const std::int64_t r = std::min(b, p.n_q - i0);
+        const std::int64_t tiles = ceil_div(p.visible_keys(i0 + r - 1), b);
+        const std::int64_t cols = std::min(p.n_k, tiles * b);
+        reads += tiles * r * p.d + cols * p.d + tiles * r;                       // P
+        reads += vch * r * cols + tiles * r * p.d_v;                             // dV
+        reads += tiles * r * p.d_v + cols * p.d_v + r * cols + tiles * r;        // dS
+        reads += dch * r * cols + cols * p.d;                                    // dQ
+        reads += dch * r * cols + tiles * r * p.d;                               // dK
+        writes += 2 * r * cols;                                                  // P, dS
+    }
+    const std::int64_t kv_words = p.batch * p.kv_heads * p.n_k * (p.d + p.d_v); // dK, dV
+    return {reads * p.batch_heads(),
+            writes * p.batch_heads() + kv_words,
+            tiling.resident_words(p, Pass::backward)};
+}
+
+IoReport io_cost_backward(const Problem& problem, const Tiling& tiling) {
+    switch (tiling.schedule) {
+    case Schedule::fused: return io_cost_backward_fused(problem, tiling);
+    case Schedule::materialized: return io_cost_backward_materialized(problem, tiling);
+    case Schedule::reference: break;
+    }
+    throw InvalidArgument("ioattn::io_cost_backward: the reference schedule has no I/O model");
+}
+
+IoReport io_cost(const Problem& problem, const Tiling& tiling, Pass pass) {
+    return pass == Pass::forward ? io_cost_forward(problem, tiling)
+                                 : io_cost_backward(problem, tiling);
+}
+
+} // namespace ioattn
