@@ -55,33 +55,36 @@ IoReport io_cost_backward_fused(const Problem& problem, const Tiling& tiling) {
             tiling.resident_words(p, Pass::backward)};
 }
 
-// backward_materialized.cpp: square tiles of side b; per row tile i with T_i visible column
-// tiles of total width C_i, vch = ceil(d_v/b), dch = ceil(d/b):
-//   D:  read O_i, dO_i (chunks)                                write D_i
-//   P:  per visible tile: read Q_i, K_j chunks, L_i            write P_ij
-//   dV: per key tile and d_v chunk, per head of the group and visible tile: read P_ij, dO_i chunk
-//                                                              write dV_j chunk
-//   dS: per visible tile: read dO_i, V_j chunks, P_ij, D_i     write dS_ij
+// backward_materialized.cpp: square tiles of side b, per query head and row tile i with T_i
+// visible column tiles of total width C_i (a row tile with T_i = 0 only writes its zero dQ_i),
+// vch = ceil(d_v/b), dch = ceil(d/b):
+//   P:  read L_i once; per visible tile: read Q_i, K_j chunks           write P_ij
+//   dV: per key tile and d_v chunk, per head of the group and row tile that sees it:
+//       read P_ij, dO_i chunk                                            write dV_j chunk
+//   dS: read O_i, dO_i chunks (D_i = rowsum(dO_i o O_i) stays resident, never stored);
+//       per visible tile: read dO_i, V_j chunks, P_ij                    write dS_ij
 //   dQ: per row tile and d chunk, per visible tile: read dS_ij, K_j chunk   write dQ_i chunk
-//   dK: per key tile and d chunk, per head and visible tile: read dS_ij, Q_i chunk
-//                                                              write dK_j chunk
+//   dK: per key tile and d chunk, per head and row tile that sees it: read dS_ij, Q_i chunk
+//                                                                        write dK_j chunk
 IoReport io_cost_backward_materialized(const Problem& problem, const Tiling& tiling) {
     const Problem p = problem.resolved("ioattn::io_cost_backward_materialized");
     require_schedule(tiling, Schedule::materialized, "ioattn::io_cost_backward_materialized");
     const std::int64_t b = tiling.rows;
     const std::int64_t vch = ceil_div(p.d_v, b), dch = ceil_div(p.d, b);
-    std::int64_t reads = 2 * p.n_q * p.d_v; // D
-    std::int64_t writes = p.n_q + p.n_q * p.d; // D, dQ
+    std::int64_t reads = 0;
+    std::int64_t writes = p.n_q * p.d; // dQ
     for (std::int64_t i0 = 0; i0 < p.n_q; i0 += b) {
         const std::int64_t r = std::min(b, p.n_q - i0);
         const std::int64_t tiles = ceil_div(p.visible_keys(i0 + r - 1), b);
+        if (tiles == 0)
+            continue;
         const std::int64_t cols = std::min(p.n_k, tiles * b);
-        reads += tiles * r * p.d + cols * p.d + tiles * r;                       // P
-        reads += vch * r * cols + tiles * r * p.d_v;                             // dV
-        reads += tiles * r * p.d_v + cols * p.d_v + r * cols + tiles * r;        // dS
-        reads += dch * r * cols + cols * p.d;                                    // dQ
-        reads += dch * r * cols + tiles * r * p.d;                               // dK
-        writes += 2 * r * cols;                                                  // P, dS
+        reads += tiles * r * p.d + cols * p.d + r;                            // P
+        reads += vch * r * cols + tiles * r * p.d_v;                          // dV
+        reads += 2 * r * p.d_v + tiles * r * p.d_v + cols * p.d_v + r * cols; // dS
+        reads += dch * r * cols + cols * p.d;                                 // dQ
+        reads += dch * r * cols + tiles * r * p.d;                            // dK
+        writes += 2 * r * cols;                                               // P, dS
     }
     const std::int64_t kv_words = p.batch * p.kv_heads * p.n_k * (p.d + p.d_v); // dK, dV
     return {reads * p.batch_heads(),

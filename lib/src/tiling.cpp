@@ -60,17 +60,21 @@ std::int64_t fused_backward_resident(const Problem& p, std::int64_t res, std::in
 }
 
 /// Materialized backward residency (see backward_materialized.cpp), the largest phase:
-/// D, P, dV = P^T dO, dS = P o (dO V^T - D), dQ = dS K, dK = dS^T Q.
+/// P (L_i resident), dV = P^T dO, dS = P o (dO V^T - D) (D_i resident), dQ = dS K, dK = dS^T Q.
+/// r is the tallest row tile with a visible key (under causal masking with n_q > n_k the full
+/// row tiles may see nothing); every row tile, visible or not, writes its dQ chunks (rf x kd).
 std::int64_t materialized_backward_resident(const Problem& p, std::int64_t b) {
-    const std::int64_t r = std::min(b, p.n_q);
+    const std::int64_t rf = std::min(b, p.n_q);
+    const std::int64_t last0 = (p.n_q - 1) / b * b; // first row of the last row tile
+    const std::int64_t r = last0 == 0 || p.visible_keys(last0 - 1) > 0 ? rf : p.n_q - last0;
     const std::int64_t c = std::min(b, p.n_k);
     const std::int64_t kd = std::min(b, p.d);
     const std::int64_t kv = std::min(b, p.d_v);
-    return std::max({2 * r * kv + r,                                    // D
-                     r * c + r * kd + c * kd + r,                       // P
-                     c * kv + r * c + r * kv,                           // dV
-                     std::max(r * c + r * kv + c * kv, 2 * r * c + r),  // dS
-                     r * kd + r * c + c * kd});                         // dQ, dK
+    return std::max({r + r * c + r * kd + c * kd,                               // P
+                     c * kv + r * c + r * kv,                                   // dV
+                     r + std::max({2 * r * kv, r * c + r * kv + c * kv, 2 * r * c}), // dS
+                     rf * kd,                                                   // dQ (zeros)
+                     r * kd + r * c + c * kd});                                 // dQ, dK
 }
 
 std::int64_t resident(const Problem& p, Schedule s, Pass pass, std::int64_t rows, std::int64_t cols) {

@@ -22,9 +22,9 @@
 // Masked entries have P = dS = 0 exactly and their rows of Q, dO, K, V are never multiplied.
 // Tests: tests/lib/dense/backward_fused_test.cpp
 
-#include "../workspace.hpp"
-#include "online_softmax.hpp"
-#include "tile_kernels.hpp"
+#include <ioattn/kernels/workspace.hpp>
+#include <ioattn/kernels/online_softmax.hpp>
+#include <ioattn/kernels/tile.hpp>
 
 #include <ioattn/dense/backward.hpp>
 #include <ioattn/parallel.hpp>
@@ -38,8 +38,8 @@ namespace ioattn::dense {
 
 namespace {
 
-using detail::Simd;
-using detail::Vec;
+using kernels::Simd;
+using kernels::Vec;
 
 constexpr double kLog2e = 1.4426950408889634;
 
@@ -118,10 +118,10 @@ void softmax_grad(Scalar* pr, Scalar* dp, std::int64_t ld, std::int64_t n_out, s
     constexpr int kL = Simd<Scalar>::kLanes;
     for (std::int64_t x = 0; x < n_out; ++x)
         for (std::int64_t v = 0; v < n_vec; ++v) {
-            const Vec<Scalar> dv = d_lanes ? detail::load(d_lanes + v * kL)
-                                           : detail::splat<Scalar>(d_rows[x]);
+            const Vec<Scalar> dv = d_lanes ? kernels::load(d_lanes + v * kL)
+                                           : kernels::splat<Scalar>(d_rows[x]);
             Scalar* q = dp + x * ld + v * kL;
-            detail::store(q, detail::load(pr + x * ld + v * kL) * (detail::load(q) - dv));
+            kernels::store(q, kernels::load(pr + x * ld + v * kL) * (kernels::load(q) - dv));
         }
 }
 
@@ -132,10 +132,10 @@ void probabilities(Scalar* s, std::int64_t ld, std::int64_t n_out, std::int64_t 
     constexpr int kL = Simd<Scalar>::kLanes;
     for (std::int64_t x = 0; x < n_out; ++x)
         for (std::int64_t v = 0; v < n_vec; ++v) {
-            const Vec<Scalar> lv = l_lanes ? detail::load(l_lanes + v * kL)
-                                           : detail::splat<Scalar>(l_rows[x]);
+            const Vec<Scalar> lv = l_lanes ? kernels::load(l_lanes + v * kL)
+                                           : kernels::splat<Scalar>(l_rows[x]);
             Scalar* q = s + x * ld + v * kL;
-            detail::store(q, detail::exp2_diff<Scalar>(detail::load(q), lv)); // P = exp(S - L)
+            kernels::store(q, kernels::exp2_diff<Scalar>(kernels::load(q), lv)); // P = exp(S - L)
         }
 }
 
@@ -245,26 +245,26 @@ void key_block(const BackwardArgs<Scalar>& a,
                                  w.rp};
             };
             // --- S = scale Q_i K_j^T (queries x keys), P = exp(S - L_i) ---
-            detail::scores_block(q, ldq, c, w.ta, w.rp, p.d, n_vec, w.s, w.rp);
+            kernels::scores_block(q, ldq, c, w.ta, w.rp, p.d, n_vec, w.s, w.rp);
             if (diagonal)
                 fill_ranges(w.s, w.rp, c, hidden, -std::numeric_limits<Scalar>::infinity());
             probabilities(w.s, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.l2);
             // --- dP = dO_i V_j^T, dS = P o (dP - D_i) ---
-            detail::scores_block(d_o, ldo, c, w.tb, w.rp, p.d_v, n_vec, w.dp, w.rp);
+            kernels::scores_block(d_o, ldo, c, w.tb, w.rp, p.d_v, n_vec, w.dp, w.rp);
             softmax_grad(w.s, w.dp, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.dd);
             if (diagonal)
                 fill_ranges(w.dp, w.rp, c, hidden, Scalar(0));
             // --- dV_j += P^T dO_i, dK_j += dS^T Q_i (scale applied at the end) ---
             if (!diagonal) {
-                detail::pv_block(w.s, w.rp, d_o, ldo, c, r, p.d_v, w.ones, dv, p.d_v);
-                detail::pv_block(w.dp, w.rp, q, ldq, c, r, p.d, w.ones, dk, p.d);
+                kernels::pv_block(w.s, w.rp, d_o, ldo, c, r, p.d_v, w.ones, dv, p.d_v);
+                kernels::pv_block(w.dp, w.rp, q, ldq, c, r, p.d, w.ones, dk, p.d);
             } else {
                 for (std::int64_t y = 0; y < r; ++y) { // key y is seen from query row `from`
                     const std::int64_t from =
                         std::clamp<std::int64_t>(j0 + y - p.causal_offset() - i0, 0, c);
-                    detail::pv_row(w.s + from * w.rp + y, w.rp, d_o + from * ldo, ldo, c - from,
+                    kernels::pv_row(w.s + from * w.rp + y, w.rp, d_o + from * ldo, ldo, c - from,
                                    p.d_v, w.ones, dv + y * p.d_v);
-                    detail::pv_row(w.dp + from * w.rp + y, w.rp, q + from * ldq, ldq, c - from,
+                    kernels::pv_row(w.dp + from * w.rp + y, w.rp, q + from * ldq, ldq, c - from,
                                    p.d, w.ones, dk + y * p.d);
                 }
             }
@@ -332,23 +332,23 @@ void query_block(const BackwardArgs<Scalar>& a,
                              std::clamp<std::int64_t>(j0 + y - p.causal_offset() - i0, 0, r)};
         };
         // --- S^T = scale K_j Q_i^T (keys x queries), P^T = exp(S^T - L_i) ---
-        detail::scores_block(k, a.k.stride_row, c, w.ta, w.rp, p.d, n_vec, w.s, w.rp);
+        kernels::scores_block(k, a.k.stride_row, c, w.ta, w.rp, p.d, n_vec, w.s, w.rp);
         if (diagonal)
             fill_ranges(w.s, w.rp, c, hidden, -std::numeric_limits<Scalar>::infinity());
         probabilities(w.s, w.rp, c, n_vec, w.l2, static_cast<const Scalar*>(nullptr));
         // --- dP^T = V_j dO_i^T, dS^T = P^T o (dP^T - D_i) ---
-        detail::scores_block(v, a.v.stride_row, c, w.tb, w.rp, p.d_v, n_vec, w.dp, w.rp);
+        kernels::scores_block(v, a.v.stride_row, c, w.tb, w.rp, p.d_v, n_vec, w.dp, w.rp);
         softmax_grad(w.s, w.dp, w.rp, c, n_vec, w.dd, static_cast<const Scalar*>(nullptr));
         if (diagonal)
             fill_ranges(w.dp, w.rp, c, hidden, Scalar(0));
         // --- dQ_i += dS K_j (scale applied at the end) ---
         if (!diagonal) {
-            detail::pv_block(w.dp, w.rp, k, a.k.stride_row, c, r, p.d, w.ones, w.acc_a, p.d);
+            kernels::pv_block(w.dp, w.rp, k, a.k.stride_row, c, r, p.d, w.ones, w.acc_a, p.d);
         } else {
             for (std::int64_t x = 0; x < r; ++x) {
                 const std::int64_t seen =
                     std::clamp<std::int64_t>(i0 + x + p.causal_offset() + 1 - j0, 0, c);
-                detail::pv_row(w.dp + x, w.rp, k, a.k.stride_row, seen, p.d, w.ones,
+                kernels::pv_row(w.dp + x, w.rp, k, a.k.stride_row, seen, p.d, w.ones,
                                w.acc_a + x * p.d);
             }
         }
@@ -383,8 +383,8 @@ void backward_fused(const BackwardArgs<Scalar>& args,
     const std::int64_t rs = tiling.rows;
     const std::int64_t q_blocks = (p.n_q + rs - 1) / rs, k_blocks = (p.n_k + rs - 1) / rs;
     const int workers = Counter::kComputes ? max_concurrency() : 0;
-    const detail::Workspace<Scalar> delta(Counter::kComputes ? 1 : 0, p.batch_heads() * p.n_q);
-    const detail::Workspace<Scalar> ws(workers, Scratch<Scalar>::words(p, tiling));
+    const kernels::Workspace<Scalar> delta(Counter::kComputes ? 1 : 0, p.batch_heads() * p.n_q);
+    const kernels::Workspace<Scalar> ws(workers, Scratch<Scalar>::words(p, tiling));
     parallel_for_counted(p.batch_heads() * q_blocks, counter, [&](std::int64_t task, int,
                                                                   Counter& io) {
         delta_block(a, rs, task / q_blocks, task % q_blocks * rs, delta.slab(0), io);

@@ -13,9 +13,9 @@
 // invariant: each task owns its rows of O and L and runs a fixed sequence of operations.
 // Tests: tests/lib/dense/forward_fused_test.cpp
 
-#include "../workspace.hpp"
-#include "online_softmax.hpp"
-#include "tile_kernels.hpp"
+#include <ioattn/kernels/workspace.hpp>
+#include <ioattn/kernels/online_softmax.hpp>
+#include <ioattn/kernels/tile.hpp>
 
 #include <ioattn/dense/forward.hpp>
 #include <ioattn/parallel.hpp>
@@ -27,7 +27,7 @@ namespace ioattn::dense {
 
 namespace {
 
-using detail::Simd;
+using kernels::Simd;
 
 /// Per-worker scratch layout of one row block: Qt (d x Rp), St (Bc x Rp), O (Br x d_v),
 /// m, l, alpha (Rp each). Rp = Br rounded up to whole vectors.
@@ -111,7 +111,7 @@ void row_block(const ForwardArgs<Scalar>& a,
             const Scalar* k = a.k.row(b, g, j0);
             const Scalar* v = a.v.row(b, g, j0);
             // --- St = K_j Qt (scores of the block, transposed) ---
-            detail::scores_block(k, a.k.stride_row, c, w.qt, w.rp, p.d, n_vec, w.st, w.rp);
+            kernels::scores_block(k, a.k.stride_row, c, w.qt, w.rp, p.d, n_vec, w.st, w.rp);
             // --- causal mask: key j0+x is hidden from rows r < j0 + x - offset - i0 ---
             const bool diagonal = p.causal && j0 + c - 1 > i0 + p.causal_offset();
             if (diagonal) {
@@ -124,16 +124,16 @@ void row_block(const ForwardArgs<Scalar>& a,
                 }
             }
             // --- online softmax: m, l, alpha; St becomes Pt ---
-            detail::online_softmax_block(w.st, w.rp, c, n_vec, w.m, w.l, w.alpha);
+            kernels::online_softmax_block(w.st, w.rp, c, n_vec, w.m, w.l, w.alpha);
             // --- O_i = alpha O_i + P V_j ---
             if (!diagonal) {
-                detail::pv_block(w.st, w.rp, v, a.v.stride_row, c, rows, p.d_v, w.alpha, w.o,
+                kernels::pv_block(w.st, w.rp, v, a.v.stride_row, c, rows, p.d_v, w.alpha, w.o,
                                  w.ld_o);
             } else {
                 for (std::int64_t r = 0; r < rows; ++r) {
                     const std::int64_t seen = std::clamp<std::int64_t>(
                         i0 + r + p.causal_offset() + 1 - j0, 0, c);
-                    detail::pv_row(w.st + r, w.rp, v, a.v.stride_row, seen, p.d_v,
+                    kernels::pv_row(w.st + r, w.rp, v, a.v.stride_row, seen, p.d_v,
                                    w.alpha + r, w.o + r * w.ld_o);
                 }
             }
@@ -145,7 +145,7 @@ void row_block(const ForwardArgs<Scalar>& a,
         for (std::int64_t r = 0; r < rows; ++r) {
             Scalar* o = a.o.row(b, h, i0 + r);
             std::copy(w.o + r * w.ld_o, w.o + (r + 1) * w.ld_o, o);
-            *a.lse.row(b, h, i0 + r) = detail::finish_row(o, p.d_v, w.m[r], w.l[r]);
+            *a.lse.row(b, h, i0 + r) = kernels::finish_row(o, p.d_v, w.m[r], w.l[r]);
         }
     }
     io.write({Operand::o, slice, i0, rows, 0, p.d_v});
@@ -169,7 +169,7 @@ void forward_fused(const ForwardArgs<Scalar>& args,
     tiling.validate(kWhere, memory, a.problem);
     const Problem& p = a.problem;
     const std::int64_t blocks = (p.n_q + tiling.rows - 1) / tiling.rows;
-    const detail::Workspace<Scalar> ws(Counter::kComputes ? max_concurrency() : 0,
+    const kernels::Workspace<Scalar> ws(Counter::kComputes ? max_concurrency() : 0,
                                        Scratch<Scalar>::words(p, tiling));
     parallel_for_counted(p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker,
                                                                 Counter& io) {

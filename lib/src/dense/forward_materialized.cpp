@@ -20,8 +20,8 @@
 // standing for slow memory. Thread-count invariant.
 // Tests: tests/lib/dense/forward_materialized_test.cpp
 
-#include "../workspace.hpp"
-#include "simd.hpp"
+#include <ioattn/kernels/workspace.hpp>
+#include <ioattn/kernels/simd.hpp>
 
 #include <ioattn/dense/forward.hpp>
 #include <ioattn/parallel.hpp>
@@ -240,7 +240,7 @@ void forward_materialized(const ForwardArgs<Scalar>& args,
     const Problem& p = a.problem;
     const std::int64_t b = tiling.rows;
     const std::int64_t blocks = (p.n_q + b - 1) / b;
-    const detail::Workspace<Scalar> ws(Counter::kComputes ? max_concurrency() : 0,
+    const kernels::Workspace<Scalar> ws(Counter::kComputes ? max_concurrency() : 0,
                                        Buffers<Scalar>::words(p, b));
     parallel_for_counted(p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker,
                                                                 Counter& io) {

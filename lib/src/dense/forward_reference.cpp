@@ -7,7 +7,7 @@
 // Flops: 2*allowed_pairs*(d + d_v). Parallel over (batch, head, row); thread-count invariant.
 // Tests: tests/lib/dense/forward_reference_test.cpp
 
-#include "../workspace.hpp"
+#include <ioattn/kernels/workspace.hpp>
 
 #include <ioattn/dense/forward.hpp>
 #include <ioattn/parallel.hpp>
@@ -63,7 +63,7 @@ void forward_reference(const ForwardArgs<Scalar>& args) {
     ForwardArgs<Scalar> a = args;
     a.validate("ioattn::dense::forward_reference");
     const Problem& p = a.problem;
-    const detail::Workspace<double> ws(max_concurrency(), p.n_k);
+    const kernels::Workspace<double> ws(max_concurrency(), p.n_k);
     parallel_for_tiles(p.batch_heads() * p.n_q, [&](std::int64_t task, int worker) {
         reference_row(a, task / p.n_q, task % p.n_q, ws.slab(worker));
     });

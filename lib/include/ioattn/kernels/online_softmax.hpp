@@ -11,13 +11,13 @@
 //                                                  scores give P = 1, not inf - inf = NaN)
 //   l = alpha * l + sum_c Pt[c][r]
 
-#include "simd.hpp"
+#include <ioattn/kernels/simd.hpp>
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
-namespace ioattn::detail {
+namespace ioattn::kernels {
 
 template <typename T>
 inline Vec<T> exp2_diff(Vec<T> x, Vec<T> m_safe) {
@@ -70,4 +70,4 @@ inline T finish_row(T* o, std::int64_t d_v, T m, T l) {
     return T(0.6931471805599453) * (m + std::log2(l));
 }
 
-} // namespace ioattn::detail
+} // namespace ioattn::kernels

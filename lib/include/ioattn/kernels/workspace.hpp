@@ -7,7 +7,7 @@
 #include <memory>
 #include <new>
 
-namespace ioattn::detail {
+namespace ioattn::kernels {
 
 template <typename T>
 class Workspace {
@@ -34,4 +34,4 @@ private:
     std::unique_ptr<T[], Free> data_;
 };
 
-} // namespace ioattn::detail
+} // namespace ioattn::kernels

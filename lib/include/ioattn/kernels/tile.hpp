@@ -10,14 +10,14 @@
 // operation. Blocking (AVX-512): 6 keys x 4 vectors = 24 accumulators for scores, 6 rows x 4
 // vectors for P V; AVX2 halves both to fit 16 registers.
 
-#include "simd.hpp"
+#include <ioattn/kernels/simd.hpp>
 
 #include <cstddef>
 #include <cstdint>
 
 #define IOATTN_UNROLL _Pragma("GCC unroll 8")
 
-namespace ioattn::detail {
+namespace ioattn::kernels {
 
 #if defined(__AVX512F__)
 inline constexpr int kScoreKeys = 6;
@@ -201,4 +201,4 @@ inline void pv_row(const T* pt,
     pv_rows<T, 1>(pt, ldp, v, ldv, n_keys, d_v, alpha, o, 0);
 }
 
-} // namespace ioattn::detail
+} // namespace ioattn::kernels

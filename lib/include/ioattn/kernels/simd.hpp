@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace ioattn::detail {
+namespace ioattn::kernels {
 
 #if defined(__AVX512F__)
 inline constexpr int kVectorBytes = 64;
@@ -109,4 +109,4 @@ inline Vec<T> exp2(Vec<T> x) {
     return underflow ? Vec<T>{} : r;
 }
 
-} // namespace ioattn::detail
+} // namespace ioattn::kernels

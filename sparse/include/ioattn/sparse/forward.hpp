@@ -1,0 +1,59 @@
+#pragma once
+/// Sparse attention forward kernels: O = softmax(scale*Q K^T restricted to Omega) V and
+/// L = row log-sum-exp over the allowed entries only, for every (batch, head), with one Support
+/// (Omega, n_q x n_k) shared by all heads. Pairs outside Omega take no part in the softmax; a
+/// query row with no allowed key gets O = 0 and L = -inf.
+///
+/// Shapes and aliasing are those of ioattn::ForwardArgs; problem.causal must be false (the
+/// support carries any mask). All kernels validate at entry (InvalidArgument naming the kernel
+/// and the values; CapacityError when the tiling does not fit M), run oneTBB-parallel with work
+/// partitioned by nonzeros, and are bitwise independent of the thread count.
+
+#include <ioattn/io_counter.hpp>
+#include <ioattn/memory_model.hpp>
+#include <ioattn/sparse/support.hpp>
+#include <ioattn/tiling.hpp>
+#include <ioattn/view.hpp>
+
+namespace ioattn::sparse {
+
+/// Double-accumulation oracle over the allowed entries.
+template <typename Scalar>
+void forward_reference(const ForwardArgs<Scalar>& args, const Support& support);
+
+/// Fused sparse schedule: a block of at most tiling.rows query rows (blocks are cut by nonzeros
+/// too, see row_blocks) stays resident; only the keys some row of the block may see stream
+/// through, tiling.cols at a time; online softmax over allowed entries.
+/// I/O = io_cost_forward_fused(problem, support, tiling).
+template <typename Scalar, typename Counter>
+void forward_fused(const ForwardArgs<Scalar>& args,
+                   const Support& support,
+                   const Tiling& tiling,
+                   const MemoryModel& memory,
+                   Counter& counter);
+
+/// Materializing sparse schedule: SDDMM over Omega into a stored score array (Z_QK words) with
+/// square tiles of side b = tiling.rows, sparse row softmax, SpMM with V.
+/// I/O = io_cost_forward_materialized(problem, support, tiling).
+template <typename Scalar, typename Counter>
+void forward_materialized(const ForwardArgs<Scalar>& args,
+                          const Support& support,
+                          const Tiling& tiling,
+                          const MemoryModel& memory,
+                          Counter& counter);
+
+/// Runs the schedule named by tiling.schedule.
+template <typename Scalar, typename Counter>
+void forward(const ForwardArgs<Scalar>& args,
+             const Support& support,
+             const Tiling& tiling,
+             const MemoryModel& memory,
+             Counter& counter);
+
+/// Walks the schedule without arithmetic or data; returns its counted I/O.
+IoReport dry_run_forward(const Problem& problem,
+                         const Support& support,
+                         const Tiling& tiling,
+                         const MemoryModel& memory);
+
+} // namespace ioattn::sparse

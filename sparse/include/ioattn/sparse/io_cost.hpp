@@ -1,0 +1,51 @@
+#pragma once
+/// I/O of the sparse schedules, the sparse lower bound (Li et al., Thm 4.5) and selection.
+
+#include <ioattn/io_cost.hpp>
+#include <ioattn/sparse/support.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace ioattn::sparse {
+
+/// Row blocks of the fused schedule: consecutive query rows, at most `rows` per block, and a
+/// block is closed early once it holds 2 * rows * ceil(Z_QK / n_q) allowed pairs, so that heavy
+/// rows (global tokens) get blocks of their own. Returns the n_blocks + 1 boundaries.
+std::vector<std::int64_t> row_blocks(const Support& support, std::int64_t rows);
+
+/// Exact I/O of forward_fused, from the structure: per head, per row block, read Q_i, the
+/// block's visible keys' K and V rows, write O_i and L_i.
+IoReport io_cost_forward_fused(const Problem& problem, const Support& support, const Tiling& tiling);
+
+/// Exact I/O of forward_materialized, from the structure (non-empty b x b tiles and their
+/// nonzeros).
+IoReport io_cost_forward_materialized(const Problem& problem,
+                                      const Support& support,
+                                      const Tiling& tiling);
+
+/// Dispatches on tiling.schedule.
+IoReport io_cost_forward(const Problem& problem, const Support& support, const Tiling& tiling);
+
+/// Z_input of dense Q, K, V: (n_q + n_k) d + n_k d_v, times the heads.
+std::int64_t dense_z_input(const Problem& problem);
+
+/// Li et al. Thm 4.5: min(Z_input^2 / M, Z_input sqrt(Z_QK) / sqrt(M)) with compulsory traffic,
+/// per head summed; regime "large-cache" when M >= M* = Z_input^2 / Z_QK. explicit_bound is 0
+/// (no explicit constant is proved for sparse structures).
+Bound forward_bound(const Problem& problem,
+                    const Support& support,
+                    const MemoryModel& memory,
+                    std::int64_t z_input);
+
+/// The crossover M* = Z_input^2 / Z_QK (per head).
+double crossover(const Support& support, std::int64_t z_input_per_head);
+
+/// Theory: fused iff M >= M*; Cost: the schedule with fewer counted words for this structure.
+Schedule select_schedule(const Problem& problem,
+                         const Support& support,
+                         const MemoryModel& memory,
+                         Select select,
+                         std::int64_t z_input);
+
+} // namespace ioattn::sparse

@@ -1,0 +1,225 @@
+// ioattn::sparse::forward_fused: fused sparse forward (FlashAttention-2 order over Omega)
+// Per (batch, head): O = softmax(scale*Q K^T on Omega) V, L = row logsumexp over Omega.
+// Reference: forward_reference.cpp. Br = tiling.rows (max rows per block), Bc = tiling.cols.
+//   parallel for each row block i (rows cut by count and by nonzeros, plan.hpp): read Q_i   r*d
+//     for each chunk of Bc keys among those the block may see (sorted):
+//       read (gather) K rows, V rows                                        c*(d + d_v)
+//       S = scale*Q_i K_c^T; entries outside Omega -> -inf; online softmax; O_i += P V_c
+//     write O_i / l_i, L_i                                                  r*d_v + r
+// Resident: r*d + c_max*(d + d_v) + r*c_max + r*d_v + 2*r <= M, c_max = min(Bc, keys of block)
+// I/O = io_cost_forward_fused = n_q*d + sum_i |keys(i)|*(d + d_v) + n_q*(d_v + 1)  (per head)
+// With the full pattern and equal Br this is exactly dense::io_cost_forward_fused.
+// Flops: 2*Z_QK*(d + d_v) useful; computed tiles also cover pairs outside Omega inside a chunk.
+// Masking walks each row's sorted keys with a cursor: a row whose keys cover the whole chunk is
+// not touched. If a gathered V chunk holds a non-finite value, rows whose chunk is partial
+// accumulate over their allowed keys only, so NaN never reaches a row that cannot see it.
+// One task per (batch, head, row block); thread-count invariant.
+// Tests: tests/sparse/forward_test.cpp
+
+#include "plan.hpp"
+#include "validate.hpp"
+
+#include <ioattn/error.hpp>
+#include <ioattn/kernels/online_softmax.hpp>
+#include <ioattn/kernels/tile.hpp>
+#include <ioattn/kernels/workspace.hpp>
+#include <ioattn/parallel.hpp>
+#include <ioattn/sparse/forward.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace ioattn::sparse {
+
+namespace {
+
+using kernels::Simd;
+
+template <typename Scalar>
+struct Scratch {
+    std::int64_t rp = 0;
+    Scalar *qt = nullptr, *st = nullptr, *o = nullptr, *m = nullptr, *l = nullptr,
+           *alpha = nullptr, *kg = nullptr, *vg = nullptr;
+
+    static std::int64_t padded(std::int64_t n) {
+        constexpr int kL = Simd<Scalar>::kLanes;
+        return (n + kL - 1) / kL * kL;
+    }
+
+    static std::int64_t words(const Problem& p, const Tiling& t) {
+        const std::int64_t rp = padded(t.rows);
+        return p.d * rp + t.cols * rp + t.rows * p.d_v + 3 * rp + t.cols * (p.d + p.d_v);
+    }
+
+    Scratch() = default;
+
+    Scratch(Scalar* base, const Problem& p, const Tiling& t)
+        : rp(padded(t.rows)) {
+        qt = base;
+        st = qt + p.d * rp;
+        o = st + t.cols * rp;
+        m = o + t.rows * p.d_v;
+        l = m + rp;
+        alpha = l + rp;
+        kg = alpha + rp;
+        vg = kg + t.cols * p.d;
+    }
+};
+
+/// Applies Omega to the chunk keys[0, c) of St: for each row, advance its cursor over its sorted
+/// keys; rows whose keys cover the chunk are left alone. Returns whether any row was partial.
+template <typename Scalar>
+bool mask_chunk(const Support& s,
+                std::int64_t i0,
+                std::int64_t r,
+                const std::int64_t* keys,
+                std::int64_t c,
+                std::int64_t* cursor,
+                Scalar* st,
+                std::int64_t ld) {
+    constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
+    bool partial = false;
+    for (std::int64_t x = 0; x < r; ++x) {
+        const auto row = s.row(i0 + x);
+        const auto n = static_cast<std::int64_t>(row.size());
+        std::int64_t a = cursor[x], e = a;
+        while (e < n && row[static_cast<std::size_t>(e)] <= keys[c - 1])
+            ++e;
+        cursor[x] = e;
+        if (e - a == c)
+            continue; // every key of the chunk allowed
+        partial = true;
+        for (std::int64_t y = 0; y < c; ++y) {
+            if (a < e && row[static_cast<std::size_t>(a)] == keys[y])
+                ++a;
+            else
+                st[y * ld + x] = kNegInf;
+        }
+    }
+    return partial;
+}
+
+template <typename Scalar, typename Counter>
+void row_block(const ForwardArgs<Scalar>& a,
+               const Support& s,
+               const detail::FusedPlan& plan,
+               const Tiling& t,
+               std::int64_t slice,
+               std::int64_t blk,
+               Scalar* base,
+               std::int64_t* cursor,
+               Counter& io) {
+    const Problem& p = a.problem;
+    const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
+    const std::int64_t kv_slice = b * p.kv_heads + g;
+    const std::int64_t i0 = plan.row0(blk), r = plan.rows(blk);
+    const auto keys = plan.keys_of(blk);
+    const auto nk = static_cast<std::int64_t>(keys.size());
+    const std::int64_t cmax = std::min(t.cols, nk);
+    const std::int64_t resident = r * p.d + cmax * (p.d + p.d_v) + r * cmax + r * p.d_v + 2 * r;
+    io.acquire(resident);
+    io.read({Operand::q, slice, i0, r, 0, p.d});
+    Scratch<Scalar> w;
+    std::int64_t n_vec = 0;
+    if constexpr (Counter::kComputes) {
+        w = Scratch<Scalar>(base, p, t);
+        n_vec = w.rp / Simd<Scalar>::kLanes;
+        const auto qs = static_cast<Scalar>(p.scale * 1.4426950408889634);
+        for (std::int64_t x = 0; x < w.rp; ++x) {
+            const Scalar* q = x < r ? a.q.row(b, h, i0 + x) : nullptr;
+            for (std::int64_t k = 0; k < p.d; ++k)
+                w.qt[k * w.rp + x] = q ? q[k] * qs : Scalar(0);
+        }
+        std::fill(w.o, w.o + r * p.d_v, Scalar(0));
+        std::fill(w.m, w.m + w.rp, -std::numeric_limits<Scalar>::infinity());
+        std::fill(w.l, w.l + w.rp, Scalar(0));
+        std::fill(cursor, cursor + r, std::int64_t{0});
+    }
+    for (std::int64_t x0 = 0; x0 < nk; x0 += t.cols) {
+        const std::int64_t c = std::min(t.cols, nk - x0);
+        const std::int64_t* kc = keys.data() + x0;
+        io.read({Operand::k, kv_slice, kc[0], c, 0, p.d});
+        io.read({Operand::v, kv_slice, kc[0], c, 0, p.d_v});
+        if constexpr (!Counter::kComputes)
+            continue;
+        // --- gather K_c, V_c ---
+        bool finite_v = true;
+        for (std::int64_t y = 0; y < c; ++y) {
+            std::copy_n(a.k.row(b, g, kc[y]), p.d, w.kg + y * p.d);
+            const Scalar* v = a.v.row(b, g, kc[y]);
+            for (std::int64_t z = 0; z < p.d_v; ++z) {
+                w.vg[y * p.d_v + z] = v[z];
+                finite_v = finite_v && std::isfinite(v[z]);
+            }
+        }
+        // --- St = K_c Qt, mask to Omega, online softmax ---
+        kernels::scores_block(w.kg, p.d, c, w.qt, w.rp, p.d, n_vec, w.st, w.rp);
+        const bool partial = mask_chunk(s, i0, r, kc, c, cursor, w.st, w.rp);
+        kernels::online_softmax_block(w.st, w.rp, c, n_vec, w.m, w.l, w.alpha);
+        // --- O_i = alpha O_i + P V_c ---
+        if (finite_v || !partial) {
+            kernels::pv_block(w.st, w.rp, w.vg, p.d_v, c, r, p.d_v, w.alpha, w.o, p.d_v);
+            continue;
+        }
+        for (std::int64_t x = 0; x < r; ++x) { // non-finite V: allowed keys only
+            Scalar* o = w.o + x * p.d_v;
+            for (std::int64_t z = 0; z < p.d_v; ++z)
+                o[z] *= w.alpha[x];
+            for (std::int64_t y = 0; y < c; ++y) {
+                if (!s.contains(i0 + x, kc[y]))
+                    continue;
+                for (std::int64_t z = 0; z < p.d_v; ++z)
+                    o[z] += w.st[y * w.rp + x] * w.vg[y * p.d_v + z];
+            }
+        }
+    }
+    if constexpr (Counter::kComputes) {
+        for (std::int64_t x = 0; x < r; ++x) {
+            Scalar* o = a.o.row(b, h, i0 + x);
+            std::copy_n(w.o + x * p.d_v, p.d_v, o);
+            *a.lse.row(b, h, i0 + x) = kernels::finish_row(o, p.d_v, w.m[x], w.l[x]);
+        }
+    }
+    io.write({Operand::o, slice, i0, r, 0, p.d_v});
+    io.write({Operand::lse, slice, i0, r, 0, 1});
+    io.release(resident);
+}
+
+} // namespace
+
+template <typename Scalar, typename Counter>
+void forward_fused(const ForwardArgs<Scalar>& args,
+                   const Support& support,
+                   const Tiling& tiling,
+                   const MemoryModel& memory,
+                   Counter& counter) {
+    constexpr const char* kWhere = "ioattn::sparse::forward_fused";
+    ForwardArgs<Scalar> a = args;
+    detail::validate(a, support, &tiling, Schedule::fused, memory, kWhere, !Counter::kComputes);
+    const Problem& p = a.problem;
+    const detail::FusedPlan plan = detail::FusedPlan::build(support, tiling.rows);
+    const std::int64_t blocks = plan.blocks();
+    const int workers = Counter::kComputes ? max_concurrency() : 0;
+    const kernels::Workspace<Scalar> ws(workers, Scratch<Scalar>::words(p, tiling));
+    const kernels::Workspace<std::int64_t> cursors(workers, tiling.rows);
+    parallel_for_counted(p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker,
+                                                                Counter& io) {
+        row_block(a, support, plan, tiling, task / blocks, task % blocks, ws.slab(worker),
+                  cursors.slab(worker), io);
+    });
+}
+
+#define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
+    template void forward_fused<Scalar, Counter>(                                                  \
+        const ForwardArgs<Scalar>&, const Support&, const Tiling&, const MemoryModel&, Counter&);
+IOATTN_INSTANTIATE(float, NullCounter)
+IOATTN_INSTANTIATE(float, IoCounter)
+IOATTN_INSTANTIATE(float, DryRunCounter)
+IOATTN_INSTANTIATE(double, NullCounter)
+IOATTN_INSTANTIATE(double, IoCounter)
+IOATTN_INSTANTIATE(double, DryRunCounter)
+#undef IOATTN_INSTANTIATE
+
+} // namespace ioattn::sparse

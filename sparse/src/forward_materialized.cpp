@@ -1,0 +1,247 @@
+// ioattn::sparse::forward_materialized: materializing sparse forward (SDDMM, row softmax, SpMM)
+// Per (batch, head), square tiles of side b = tiling.rows over the n_q x n_k grid; only tiles
+// with an allowed pair are touched (Support::block_view(b, b)).
+// Reference: forward_reference.cpp.
+//   parallel for each row block i (b rows), stats m_i, l_i resident (2r):
+//     phase 1 (SDDMM), for each non-empty tile j: for each d-chunk: read Q_i, K_j chunks
+//       (r + c)*kw; S_ij = scale Q_i K_j^T; keep the allowed entries, update m_i, l_i (online,
+//       base 2); write them to the score array (CSR order)                  nnz_ij
+//     phase 2 (SpMM), for each d_v chunk x: for each non-empty tile j: read its nnz_ij scores
+//       and V_j[:,x]; O_ix += exp(S - m)/l V                               nnz_ij + c*xw
+//       write O_ix                                                          r*xw
+//     write L_i                                                             r
+// Resident: as dense::forward_materialized (a dense b x b tile buffer in both phases) <= 4b^2.
+// I/O = io_cost_forward_materialized (per row block: T tiles of total width C, Z nonzeros):
+//   T*r*d + C*d + Z  +  ceil(d_v/b)*Z + C*d_v + r*d_v + r; with the full pattern this is
+//   exactly dense::io_cost_forward_materialized. Stored scores: Z_QK words per head.
+// One task per (batch, head, row block); thread-count invariant.
+// Tests: tests/sparse/forward_test.cpp
+
+#include "validate.hpp"
+
+#include <ioattn/kernels/workspace.hpp>
+#include <ioattn/parallel.hpp>
+#include <ioattn/sparse/forward.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace ioattn::sparse {
+
+namespace {
+
+template <typename Scalar>
+constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
+
+/// Per-worker buffers: dense b x b tile, Q and K^T chunks, stats, the block's score strip.
+template <typename Scalar>
+struct Buffers {
+    Scalar *tile, *q, *kt, *m, *l, *strip;
+    std::int64_t* cursor;
+};
+
+struct Task {
+    std::int64_t slice, b, h, g, kv, i0, r, blk;
+};
+
+template <typename Scalar, typename Counter>
+void sddmm_tile(const ForwardArgs<Scalar>& a,
+                const Support& s,
+                const Buffers<Scalar>& w,
+                std::int64_t bs,
+                const Task& t,
+                std::int64_t j0,
+                std::int64_t c,
+                std::int64_t nnz,
+                Counter& io) {
+    const Problem& p = a.problem;
+    io.acquire(t.r * c);
+    if constexpr (Counter::kComputes)
+        std::fill(w.tile, w.tile + t.r * c, Scalar(0));
+    for (std::int64_t k0 = 0; k0 < p.d; k0 += bs) {
+        const std::int64_t kw = std::min(bs, p.d - k0);
+        io.acquire((t.r + c) * kw);
+        io.read({Operand::q, t.slice, t.i0, t.r, k0, kw});
+        io.read({Operand::k, t.kv, j0, c, k0, kw});
+        if constexpr (Counter::kComputes) {
+            for (std::int64_t x = 0; x < t.r; ++x)
+                std::copy_n(a.q.row(t.b, t.h, t.i0 + x) + k0, kw, w.q + x * kw);
+            for (std::int64_t y = 0; y < c; ++y)
+                for (std::int64_t z = 0; z < kw; ++z)
+                    w.kt[z * c + y] = a.k.row(t.b, t.g, j0 + y)[k0 + z];
+            // --- S_ij += Q_i[:,k] K_j[:,k]^T ---
+            for (std::int64_t x = 0; x < t.r; ++x)
+                for (std::int64_t z = 0; z < kw; ++z) {
+                    const Scalar qz = w.q[x * kw + z];
+                    for (std::int64_t y = 0; y < c; ++y)
+                        w.tile[x * c + y] += qz * w.kt[z * c + y];
+                }
+        }
+        io.release((t.r + c) * kw);
+    }
+    if constexpr (Counter::kComputes) {
+        // --- keep Omega's entries (base 2), online update of m, l ---
+        const auto qs = static_cast<Scalar>(p.scale * 1.4426950408889634);
+        const std::int64_t base = s.row_offsets()[static_cast<std::size_t>(t.i0)];
+        for (std::int64_t x = 0; x < t.r; ++x) {
+            const auto row = s.row(t.i0 + x);
+            const std::int64_t off = s.row_offsets()[static_cast<std::size_t>(t.i0 + x)] - base;
+            std::int64_t e = w.cursor[x];
+            const std::int64_t a0 = e;
+            Scalar mx = w.m[x];
+            while (e < static_cast<std::int64_t>(row.size()) && row[static_cast<std::size_t>(e)] < j0 + c) {
+                const Scalar v = w.tile[x * c + (row[static_cast<std::size_t>(e)] - j0)] * qs;
+                w.strip[off + e] = v;
+                mx = v > mx ? v : mx;
+                ++e;
+            }
+            w.cursor[x] = e;
+            const Scalar m_safe = mx == kNegInf<Scalar> ? Scalar(0) : mx;
+            Scalar sum = 0;
+            for (std::int64_t y = a0; y < e; ++y)
+                sum += w.strip[off + y] == m_safe ? Scalar(1) : std::exp2(w.strip[off + y] - m_safe);
+            const Scalar alpha = w.m[x] == m_safe ? Scalar(1) : std::exp2(w.m[x] - m_safe);
+            w.l[x] = alpha * w.l[x] + sum; // l = exp(m_old - m_new) l + rowsum(exp(S - m_new))
+            w.m[x] = mx;
+        }
+    }
+    io.write({Operand::scores, t.slice, t.i0, nnz, j0, 1}); // the tile's nnz stored scores
+    io.release(t.r * c);
+}
+
+template <typename Scalar, typename Counter>
+void spmm_chunk(const ForwardArgs<Scalar>& a,
+                const Support& s,
+                const BlockView& view,
+                const Buffers<Scalar>& w,
+                std::int64_t bs,
+                const Task& t,
+                std::int64_t x0,
+                Counter& io) {
+    const Problem& p = a.problem;
+    const std::int64_t xw = std::min(bs, p.d_v - x0);
+    io.acquire(t.r * xw);
+    Scalar* o = w.q; // the O chunk reuses the Q buffer (r x xw <= b x b)
+    if constexpr (Counter::kComputes) {
+        std::fill(o, o + t.r * xw, Scalar(0));
+        std::fill(w.cursor, w.cursor + t.r, std::int64_t{0});
+    }
+    const std::int64_t base = s.row_offsets()[static_cast<std::size_t>(t.i0)];
+    for (const BlockTile& tile : view.tiles_of(t.blk)) {
+        const std::int64_t j0 = tile.col_block * bs, c = view.block_cols(tile.col_block);
+        io.acquire(t.r * c + c * xw);
+        io.read({Operand::scores, t.slice, t.i0, tile.nonzeros, j0, 1});
+        io.read({Operand::v, t.kv, j0, c, x0, xw});
+        if constexpr (Counter::kComputes) {
+            for (std::int64_t x = 0; x < t.r; ++x) {
+                const auto row = s.row(t.i0 + x);
+                const std::int64_t off = s.row_offsets()[static_cast<std::size_t>(t.i0 + x)] - base;
+                const Scalar m_safe = w.m[x] == kNegInf<Scalar> ? Scalar(0) : w.m[x];
+                const Scalar inv_l = Scalar(1) / w.l[x];
+                std::int64_t e = w.cursor[x];
+                for (; e < static_cast<std::int64_t>(row.size()) && row[static_cast<std::size_t>(e)] < j0 + c; ++e) {
+                    const Scalar sv = w.strip[off + e];
+                    const Scalar pr = (sv == m_safe ? Scalar(1) : std::exp2(sv - m_safe)) * inv_l;
+                    const Scalar* v = a.v.row(t.b, t.g, row[static_cast<std::size_t>(e)]) + x0;
+                    for (std::int64_t z = 0; z < xw; ++z)
+                        o[x * xw + z] += pr * v[z]; // O += exp(S - m) / l V
+                }
+                w.cursor[x] = e;
+            }
+        }
+        io.release(t.r * c + c * xw);
+    }
+    if constexpr (Counter::kComputes)
+        for (std::int64_t x = 0; x < t.r; ++x)
+            std::copy_n(o + x * xw, xw, a.o.row(t.b, t.h, t.i0 + x) + x0);
+    io.write({Operand::o, t.slice, t.i0, t.r, x0, xw});
+    io.release(t.r * xw);
+}
+
+template <typename Scalar, typename Counter>
+void row_block(const ForwardArgs<Scalar>& a,
+               const Support& s,
+               const BlockView& view,
+               std::int64_t bs,
+               Task t,
+               const Buffers<Scalar>& w,
+               Counter& io) {
+    const Problem& p = a.problem;
+    if constexpr (Counter::kComputes) {
+        std::fill(w.m, w.m + t.r, kNegInf<Scalar>);
+        std::fill(w.l, w.l + t.r, Scalar(0));
+        std::fill(w.cursor, w.cursor + t.r, std::int64_t{0});
+    }
+    io.acquire(2 * t.r);
+    for (const BlockTile& tile : view.tiles_of(t.blk))
+        sddmm_tile(a, s, w, bs, t, tile.col_block * bs, view.block_cols(tile.col_block),
+                   tile.nonzeros, io);
+    for (std::int64_t x0 = 0; x0 < p.d_v; x0 += bs)
+        spmm_chunk(a, s, view, w, bs, t, x0, io);
+    if constexpr (Counter::kComputes) {
+        for (std::int64_t x = 0; x < t.r; ++x) {
+            Scalar* o = a.o.row(t.b, t.h, t.i0 + x);
+            if (w.l[x] == Scalar(0))
+                std::fill(o, o + p.d_v, Scalar(0)); // no allowed key: O = 0, L = -inf
+            *a.lse.row(t.b, t.h, t.i0 + x) =
+                w.l[x] == Scalar(0) ? kNegInf<Scalar>
+                                    : Scalar(0.6931471805599453) * (w.m[x] + std::log2(w.l[x]));
+        }
+    }
+    io.write({Operand::lse, t.slice, t.i0, t.r, 0, 1});
+    io.release(2 * t.r);
+}
+
+} // namespace
+
+template <typename Scalar, typename Counter>
+void forward_materialized(const ForwardArgs<Scalar>& args,
+                          const Support& support,
+                          const Tiling& tiling,
+                          const MemoryModel& memory,
+                          Counter& counter) {
+    constexpr const char* kWhere = "ioattn::sparse::forward_materialized";
+    ForwardArgs<Scalar> a = args;
+    detail::validate(a, support, &tiling, Schedule::materialized, memory, kWhere,
+                     !Counter::kComputes);
+    const Problem& p = a.problem;
+    const std::int64_t bs = tiling.rows;
+    const BlockView view = support.block_view(bs, bs);
+    std::int64_t strip = 0;
+    for (std::int64_t i = 0; i < view.row_blocks; ++i) {
+        const std::int64_t i0 = i * bs, i1 = std::min(p.n_q, i0 + bs);
+        strip = std::max(strip, support.row_offsets()[static_cast<std::size_t>(i1)] -
+                                    support.row_offsets()[static_cast<std::size_t>(i0)]);
+    }
+    const int workers = Counter::kComputes ? max_concurrency() : 0;
+    const kernels::Workspace<Scalar> ws(workers, 3 * bs * bs + 2 * bs + strip);
+    const kernels::Workspace<std::int64_t> cursors(workers, bs);
+    const std::int64_t blocks = view.row_blocks;
+    parallel_for_counted(p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker,
+                                                                Counter& io) {
+        const std::int64_t slice = task / blocks, blk = task % blocks;
+        const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
+        const Task t{slice, b, h, g, b * p.kv_heads + g, blk * bs, view.block_rows(blk), blk};
+        Buffers<Scalar> w{};
+        if constexpr (Counter::kComputes) {
+            Scalar* base = ws.slab(worker);
+            w = {base, base + bs * bs, base + 2 * bs * bs, base + 3 * bs * bs,
+                 base + 3 * bs * bs + bs, base + 3 * bs * bs + 2 * bs, cursors.slab(worker)};
+        }
+        row_block(a, support, view, bs, t, w, io);
+    });
+}
+
+#define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
+    template void forward_materialized<Scalar, Counter>(                                           \
+        const ForwardArgs<Scalar>&, const Support&, const Tiling&, const MemoryModel&, Counter&);
+IOATTN_INSTANTIATE(float, NullCounter)
+IOATTN_INSTANTIATE(float, IoCounter)
+IOATTN_INSTANTIATE(float, DryRunCounter)
+IOATTN_INSTANTIATE(double, NullCounter)
+IOATTN_INSTANTIATE(double, IoCounter)
+IOATTN_INSTANTIATE(double, DryRunCounter)
+#undef IOATTN_INSTANTIATE
+
+} // namespace ioattn::sparse

@@ -1,0 +1,133 @@
+// ioattn::sparse I/O: exact costs of the sparse schedules from the structure, the sparse bound
+// (Li et al., Thm 4.5), the crossover M* = Z_input^2 / Z_QK and selection.
+
+#include "plan.hpp"
+
+#include <ioattn/error.hpp>
+#include <ioattn/sparse/io_cost.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace ioattn::sparse {
+
+namespace {
+
+void require(const Problem& p, const Support& s, const Tiling& t, Schedule sch, const char* where) {
+    if (s.n_q() != p.n_q || s.n_k() != p.n_k)
+        throw InvalidArgument(std::string(where) + ": support shape does not match the problem");
+    if (t.schedule != sch)
+        throw InvalidArgument(std::string(where) + ": tiling is for the " +
+                              std::string(to_string(t.schedule)) + " schedule");
+    if (t.rows < 1 || t.cols < 1)
+        throw InvalidArgument(std::string(where) + ": tiling sizes must be >= 1");
+}
+
+} // namespace
+
+IoReport io_cost_forward_fused(const Problem& problem, const Support& support, const Tiling& tiling) {
+    const Problem p = problem.resolved("ioattn::sparse::io_cost_forward_fused");
+    require(p, support, tiling, Schedule::fused, "ioattn::sparse::io_cost_forward_fused");
+    const detail::FusedPlan plan = detail::FusedPlan::build(support, tiling.rows);
+    std::int64_t reads = p.n_q * p.d, peak = 0;
+    for (std::int64_t b = 0; b < plan.blocks(); ++b) {
+        const auto nk = static_cast<std::int64_t>(plan.keys_of(b).size());
+        const std::int64_t r = plan.rows(b), c = std::min(tiling.cols, nk);
+        reads += nk * (p.d + p.d_v);
+        peak = std::max(peak, r * p.d + c * (p.d + p.d_v) + r * c + r * p.d_v + 2 * r);
+    }
+    return {reads * p.batch_heads(), p.n_q * (p.d_v + 1) * p.batch_heads(), peak};
+}
+
+IoReport io_cost_forward_materialized(const Problem& problem,
+                                      const Support& support,
+                                      const Tiling& tiling) {
+    const Problem p = problem.resolved("ioattn::sparse::io_cost_forward_materialized");
+    require(p, support, tiling, Schedule::materialized, "ioattn::sparse::io_cost_forward_materialized");
+    const std::int64_t b = tiling.rows;
+    const BlockView view = support.block_view(b, b);
+    const std::int64_t kd = std::min(b, p.d), kv = std::min(b, p.d_v);
+    const std::int64_t vch = (p.d_v + b - 1) / b;
+    std::int64_t reads = 0, writes = 0, peak = 0;
+    for (std::int64_t i = 0; i < view.row_blocks; ++i) {
+        const std::int64_t r = view.block_rows(i);
+        std::int64_t tiles = 0, width = 0, nnz = 0, cmax = 0;
+        for (const BlockTile& t : view.tiles_of(i)) {
+            const std::int64_t c = view.block_cols(t.col_block);
+            ++tiles;
+            width += c;
+            nnz += t.nonzeros;
+            cmax = std::max(cmax, c);
+        }
+        reads += tiles * r * p.d + width * p.d + vch * nnz + width * p.d_v;
+        writes += nnz + r * p.d_v + r;
+        peak = std::max({peak, 2 * r + r * kv, 2 * r + r * cmax + (r + cmax) * kd,
+                         2 * r + r * kv + r * cmax + cmax * kv});
+    }
+    return {reads * p.batch_heads(), writes * p.batch_heads(), peak};
+}
+
+IoReport io_cost_forward(const Problem& problem, const Support& support, const Tiling& tiling) {
+    switch (tiling.schedule) {
+    case Schedule::fused: return io_cost_forward_fused(problem, support, tiling);
+    case Schedule::materialized: return io_cost_forward_materialized(problem, support, tiling);
+    case Schedule::reference: break;
+    }
+    throw InvalidArgument("ioattn::sparse::io_cost_forward: the reference schedule has no I/O model");
+}
+
+std::int64_t dense_z_input(const Problem& problem) {
+    const Problem p = problem.resolved("ioattn::sparse::dense_z_input");
+    return (p.n_q + p.n_k) * p.d + p.n_k * p.d_v;
+}
+
+double crossover(const Support& support, std::int64_t z_input_per_head) {
+    const double z = static_cast<double>(z_input_per_head);
+    return support.z_qk() > 0 ? z * z / static_cast<double>(support.z_qk())
+                              : std::numeric_limits<double>::infinity();
+}
+
+Bound forward_bound(const Problem& problem,
+                    const Support& support,
+                    const MemoryModel& memory,
+                    std::int64_t z_input) {
+    const Problem p = problem.resolved("ioattn::sparse::forward_bound");
+    memory.validate("ioattn::sparse::forward_bound");
+    const double m = static_cast<double>(memory.fast_words);
+    const double z = static_cast<double>(z_input);
+    const double zqk = static_cast<double>(support.z_qk());
+    const double bh = static_cast<double>(p.batch_heads());
+    Bound b;
+    b.regime = m >= crossover(support, z_input) ? "large-cache" : "small-cache";
+    b.compulsory = bh * (z + static_cast<double>(p.n_q * (p.d_v + 1)));
+    b.leading = bh * std::min(z * z / m, z * std::sqrt(zqk) / std::sqrt(m));
+    return b;
+}
+
+Schedule select_schedule(const Problem& problem,
+                         const Support& support,
+                         const MemoryModel& memory,
+                         Select select,
+                         std::int64_t z_input) {
+    const Problem p = problem.resolved("ioattn::sparse::select_schedule");
+    const auto fused = Tiling::try_for_memory(Schedule::fused, memory, p);
+    const auto mat = Tiling::try_for_memory(Schedule::materialized, memory, p);
+    if (!fused && !mat)
+        throw CapacityError("ioattn::sparse::select_schedule: M = " +
+                            std::to_string(memory.fast_words) +
+                            " words is too small for any tiling with d = " + std::to_string(p.d));
+    if (!fused || !mat)
+        return fused ? Schedule::fused : Schedule::materialized;
+    if (select == Select::theory)
+        return static_cast<double>(memory.fast_words) >= crossover(support, z_input)
+                   ? Schedule::fused
+                   : Schedule::materialized;
+    return io_cost_forward_fused(p, support, *fused).total() <=
+                   io_cost_forward_materialized(p, support, *mat).total()
+               ? Schedule::fused
+               : Schedule::materialized;
+}
+
+} // namespace ioattn::sparse

@@ -1,0 +1,76 @@
+// ioattn::sparse row blocks and the fused plan (see plan.hpp). Tests: tests/sparse/forward_test.cpp
+
+#include "plan.hpp"
+
+#include <ioattn/error.hpp>
+#include <ioattn/kernels/workspace.hpp>
+#include <ioattn/parallel.hpp>
+#include <ioattn/sparse/io_cost.hpp>
+
+#include <algorithm>
+#include <string>
+
+namespace ioattn::sparse {
+
+std::vector<std::int64_t> row_blocks(const Support& support, std::int64_t rows) {
+    if (rows < 1)
+        throw InvalidArgument("ioattn::sparse::row_blocks: rows = " + std::to_string(rows) +
+                              " (expected >= 1)");
+    const std::int64_t n_q = support.n_q();
+    const std::int64_t mean = n_q > 0 ? (support.z_qk() + n_q - 1) / n_q : 0;
+    const std::int64_t budget = std::max<std::int64_t>(1, 2 * rows * mean);
+    std::vector<std::int64_t> bounds{0};
+    std::int64_t count = 0, nnz = 0;
+    for (std::int64_t i = 0; i < n_q; ++i) {
+        const std::int64_t z = support.row_nonzeros(i);
+        if (count == rows || (count > 0 && nnz + z > budget)) {
+            bounds.push_back(i);
+            count = 0;
+            nnz = 0;
+        }
+        ++count;
+        nnz += z;
+    }
+    if (n_q > 0)
+        bounds.push_back(n_q);
+    return bounds;
+}
+
+namespace detail {
+
+FusedPlan FusedPlan::build(const Support& support, std::int64_t max_rows) {
+    FusedPlan plan;
+    plan.bounds = row_blocks(support, max_rows);
+    const std::int64_t n = plan.blocks();
+    std::vector<std::int64_t> counts(static_cast<std::size_t>(n) + 1, 0);
+    const kernels::Workspace<std::int64_t> stamps(max_concurrency(), support.n_k());
+    // Stamps hold block + 1 (fill pass: -(block + 1)), so no clearing between blocks.
+    const auto visit = [&](std::int64_t b, std::int64_t* stamp, std::int64_t mark, auto&& emit) {
+        for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i)
+            for (const std::int64_t j : support.row(i))
+                if (stamp[j] != mark) {
+                    stamp[j] = mark;
+                    emit(j);
+                }
+    };
+    parallel_for_tiles(n, [&](std::int64_t b, int w) {
+        std::int64_t c = 0;
+        visit(b, stamps.slab(w), b + 1, [&](std::int64_t) { ++c; });
+        counts[static_cast<std::size_t>(b) + 1] = c;
+    });
+    plan.key_offsets.assign(counts.size(), 0);
+    for (std::size_t b = 1; b < counts.size(); ++b)
+        plan.key_offsets[b] = plan.key_offsets[b - 1] + counts[b];
+    plan.keys.resize(static_cast<std::size_t>(plan.key_offsets.back()));
+    parallel_for_tiles(n, [&](std::int64_t b, int w) {
+        auto* out = plan.keys.data() + plan.key_offsets[static_cast<std::size_t>(b)];
+        std::int64_t c = 0;
+        visit(b, stamps.slab(w), -(b + 1), [&](std::int64_t j) { out[c++] = j; });
+        std::sort(out, out + c);
+    });
+    return plan;
+}
+
+} // namespace detail
+
+} // namespace ioattn::sparse
