@@ -68,39 +68,6 @@ struct Scratch {
     }
 };
 
-/// Applies Omega to the chunk keys[0, c) of St: for each row, advance its cursor over its sorted
-/// keys; rows whose keys cover the chunk are left alone. Returns whether any row was partial.
-template <typename Scalar>
-bool mask_chunk(const Support& s,
-                std::int64_t i0,
-                std::int64_t r,
-                const std::int64_t* keys,
-                std::int64_t c,
-                std::int64_t* cursor,
-                Scalar* st,
-                std::int64_t ld) {
-    constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
-    bool partial = false;
-    for (std::int64_t x = 0; x < r; ++x) {
-        const auto row = s.row(i0 + x);
-        const auto n = static_cast<std::int64_t>(row.size());
-        std::int64_t a = cursor[x], e = a;
-        while (e < n && row[static_cast<std::size_t>(e)] <= keys[c - 1])
-            ++e;
-        cursor[x] = e;
-        if (e - a == c)
-            continue; // every key of the chunk allowed
-        partial = true;
-        for (std::int64_t y = 0; y < c; ++y) {
-            if (a < e && row[static_cast<std::size_t>(a)] == keys[y])
-                ++a;
-            else
-                st[y * ld + x] = kNegInf;
-        }
-    }
-    return partial;
-}
-
 template <typename Scalar, typename Counter>
 void row_block(const ForwardArgs<Scalar>& a,
                const Support& s,
@@ -156,7 +123,7 @@ void row_block(const ForwardArgs<Scalar>& a,
         }
         // --- St = K_c Qt, mask to Omega, online softmax ---
         kernels::scores_block(w.kg, p.d, c, w.qt, w.rp, p.d, n_vec, w.st, w.rp);
-        const bool partial = mask_chunk(s, i0, r, kc, c, cursor, w.st, w.rp);
+        const bool partial = detail::mask_chunk(s, i0, r, kc, c, cursor, w.st, w.rp);
         kernels::online_softmax_block(w.st, w.rp, c, n_vec, w.m, w.l, w.alpha);
         // --- O_i = alpha O_i + P V_c ---
         if (finite_v || !partial) {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 namespace ioattn::sparse {
 
@@ -18,7 +19,7 @@ std::vector<std::int64_t> row_blocks(const Support& support, std::int64_t rows) 
                               " (expected >= 1)");
     const std::int64_t n_q = support.n_q();
     const std::int64_t mean = n_q > 0 ? (support.z_qk() + n_q - 1) / n_q : 0;
-    const std::int64_t budget = std::max<std::int64_t>(1, 2 * rows * mean);
+    const std::int64_t budget = std::max<std::int64_t>(1, 4 * rows * mean);
     std::vector<std::int64_t> bounds{0};
     std::int64_t count = 0, nnz = 0;
     for (std::int64_t i = 0; i < n_q; ++i) {
@@ -69,6 +70,20 @@ FusedPlan FusedPlan::build(const Support& support, std::int64_t max_rows) {
         std::sort(out, out + c);
     });
     return plan;
+}
+
+Support transpose(const Support& s) {
+    std::vector<std::int64_t> offsets(static_cast<std::size_t>(s.n_k()) + 1, 0);
+    for (const std::int64_t j : s.col_indices())
+        ++offsets[static_cast<std::size_t>(j) + 1];
+    for (std::size_t j = 1; j < offsets.size(); ++j)
+        offsets[j] += offsets[j - 1];
+    std::vector<std::int64_t> rows(static_cast<std::size_t>(s.z_qk()));
+    std::vector<std::int64_t> next(offsets.begin(), offsets.end() - 1);
+    for (std::int64_t i = 0; i < s.n_q(); ++i) // rows ascending: each column's list is sorted
+        for (const std::int64_t j : s.row(i))
+            rows[static_cast<std::size_t>(next[static_cast<std::size_t>(j)]++)] = i;
+    return Support(s.n_k(), s.n_q(), std::move(offsets), std::move(rows));
 }
 
 } // namespace detail

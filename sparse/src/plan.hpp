@@ -6,6 +6,7 @@
 #include <ioattn/sparse/support.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -36,5 +37,41 @@ struct FusedPlan {
 
     static FusedPlan build(const Support& support, std::int64_t max_rows);
 };
+
+/// Omega^T: the n_k x n_q support whose row j lists the queries that may see key j.
+Support transpose(const Support& support);
+
+/// Applies Omega to the chunk keys[0, c) of St: for each row, advance its cursor over its sorted
+/// keys; rows whose keys cover the chunk are left alone. Returns whether any row was partial.
+template <typename Scalar>
+inline bool mask_chunk(const Support& s,
+                std::int64_t i0,
+                std::int64_t r,
+                const std::int64_t* keys,
+                std::int64_t c,
+                std::int64_t* cursor,
+                Scalar* st,
+                std::int64_t ld) {
+    constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
+    bool partial = false;
+    for (std::int64_t x = 0; x < r; ++x) {
+        const auto row = s.row(i0 + x);
+        const auto n = static_cast<std::int64_t>(row.size());
+        std::int64_t a = cursor[x], e = a;
+        while (e < n && row[static_cast<std::size_t>(e)] <= keys[c - 1])
+            ++e;
+        cursor[x] = e;
+        if (e - a == c)
+            continue; // every key of the chunk allowed
+        partial = true;
+        for (std::int64_t y = 0; y < c; ++y) {
+            if (a < e && row[static_cast<std::size_t>(a)] == keys[y])
+                ++a;
+            else
+                st[y * ld + x] = kNegInf;
+        }
+    }
+    return partial;
+}
 
 } // namespace ioattn::sparse::detail

@@ -24,6 +24,7 @@
 
 #include <ioattn/kernels/workspace.hpp>
 #include <ioattn/kernels/online_softmax.hpp>
+#include <ioattn/kernels/softmax_grad.hpp>
 #include <ioattn/kernels/tile.hpp>
 
 #include <ioattn/dense/backward.hpp>
@@ -41,8 +42,6 @@ namespace {
 using kernels::Simd;
 using kernels::Vec;
 
-constexpr double kLog2e = 1.4426950408889634;
-
 std::int64_t padded(std::int64_t n, int lanes) {
     return (n + lanes - 1) / lanes * lanes;
 }
@@ -56,31 +55,6 @@ struct Slice {
         , g(h / p.group())
         , kv(b * p.kv_heads + g) {}
 };
-
-/// Packs rows [row0, row0 + n) of a view, transposed and scaled, into t (cols x ld), zero-padded.
-template <typename Scalar>
-void pack_transposed(const TensorView<const Scalar>& x,
-                     std::int64_t b,
-                     std::int64_t h,
-                     std::int64_t row0,
-                     std::int64_t n,
-                     Scalar scale,
-                     Scalar* t,
-                     std::int64_t ld) {
-    for (std::int64_t r = 0; r < ld; ++r) {
-        const Scalar* row = r < n ? x.row(b, h, row0 + r) : nullptr;
-        for (std::int64_t k = 0; k < x.cols; ++k)
-            t[k * ld + r] = row ? row[k] * scale : Scalar(0);
-    }
-}
-
-/// L in base 2 per row, +inf for a row that saw no key (so that P = 2^(S - L) = 0 there).
-template <typename Scalar>
-Scalar lse2(Scalar lse) {
-    return lse == -std::numeric_limits<Scalar>::infinity()
-               ? std::numeric_limits<Scalar>::infinity()
-               : static_cast<Scalar>(static_cast<double>(lse) * kLog2e);
-}
 
 // --- pass 0: D_i = rowsum(dO_i o O_i) ---
 template <typename Scalar, typename Counter>
@@ -100,43 +74,11 @@ void delta_block(const BackwardArgs<Scalar>& a,
         for (std::int64_t x = 0; x < r; ++x) {
             const Scalar* o = a.o.row(s.b, s.h, i0 + x);
             const Scalar* d_o = a.d_o.row(s.b, s.h, i0 + x);
-            double acc = 0.0;
-            for (std::int64_t y = 0; y < p.d_v; ++y)
-                acc += static_cast<double>(o[y]) * static_cast<double>(d_o[y]);
-            delta[slice * p.n_q + i0 + x] = static_cast<Scalar>(acc);
+            delta[slice * p.n_q + i0 + x] = kernels::row_delta(o, d_o, p.d_v);
         }
     }
     io.write({Operand::delta, slice, i0, r, 0, 1});
     io.release(r * (2 * p.d_v + 1));
-}
-
-/// dS = P o (dP - D) over an n_out x n_vec-vector tile; P arrives in `pr`, dP in `dp` (which
-/// becomes dS). `d` holds D per lane (lanes = queries) or is null and `d_row` is used.
-template <typename Scalar>
-void softmax_grad(Scalar* pr, Scalar* dp, std::int64_t ld, std::int64_t n_out, std::int64_t n_vec,
-                  const Scalar* d_lanes, const Scalar* d_rows) {
-    constexpr int kL = Simd<Scalar>::kLanes;
-    for (std::int64_t x = 0; x < n_out; ++x)
-        for (std::int64_t v = 0; v < n_vec; ++v) {
-            const Vec<Scalar> dv = d_lanes ? kernels::load(d_lanes + v * kL)
-                                           : kernels::splat<Scalar>(d_rows[x]);
-            Scalar* q = dp + x * ld + v * kL;
-            kernels::store(q, kernels::load(pr + x * ld + v * kL) * (kernels::load(q) - dv));
-        }
-}
-
-/// P = 2^(S - L) in place over an n_out x n_vec-vector tile; L per lane or per row.
-template <typename Scalar>
-void probabilities(Scalar* s, std::int64_t ld, std::int64_t n_out, std::int64_t n_vec,
-                   const Scalar* l_lanes, const Scalar* l_rows) {
-    constexpr int kL = Simd<Scalar>::kLanes;
-    for (std::int64_t x = 0; x < n_out; ++x)
-        for (std::int64_t v = 0; v < n_vec; ++v) {
-            const Vec<Scalar> lv = l_lanes ? kernels::load(l_lanes + v * kL)
-                                           : kernels::splat<Scalar>(l_rows[x]);
-            Scalar* q = s + x * ld + v * kL;
-            kernels::store(q, kernels::exp2_diff<Scalar>(kernels::load(q), lv)); // P = exp(S - L)
-        }
 }
 
 /// Sets [x][from, to) to `value` for each of the n rows of a tile, with per-row ranges.
@@ -215,8 +157,8 @@ void key_block(const BackwardArgs<Scalar>& a,
     if constexpr (Counter::kComputes) {
         w = Scratch<Scalar>(base, p, t);
         n_vec = w.rp / Simd<Scalar>::kLanes;
-        pack_transposed(a.k, b, g, j0, r, static_cast<Scalar>(p.scale * kLog2e), w.ta, w.rp);
-        pack_transposed(a.v, b, g, j0, r, Scalar(1), w.tb, w.rp);
+        kernels::pack_transposed(a.k, b, g, j0, r, static_cast<Scalar>(p.scale * kernels::kLog2e), w.ta, w.rp);
+        kernels::pack_transposed(a.v, b, g, j0, r, Scalar(1), w.tb, w.rp);
         std::fill(w.acc_a, w.acc_a + r * (p.d + p.d_v), Scalar(0));
     }
     Scalar* dk = w.acc_a;
@@ -236,7 +178,7 @@ void key_block(const BackwardArgs<Scalar>& a,
             const Scalar* d_o = a.d_o.row(b, h, i0);
             const std::int64_t ldq = a.q.stride_row, ldo = a.d_o.stride_row;
             for (std::int64_t x = 0; x < c; ++x) {
-                w.l2[x] = lse2(*a.lse.row(b, h, i0 + x));
+                w.l2[x] = kernels::lse2(*a.lse.row(b, h, i0 + x));
                 w.dd[x] = delta[slice * p.n_q + i0 + x];
             }
             const bool diagonal = p.causal && j0 + r - 1 > i0 + p.causal_offset();
@@ -248,10 +190,10 @@ void key_block(const BackwardArgs<Scalar>& a,
             kernels::scores_block(q, ldq, c, w.ta, w.rp, p.d, n_vec, w.s, w.rp);
             if (diagonal)
                 fill_ranges(w.s, w.rp, c, hidden, -std::numeric_limits<Scalar>::infinity());
-            probabilities(w.s, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.l2);
+            kernels::probabilities(w.s, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.l2);
             // --- dP = dO_i V_j^T, dS = P o (dP - D_i) ---
             kernels::scores_block(d_o, ldo, c, w.tb, w.rp, p.d_v, n_vec, w.dp, w.rp);
-            softmax_grad(w.s, w.dp, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.dd);
+            kernels::softmax_grad(w.s, w.dp, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.dd);
             if (diagonal)
                 fill_ranges(w.dp, w.rp, c, hidden, Scalar(0));
             // --- dV_j += P^T dO_i, dK_j += dS^T Q_i (scale applied at the end) ---
@@ -308,11 +250,11 @@ void query_block(const BackwardArgs<Scalar>& a,
     if constexpr (Counter::kComputes) {
         w = Scratch<Scalar>(base, p, t);
         n_vec = w.rp / Simd<Scalar>::kLanes;
-        pack_transposed(a.q, s.b, s.h, i0, r, static_cast<Scalar>(p.scale * kLog2e), w.ta, w.rp);
-        pack_transposed(a.d_o, s.b, s.h, i0, r, Scalar(1), w.tb, w.rp);
+        kernels::pack_transposed(a.q, s.b, s.h, i0, r, static_cast<Scalar>(p.scale * kernels::kLog2e), w.ta, w.rp);
+        kernels::pack_transposed(a.d_o, s.b, s.h, i0, r, Scalar(1), w.tb, w.rp);
         std::fill(w.acc_a, w.acc_a + r * p.d, Scalar(0));
         for (std::int64_t x = 0; x < w.rp; ++x) {
-            w.l2[x] = x < r ? lse2(*a.lse.row(s.b, s.h, i0 + x))
+            w.l2[x] = x < r ? kernels::lse2(*a.lse.row(s.b, s.h, i0 + x))
                             : std::numeric_limits<Scalar>::infinity();
             w.dd[x] = x < r ? delta[slice * p.n_q + i0 + x] : Scalar(0);
         }
@@ -335,10 +277,10 @@ void query_block(const BackwardArgs<Scalar>& a,
         kernels::scores_block(k, a.k.stride_row, c, w.ta, w.rp, p.d, n_vec, w.s, w.rp);
         if (diagonal)
             fill_ranges(w.s, w.rp, c, hidden, -std::numeric_limits<Scalar>::infinity());
-        probabilities(w.s, w.rp, c, n_vec, w.l2, static_cast<const Scalar*>(nullptr));
+        kernels::probabilities(w.s, w.rp, c, n_vec, w.l2, static_cast<const Scalar*>(nullptr));
         // --- dP^T = V_j dO_i^T, dS^T = P^T o (dP^T - D_i) ---
         kernels::scores_block(v, a.v.stride_row, c, w.tb, w.rp, p.d_v, n_vec, w.dp, w.rp);
-        softmax_grad(w.s, w.dp, w.rp, c, n_vec, w.dd, static_cast<const Scalar*>(nullptr));
+        kernels::softmax_grad(w.s, w.dp, w.rp, c, n_vec, w.dd, static_cast<const Scalar*>(nullptr));
         if (diagonal)
             fill_ranges(w.dp, w.rp, c, hidden, Scalar(0));
         // --- dQ_i += dS K_j (scale applied at the end) ---

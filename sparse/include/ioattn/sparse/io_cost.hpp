@@ -10,7 +10,7 @@
 namespace ioattn::sparse {
 
 /// Row blocks of the fused schedule: consecutive query rows, at most `rows` per block, and a
-/// block is closed early once it holds 2 * rows * ceil(Z_QK / n_q) allowed pairs, so that heavy
+/// block is closed early once it holds 4 * rows * ceil(Z_QK / n_q) allowed pairs, so that heavy
 /// rows (global tokens) get blocks of their own. Returns the n_blocks + 1 boundaries.
 std::vector<std::int64_t> row_blocks(const Support& support, std::int64_t rows);
 

@@ -1,0 +1,85 @@
+#pragma once
+/// Building blocks of the fused backward kernels (dense and sparse): packing, base-2 L, the
+/// softmax probabilities from L, the softmax gradient dS = P o (dP - D), and D itself.
+
+#include <ioattn/kernels/online_softmax.hpp>
+#include <ioattn/kernels/simd.hpp>
+#include <ioattn/view.hpp>
+
+#include <cstdint>
+#include <limits>
+
+namespace ioattn::kernels {
+
+inline constexpr double kLog2e = 1.4426950408889634;
+
+/// Packs rows [row0, row0 + n) of a view, transposed and scaled, into t (cols x ld), zero-padded.
+template <typename Scalar>
+void pack_transposed(const TensorView<const Scalar>& x,
+                     std::int64_t b,
+                     std::int64_t h,
+                     std::int64_t row0,
+                     std::int64_t n,
+                     Scalar scale,
+                     Scalar* t,
+                     std::int64_t ld) {
+    for (std::int64_t r = 0; r < ld; ++r) {
+        const Scalar* row = r < n ? x.row(b, h, row0 + r) : nullptr;
+        for (std::int64_t k = 0; k < x.cols; ++k)
+            t[k * ld + r] = row ? row[k] * scale : Scalar(0);
+    }
+}
+
+/// L in base 2 per row, +inf for a row that saw no key (so that P = 2^(S - L) = 0 there).
+template <typename Scalar>
+Scalar lse2(Scalar lse) {
+    return lse == -std::numeric_limits<Scalar>::infinity()
+               ? std::numeric_limits<Scalar>::infinity()
+               : static_cast<Scalar>(static_cast<double>(lse) * kLog2e);
+}
+
+/// D = dO . O for one row, accumulated in double.
+template <typename Scalar>
+Scalar row_delta(const Scalar* o, const Scalar* d_o, std::int64_t d_v) {
+    double acc = 0.0;
+    for (std::int64_t y = 0; y < d_v; ++y)
+        acc += static_cast<double>(o[y]) * static_cast<double>(d_o[y]);
+    return static_cast<Scalar>(acc);
+}
+
+/// dS = P o (dP - D) over an n_out x n_vec-vector tile; P arrives in `pr`, dP in `dp` (which
+/// becomes dS). `d` holds D per lane (lanes = queries) or is null and `d_row` is used. With
+/// kZeroWhereNoWeight, dS = 0 wherever P = 0 (masked entries), whatever dP holds.
+template <typename Scalar, bool kZeroWhereNoWeight = false>
+void softmax_grad(Scalar* pr, Scalar* dp, std::int64_t ld, std::int64_t n_out, std::int64_t n_vec,
+                  const Scalar* d_lanes, const Scalar* d_rows) {
+    constexpr int kL = Simd<Scalar>::kLanes;
+    for (std::int64_t x = 0; x < n_out; ++x)
+        for (std::int64_t v = 0; v < n_vec; ++v) {
+            const Vec<Scalar> dv = d_lanes ? load(d_lanes + v * kL)
+                                           : splat<Scalar>(d_rows[x]);
+            Scalar* q = dp + x * ld + v * kL;
+            const Vec<Scalar> pv = load(pr + x * ld + v * kL);
+            const Vec<Scalar> ds = pv * (load(q) - dv);
+            if constexpr (kZeroWhereNoWeight)
+                store(q, pv == Vec<Scalar>{} ? Vec<Scalar>{} : ds);
+            else
+                store(q, ds);
+        }
+}
+
+/// P = 2^(S - L) in place over an n_out x n_vec-vector tile; L per lane or per row.
+template <typename Scalar>
+void probabilities(Scalar* s, std::int64_t ld, std::int64_t n_out, std::int64_t n_vec,
+                   const Scalar* l_lanes, const Scalar* l_rows) {
+    constexpr int kL = Simd<Scalar>::kLanes;
+    for (std::int64_t x = 0; x < n_out; ++x)
+        for (std::int64_t v = 0; v < n_vec; ++v) {
+            const Vec<Scalar> lv = l_lanes ? load(l_lanes + v * kL)
+                                           : splat<Scalar>(l_rows[x]);
+            Scalar* q = s + x * ld + v * kL;
+            store(q, exp2_diff<Scalar>(load(q), lv)); // P = exp(S - L)
+        }
+}
+
+} // namespace ioattn::kernels

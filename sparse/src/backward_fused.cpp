@@ -1,0 +1,382 @@
+// ioattn::sparse::backward_fused: fused sparse backward (FlashAttention-2 over Omega, dQ sweep)
+// Per (batch, head): dQ, dK, dV of O = softmax(scale*Q K^T on Omega) V. Reference:
+// backward_reference.cpp. R = tiling.rows (resident block, also cut by nonzeros), C = tiling.cols.
+//   pass 0, parallel for each query block i: read O_i, dO_i; D_i = rowsum(dO_i o O_i); write D_i
+//   pass A, parallel for each (kv head, key block j of Omega^T's plan): read K_j, V_j
+//     for each query head of the group, for each chunk of C queries that see a key of j:
+//       read (gather) Q, dO rows, L, D;  S = scale Q K_j^T on Omega; P = exp(S - L)
+//       dV_j += P^T dO; dP = dO V_j^T; dS = P o (dP - D); dK_j += scale dS^T Q
+//     write dK_j, dV_j
+//   pass B, parallel for each query block i of Omega's plan: read Q_i, dO_i, L_i, D_i
+//     for each chunk of C keys the block sees: read (gather) K, V rows; S, P, dP, dS as above
+//       (keys x queries); dQ_i += scale dS K
+//     write dQ_i
+// Resident: max(pass 0: r(2 d_v + 1), pass A: r(2d + 2d_v) + c(d + d_v + 2) + 2rc,
+//               pass B: r(2d + d_v + 2) + c(d + d_v) + 2rc) <= M, c = min(C, streamed set)
+// I/O = io_cost_backward_fused (per head): 2 n_q d_v + n_q (D) + sum_j |queries(j)|(d + d_v + 2)
+//   + n_q(d + d_v + 2) + sum_i |keys(i)|(d + d_v) + n_q d, and n_k(d + d_v) read and written per
+//   kv head; with the full or causal pattern it equals ioattn::io_cost_backward_fused.
+// Masked entries: P = dS = 0; a gathered chunk with a non-finite value multiplies only allowed
+// pairs. One task per block; no atomics; thread-count invariant.
+// Tests: tests/sparse/backward_test.cpp
+
+#include "plan.hpp"
+#include "validate.hpp"
+
+#include <ioattn/kernels/softmax_grad.hpp>
+#include <ioattn/kernels/tile.hpp>
+#include <ioattn/kernels/workspace.hpp>
+#include <ioattn/parallel.hpp>
+#include <ioattn/sparse/backward.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace ioattn::sparse {
+
+namespace {
+
+using kernels::Simd;
+
+std::int64_t padded(std::int64_t n, int lanes) {
+    return (n + lanes - 1) / lanes * lanes;
+}
+
+/// Per-worker scratch: packed resident operands (d x rp, d_v x rp), score tiles (C x rp), the
+/// accumulators (R x d, R x d_v), gathered streamed rows (C x d, C x d_v), lanes (4 x cp).
+template <typename Scalar>
+struct Scratch {
+    std::int64_t rp = 0;
+    Scalar *ta = nullptr, *tb = nullptr, *s = nullptr, *dp = nullptr, *acc_a = nullptr,
+           *acc_b = nullptr, *ga = nullptr, *gb = nullptr, *l2 = nullptr, *dd = nullptr,
+           *ones = nullptr;
+
+    static std::int64_t words(const Problem& p, const Tiling& t) {
+        const std::int64_t rp = padded(t.rows, Simd<Scalar>::kLanes);
+        const std::int64_t cp = padded(std::max(t.cols, t.rows), Simd<Scalar>::kLanes);
+        return (p.d + p.d_v) * rp + 2 * cp * rp + t.rows * (p.d + p.d_v) +
+               t.cols * (p.d + p.d_v) + 3 * cp;
+    }
+
+    Scratch() = default;
+
+    Scratch(Scalar* base, const Problem& p, const Tiling& t)
+        : rp(padded(t.rows, Simd<Scalar>::kLanes)) {
+        const std::int64_t cp = padded(std::max(t.cols, t.rows), Simd<Scalar>::kLanes);
+        ta = base;
+        tb = ta + p.d * rp;
+        s = tb + p.d_v * rp;
+        dp = s + cp * rp;
+        acc_a = dp + cp * rp;
+        acc_b = acc_a + t.rows * p.d;
+        ga = acc_b + t.rows * p.d_v;
+        gb = ga + t.cols * p.d;
+        l2 = gb + t.cols * p.d_v;
+        dd = l2 + cp;
+        ones = dd + cp;
+        std::fill(ones, ones + cp, Scalar(1));
+    }
+};
+
+/// Gathers rows idx[0, c) of a view into g (c x cols); false if any value is not finite.
+template <typename Scalar>
+bool gather(const TensorView<const Scalar>& x,
+            std::int64_t b,
+            std::int64_t h,
+            const std::int64_t* idx,
+            std::int64_t c,
+            Scalar* g) {
+    bool finite = true;
+    for (std::int64_t y = 0; y < c; ++y) {
+        const Scalar* row = x.row(b, h, idx[y]);
+        for (std::int64_t z = 0; z < x.cols; ++z) {
+            g[y * x.cols + z] = row[z];
+            finite = finite && std::isfinite(row[z]);
+        }
+    }
+    return finite;
+}
+
+/// acc[x][:] += sum over allowed (x, y) of t[y][x] g[y][:] (the careful path for non-finite
+/// gathered rows): `allowed(x, y)` says whether lane x and chunk entry y form a pair of Omega.
+template <typename Scalar, typename Allowed>
+void accumulate_allowed(const Scalar* t, std::int64_t ld, const Scalar* g, std::int64_t cols,
+                        std::int64_t n_lanes, std::int64_t c, Scalar* acc, Allowed allowed) {
+    for (std::int64_t x = 0; x < n_lanes; ++x)
+        for (std::int64_t y = 0; y < c; ++y)
+            if (allowed(x, y))
+                for (std::int64_t z = 0; z < cols; ++z)
+                    acc[x * cols + z] += t[y * ld + x] * g[y * cols + z];
+}
+
+// --- pass 0: D_i = rowsum(dO_i o O_i) ---
+template <typename Scalar, typename Counter>
+void delta_block(const BackwardArgs<Scalar>& a, const detail::FusedPlan& plan, std::int64_t slice,
+                 std::int64_t blk, Scalar* delta, Counter& io) {
+    const Problem& p = a.problem;
+    const std::int64_t b = slice / p.heads, h = slice % p.heads;
+    const std::int64_t i0 = plan.row0(blk), r = plan.rows(blk);
+    io.acquire(r * (2 * p.d_v + 1));
+    io.read({Operand::o, slice, i0, r, 0, p.d_v});
+    io.read({Operand::d_o, slice, i0, r, 0, p.d_v});
+    if constexpr (Counter::kComputes)
+        for (std::int64_t x = 0; x < r; ++x)
+            delta[slice * p.n_q + i0 + x] =
+                kernels::row_delta(a.o.row(b, h, i0 + x), a.d_o.row(b, h, i0 + x), p.d_v);
+    io.write({Operand::delta, slice, i0, r, 0, 1});
+    io.release(r * (2 * p.d_v + 1));
+}
+
+// --- pass A: a key block resident with dK, dV; the queries that see it streamed ---
+template <typename Scalar, typename Counter>
+void key_block(const BackwardArgs<Scalar>& a, const Support& st, const detail::FusedPlan& plan,
+               const Tiling& t, std::int64_t kv_slice, std::int64_t blk, const Scalar* delta,
+               Scalar* base, std::int64_t* cursor, Counter& io) {
+    const Problem& p = a.problem;
+    const std::int64_t b = kv_slice / p.kv_heads, g = kv_slice % p.kv_heads;
+    const std::int64_t j0 = plan.row0(blk), r = plan.rows(blk);
+    const auto queries = plan.keys_of(blk);
+    const auto nq = static_cast<std::int64_t>(queries.size());
+    const std::int64_t cs = std::min(t.cols, nq);
+    const std::int64_t resident = r * (2 * p.d + 2 * p.d_v) + cs * (p.d + p.d_v + 2) + 2 * r * cs;
+    io.acquire(resident);
+    io.read({Operand::k, kv_slice, j0, r, 0, p.d});
+    io.read({Operand::v, kv_slice, j0, r, 0, p.d_v});
+    Scratch<Scalar> w;
+    std::int64_t n_vec = 0;
+    if constexpr (Counter::kComputes) {
+        w = Scratch<Scalar>(base, p, t);
+        n_vec = w.rp / Simd<Scalar>::kLanes;
+        kernels::pack_transposed(a.k, b, g, j0, r, static_cast<Scalar>(p.scale * kernels::kLog2e),
+                                 w.ta, w.rp);
+        kernels::pack_transposed(a.v, b, g, j0, r, Scalar(1), w.tb, w.rp);
+        std::fill(w.acc_a, w.acc_a + r * (p.d + p.d_v), Scalar(0));
+    }
+    Scalar* dk = w.acc_a;
+    Scalar* dv = w.acc_a + r * p.d;
+    for (std::int64_t hh = 0; hh < p.group(); ++hh) {
+        const std::int64_t h = g * p.group() + hh, slice = b * p.heads + h;
+        if constexpr (Counter::kComputes)
+            std::fill(cursor, cursor + r, std::int64_t{0});
+        for (std::int64_t x0 = 0; x0 < nq; x0 += t.cols) {
+            const std::int64_t c = std::min(t.cols, nq - x0);
+            const std::int64_t* qc = queries.data() + x0;
+            io.read({Operand::q, slice, qc[0], c, 0, p.d});
+            io.read({Operand::d_o, slice, qc[0], c, 0, p.d_v});
+            io.read({Operand::lse, slice, qc[0], c, 0, 1});
+            io.read({Operand::delta, slice, qc[0], c, 0, 1});
+            if constexpr (!Counter::kComputes)
+                continue;
+            const bool finite_q = gather(a.q, b, h, qc, c, w.ga);
+            const bool finite = gather(a.d_o, b, h, qc, c, w.gb) && finite_q;
+            for (std::int64_t y = 0; y < c; ++y) {
+                w.l2[y] = kernels::lse2(*a.lse.row(b, h, qc[y]));
+                w.dd[y] = delta[slice * p.n_q + qc[y]];
+            }
+            // --- S = scale Q K_j^T on Omega (queries x keys), P = exp(S - L) ---
+            kernels::scores_block(w.ga, p.d, c, w.ta, w.rp, p.d, n_vec, w.s, w.rp);
+            const bool partial = detail::mask_chunk(st, j0, r, qc, c, cursor, w.s, w.rp);
+            kernels::probabilities(w.s, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.l2);
+            // --- dP = dO V_j^T, dS = P o (dP - D) ---
+            kernels::scores_block(w.gb, p.d_v, c, w.tb, w.rp, p.d_v, n_vec, w.dp, w.rp);
+            kernels::softmax_grad<Scalar, true>(w.s, w.dp, w.rp, c, n_vec,
+                                                static_cast<const Scalar*>(nullptr), w.dd);
+            // --- dV_j += P^T dO, dK_j += dS^T Q (scale at the end) ---
+            if (finite || !partial) {
+                kernels::pv_block(w.s, w.rp, w.gb, p.d_v, c, r, p.d_v, w.ones, dv, p.d_v);
+                kernels::pv_block(w.dp, w.rp, w.ga, p.d, c, r, p.d, w.ones, dk, p.d);
+            } else {
+                const auto allowed = [&](std::int64_t x, std::int64_t y) {
+                    return st.contains(j0 + x, qc[y]);
+                };
+                accumulate_allowed(w.s, w.rp, w.gb, p.d_v, r, c, dv, allowed);
+                accumulate_allowed(w.dp, w.rp, w.ga, p.d, r, c, dk, allowed);
+            }
+        }
+    }
+    if constexpr (Counter::kComputes) {
+        const auto scale = static_cast<Scalar>(p.scale);
+        for (std::int64_t y = 0; y < r; ++y) {
+            Scalar* out_k = a.d_k.row(b, g, j0 + y);
+            for (std::int64_t x = 0; x < p.d; ++x)
+                out_k[x] = scale * dk[y * p.d + x]; // dK = scale dS^T Q
+            std::copy_n(dv + y * p.d_v, p.d_v, a.d_v.row(b, g, j0 + y));
+        }
+    }
+    io.write({Operand::d_k, kv_slice, j0, r, 0, p.d});
+    io.write({Operand::d_v, kv_slice, j0, r, 0, p.d_v});
+    io.release(resident);
+}
+
+// --- pass B: a query block resident with dQ; the keys it sees streamed ---
+template <typename Scalar, typename Counter>
+void query_block(const BackwardArgs<Scalar>& a, const Support& s, const detail::FusedPlan& plan,
+                 const Tiling& t, std::int64_t slice, std::int64_t blk, const Scalar* delta,
+                 Scalar* base, std::int64_t* cursor, Counter& io) {
+    const Problem& p = a.problem;
+    const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
+    const std::int64_t kv_slice = b * p.kv_heads + g;
+    const std::int64_t i0 = plan.row0(blk), r = plan.rows(blk);
+    const auto keys = plan.keys_of(blk);
+    const auto nk = static_cast<std::int64_t>(keys.size());
+    const std::int64_t cs = std::min(t.cols, nk);
+    const std::int64_t resident = r * (2 * p.d + p.d_v + 2) + cs * (p.d + p.d_v) + 2 * r * cs;
+    io.acquire(resident);
+    io.read({Operand::q, slice, i0, r, 0, p.d});
+    io.read({Operand::d_o, slice, i0, r, 0, p.d_v});
+    io.read({Operand::lse, slice, i0, r, 0, 1});
+    io.read({Operand::delta, slice, i0, r, 0, 1});
+    Scratch<Scalar> w;
+    std::int64_t n_vec = 0;
+    if constexpr (Counter::kComputes) {
+        w = Scratch<Scalar>(base, p, t);
+        n_vec = w.rp / Simd<Scalar>::kLanes;
+        kernels::pack_transposed(a.q, b, h, i0, r, static_cast<Scalar>(p.scale * kernels::kLog2e),
+                                 w.ta, w.rp);
+        kernels::pack_transposed(a.d_o, b, h, i0, r, Scalar(1), w.tb, w.rp);
+        std::fill(w.acc_a, w.acc_a + r * p.d, Scalar(0));
+        std::fill(cursor, cursor + r, std::int64_t{0});
+        for (std::int64_t x = 0; x < w.rp; ++x) {
+            w.l2[x] = x < r ? kernels::lse2(*a.lse.row(b, h, i0 + x))
+                            : std::numeric_limits<Scalar>::infinity();
+            w.dd[x] = x < r ? delta[slice * p.n_q + i0 + x] : Scalar(0);
+        }
+    }
+    for (std::int64_t x0 = 0; x0 < nk; x0 += t.cols) {
+        const std::int64_t c = std::min(t.cols, nk - x0);
+        const std::int64_t* kc = keys.data() + x0;
+        io.read({Operand::k, kv_slice, kc[0], c, 0, p.d});
+        io.read({Operand::v, kv_slice, kc[0], c, 0, p.d_v});
+        if constexpr (!Counter::kComputes)
+            continue;
+        const bool finite = gather(a.k, b, g, kc, c, w.ga);
+        gather(a.v, b, g, kc, c, w.gb);
+        // --- S^T = scale K Q_i^T on Omega (keys x queries), P^T = exp(S^T - L) ---
+        kernels::scores_block(w.ga, p.d, c, w.ta, w.rp, p.d, n_vec, w.s, w.rp);
+        const bool partial = detail::mask_chunk(s, i0, r, kc, c, cursor, w.s, w.rp);
+        kernels::probabilities(w.s, w.rp, c, n_vec, w.l2, static_cast<const Scalar*>(nullptr));
+        // --- dP^T = V dO_i^T, dS^T = P^T o (dP^T - D) ---
+        kernels::scores_block(w.gb, p.d_v, c, w.tb, w.rp, p.d_v, n_vec, w.dp, w.rp);
+        kernels::softmax_grad<Scalar, true>(w.s, w.dp, w.rp, c, n_vec, w.dd,
+                                            static_cast<const Scalar*>(nullptr));
+        // --- dQ_i += dS K (scale at the end) ---
+        if (finite || !partial)
+            kernels::pv_block(w.dp, w.rp, w.ga, p.d, c, r, p.d, w.ones, w.acc_a, p.d);
+        else
+            accumulate_allowed(w.dp, w.rp, w.ga, p.d, r, c, w.acc_a, [&](std::int64_t x,
+                                                                         std::int64_t y) {
+                return s.contains(i0 + x, kc[y]);
+            });
+    }
+    if constexpr (Counter::kComputes) {
+        const auto scale = static_cast<Scalar>(p.scale);
+        for (std::int64_t x = 0; x < r; ++x) {
+            Scalar* out = a.d_q.row(b, h, i0 + x);
+            for (std::int64_t y = 0; y < p.d; ++y)
+                out[y] = scale * w.acc_a[x * p.d + y]; // dQ = scale dS K
+        }
+    }
+    io.write({Operand::d_q, slice, i0, r, 0, p.d});
+    io.release(resident);
+}
+
+} // namespace
+
+template <typename Scalar, typename Counter>
+void backward_fused(const BackwardArgs<Scalar>& args,
+                    const Support& support,
+                    const Tiling& tiling,
+                    const MemoryModel& memory,
+                    Counter& counter) {
+    constexpr const char* kWhere = "ioattn::sparse::backward_fused";
+    BackwardArgs<Scalar> a = args;
+    detail::validate(a, support, &tiling, Schedule::fused, memory, kWhere, !Counter::kComputes,
+                     Pass::backward);
+    const Problem& p = a.problem;
+    const Support transposed = detail::transpose(support);
+    const detail::FusedPlan qplan = detail::FusedPlan::build(support, tiling.rows);
+    const detail::FusedPlan kplan = detail::FusedPlan::build(transposed, tiling.rows);
+    const int workers = Counter::kComputes ? max_concurrency() : 0;
+    const kernels::Workspace<Scalar> delta(Counter::kComputes ? 1 : 0, p.batch_heads() * p.n_q);
+    const kernels::Workspace<Scalar> ws(workers, Scratch<Scalar>::words(p, tiling));
+    const kernels::Workspace<std::int64_t> cursors(workers, tiling.rows);
+    const std::int64_t qb = qplan.blocks(), kb = kplan.blocks();
+    parallel_for_counted(p.batch_heads() * qb, counter, [&](std::int64_t task, int, Counter& io) {
+        delta_block(a, qplan, task / qb, task % qb, delta.slab(0), io);
+    });
+    parallel_for_counted(p.batch * p.kv_heads * kb, counter, [&](std::int64_t task, int worker,
+                                                                 Counter& io) {
+        key_block(a, transposed, kplan, tiling, task / kb, task % kb, delta.slab(0),
+                  ws.slab(worker), cursors.slab(worker), io);
+    });
+    parallel_for_counted(p.batch_heads() * qb, counter, [&](std::int64_t task, int worker,
+                                                            Counter& io) {
+        query_block(a, support, qplan, tiling, task / qb, task % qb, delta.slab(0),
+                    ws.slab(worker), cursors.slab(worker), io);
+    });
+}
+
+IoReport io_cost_backward_fused(const Problem& problem, const Support& support, const Tiling& tiling) {
+    const Problem p = problem.resolved("ioattn::sparse::io_cost_backward_fused");
+    if (support.n_q() != p.n_q || support.n_k() != p.n_k || tiling.schedule != Schedule::fused)
+        throw InvalidArgument("ioattn::sparse::io_cost_backward_fused: support or tiling does not "
+                              "match the problem");
+    const detail::FusedPlan qplan = detail::FusedPlan::build(support, tiling.rows);
+    const detail::FusedPlan kplan = detail::FusedPlan::build(detail::transpose(support), tiling.rows);
+    std::int64_t reads = 2 * p.n_q * p.d_v + p.n_q * (p.d + p.d_v + 2), peak = 0;
+    for (std::int64_t i = 0; i < qplan.blocks(); ++i) {
+        const auto nk = static_cast<std::int64_t>(qplan.keys_of(i).size());
+        const std::int64_t r = qplan.rows(i), c = std::min(tiling.cols, nk);
+        reads += nk * (p.d + p.d_v);
+        peak = std::max({peak, r * (2 * p.d_v + 1),
+                         r * (2 * p.d + p.d_v + 2) + c * (p.d + p.d_v) + 2 * r * c});
+    }
+    for (std::int64_t j = 0; j < kplan.blocks(); ++j) {
+        const auto nq = static_cast<std::int64_t>(kplan.keys_of(j).size());
+        const std::int64_t r = kplan.rows(j), c = std::min(tiling.cols, nq);
+        reads += nq * (p.d + p.d_v + 2);
+        peak = std::max(peak, r * (2 * p.d + 2 * p.d_v) + c * (p.d + p.d_v + 2) + 2 * r * c);
+    }
+    const std::int64_t kv_words = p.batch * p.kv_heads * p.n_k * (p.d + p.d_v);
+    return {reads * p.batch_heads() + kv_words,
+            (p.n_q + p.n_q * p.d) * p.batch_heads() + kv_words,
+            peak};
+}
+
+IoReport dry_run_backward(const Problem& problem,
+                          const Support& support,
+                          const Tiling& tiling,
+                          const MemoryModel& memory) {
+    const Problem p = problem.resolved("ioattn::sparse::dry_run_backward");
+    using In = TensorView<const float>;
+    using Out = TensorView<float>;
+    BackwardArgs<float> a;
+    a.problem = p;
+    a.q = In::packed(nullptr, p.batch, p.heads, p.n_q, p.d);
+    a.k = In::packed(nullptr, p.batch, p.kv_heads, p.n_k, p.d);
+    a.v = In::packed(nullptr, p.batch, p.kv_heads, p.n_k, p.d_v);
+    a.o = Out::packed(nullptr, p.batch, p.heads, p.n_q, p.d_v);
+    a.lse = Out::packed(nullptr, p.batch, p.heads, p.n_q, 1);
+    a.d_o = In::packed(nullptr, p.batch, p.heads, p.n_q, p.d_v);
+    a.d_q = Out::packed(nullptr, p.batch, p.heads, p.n_q, p.d);
+    a.d_k = Out::packed(nullptr, p.batch, p.kv_heads, p.n_k, p.d);
+    a.d_v = Out::packed(nullptr, p.batch, p.kv_heads, p.n_k, p.d_v);
+    DryRunCounter counter(memory.fast_words);
+    backward_fused(a, support, tiling, memory, counter);
+    return counter.report();
+}
+
+#define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
+    template void backward_fused<Scalar, Counter>(                                                 \
+        const BackwardArgs<Scalar>&, const Support&, const Tiling&, const MemoryModel&, Counter&);
+IOATTN_INSTANTIATE(float, NullCounter)
+IOATTN_INSTANTIATE(float, IoCounter)
+IOATTN_INSTANTIATE(float, DryRunCounter)
+IOATTN_INSTANTIATE(double, NullCounter)
+IOATTN_INSTANTIATE(double, IoCounter)
+IOATTN_INSTANTIATE(double, DryRunCounter)
+#undef IOATTN_INSTANTIATE
+
+} // namespace ioattn::sparse
