@@ -17,6 +17,7 @@
 // Tests: tests/sparse/forward_test.cpp
 
 #include "plan.hpp"
+#include "row_source.hpp"
 #include "validate.hpp"
 
 #include <ioattn/error.hpp>
@@ -70,6 +71,7 @@ struct Scratch {
 
 template <typename Scalar, typename Counter>
 void row_block(const ForwardArgs<Scalar>& a,
+               const detail::Operands<Scalar>& src,
                const Support& s,
                const detail::FusedPlan& plan,
                const Tiling& t,
@@ -87,18 +89,16 @@ void row_block(const ForwardArgs<Scalar>& a,
     const std::int64_t cmax = std::min(t.cols, nk);
     const std::int64_t resident = r * p.d + cmax * (p.d + p.d_v) + r * cmax + r * p.d_v + 2 * r;
     io.acquire(resident);
-    io.read({Operand::q, slice, i0, r, 0, p.d});
+    detail::read_rows(io, Operand::q, slice, src.q, b, h, i0, r);
     Scratch<Scalar> w;
     std::int64_t n_vec = 0;
     if constexpr (Counter::kComputes) {
         w = Scratch<Scalar>(base, p, t);
         n_vec = w.rp / Simd<Scalar>::kLanes;
         const auto qs = static_cast<Scalar>(p.scale * 1.4426950408889634);
-        for (std::int64_t x = 0; x < w.rp; ++x) {
-            const Scalar* q = x < r ? a.q.row(b, h, i0 + x) : nullptr;
-            for (std::int64_t k = 0; k < p.d; ++k)
-                w.qt[k * w.rp + x] = q ? q[k] * qs : Scalar(0);
-        }
+        std::fill(w.qt, w.qt + p.d * w.rp, Scalar(0));
+        for (std::int64_t x = 0; x < r; ++x)
+            src.q.copy(b, h, i0 + x, qs, w.qt + x, w.rp);
         std::fill(w.o, w.o + r * p.d_v, Scalar(0));
         std::fill(w.m, w.m + w.rp, -std::numeric_limits<Scalar>::infinity());
         std::fill(w.l, w.l + w.rp, Scalar(0));
@@ -107,19 +107,15 @@ void row_block(const ForwardArgs<Scalar>& a,
     for (std::int64_t x0 = 0; x0 < nk; x0 += t.cols) {
         const std::int64_t c = std::min(t.cols, nk - x0);
         const std::int64_t* kc = keys.data() + x0;
-        io.read({Operand::k, kv_slice, kc[0], c, 0, p.d});
-        io.read({Operand::v, kv_slice, kc[0], c, 0, p.d_v});
+        detail::read_gathered(io, Operand::k, kv_slice, src.k, b, g, kc, c);
+        detail::read_gathered(io, Operand::v, kv_slice, src.v, b, g, kc, c);
         if constexpr (!Counter::kComputes)
             continue;
         // --- gather K_c, V_c ---
         bool finite_v = true;
         for (std::int64_t y = 0; y < c; ++y) {
-            std::copy_n(a.k.row(b, g, kc[y]), p.d, w.kg + y * p.d);
-            const Scalar* v = a.v.row(b, g, kc[y]);
-            for (std::int64_t z = 0; z < p.d_v; ++z) {
-                w.vg[y * p.d_v + z] = v[z];
-                finite_v = finite_v && std::isfinite(v[z]);
-            }
+            src.k.copy(b, g, kc[y], Scalar(1), w.kg + y * p.d, 1);
+            finite_v = src.v.copy(b, g, kc[y], Scalar(1), w.vg + y * p.d_v, 1) && finite_v;
         }
         // --- St = K_c Qt, mask to Omega, online softmax ---
         kernels::scores_block(w.kg, p.d, c, w.qt, w.rp, p.d, n_vec, w.st, w.rp);
@@ -159,12 +155,15 @@ void row_block(const ForwardArgs<Scalar>& a,
 template <typename Scalar, typename Counter>
 void forward_fused(const ForwardArgs<Scalar>& args,
                    const Support& support,
+                   const SparseInputs<Scalar>& inputs,
                    const Tiling& tiling,
                    const MemoryModel& memory,
                    Counter& counter) {
     constexpr const char* kWhere = "ioattn::sparse::forward_fused";
     ForwardArgs<Scalar> a = args;
-    detail::validate(a, support, &tiling, Schedule::fused, memory, kWhere, !Counter::kComputes);
+    const detail::Operands<Scalar> src =
+        detail::validate_inputs(a, support, inputs, kWhere, !Counter::kComputes);
+    detail::validate(a, support, &tiling, Schedule::fused, memory, kWhere, true);
     const Problem& p = a.problem;
     const detail::FusedPlan plan = detail::FusedPlan::build(support, tiling.rows);
     const std::int64_t blocks = plan.blocks();
@@ -173,14 +172,29 @@ void forward_fused(const ForwardArgs<Scalar>& args,
     const kernels::Workspace<std::int64_t> cursors(workers, tiling.rows);
     parallel_for_counted(p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker,
                                                                 Counter& io) {
-        row_block(a, support, plan, tiling, task / blocks, task % blocks, ws.slab(worker),
+        row_block(a, src, support, plan, tiling, task / blocks, task % blocks, ws.slab(worker),
                   cursors.slab(worker), io);
     });
 }
 
+template <typename Scalar, typename Counter>
+void forward_fused(const ForwardArgs<Scalar>& args,
+                   const Support& support,
+                   const Tiling& tiling,
+                   const MemoryModel& memory,
+                   Counter& counter) {
+    forward_fused(args, support, SparseInputs<Scalar>{}, tiling, memory, counter);
+}
+
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
     template void forward_fused<Scalar, Counter>(                                                  \
-        const ForwardArgs<Scalar>&, const Support&, const Tiling&, const MemoryModel&, Counter&);
+        const ForwardArgs<Scalar>&, const Support&, const Tiling&, const MemoryModel&, Counter&);  \
+    template void forward_fused<Scalar, Counter>(const ForwardArgs<Scalar>&,                       \
+                                                 const Support&,                                   \
+                                                 const SparseInputs<Scalar>&,                      \
+                                                 const Tiling&,                                    \
+                                                 const MemoryModel&,                               \
+                                                 Counter&);
 IOATTN_INSTANTIATE(float, NullCounter)
 IOATTN_INSTANTIATE(float, IoCounter)
 IOATTN_INSTANTIATE(float, DryRunCounter)

@@ -2,6 +2,7 @@
 // (Li et al., Thm 4.5), the crossover M* = Z_input^2 / Z_QK and selection.
 
 #include "plan.hpp"
+#include "row_source.hpp"
 
 #include <ioattn/error.hpp>
 #include <ioattn/sparse/io_cost.hpp>
@@ -27,18 +28,48 @@ void require(const Problem& p, const Support& s, const Tiling& t, Schedule sch, 
 
 } // namespace
 
-IoReport io_cost_forward_fused(const Problem& problem, const Support& support, const Tiling& tiling) {
+template <typename Scalar>
+IoReport io_cost_forward_fused(const Problem& problem,
+                               const Support& support,
+                               const SparseInputs<Scalar>& inputs,
+                               const Tiling& tiling) {
     const Problem p = problem.resolved("ioattn::sparse::io_cost_forward_fused");
     require(p, support, tiling, Schedule::fused, "ioattn::sparse::io_cost_forward_fused");
+    using View = TensorView<const Scalar>;
+    const detail::RowSource<Scalar> q{View::packed(nullptr, p.batch, p.heads, p.n_q, p.d), inputs.q};
+    const detail::RowSource<Scalar> k{View::packed(nullptr, p.batch, p.kv_heads, p.n_k, p.d), inputs.k};
+    const detail::RowSource<Scalar> v{View::packed(nullptr, p.batch, p.kv_heads, p.n_k, p.d_v),
+                                      inputs.v};
     const detail::FusedPlan plan = detail::FusedPlan::build(support, tiling.rows);
-    std::int64_t reads = p.n_q * p.d, peak = 0;
-    for (std::int64_t b = 0; b < plan.blocks(); ++b) {
-        const auto nk = static_cast<std::int64_t>(plan.keys_of(b).size());
-        const std::int64_t r = plan.rows(b), c = std::min(tiling.cols, nk);
-        reads += nk * (p.d + p.d_v);
-        peak = std::max(peak, r * p.d + c * (p.d + p.d_v) + r * c + r * p.d_v + 2 * r);
+    std::int64_t reads = 0, peak = 0;
+    for (std::int64_t slice = 0; slice < p.batch_heads(); ++slice) {
+        const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
+        for (std::int64_t blk = 0; blk < plan.blocks(); ++blk) {
+            const auto keys = plan.keys_of(blk);
+            reads += q.words(b, h, plan.row0(blk), plan.rows(blk));
+            for (const std::int64_t j : keys)
+                reads += k.words(b, g, j) + v.words(b, g, j);
+            if (slice > 0)
+                continue;
+            const auto nk = static_cast<std::int64_t>(keys.size());
+            const std::int64_t r = plan.rows(blk), c = std::min(tiling.cols, nk);
+            peak = std::max(peak, r * p.d + c * (p.d + p.d_v) + r * c + r * p.d_v + 2 * r);
+        }
     }
-    return {reads * p.batch_heads(), p.n_q * (p.d_v + 1) * p.batch_heads(), peak};
+    return {reads, p.n_q * (p.d_v + 1) * p.batch_heads(), peak};
+}
+
+template IoReport io_cost_forward_fused<float>(const Problem&,
+                                               const Support&,
+                                               const SparseInputs<float>&,
+                                               const Tiling&);
+template IoReport io_cost_forward_fused<double>(const Problem&,
+                                                const Support&,
+                                                const SparseInputs<double>&,
+                                                const Tiling&);
+
+IoReport io_cost_forward_fused(const Problem& problem, const Support& support, const Tiling& tiling) {
+    return io_cost_forward_fused(problem, support, SparseInputs<float>{}, tiling);
 }
 
 IoReport io_cost_forward_materialized(const Problem& problem,

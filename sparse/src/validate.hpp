@@ -1,7 +1,10 @@
 #pragma once
 // Entry validation shared by the sparse kernels.
 
+#include "row_source.hpp"
+
 #include <ioattn/error.hpp>
+#include <ioattn/sparse/forward.hpp>
 #include <ioattn/sparse/support.hpp>
 #include <ioattn/tiling.hpp>
 #include <ioattn/view.hpp>
@@ -36,6 +39,41 @@ void validate(Args& a,
         throw InvalidArgument(std::string(where) + ": tiling is for the " +
                               std::string(to_string(tiling->schedule)) + " schedule");
     tiling->validate(where, memory, p, pass);
+}
+
+/// Checks the sparse operands against the problem (stacked rows: batch*heads*n_q for Q,
+/// batch*kv_heads*n_k for K and V; columns d or d_v) and that every operand given densely has
+/// data; returns the row sources of the three operands.
+template <typename Scalar>
+Operands<Scalar> validate_inputs(ForwardArgs<Scalar>& a,
+                                 const Support& s,
+                                 const SparseInputs<Scalar>& in,
+                                 const char* where,
+                                 bool shape_only) {
+    a.validate(where, true);
+    const Problem& p = a.problem;
+    const auto check = [&](const char* name, const SparseRows<Scalar>* m, std::int64_t rows,
+                           std::int64_t cols) {
+        if (m != nullptr && (m->rows() != rows || m->cols() != cols))
+            throw InvalidArgument(std::string(where) + ": sparse " + name + " is " +
+                                  std::to_string(m->rows()) + " x " + std::to_string(m->cols()) +
+                                  ", expected " + std::to_string(rows) + " x " +
+                                  std::to_string(cols) + " (slices stacked)");
+    };
+    check("q", in.q, p.batch_heads() * p.n_q, p.d);
+    check("k", in.k, p.batch * p.kv_heads * p.n_k, p.d);
+    check("v", in.v, p.batch * p.kv_heads * p.n_k, p.d_v);
+    const auto need = [&](const char* name, const void* data, bool sparse) {
+        if (!shape_only && !sparse && data == nullptr)
+            throw InvalidArgument(std::string(where) + ": " + name + " has null data");
+    };
+    need("q", a.q.data, in.q != nullptr);
+    need("k", a.k.data, in.k != nullptr);
+    need("v", a.v.data, in.v != nullptr);
+    need("o", a.o.data, false);
+    need("lse", a.lse.data, false);
+    (void)s;
+    return {{a.q, in.q}, {a.k, in.k}, {a.v, in.v}};
 }
 
 } // namespace ioattn::sparse::detail

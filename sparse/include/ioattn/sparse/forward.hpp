@@ -11,11 +11,25 @@
 
 #include <ioattn/io_counter.hpp>
 #include <ioattn/memory_model.hpp>
+#include <ioattn/sparse/sparse_rows.hpp>
 #include <ioattn/sparse/support.hpp>
 #include <ioattn/tiling.hpp>
 #include <ioattn/view.hpp>
 
 namespace ioattn::sparse {
+
+/// Operands given as CSR rows over d instead of dense views (null: the dense view of the args is
+/// used). Slices are stacked: Q has batch*heads*n_q rows (row (b*heads + h)*n_q + i), K and V
+/// have batch*kv_heads*n_k rows; columns d (Q, K) or d_v (V). The dense view of a sparse operand
+/// still gives its shape and may have null data. Kernels read only the stored entries (counted
+/// as such: Z_input), scattering each row into a dense fast-memory buffer; the reference takes
+/// sparse dot products.
+template <typename Scalar>
+struct SparseInputs {
+    const SparseRows<Scalar>* q = nullptr;
+    const SparseRows<Scalar>* k = nullptr;
+    const SparseRows<Scalar>* v = nullptr;
+};
 
 /// Double-accumulation oracle over the allowed entries.
 template <typename Scalar>
@@ -31,6 +45,22 @@ void forward_fused(const ForwardArgs<Scalar>& args,
                    const Tiling& tiling,
                    const MemoryModel& memory,
                    Counter& counter);
+
+/// forward_fused with some operands stored sparse. I/O: as forward_fused with each sparse row
+/// read as its nonzeros (io_cost_forward_fused with the same inputs).
+template <typename Scalar, typename Counter>
+void forward_fused(const ForwardArgs<Scalar>& args,
+                   const Support& support,
+                   const SparseInputs<Scalar>& inputs,
+                   const Tiling& tiling,
+                   const MemoryModel& memory,
+                   Counter& counter);
+
+/// forward_reference with some operands stored sparse (sparse dot products).
+template <typename Scalar>
+void forward_reference(const ForwardArgs<Scalar>& args,
+                       const Support& support,
+                       const SparseInputs<Scalar>& inputs);
 
 /// Materializing sparse schedule: SDDMM over Omega into a stored score array (Z_QK words) with
 /// square tiles of side b = tiling.rows, sparse row softmax, SpMM with V.

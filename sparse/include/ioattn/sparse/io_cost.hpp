@@ -2,6 +2,7 @@
 /// I/O of the sparse schedules, the sparse lower bound (Li et al., Thm 4.5) and selection.
 
 #include <ioattn/io_cost.hpp>
+#include <ioattn/sparse/forward.hpp>
 #include <ioattn/sparse/support.hpp>
 
 #include <cstdint>
@@ -17,6 +18,14 @@ std::vector<std::int64_t> row_blocks(const Support& support, std::int64_t rows);
 /// Exact I/O of forward_fused, from the structure: per head, per row block, read Q_i, the
 /// block's visible keys' K and V rows, write O_i and L_i.
 IoReport io_cost_forward_fused(const Problem& problem, const Support& support, const Tiling& tiling);
+
+/// Exact I/O of forward_fused with some operands stored sparse: each sparse row read costs its
+/// stored entries instead of d (or d_v) words.
+template <typename Scalar>
+IoReport io_cost_forward_fused(const Problem& problem,
+                               const Support& support,
+                               const SparseInputs<Scalar>& inputs,
+                               const Tiling& tiling);
 
 /// Exact I/O of forward_materialized, from the structure (non-empty b x b tiles and their
 /// nonzeros).
