@@ -10,8 +10,8 @@ namespace ioattn::app {
 struct CheckResult {
     double max_abs_error = 0; ///< max |kernel - reference| over O and the finite L entries
     double naive_error = 0;   ///< the same for the naive computation in the working type
-    double tiny = 0;          ///< absolute slack: 8 eps(Scalar) max(1, max |O_ref|)
-    double error_ratio = 0;   ///< max_abs_error / max(naive_error, tiny)
+    double tiny = 0; ///< slack: 8 eps max(1, |O_ref|), times sqrt(n_k + d) for double
+    double error_ratio = 0; ///< max_abs_error / max(naive_error, tiny)
     bool passed = false;
 };
 
@@ -28,14 +28,12 @@ Reference reference_of(const bench::ForwardData<Scalar>& data, int threads);
 /// Compares the outputs held in `data` (o, lse) with `ref`; the naive computation in Scalar is
 /// run here on `data`'s inputs.
 template <typename Scalar>
-CheckResult check_forward(const bench::ForwardData<Scalar>& data,
-                          const Reference& ref,
-                          int threads);
+CheckResult
+check_forward(const bench::ForwardData<Scalar>& data, const Reference& ref, int threads);
 
 /// Max |x - ref| over O and L (two equal infinities count as 0, NaN propagates).
 template <typename Scalar>
-double max_abs_error(const std::vector<Scalar>& o,
-                     const std::vector<Scalar>& lse,
-                     const Reference& ref);
+double
+max_abs_error(const std::vector<Scalar>& o, const std::vector<Scalar>& lse, const Reference& ref);
 
 } // namespace ioattn::app

@@ -25,7 +25,7 @@ namespace ioattn::app {
 
 namespace {
 
-constexpr const char* kWhere = "ioattn io";
+constexpr const char* kWhere = "io";
 constexpr double kDryRunSteps = 2e7; ///< largest walk (tiles visited) done by default
 
 struct IoOptions {
@@ -50,7 +50,8 @@ struct Row {
 
 double steps_of(const Problem& p, const Tiling& t) {
     const auto cd = [](std::int64_t a, std::int64_t b) {
-        return static_cast<double>((a + b - 1) / b);
+        const std::int64_t blocks = (a + b - 1) / b; // ceil(a / b)
+        return static_cast<double>(blocks);
     };
     const double bh = static_cast<double>(p.batch_heads());
     if (t.schedule == Schedule::fused)
@@ -86,7 +87,10 @@ nlohmann::json point_json(const Point& pt, const Bound& b) {
             {"writes", pt.cost.writes},
             {"total", pt.cost.total()},
             {"peak_resident", pt.cost.peak},
-            {"dry_run", pt.dry == "=" ? "agrees" : pt.dry == "!=" ? "differs" : "skipped"},
+            {"dry_run",
+             pt.dry == "="    ? "agrees"
+             : pt.dry == "!=" ? "differs"
+                              : "skipped"},
             {"ratio_to_bound", static_cast<double>(pt.cost.total()) / b.asymptotic()},
             {"ratio_to_explicit",
              b.explicit_bound > 0
@@ -132,10 +136,15 @@ void write_svg(const std::string& path,
     if (!(x1 > 0) || !(y1 > 0))
         throw Error(std::string(kWhere) + ": nothing to plot");
     const double lx0 = std::floor(std::log2(x0)), lx1 = std::max(std::ceil(std::log2(x1)), lx0 + 1);
-    const double ly0 = std::floor(std::log10(y0)), ly1 = std::max(std::ceil(std::log10(y1)), ly0 + 1);
+    const double ly0 = std::floor(std::log10(y0)),
+                 ly1 = std::max(std::ceil(std::log10(y1)), ly0 + 1);
     const double w = 760, h = 480, left = 80, right = 180, top = 40, bottom = 50;
-    const auto px = [&](double x) { return left + (std::log2(x) - lx0) / (lx1 - lx0) * (w - left - right); };
-    const auto py = [&](double y) { return h - bottom - (std::log10(y) - ly0) / (ly1 - ly0) * (h - top - bottom); };
+    const auto px = [&](double x) {
+        return left + (std::log2(x) - lx0) / (lx1 - lx0) * (w - left - right);
+    };
+    const auto py = [&](double y) {
+        return h - bottom - (std::log10(y) - ly0) / (ly1 - ly0) * (h - top - bottom);
+    };
     std::ofstream out(path);
     if (!out)
         throw Error(std::string(kWhere) + ": cannot write --plot " + path);
@@ -145,21 +154,21 @@ void write_svg(const std::string& path,
     out << "<text x=\"" << left << "\" y=\"24\" font-size=\"14\">" << title << "</text>\n";
     for (double e = lx0; e <= lx1; e += 1) {
         const double x = px(std::exp2(e));
-        out << "<line x1=\"" << x << "\" y1=\"" << top << "\" x2=\"" << x << "\" y2=\"" << h - bottom
-            << "\" stroke=\"#eee\"/><text x=\"" << x << "\" y=\"" << h - bottom + 16
+        out << "<line x1=\"" << x << "\" y1=\"" << top << "\" x2=\"" << x << "\" y2=\""
+            << h - bottom << "\" stroke=\"#eee\"/><text x=\"" << x << "\" y=\"" << h - bottom + 16
             << "\" text-anchor=\"middle\">2^" << e << "</text>\n";
     }
     for (double e = ly0; e <= ly1; e += 1) {
         const double y = py(std::pow(10.0, e));
-        out << "<line x1=\"" << left << "\" y1=\"" << y << "\" x2=\"" << w - right << "\" y2=\"" << y
-            << "\" stroke=\"#eee\"/><text x=\"" << left - 6 << "\" y=\"" << y + 4
+        out << "<line x1=\"" << left << "\" y1=\"" << y << "\" x2=\"" << w - right << "\" y2=\""
+            << y << "\" stroke=\"#eee\"/><text x=\"" << left - 6 << "\" y=\"" << y + 4
             << "\" text-anchor=\"end\">1e" << e << "</text>\n";
     }
     out << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << w - left - right
         << "\" height=\"" << h - top - bottom << "\" fill=\"none\" stroke=\"black\"/>\n";
     out << "<text x=\"" << (left + w - right) / 2 << "\" y=\"" << h - 12
-        << "\" text-anchor=\"middle\">M (words)</text>\n<text x=\"16\" y=\"" << (top + h - bottom) / 2
-        << "\" transform=\"rotate(-90 16 " << (top + h - bottom) / 2
+        << "\" text-anchor=\"middle\">M (words)</text>\n<text x=\"16\" y=\""
+        << (top + h - bottom) / 2 << "\" transform=\"rotate(-90 16 " << (top + h - bottom) / 2
         << ")\" text-anchor=\"middle\">I/O (words)</text>\n";
     for (const auto& [x, label] : marks) {
         if (x < std::exp2(lx0) || x > std::exp2(lx1))
@@ -176,9 +185,9 @@ void write_svg(const std::string& path,
             out << px(x) << ',' << py(y) << ' ';
         out << "\"/>\n<line x1=\"" << w - right + 10 << "\" y1=\"" << ly << "\" x2=\""
             << w - right + 40 << "\" y2=\"" << ly << "\" stroke=\"" << s.color
-            << "\" stroke-width=\"2\"" << (s.dash.empty() ? "" : " stroke-dasharray=\"" + s.dash + "\"")
-            << "/><text x=\"" << w - right + 46 << "\" y=\"" << ly + 4 << "\">" << s.name
-            << "</text>\n";
+            << "\" stroke-width=\"2\""
+            << (s.dash.empty() ? "" : " stroke-dasharray=\"" + s.dash + "\"") << "/><text x=\""
+            << w - right + 46 << "\" y=\"" << ly + 4 << "\">" << s.name << "</text>\n";
         ly += 20;
     }
     out << "</svg>\n";
@@ -215,33 +224,61 @@ void run(const IoOptions& o) {
     if (o.shared.json) {
         nlohmann::json j;
         j["pass"] = "forward";
-        j["problem"] = {{"batch", p.batch}, {"heads", p.heads}, {"kv_heads", p.kv_heads},
-                        {"n_q", p.n_q},     {"n_k", p.n_k},     {"d", p.d},
-                        {"d_v", p.d_v},     {"causal", p.causal}};
+        j["problem"] = {{"batch", p.batch},
+                        {"heads", p.heads},
+                        {"kv_heads", p.kv_heads},
+                        {"n_q", p.n_q},
+                        {"n_k", p.n_k},
+                        {"d", p.d},
+                        {"d_v", p.d_v},
+                        {"causal", p.causal}};
         j["d_squared"] = d2;
         j["crossover"] = crossover == 0 ? nlohmann::json(nullptr) : nlohmann::json(crossover);
         j["rows"] = nlohmann::json::array();
         for (const Row& r : rows)
-            j["rows"].push_back({{"M", r.m},
-                                 {"bound",
-                                  {{"regime", std::string(r.bound.regime)},
-                                   {"compulsory", r.bound.compulsory},
-                                   {"leading", r.bound.leading},
-                                   {"asymptotic", r.bound.asymptotic()},
-                                   {"explicit", r.bound.explicit_bound}}},
-                                 {"fused", point_json(r.fused, r.bound)},
-                                 {"materialized", point_json(r.mat, r.bound)},
-                                 {"choice", {{"cost", r.cost_choice}, {"theory", r.theory_choice}}}});
+            j["rows"].push_back(
+                {{"M", r.m},
+                 {"bound",
+                  {{"regime", std::string(r.bound.regime)},
+                   {"compulsory", r.bound.compulsory},
+                   {"leading", r.bound.leading},
+                   {"asymptotic", r.bound.asymptotic()},
+                   {"explicit", r.bound.explicit_bound}}},
+                 {"fused", point_json(r.fused, r.bound)},
+                 {"materialized", point_json(r.mat, r.bound)},
+                 {"choice", {{"cost", r.cost_choice}, {"theory", r.theory_choice}}}});
         std::cout << j.dump(2) << '\n';
     } else {
-        Table t({"M", "M/d^2", "regime", "fused BrxBc", "fused io", "dry", "mat b", "mat io", "dry",
-                 "bound", "explicit", "fused/bound", "mat/bound", "cost", "theory"});
+        Table t({"M",
+                 "M/d^2",
+                 "regime",
+                 "fused BrxBc",
+                 "fused io",
+                 "fused dry",
+                 "mat b",
+                 "mat io",
+                 "mat dry",
+                 "bound",
+                 "explicit",
+                 "fused/bound",
+                 "mat/bound",
+                 "cost picks",
+                 "theory picks"});
         for (const Row& r : rows)
-            t.add({std::to_string(r.m), sig(static_cast<double>(r.m) / static_cast<double>(d2)),
-                   std::string(r.bound.regime), tile_or_dash(r.fused), total_or_dash(r.fused),
-                   r.fused.dry, tile_or_dash(r.mat), total_or_dash(r.mat), r.mat.dry,
-                   fixed(r.bound.asymptotic(), 0), fixed(r.bound.explicit_bound, 0),
-                   ratio_or_dash(r.fused, r.bound), ratio_or_dash(r.mat, r.bound), r.cost_choice,
+            t.add({std::to_string(r.m),
+                   sig(static_cast<double>(r.m) / static_cast<double>(d2)),
+                   std::string(r.bound.regime),
+                   tile_or_dash(r.fused),
+                   total_or_dash(r.fused),
+                   r.fused.dry,
+                   tile_or_dash(r.mat),
+                   total_or_dash(r.mat),
+                   r.mat.dry,
+                   fixed(r.bound.asymptotic(), 0),
+                   fixed(r.bound.explicit_bound, 0),
+                   ratio_or_dash(r.fused, r.bound),
+                   ratio_or_dash(r.mat, r.bound),
+                   r.cost_choice,
                    r.theory_choice});
         if (o.shared.csv) {
             t.print_csv(std::cout);
@@ -254,12 +291,12 @@ void run(const IoOptions& o) {
                          "3.1/3.7); explicit = M (ceil(N^2/B_max) - 1) (Thm 4.8); dry: '=' the "
                          "dry run of the kernel equals io_cost, '-' skipped\n";
             std::cout << "measured crossover (fused cost <= materialized cost from here on): "
-                      << (crossover == 0 ? std::string("none in range")
-                                         : "M = " + std::to_string(crossover) + " words = " +
-                                               fixed(static_cast<double>(crossover) /
-                                                         static_cast<double>(d2),
-                                                     3) +
-                                               " d^2")
+                      << (crossover == 0
+                              ? std::string("none in range")
+                              : "M = " + std::to_string(crossover) + " words = " +
+                                    fixed(static_cast<double>(crossover) / static_cast<double>(d2),
+                                          3) +
+                                    " d^2")
                       << "; d^2 = " << d2 << '\n';
         }
     }
@@ -302,9 +339,8 @@ void register_io(CLI::App& app) {
         "io", "Counted I/O of each schedule over a sweep of M, against the lower bounds");
     add_problem_options(*cmd, o->shared);
     add_output_options(*cmd, o->shared);
-    cmd->add_option("--M-range",
-                    o->range,
-                    "Sweep M over lo, 2 lo, 4 lo, ... <= hi words (default 4d:N*d)");
+    cmd->add_option(
+        "--M-range", o->range, "Sweep M over lo, 2 lo, 4 lo, ... <= hi words (default 4d:N*d)");
     cmd->add_option("--plot", o->plot, "Also write a log-log SVG plot of the sweep to FILE.svg");
     cmd->add_flag("!--no-dry-run",
                   o->dry_run,

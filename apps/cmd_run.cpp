@@ -20,7 +20,7 @@ namespace ioattn::app {
 
 namespace {
 
-constexpr const char* kWhere = "ioattn run";
+constexpr const char* kWhere = "run";
 
 struct RunOptions {
     SharedOptions shared;
@@ -162,11 +162,12 @@ void print_text(const nlohmann::json& j, const RunOptions& o) {
            << grouped(t["resident_words"].get<std::int64_t>()) << " words ("
            << bytes_of(t["resident_words"].get<std::int64_t>(), wb) << ")\n";
     os << "  time     " << sig(j["seconds"].get<double>()) << " s ("
-       << (o.repeat > 1 ? "median of " + std::to_string(o.repeat) : std::string("one run"))
-       << "), " << fixed(j["gflops"].get<double>(), 2) << " GFLOP/s (4 B H n_q n_k d"
+       << (o.repeat > 1 ? "median of " + std::to_string(o.repeat) : std::string("one run")) << "), "
+       << fixed(j["gflops"].get<double>(), 2) << " GFLOP/s (4 B H n_q n_k d"
        << (j["causal"].get<bool>() ? " / 2" : "") << ")\n";
     const auto& b = j["bound"];
-    os << "  bound    " << b["regime"].get<std::string>() << " (M " << (b["regime"] == "large-cache" ? ">=" : "<")
+    os << "  bound    " << b["regime"].get<std::string>() << " (M "
+       << (b["regime"] == "large-cache" ? ">=" : "<")
        << " d^2 = " << grouped(j["d"].get<std::int64_t>() * j["d"].get<std::int64_t>())
        << "): compulsory " << sig(b["compulsory"].get<double>()) << ", leading "
        << sig(b["leading"].get<double>()) << ", max " << sig(b["asymptotic"].get<double>())
@@ -179,8 +180,8 @@ void print_text(const nlohmann::json& j, const RunOptions& o) {
            << grouped(io["peak_resident"].get<std::int64_t>()) << "\n           "
            << (io["matches_closed_form"].get<bool>() ? "= " : "!= ") << "io_cost_forward_"
            << j["schedule"].get<std::string>() << " ("
-           << grouped(io["closed_form_total"].get<std::int64_t>()) << "); counted / bound = "
-           << fixed(io["ratio_to_bound"].get<double>(), 3) << '\n';
+           << grouped(io["closed_form_total"].get<std::int64_t>())
+           << "); counted / bound = " << fixed(io["ratio_to_bound"].get<double>(), 3) << '\n';
     }
     if (!j["check"].is_null()) {
         const auto& c = j["check"];
@@ -202,7 +203,7 @@ void print_csv(const nlohmann::json& j) {
     for (const auto& [key, v] : j.items()) {
         if (v.is_object()) {
             for (const auto& [sub, w] : v.items())
-                flat(key + "." + sub, w);
+                flat(std::string(key).append(".").append(sub), w);
         } else {
             flat(key, v);
         }
@@ -214,8 +215,8 @@ void print_csv(const nlohmann::json& j) {
 
 void run(const RunOptions& o) {
     const Plan plan = plan_of(o);
-    const nlohmann::json j = o.shared.dtype == "double" ? run_typed<double>(o, plan)
-                                                        : run_typed<float>(o, plan);
+    const nlohmann::json j =
+        o.shared.dtype == "double" ? run_typed<double>(o, plan) : run_typed<float>(o, plan);
     if (o.shared.json)
         std::cout << j.dump(2) << '\n';
     else if (o.shared.csv)
@@ -252,7 +253,7 @@ void register_run(CLI::App& app) {
                   "Count reads, writes, total and peak residency in a separate IoCounter run of "
                   "the same tiling, against io_cost and the bounds");
     cmd->add_option("--repeat", o->repeat, "Timed runs (after one warm-up if > 1); median")
-        ->check(CLI::PositiveNumber)
+        ->check(CLI::Range(1, 1 << 20))
         ->capture_default_str();
     cmd->callback([o] { run(*o); });
 }

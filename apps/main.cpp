@@ -22,22 +22,23 @@ void print_error(const std::string& what) {
 } // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"ioattn: exact attention on CPUs, measured in data movement.\n"
-                 "Every schedule can run counted: words moved between a fast memory of M words\n"
-                 "and slow memory, held against the I/O lower bounds of Saha & Ye (2024)."};
-    app.require_subcommand(1);
-    app.failure_message([](const CLI::App* /*app*/, const CLI::Error& e) {
-        return "ioattn: " + std::string(e.what()) + " (see --help)\n";
-    });
-    register_demo(app);
-    register_run(app);
-    register_io(app);
-    register_bound(app);
-    register_bench(app);
-#ifdef IOATTN_WITH_NTL
-    register_verify(app);
-#endif
     try {
+        CLI::App app{"ioattn: exact attention on CPUs, measured in data movement.\n"
+                     "Every schedule can run counted: words moved between a fast memory of M "
+                     "words\nand slow memory, held against the I/O lower bounds of Saha & Ye "
+                     "(2024)."};
+        app.require_subcommand(1);
+        app.failure_message([](const CLI::App* /*app*/, const CLI::Error& e) {
+            return "ioattn: " + std::string(e.what()) + " (see --help)\n";
+        });
+        register_demo(app);
+        register_run(app);
+        register_io(app);
+        register_bound(app);
+        register_bench(app);
+#ifdef IOATTN_WITH_NTL
+        register_verify(app);
+#endif
         try {
             app.parse(argc, argv);
         } catch (const CLI::ParseError& e) {

@@ -23,7 +23,8 @@ void add_problem_options(CLI::App& cmd, SharedOptions& o) {
     cmd.add_option("--d-v", o.d_v, "Head dimension of V and O (default: d)");
     cmd.add_option("--batch", o.batch, "Batch size")->capture_default_str();
     cmd.add_option("--heads", o.heads, "Query heads")->capture_default_str();
-    cmd.add_option("--kv-heads", o.kv_heads, "Key/value heads, must divide --heads (default: heads)");
+    cmd.add_option(
+        "--kv-heads", o.kv_heads, "Key/value heads, must divide --heads (default: heads)");
     cmd.add_flag("--causal", o.causal, "Causal mask (bottom-right aligned when n_q != n_k)");
     cmd.add_option("--pattern", o.pattern, "Sparse support spec (only 'dense' for now)")
         ->capture_default_str();
@@ -54,7 +55,7 @@ void add_memory_options(CLI::App& cmd, SharedOptions& o) {
 
 void add_runtime_options(CLI::App& cmd, SharedOptions& o) {
     cmd.add_option("--threads", o.threads, "Worker threads (0: all cores)")
-        ->check(CLI::NonNegativeNumber)
+        ->check(CLI::Range(0, 1 << 16))
         ->capture_default_str();
     cmd.add_option("--seed", o.seed, "Seed of the random inputs")->capture_default_str();
 }
@@ -78,21 +79,21 @@ Problem problem_of(const SharedOptions& o, const char* where) {
         throw UsageError(std::string(where) + ": --pattern " + o.pattern +
                          ": sparse patterns are not available yet (issue 4); only 'dense'");
     (void)pass_of(o, where);
+    const auto given = [&](std::int64_t value, const char* name) {
+        if (value != kUnset && value < 1)
+            throw InvalidArgument(std::string(where) + ": " + name + " = " + std::to_string(value) +
+                                  " (expected >= 1)");
+        return value != kUnset;
+    };
     Problem p;
     p.batch = o.batch;
     p.heads = o.heads;
-    p.kv_heads = o.kv_heads;
-    p.n_q = o.n_q != 0 ? o.n_q : o.n;
-    p.n_k = o.n_k != 0 ? o.n_k : o.n;
+    p.kv_heads = given(o.kv_heads, "kv_heads") ? o.kv_heads : 0;
+    p.n_q = given(o.n_q, "n_q") ? o.n_q : o.n;
+    p.n_k = given(o.n_k, "n_k") ? o.n_k : o.n;
     p.d = o.d;
-    p.d_v = o.d_v;
+    p.d_v = given(o.d_v, "d_v") ? o.d_v : 0;
     p.causal = o.causal;
-    if (o.kv_heads < 0)
-        throw InvalidArgument(std::string(where) + ": kv_heads = " + std::to_string(o.kv_heads) +
-                              " (expected >= 1)");
-    if (o.d_v < 0)
-        throw InvalidArgument(std::string(where) + ": d_v = " + std::to_string(o.d_v) +
-                              " (expected >= 1)");
     return p.resolved(where);
 }
 
@@ -101,17 +102,17 @@ std::int64_t word_bytes(const SharedOptions& o) {
 }
 
 bool memory_given(const SharedOptions& o) {
-    return o.m_words != 0 || o.m_bytes != 0;
+    return o.m_words != kUnset || o.m_bytes != kUnset;
 }
 
 MemoryModel memory_of(const SharedOptions& o, const char* where) {
     MemoryModel m = MemoryModel::per_core_l2(word_bytes(o));
-    if (o.m_bytes != 0) {
+    if (o.m_bytes != kUnset) {
         if (o.m_bytes < word_bytes(o))
             throw InvalidArgument(std::string(where) + ": --M-bytes " + std::to_string(o.m_bytes) +
                                   " is less than one " + o.dtype + " word");
         m.fast_words = o.m_bytes / word_bytes(o);
-    } else if (o.m_words != 0) {
+    } else if (o.m_words != kUnset) {
         m.fast_words = o.m_words;
     }
     if (m.fast_words < 1)

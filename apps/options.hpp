@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -16,24 +17,27 @@ namespace ioattn::app {
 
 /// Raw values of the shared options, as parsed. Resolve them with the functions below, which
 /// throw InvalidArgument (exit 2) naming the subcommand and the bad value.
+/// Marks an integer option that was not given.
+inline constexpr std::int64_t kUnset = std::numeric_limits<std::int64_t>::min();
+
 struct SharedOptions {
     std::string pass = "forward";
     std::int64_t n = 1024;
-    std::int64_t n_q = 0; ///< 0: --N
-    std::int64_t n_k = 0; ///< 0: --N
+    std::int64_t n_q = kUnset; ///< unset: --N
+    std::int64_t n_k = kUnset; ///< unset: --N
     std::int64_t d = 64;
-    std::int64_t d_v = 0; ///< 0: --d
+    std::int64_t d_v = kUnset; ///< unset: --d
     std::int64_t batch = 1;
     std::int64_t heads = 1;
-    std::int64_t kv_heads = 0; ///< 0: --heads
+    std::int64_t kv_heads = kUnset; ///< unset: --heads
     bool causal = false;
     std::string pattern = "dense";
     std::string dtype = "float";
     std::string schedule = "auto";
     std::string select = "cost";
-    std::int64_t m_words = 0; ///< 0: not given
-    std::int64_t m_bytes = 0; ///< 0: not given
-    int threads = 0;          ///< 0: every core
+    std::int64_t m_words = kUnset;
+    std::int64_t m_bytes = kUnset;
+    int threads = 0; ///< 0: every core
     std::uint64_t seed = 42;
     bool json = false;
     bool csv = false;

@@ -6,8 +6,9 @@
 
 #include <ioattn/parallel.hpp>
 
-#include <cblas.h>
 #include <cmath>
+
+#include <cblas.h>
 
 namespace ioattn::bench {
 
@@ -91,12 +92,8 @@ NaiveAttention::NaiveAttention(const Problem& problem, NaiveMode mode, int threa
     scores_.assign(buffers, std::vector<float>(sz(problem_.n_q * problem_.n_k)));
 }
 
-void NaiveAttention::head(std::int64_t slice,
-                          const float* q,
-                          const float* k,
-                          const float* v,
-                          float* o,
-                          float* s) const {
+void NaiveAttention::head(
+    std::int64_t slice, const float* q, const float* k, const float* v, float* o, float* s) const {
     const Problem& p = problem_;
     const std::int64_t b = slice / p.heads;
     const std::int64_t kv_slice = b * p.kv_heads + (slice % p.heads) / p.group();
@@ -105,9 +102,20 @@ void NaiveAttention::head(std::int64_t slice,
     const float* vh = v + kv_slice * p.n_k * p.d_v;
     float* oh = o + slice * p.n_q * p.d_v;
     // --- S = scale * Q K^T ---
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(p.n_q), blas_int(p.n_k),
-                blas_int(p.d), static_cast<float>(p.scale), qh, blas_int(p.d), kh, blas_int(p.d),
-                0.0F, s, blas_int(p.n_k));
+    cblas_sgemm(CblasRowMajor,
+                CblasNoTrans,
+                CblasTrans,
+                blas_int(p.n_q),
+                blas_int(p.n_k),
+                blas_int(p.d),
+                static_cast<float>(p.scale),
+                qh,
+                blas_int(p.d),
+                kh,
+                blas_int(p.d),
+                0.0F,
+                s,
+                blas_int(p.n_k));
     // --- P = softmax(S) over the visible keys of each row ---
     const auto softmax_rows = [&](std::int64_t i0, std::int64_t i1) {
         for (std::int64_t i = i0; i < i1; ++i) {
@@ -140,8 +148,19 @@ void NaiveAttention::head(std::int64_t slice,
         });
     }
     // --- O = P V ---
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(p.n_q), blas_int(p.d_v),
-                blas_int(p.n_k), 1.0F, s, blas_int(p.n_k), vh, blas_int(p.d_v), 0.0F, oh,
+    cblas_sgemm(CblasRowMajor,
+                CblasNoTrans,
+                CblasNoTrans,
+                blas_int(p.n_q),
+                blas_int(p.d_v),
+                blas_int(p.n_k),
+                1.0F,
+                s,
+                blas_int(p.n_k),
+                vh,
+                blas_int(p.d_v),
+                0.0F,
+                oh,
                 blas_int(p.d_v));
 }
 
@@ -150,15 +169,37 @@ void NaiveAttention::run(const float* q, const float* k, const float* v, float* 
     if (mode_ == NaiveMode::heads_parallel) {
         set_blas_threads(1);
         with_threads(threads_, [&] {
-            parallel_for_tiles(slices, [&](std::int64_t t, int w) {
-                head(t, q, k, v, o, scores_[sz(w)].data());
-            });
+            parallel_for_tiles(
+                slices, [&](std::int64_t t, int w) { head(t, q, k, v, o, scores_[sz(w)].data()); });
         });
     } else {
         set_blas_threads(threads_);
         for (std::int64_t t = 0; t < slices; ++t)
             head(t, q, k, v, o, scores_[0].data());
     }
+}
+
+double measure_read_bandwidth(std::int64_t bytes, int threads, int repeat) {
+    constexpr std::int64_t kChunk = std::int64_t{1} << 18; // floats per task (1 MiB)
+    const std::int64_t n = std::max<std::int64_t>(bytes / 4, kChunk);
+    const std::int64_t tasks = (n + kChunk - 1) / kChunk;
+    std::vector<float> x(sz(n), 1.0F);
+    std::vector<float> partial(sz(tasks));
+    const auto pass = [&] {
+        with_threads(threads, [&] {
+            parallel_for_tiles(tasks, [&](std::int64_t t, int /*w*/) {
+                const std::int64_t end = std::min(n, (t + 1) * kChunk);
+                float s = 0.0F;
+                for (std::int64_t i = t * kChunk; i < end; ++i)
+                    s += x[sz(i)];
+                partial[sz(t)] = s;
+            });
+        });
+    };
+    const double seconds = median_seconds(repeat, pass);
+    volatile float sink = partial[0];
+    (void)sink;
+    return static_cast<double>(n) * 4.0 / seconds * 1e-9;
 }
 
 template <typename Scalar>
@@ -177,11 +218,35 @@ void SquareGemm<Scalar>::run() {
     set_blas_threads(threads_);
     const int n = blas_int(n_);
     if constexpr (std::is_same_v<Scalar, float>)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0F, a_.data(), n,
-                    b_.data(), n, 0.0F, c_.data(), n);
+        cblas_sgemm(CblasRowMajor,
+                    CblasNoTrans,
+                    CblasNoTrans,
+                    n,
+                    n,
+                    n,
+                    1.0F,
+                    a_.data(),
+                    n,
+                    b_.data(),
+                    n,
+                    0.0F,
+                    c_.data(),
+                    n);
     else
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a_.data(), n,
-                    b_.data(), n, 0.0, c_.data(), n);
+        cblas_dgemm(CblasRowMajor,
+                    CblasNoTrans,
+                    CblasNoTrans,
+                    n,
+                    n,
+                    n,
+                    1.0,
+                    a_.data(),
+                    n,
+                    b_.data(),
+                    n,
+                    0.0,
+                    c_.data(),
+                    n);
 }
 
 template class SquareGemm<float>;

@@ -52,7 +52,11 @@ public:
     void run(const float* q, const float* k, const float* v, float* o);
 
 private:
-    void head(std::int64_t slice, const float* q, const float* k, const float* v, float* o,
+    void head(std::int64_t slice,
+              const float* q,
+              const float* k,
+              const float* v,
+              float* o,
               float* s) const;
 
     Problem problem_;
@@ -83,6 +87,10 @@ private:
 
 extern template class SquareGemm<float>;
 extern template class SquareGemm<double>;
+
+/// Read bandwidth in GB/s of summing a `bytes`-byte float buffer on `threads` workers (median
+/// of `repeat` passes after a warm-up): a STREAM-like estimate of the slow memory's bandwidth.
+double measure_read_bandwidth(std::int64_t bytes, int threads, int repeat = 5);
 
 /// Sets OpenBLAS's thread count (a process-wide setting).
 void set_blas_threads(int threads);

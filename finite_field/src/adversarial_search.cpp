@@ -15,7 +15,8 @@
 
 namespace ioattn::ff {
 
-IndexSet adversarial_search(std::int64_t n, std::int64_t size, std::int64_t d, std::uint64_t seed, std::int64_t steps) {
+IndexSet adversarial_search(
+    std::int64_t n, std::int64_t size, std::int64_t d, std::uint64_t seed, std::int64_t steps) {
     if (n < 1 || d < 1 || size < 0 || size > n * n || steps < 0)
         throw InvalidArgument("ioattn::ff::adversarial_search: n = " + std::to_string(n) +
                               ", size = " + std::to_string(size) + ", d = " + std::to_string(d) +
@@ -24,8 +25,8 @@ IndexSet adversarial_search(std::int64_t n, std::int64_t size, std::int64_t d, s
     // --- start from a seeded uniform set ---
     const IndexSet start = uniform_random(n, size, seed);
     const auto un = static_cast<std::size_t>(n);
-    std::vector<std::int64_t> cells;                   // members as row * n + col
-    std::vector<std::int64_t> pos(un * un, -1);        // index in cells, -1 if absent
+    std::vector<std::int64_t> cells;            // members as row * n + col
+    std::vector<std::int64_t> pos(un * un, -1); // index in cells, -1 if absent
     std::vector<std::int64_t> rc(un, 0);
     std::vector<std::int64_t> cc(un, 0);
     for (const Entry& e : start.entries()) {

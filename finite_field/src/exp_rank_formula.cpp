@@ -22,7 +22,8 @@ namespace ioattn::ff {
 namespace {
 
 // sum over groups of rank(m_group): the block route, with the rank-d shortcut and memo.
-std::int64_t block_rank(const std::vector<std::vector<std::int64_t>>& groups, const Matrix& m, const Prime& p) {
+std::int64_t
+block_rank(const std::vector<std::vector<std::int64_t>>& groups, const Matrix& m, const Prime& p) {
     const std::int64_t d = m.cols();
     std::map<std::vector<std::int64_t>, std::int64_t> memo;
     std::int64_t total = 0;
@@ -70,11 +71,11 @@ detail::Outcome detail::rank_formula_check(const NamedSet& named, const Matrix& 
     detail::Outcome o;
     if (r_row != b_row || r_col != b_col || f_row != b_row || f_col != b_col) {
         o.ok = false;
-        o.failure = "rank-formula " + named.name + " d=" + std::to_string(d) + " p=" +
-                    std::to_string(p.p) + ": r_R=" + std::to_string(r_row) + " blocks=" +
-                    std::to_string(b_row) + " full=" + std::to_string(f_row) + "; r_C=" +
-                    std::to_string(r_col) + " blocks=" + std::to_string(b_col) + " full=" +
-                    std::to_string(f_col);
+        o.failure = "rank-formula " + named.name + " d=" + std::to_string(d) +
+                    " p=" + std::to_string(p.p) + ": r_R=" + std::to_string(r_row) +
+                    " blocks=" + std::to_string(b_row) + " full=" + std::to_string(f_row) +
+                    "; r_C=" + std::to_string(r_col) + " blocks=" + std::to_string(b_col) +
+                    " full=" + std::to_string(f_col);
     }
     return o;
 }
@@ -90,9 +91,12 @@ Result experiment_rank_formula(const Config& config) {
     Result result;
     result.name = "rank-formula";
     auto run_batch = [&](const Matrix& k, const std::vector<NamedSet>& sets) {
-        detail::tally(result, detail::run_instances(config, static_cast<std::int64_t>(sets.size()), [&](std::int64_t i) {
-            return detail::rank_formula_check(sets[static_cast<std::size_t>(i)], k, p);
-        }));
+        detail::tally(result,
+                      detail::run_instances(
+                          config, static_cast<std::int64_t>(sets.size()), [&](std::int64_t i) {
+                              return detail::rank_formula_check(
+                                  sets[static_cast<std::size_t>(i)], k, p);
+                          }));
     };
     for (std::size_t s = 0; s < grid.size(); ++s) {
         const auto [n, d] = grid[s];
@@ -104,13 +108,14 @@ Result experiment_rank_formula(const Config& config) {
         for (std::int64_t d = 1; d <= std::min<std::int64_t>(2, config.d); ++d) {
             std::vector<NamedSet> sets;
             for (std::uint64_t mask = 0; mask < 512; ++mask)
-                sets.push_back({"from_mask(n=3,mask=" + std::to_string(mask) + ")", from_mask(3, mask)});
+                sets.push_back(
+                    {"from_mask(n=3,mask=" + std::to_string(mask) + ")", from_mask(3, mask)});
             run_batch(vandermonde(3, d, p, config.negative_control), sets);
         }
 
     result.note = std::to_string(grid.size()) + " shapes N<=" + std::to_string(config.n) +
-                  " d<=" + std::to_string(config.d) + " x families, all sets of 3x3, p=" +
-                  std::to_string(p.p);
+                  " d<=" + std::to_string(config.d) +
+                  " x families, all sets of 3x3, p=" + std::to_string(p.p);
     result.seconds = clock.seconds();
     return result;
 }

@@ -42,24 +42,27 @@ Result experiment_vandermonde(const Config& config) {
                 inst.push_back({static_cast<std::int64_t>(s), std::move(rows)});
         } else {
             for (std::int64_t t = 0; t < trials; ++t)
-                inst.push_back({static_cast<std::int64_t>(s),
-                                detail::random_subset(n, d, derive_seed(config.seed, 1 + s, static_cast<std::uint64_t>(t)))});
+                inst.push_back(
+                    {static_cast<std::int64_t>(s),
+                     detail::random_subset(
+                         n, d, derive_seed(config.seed, 1 + s, static_cast<std::uint64_t>(t)))});
         }
     }
 
-    const auto outcomes = detail::run_instances(config, static_cast<std::int64_t>(inst.size()), [&](std::int64_t i) {
-        const Instance& in = inst[static_cast<std::size_t>(i)];
-        const Matrix& k = keys[static_cast<std::size_t>(in.shape)];
-        detail::Outcome o;
-        const std::int64_t r = rank(k.select_rows(in.rows), p); // Lemma 4.7: = d
-        if (r != k.cols()) {
-            o.ok = false;
-            o.failure = "vandermonde N=" + std::to_string(k.rows()) + " d=" + std::to_string(k.cols()) +
-                        " p=" + std::to_string(p.p) + " rows={" + detail::join(in.rows) +
-                        "}: rank " + std::to_string(r);
-        }
-        return o;
-    });
+    const auto outcomes =
+        detail::run_instances(config, static_cast<std::int64_t>(inst.size()), [&](std::int64_t i) {
+            const Instance& in = inst[static_cast<std::size_t>(i)];
+            const Matrix& k = keys[static_cast<std::size_t>(in.shape)];
+            detail::Outcome o;
+            const std::int64_t r = rank(k.select_rows(in.rows), p); // Lemma 4.7: = d
+            if (r != k.cols()) {
+                o.ok = false;
+                o.failure = "vandermonde N=" + std::to_string(k.rows()) +
+                            " d=" + std::to_string(k.cols()) + " p=" + std::to_string(p.p) +
+                            " rows={" + detail::join(in.rows) + "}: rank " + std::to_string(r);
+            }
+            return o;
+        });
 
     Result result;
     result.name = "vandermonde";

@@ -28,7 +28,8 @@ void Config::validate(std::string_view where) const {
     if (n > 4096)
         throw InvalidArgument(w + ": N = " + std::to_string(n) + " (expected N <= 4096)");
     if (m < 0)
-        throw InvalidArgument(w + ": M = " + std::to_string(m) + " (expected M >= 1, or 0 to sweep)");
+        throw InvalidArgument(w + ": M = " + std::to_string(m) +
+                              " (expected M >= 1, or 0 to sweep)");
     if (trials < 0)
         throw InvalidArgument(w + ": trials = " + std::to_string(trials) + " (expected >= 0)");
     if (p != 0)
@@ -40,15 +41,15 @@ std::int64_t Config::prime() const {
 }
 
 const std::vector<std::string>& experiment_names() {
-    static const std::vector<std::string> kNames{"vandermonde",
-                                                 "rank-formula",
-                                                 "count",
-                                                 "lemma-4.6",
-                                                 "fooling",
-                                                 "negative",
-                                                 "epochs",
-                                                 "binary"};
-    return kNames;
+    static const std::vector<std::string> names{"vandermonde",
+                                                "rank-formula",
+                                                "count",
+                                                "lemma-4.6",
+                                                "fooling",
+                                                "negative",
+                                                "epochs",
+                                                "binary"};
+    return names;
 }
 
 Result run_experiment(std::string_view name, const Config& config) {
@@ -87,9 +88,8 @@ std::vector<Result> run_experiments(std::string_view name, const Config& config)
 
 namespace detail {
 
-std::vector<std::pair<std::int64_t, std::int64_t>> shape_grid(std::int64_t n_max,
-                                                              std::int64_t d_max,
-                                                              std::int64_t n_min) {
+std::vector<std::pair<std::int64_t, std::int64_t>>
+shape_grid(std::int64_t n_max, std::int64_t d_max, std::int64_t n_min) {
     std::vector<std::int64_t> ns;
     for (std::int64_t n = n_min; n < n_max; n *= 2)
         ns.push_back(n);

@@ -29,9 +29,8 @@ struct Outcome {
 
 /// Shapes (N, d) of a sweep: N over powers of two in [n_min, n] plus n, d over powers of two in
 /// [1, min(d, N)] plus min(d, N).
-std::vector<std::pair<std::int64_t, std::int64_t>> shape_grid(std::int64_t n_max,
-                                                              std::int64_t d_max,
-                                                              std::int64_t n_min = 4);
+std::vector<std::pair<std::int64_t, std::int64_t>>
+shape_grid(std::int64_t n_max, std::int64_t d_max, std::int64_t n_min = 4);
 
 /// Runs body(i) -> Outcome for i in [0, count) in parallel (config.threads workers), updating
 /// config.progress.

@@ -91,8 +91,8 @@ Prime Prime::checked(std::int64_t p, std::string_view where) {
 Prime Prime::for_size(std::int64_t p, std::int64_t n, bool allow_small, std::string_view where) {
     const Prime r = checked(p, where);
     if (!allow_small && p <= n)
-        throw InvalidArgument(std::string(where) + ": p = " + std::to_string(p) + " <= N = " +
-                              std::to_string(n) +
+        throw InvalidArgument(std::string(where) + ": p = " + std::to_string(p) +
+                              " <= N = " + std::to_string(n) +
                               " (expected p > N; p <= N is a negative control)");
     return r;
 }
@@ -110,7 +110,8 @@ std::int64_t pow_mod(std::int64_t a, std::int64_t e, const Prime& p) {
 }
 
 std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t stream, std::uint64_t index) {
-    std::uint64_t z = seed * 0x9E3779B97F4A7C15ULL ^ (stream + 0x632BE59BD9B4E019ULL) * 0xBF58476D1CE4E5B9ULL;
+    std::uint64_t z =
+        seed * 0x9E3779B97F4A7C15ULL ^ (stream + 0x632BE59BD9B4E019ULL) * 0xBF58476D1CE4E5B9ULL;
     z ^= index * 0x94D049BB133111EBULL + 0x2545F4914F6CDD1DULL;
     // SplitMix64 finaliser
     z = (z ^ (z >> 30U)) * 0xBF58476D1CE4E5B9ULL;

@@ -83,13 +83,15 @@ std::int64_t capped_sum(const std::vector<std::int64_t>& counts, std::int64_t d)
 
 std::int64_t rank_rows(const IndexSet& set, std::int64_t d) {
     if (d < 1)
-        throw InvalidArgument("ioattn::ff::rank_rows: d = " + std::to_string(d) + " (expected >= 1)");
+        throw InvalidArgument("ioattn::ff::rank_rows: d = " + std::to_string(d) +
+                              " (expected >= 1)");
     return capped_sum(set.row_counts(), d);
 }
 
 std::int64_t rank_cols(const IndexSet& set, std::int64_t d) {
     if (d < 1)
-        throw InvalidArgument("ioattn::ff::rank_cols: d = " + std::to_string(d) + " (expected >= 1)");
+        throw InvalidArgument("ioattn::ff::rank_cols: d = " + std::to_string(d) +
+                              " (expected >= 1)");
     return capped_sum(set.col_counts(), d);
 }
 

@@ -22,7 +22,8 @@ namespace {
 
 void check_n(std::int64_t n, const char* where) {
     if (n < 1)
-        throw InvalidArgument(std::string(where) + ": n = " + std::to_string(n) + " (expected >= 1)");
+        throw InvalidArgument(std::string(where) + ": n = " + std::to_string(n) +
+                              " (expected >= 1)");
 }
 
 std::string str(std::int64_t v) {
@@ -31,12 +32,13 @@ std::string str(std::int64_t v) {
 
 } // namespace
 
-IndexSet rectangle(std::int64_t n, std::int64_t row0, std::int64_t col0, std::int64_t rows, std::int64_t cols) {
+IndexSet rectangle(
+    std::int64_t n, std::int64_t row0, std::int64_t col0, std::int64_t rows, std::int64_t cols) {
     check_n(n, "ioattn::ff::rectangle");
     if (rows < 0 || cols < 0 || row0 < 0 || col0 < 0 || row0 + rows > n || col0 + cols > n)
         throw InvalidArgument("ioattn::ff::rectangle: " + str(rows) + " x " + str(cols) + " at (" +
-                              str(row0) + ", " + str(col0) + ") does not fit in " + str(n) +
-                              " x " + str(n));
+                              str(row0) + ", " + str(col0) + ") does not fit in " + str(n) + " x " +
+                              str(n));
     std::vector<Entry> e;
     e.reserve(static_cast<std::size_t>(rows * cols));
     for (std::int64_t i = row0; i < row0 + rows; ++i)
@@ -56,8 +58,8 @@ IndexSet full_cols(std::int64_t n, std::int64_t col0, std::int64_t count) {
 IndexSet diagonals(std::int64_t n, std::int64_t k) {
     check_n(n, "ioattn::ff::diagonals");
     if (k < 0 || k > n)
-        throw InvalidArgument("ioattn::ff::diagonals: k = " + str(k) + " (expected 0 <= k <= n = " +
-                              str(n) + ")");
+        throw InvalidArgument("ioattn::ff::diagonals: k = " + str(k) +
+                              " (expected 0 <= k <= n = " + str(n) + ")");
     std::vector<Entry> e;
     for (std::int64_t i = 0; i < n; ++i)
         for (std::int64_t s = 0; s < k; ++s)
@@ -68,8 +70,8 @@ IndexSet diagonals(std::int64_t n, std::int64_t k) {
 IndexSet block_diagonal(std::int64_t n, std::int64_t blocks, std::int64_t side) {
     check_n(n, "ioattn::ff::block_diagonal");
     if (blocks < 0 || side < 1)
-        throw InvalidArgument("ioattn::ff::block_diagonal: blocks = " + str(blocks) + ", side = " +
-                              str(side) + " (expected blocks >= 0, side >= 1)");
+        throw InvalidArgument("ioattn::ff::block_diagonal: blocks = " + str(blocks) +
+                              ", side = " + str(side) + " (expected blocks >= 0, side >= 1)");
     std::vector<Entry> e;
     for (std::int64_t b = 0; b < blocks && (b + 1) * side <= n; ++b)
         for (std::int64_t i = 0; i < side; ++i)
@@ -129,8 +131,9 @@ std::vector<NamedSet> standard_families(std::int64_t n,
     for (std::int64_t a : sides)
         for (std::int64_t b : sides)
             if (a == b || b == 1 || b == d || b == n || a == 1 || a == d || a == n)
-                out.push_back({"rectangle(n=" + str(n) + ",rows=" + str(a) + ",cols=" + str(b) + ")",
-                               rectangle(n, n - a, 0, a, b)});
+                out.push_back(
+                    {"rectangle(n=" + str(n) + ",rows=" + str(a) + ",cols=" + str(b) + ")",
+                     rectangle(n, n - a, 0, a, b)});
     for (std::int64_t k : {std::int64_t{1}, d, n})
         if (k <= n) {
             out.push_back({"full_rows(n=" + str(n) + ",count=" + str(k) + ")", full_rows(n, 0, k)});
@@ -150,14 +153,19 @@ std::vector<NamedSet> standard_families(std::int64_t n,
         const std::uint64_t s = derive_seed(seed, 11, static_cast<std::uint64_t>(r));
         std::mt19937_64 rng(s);
         const auto size = std::clamp<std::int64_t>(
-            std::llround(std::exp(std::uniform_real_distribution<double>(0.0, log_max)(rng))), 1, n * n);
-        out.push_back({"uniform_random(n=" + str(n) + ",size=" + str(size) + ",seed=" + std::to_string(s) + ")",
+            std::llround(std::exp(std::uniform_real_distribution<double>(0.0, log_max)(rng))),
+            1,
+            n * n);
+        out.push_back({"uniform_random(n=" + str(n) + ",size=" + str(size) +
+                           ",seed=" + std::to_string(s) + ")",
                        uniform_random(n, size, s)});
     }
     for (std::int64_t r = 0; r < adversarial; ++r) {
         const std::uint64_t s = derive_seed(seed, 12, static_cast<std::uint64_t>(r));
-        const double frac = adversarial == 1 ? 0.5 : static_cast<double>(r) / static_cast<double>(adversarial - 1);
-        const auto size = std::clamp<std::int64_t>(std::llround(std::exp(frac * log_max)), 1, n * n);
+        const double frac =
+            adversarial == 1 ? 0.5 : static_cast<double>(r) / static_cast<double>(adversarial - 1);
+        const auto size =
+            std::clamp<std::int64_t>(std::llround(std::exp(frac * log_max)), 1, n * n);
         out.push_back({"adversarial_search(n=" + str(n) + ",size=" + str(size) + ",d=" + str(d) +
                            ",seed=" + std::to_string(s) + ",steps=" + str(adversarial_steps) + ")",
                        adversarial_search(n, size, d, s, adversarial_steps)});

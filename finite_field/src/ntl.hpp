@@ -28,7 +28,8 @@ inline NTL::mat_zz_p to_ntl(const Matrix& a) {
     m.SetDims(static_cast<long>(a.rows()), static_cast<long>(a.cols()));
     for (std::int64_t i = 0; i < a.rows(); ++i)
         for (std::int64_t j = 0; j < a.cols(); ++j)
-            m[static_cast<long>(i)][static_cast<long>(j)] = NTL::to_zz_p(static_cast<long>(a(i, j)));
+            m[static_cast<long>(i)][static_cast<long>(j)] =
+                NTL::to_zz_p(static_cast<long>(a(i, j)));
     return m;
 }
 

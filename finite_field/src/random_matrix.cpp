@@ -25,10 +25,11 @@ Matrix random_matrix(std::int64_t rows, std::int64_t cols, const Prime& p, std::
     return m;
 }
 
-Matrix rank_deficient(std::int64_t n, std::int64_t d, std::int64_t rank_k, const Prime& p, std::uint64_t seed) {
+Matrix rank_deficient(
+    std::int64_t n, std::int64_t d, std::int64_t rank_k, const Prime& p, std::uint64_t seed) {
     if (rank_k < 1 || rank_k >= d || d > n)
-        throw InvalidArgument("ioattn::ff::rank_deficient: N = " + std::to_string(n) + ", d = " +
-                              std::to_string(d) + ", rank = " + std::to_string(rank_k) +
+        throw InvalidArgument("ioattn::ff::rank_deficient: N = " + std::to_string(n) +
+                              ", d = " + std::to_string(d) + ", rank = " + std::to_string(rank_k) +
                               " (expected 1 <= rank < d <= N)");
     for (std::uint64_t draw = 0;; ++draw) {
         // --- K = A B, A n x r, B r x d: rank <= r, equal for almost every draw ---

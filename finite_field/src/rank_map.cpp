@@ -16,7 +16,8 @@ namespace ioattn::ff {
 
 namespace {
 
-void check_operand(const IndexSet& set, const Matrix& m, std::int64_t rows, const Prime& p, const char* where) {
+void check_operand(
+    const IndexSet& set, const Matrix& m, std::int64_t rows, const Prime& p, const char* where) {
     if (m.rows() != rows || m.cols() < 1)
         throw InvalidArgument(std::string(where) + ": operand is " + std::to_string(m.rows()) +
                               " x " + std::to_string(m.cols()) + ", index set is " +
@@ -77,12 +78,13 @@ std::int64_t key_map_rank_blocks(const IndexSet& set, const Matrix& q, const Pri
     return total;
 }
 
-std::vector<std::int64_t> restricted_product(const Matrix& q, const Matrix& k, const IndexSet& set, const Prime& p) {
+std::vector<std::int64_t>
+restricted_product(const Matrix& q, const Matrix& k, const IndexSet& set, const Prime& p) {
     check_operand(set, q, set.n_rows(), p, "ioattn::ff::restricted_product");
     check_operand(set, k, set.n_cols(), p, "ioattn::ff::restricted_product");
     if (q.cols() != k.cols())
-        throw InvalidArgument("ioattn::ff::restricted_product: Q has d = " + std::to_string(q.cols()) +
-                              ", K has d = " + std::to_string(k.cols()));
+        throw InvalidArgument("ioattn::ff::restricted_product: Q has d = " +
+                              std::to_string(q.cols()) + ", K has d = " + std::to_string(k.cols()));
     std::vector<std::int64_t> out;
     out.reserve(static_cast<std::size_t>(set.size()));
     for (const Entry& e : set.entries()) {

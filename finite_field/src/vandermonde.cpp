@@ -30,8 +30,8 @@ Matrix vandermonde_on(const std::vector<std::int64_t>& points, std::int64_t d, c
 
 Matrix vandermonde(std::int64_t n, std::int64_t d, const Prime& p, bool allow_repeated_points) {
     if (n < 1 || d < 1 || d > n)
-        throw InvalidArgument("ioattn::ff::vandermonde: N = " + std::to_string(n) + ", d = " +
-                              std::to_string(d) + " (expected 1 <= d <= N)");
+        throw InvalidArgument("ioattn::ff::vandermonde: N = " + std::to_string(n) +
+                              ", d = " + std::to_string(d) + " (expected 1 <= d <= N)");
     if (!allow_repeated_points && p.p <= n)
         throw InvalidArgument("ioattn::ff::vandermonde: p = " + std::to_string(p.p) + " <= N = " +
                               std::to_string(n) + " (the points would repeat; expected p > N)");

@@ -62,8 +62,8 @@ read_pairs(std::string_view path, const detail::MatrixMarketInfo& info) {
     Cholmod cm;
     cholmod_triplet* t = cholmod_l_read_triplet(file.get(), cm.common());
     if (t == nullptr)
-        detail::fail(kRead, path, ": CHOLMOD could not read the file (status ",
-                     cm.common()->status, ")");
+        detail::fail(
+            kRead, path, ": CHOLMOD could not read the file (status ", cm.common()->status, ")");
     const auto* ti = static_cast<const SuiteSparse_long*>(t->i);
     const auto* tj = static_cast<const SuiteSparse_long*>(t->j);
     const auto nnz = static_cast<std::int64_t>(t->nnz);

@@ -96,6 +96,11 @@ public:
         fail(where_, path_, ":", number_, ": ", parts...);
     }
 
+    template <typename... Parts>
+    [[noreturn]] void error_without_line(const Parts&... parts) const {
+        fail(where_, path_, ": ", parts...);
+    }
+
 private:
     std::string_view where_;
     std::string_view path_;
@@ -106,12 +111,13 @@ private:
 MatrixMarketInfo scan_header(LineReader& r) {
     std::string line;
     if (!r.next(line))
-        r.error("empty file (expected a '%%MatrixMarket' header)");
+        r.error_without_line("empty file (expected a '%%MatrixMarket' header)");
     const auto f = split(line);
     if (f.empty() || lower(f[0]) != "%%matrixmarket")
         r.error("missing '%%MatrixMarket' header");
     if (f.size() != 5)
-        r.error("header has ", f.size(),
+        r.error("header has ",
+                f.size(),
                 " fields (expected '%%MatrixMarket matrix coordinate FIELD SYMMETRY')");
     if (lower(f[1]) != "matrix")
         r.error("object '", f[1], "' not supported (expected 'matrix')");
@@ -158,7 +164,10 @@ void scan_entry(LineReader& r, const MatrixMarketInfo& info, std::string_view li
     const auto f = split(line);
     const std::size_t expected = info.pattern ? 2 : 3;
     if (f.size() != expected)
-        r.error("entry has ", f.size(), " fields (expected ", info.pattern ? "'i j'" : "'i j value'",
+        r.error("entry has ",
+                f.size(),
+                " fields (expected ",
+                info.pattern ? "'i j'" : "'i j value'",
                 ")");
     std::int64_t i = 0;
     std::int64_t j = 0;

@@ -66,8 +66,8 @@ public:
         Support s = expr();
         skip_spaces();
         if (pos_ < spec_.size())
-            detail::fail(kWhere, "unexpected '", spec_[pos_], "' at position ", pos_, " in '",
-                         spec_, "'");
+            detail::fail(
+                kWhere, "unexpected '", spec_[pos_], "' at position ", pos_, " in '", spec_, "'");
         return s;
     }
 
@@ -105,7 +105,7 @@ private:
     Support atom() {
         skip_spaces();
         const std::size_t start = pos_;
-        while (pos_ < spec_.size() && std::string_view("+&()").find(spec_[pos_]) == npos)
+        while (pos_ < spec_.size() && std::string_view("+&()").find(spec_[pos_]) == kNpos)
             ++pos_;
         const std::string_view token = trim(spec_.substr(start, pos_ - start));
         if (token.empty())
@@ -118,11 +118,11 @@ private:
         const std::size_t colon = token.find(':');
         const std::string_view name = token.substr(0, colon);
         std::vector<std::string_view> args;
-        if (name == "file" && colon != npos) {
+        if (name == "file" && colon != kNpos) {
             args.push_back(token.substr(colon + 1)); // a path may contain ':'
-        } else if (colon != npos) {
+        } else if (colon != kNpos) {
             std::string_view rest = token.substr(colon + 1);
-            for (std::size_t c = rest.find(':'); c != npos; c = rest.find(':')) {
+            for (std::size_t c = rest.find(':'); c != kNpos; c = rest.find(':')) {
                 args.push_back(rest.substr(0, c));
                 rest = rest.substr(c + 1);
             }
@@ -133,12 +133,22 @@ private:
             if (t.name == name)
                 term = &t;
         if (term == nullptr)
-            detail::fail(kWhere, "unknown pattern '", name, "' in '", token,
+            detail::fail(kWhere,
+                         "unknown pattern '",
+                         name,
+                         "' in '",
+                         token,
                          "' (known: dense, causal, window, causal-window, dilated, global, "
                          "bigbird, strided, block, random, file)");
         if (args.size() != term->args)
-            detail::fail(kWhere, "'", token, "' has ", args.size(), " argument(s) (expected ",
-                         term->usage, ")");
+            detail::fail(kWhere,
+                         "'",
+                         token,
+                         "' has ",
+                         args.size(),
+                         " argument(s) (expected ",
+                         term->usage,
+                         ")");
         return make(*term, token, args);
     }
 
@@ -185,8 +195,18 @@ private:
             detail::fail(kWhere, "'", token, "': ", e.what());
         }
         if (s.n_q() != n_q_ || s.n_k() != n_k_)
-            detail::fail(kWhere, "'", token, "' is ", s.n_q(), " x ", s.n_k(), " (expected n_q x n_k = ",
-                         n_q_, " x ", n_k_, ")");
+            detail::fail(kWhere,
+                         "'",
+                         token,
+                         "' is ",
+                         s.n_q(),
+                         " x ",
+                         s.n_k(),
+                         " (expected n_q x n_k = ",
+                         n_q_,
+                         " x ",
+                         n_k_,
+                         ")");
         return s;
     }
 
@@ -197,30 +217,44 @@ private:
                                 const char* what,
                                 std::int64_t min) {
         if (arg.empty())
-            detail::fail(kWhere, "'", token, "': missing value of ", what, " (expected ", t.usage,
-                         ")");
+            detail::fail(
+                kWhere, "'", token, "': missing value of ", what, " (expected ", t.usage, ")");
         std::int64_t v = 0;
         const auto [end, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), v);
         if (ec != std::errc() || end != arg.data() + arg.size())
-            detail::fail(kWhere, "'", token, "': ", what, " = '", arg,
-                         "' is not an integer (expected ", t.usage, ")");
+            detail::fail(kWhere,
+                         "'",
+                         token,
+                         "': ",
+                         what,
+                         " = '",
+                         arg,
+                         "' is not an integer (expected ",
+                         t.usage,
+                         ")");
         if (v < min)
             detail::fail(kWhere, "'", token, "': ", what, " = ", v, " (expected >= ", min, ")");
         return v;
     }
 
-    static double fraction(const Term& t,
-                           std::string_view token,
-                           std::string_view arg,
-                           const char* what) {
+    static double
+    fraction(const Term& t, std::string_view token, std::string_view arg, const char* what) {
         if (arg.empty())
-            detail::fail(kWhere, "'", token, "': missing value of ", what, " (expected ", t.usage,
-                         ")");
+            detail::fail(
+                kWhere, "'", token, "': missing value of ", what, " (expected ", t.usage, ")");
         double v = 0.0;
         const auto [end, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), v);
         if (ec != std::errc() || end != arg.data() + arg.size() || !std::isfinite(v))
-            detail::fail(kWhere, "'", token, "': ", what, " = '", arg,
-                         "' is not a number (expected ", t.usage, ")");
+            detail::fail(kWhere,
+                         "'",
+                         token,
+                         "': ",
+                         what,
+                         " = '",
+                         arg,
+                         "' is not a number (expected ",
+                         t.usage,
+                         ")");
         if (v < 0.0 || v > 1.0)
             detail::fail(kWhere, "'", token, "': ", what, " = ", arg, " (expected in [0, 1])");
         return v;
@@ -242,7 +276,7 @@ private:
         return k == 0 ? seed_ : detail::mix64(seed_ ^ detail::mix64(k));
     }
 
-    static constexpr std::size_t npos = std::string_view::npos;
+    static constexpr std::size_t kNpos = std::string_view::npos;
 
     std::string_view spec_;
     std::int64_t n_q_;
@@ -254,7 +288,8 @@ private:
 
 } // namespace
 
-Support parse_pattern(std::string_view spec, std::int64_t n_q, std::int64_t n_k, std::uint64_t seed) {
+Support
+parse_pattern(std::string_view spec, std::int64_t n_q, std::int64_t n_k, std::uint64_t seed) {
     detail::check_shape(kWhere, n_q, n_k);
     return Parser(spec, n_q, n_k, seed).parse();
 }

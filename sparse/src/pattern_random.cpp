@@ -22,9 +22,9 @@ namespace ioattn::sparse {
 
 namespace {
 
-constexpr std::uint64_t kSaltRandom = 0x72616e646f6dULL;  // "random"
-constexpr std::uint64_t kSaltBlock = 0x626c6f636bULL;     // "block"
-constexpr std::uint64_t kSaltBigbird = 0x6269676269ULL;   // "bigbi"
+constexpr std::uint64_t kSaltRandom = 0x72616e646f6dULL; // "random"
+constexpr std::uint64_t kSaltBlock = 0x626c6f636bULL;    // "block"
+constexpr std::uint64_t kSaltBigbird = 0x6269676269ULL;  // "bigbi"
 
 void check_density(std::string_view where, double density) {
     if (!(density >= 0.0 && density <= 1.0))
@@ -79,11 +79,8 @@ Support pattern_random(std::int64_t n_q, std::int64_t n_k, double density, std::
     });
 }
 
-Support pattern_block(std::int64_t n_q,
-                      std::int64_t n_k,
-                      std::int64_t b,
-                      double density,
-                      std::uint64_t seed) {
+Support pattern_block(
+    std::int64_t n_q, std::int64_t n_k, std::int64_t b, double density, std::uint64_t seed) {
     constexpr std::string_view kWhere = "ioattn::sparse::pattern_block";
     detail::check_shape(kWhere, n_q, n_k);
     check_at_least(kWhere, "B", b, 1);
@@ -143,8 +140,7 @@ Support pattern_bigbird(std::int64_t n_q,
         extra = sample_ranks(rng, avail, r);
         std::size_t below = 0; // base keys <= the current key
         for (std::int64_t& t : extra) {
-            while (below < base.size() &&
-                   base[below] <= t + static_cast<std::int64_t>(below))
+            while (below < base.size() && base[below] <= t + static_cast<std::int64_t>(below))
                 ++below;
             t += static_cast<std::int64_t>(below); // rank t of the complement -> key
         }

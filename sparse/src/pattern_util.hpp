@@ -6,7 +6,9 @@
 
 #include <ioattn/sparse/support.hpp>
 
+#include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -36,16 +38,15 @@ Support build_rows(std::int64_t n_q, std::int64_t n_k, RowFn&& row_fn) {
 }
 
 /// Appends [lo, hi] clipped to [0, n), if non-empty.
-inline void append_range(std::vector<std::int64_t>& cols,
-                         std::int64_t lo,
-                         std::int64_t hi,
-                         std::int64_t n) {
-    if (lo < 0)
-        lo = 0;
-    if (hi > n - 1)
-        hi = n - 1;
-    for (std::int64_t j = lo; j <= hi; ++j)
-        cols.push_back(j);
+inline void
+append_range(std::vector<std::int64_t>& cols, std::int64_t lo, std::int64_t hi, std::int64_t n) {
+    lo = std::max<std::int64_t>(lo, 0);
+    hi = std::min<std::int64_t>(hi, n - 1);
+    if (hi < lo)
+        return;
+    const std::size_t old = cols.size();
+    cols.resize(old + static_cast<std::size_t>(hi - lo + 1));
+    std::iota(cols.begin() + static_cast<std::ptrdiff_t>(old), cols.end(), lo);
 }
 
 /// SplitMix64 step (Steele, Lea, Flood 2014): the finaliser used to derive stream seeds.

@@ -16,29 +16,31 @@ namespace {
 
 void check_same_shape(std::string_view where, const Support& a, const Support& b) {
     if (a.n_q() != b.n_q() || a.n_k() != b.n_k())
-        detail::fail(where, "shapes differ: ", a.n_q(), " x ", a.n_k(), " and ", b.n_q(), " x ",
-                     b.n_k());
+        detail::fail(
+            where, "shapes differ: ", a.n_q(), " x ", a.n_k(), " and ", b.n_q(), " x ", b.n_k());
 }
 
 } // namespace
 
 Support union_of(const Support& a, const Support& b) {
     check_same_shape("ioattn::sparse::union_of", a, b);
-    return detail::build_rows(a.n_q(), a.n_k(), [&](std::int64_t i, std::vector<std::int64_t>& cols) {
-        const auto ra = a.row(i);
-        const auto rb = b.row(i);
-        std::set_union(ra.begin(), ra.end(), rb.begin(), rb.end(), std::back_inserter(cols));
-    });
+    return detail::build_rows(
+        a.n_q(), a.n_k(), [&](std::int64_t i, std::vector<std::int64_t>& cols) {
+            const auto ra = a.row(i);
+            const auto rb = b.row(i);
+            std::set_union(ra.begin(), ra.end(), rb.begin(), rb.end(), std::back_inserter(cols));
+        });
 }
 
 Support intersection_of(const Support& a, const Support& b) {
     check_same_shape("ioattn::sparse::intersection_of", a, b);
-    return detail::build_rows(a.n_q(), a.n_k(), [&](std::int64_t i, std::vector<std::int64_t>& cols) {
-        const auto ra = a.row(i);
-        const auto rb = b.row(i);
-        std::set_intersection(ra.begin(), ra.end(), rb.begin(), rb.end(),
-                              std::back_inserter(cols));
-    });
+    return detail::build_rows(
+        a.n_q(), a.n_k(), [&](std::int64_t i, std::vector<std::int64_t>& cols) {
+            const auto ra = a.row(i);
+            const auto rb = b.row(i);
+            std::set_intersection(
+                ra.begin(), ra.end(), rb.begin(), rb.end(), std::back_inserter(cols));
+        });
 }
 
 } // namespace ioattn::sparse

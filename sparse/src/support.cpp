@@ -46,11 +46,28 @@ Support::Support(std::int64_t n_q,
         const std::int64_t lo = offsets_[static_cast<std::size_t>(i)];
         const std::int64_t hi = offsets_[static_cast<std::size_t>(i) + 1];
         if (hi < lo)
-            detail::fail(kWhere, "row ", i, ": row_offsets[", i + 1, "] = ", hi,
-                         " < row_offsets[", i, "] = ", lo, " (offsets must not decrease)");
+            detail::fail(kWhere,
+                         "row ",
+                         i,
+                         ": row_offsets[",
+                         i + 1,
+                         "] = ",
+                         hi,
+                         " < row_offsets[",
+                         i,
+                         "] = ",
+                         lo,
+                         " (offsets must not decrease)");
         if (hi > z)
-            detail::fail(kWhere, "row ", i, ": row_offsets[", i + 1, "] = ", hi,
-                         " exceeds the number of column indices ", z);
+            detail::fail(kWhere,
+                         "row ",
+                         i,
+                         ": row_offsets[",
+                         i + 1,
+                         "] = ",
+                         hi,
+                         " exceeds the number of column indices ",
+                         z);
         for (std::int64_t p = lo; p < hi; ++p) {
             const std::int64_t j = cols_[static_cast<std::size_t>(p)];
             if (j < 0 || j >= n_k_)
@@ -60,14 +77,24 @@ Support::Support(std::int64_t n_q,
                 if (j == prev)
                     detail::fail(kWhere, "row ", i, ": duplicate column ", j);
                 if (j < prev)
-                    detail::fail(kWhere, "row ", i, ": column ", j, " after column ", prev,
+                    detail::fail(kWhere,
+                                 "row ",
+                                 i,
+                                 ": column ",
+                                 j,
+                                 " after column ",
+                                 prev,
                                  " (columns must be sorted ascending)");
             }
         }
     }
     if (offsets_[static_cast<std::size_t>(n_q_)] != z)
-        detail::fail(kWhere, "row_offsets[n_q] = ", offsets_[static_cast<std::size_t>(n_q_)],
-                     " but there are ", z, " column indices");
+        detail::fail(kWhere,
+                     "row_offsets[n_q] = ",
+                     offsets_[static_cast<std::size_t>(n_q_)],
+                     " but there are ",
+                     z,
+                     " column indices");
 }
 
 Support Support::none(std::int64_t n_q, std::int64_t n_k) {

@@ -1,5 +1,7 @@
 // Tests of ioattn/parallel.hpp: task loops, counted loops and thread control.
 
+#include "printing.hpp"
+
 #include <ioattn/io_counter.hpp>
 #include <ioattn/parallel.hpp>
 
@@ -25,12 +27,11 @@ TEST_CASE("parallel_for_tiles runs every task once", "[parallel]") {
 
 TEST_CASE("parallel_for_counted merges per-task counters in task order", "[parallel]") {
     ioattn::IoCounter counter(100, true);
-    ioattn::parallel_for_counted(
-        64, counter, [](std::int64_t t, int, ioattn::IoCounter& c) {
-            c.acquire(t + 1);
-            c.read(ioattn::Block{ioattn::Operand::q, t, 0, 1, 0, t + 1});
-            c.release(t + 1);
-        });
+    ioattn::parallel_for_counted(64, counter, [](std::int64_t t, int, ioattn::IoCounter& c) {
+        c.acquire(t + 1);
+        c.read(ioattn::Block{ioattn::Operand::q, t, 0, 1, 0, t + 1});
+        c.release(t + 1);
+    });
     const ioattn::IoReport r = counter.report();
     CHECK(r.reads == 64 * 65 / 2);
     CHECK(r.peak == 64);

@@ -48,31 +48,37 @@ TEST_CASE("Problem::resolved fills kv_heads, d_v and scale", "[problem]") {
     CHECK(s.resolved() == s);
 }
 
-TEST_CASE("Problem::validate rejects bad sizes and scales, naming the caller", "[problem][throws]") {
+TEST_CASE("Problem::validate rejects bad sizes and scales, naming the caller",
+          "[problem][throws]") {
     const Problem good = square(4, 4).resolved();
     CHECK_NOTHROW(good.validate());
-    const auto bad = [&](auto&& mutate) {
+    // validate() sees the raw value; resolved() first fills the defaults of 0 fields
+    const auto bad = [&](auto&& mutate, bool zero_is_default = false) {
         Problem p = good;
         mutate(p);
         CHECK_THROWS_AS(p.validate("my_caller"), InvalidArgument);
         CHECK_THROWS_WITH(p.validate("my_caller"), Catch::Contains("my_caller"));
-        CHECK_THROWS_AS(p.resolved("my_caller"), InvalidArgument);
+        if (zero_is_default)
+            CHECK_NOTHROW(p.resolved("my_caller"));
+        else
+            CHECK_THROWS_AS(p.resolved("my_caller"), InvalidArgument);
     };
     for (const std::int64_t v : {0, -1, -100}) {
         CAPTURE(v);
         bad([v](Problem& p) { p.batch = v; });
         bad([v](Problem& p) { p.heads = v; });
-        bad([v](Problem& p) { p.kv_heads = v; });
+        bad([v](Problem& p) { p.kv_heads = v; }, v == 0);
         bad([v](Problem& p) { p.n_q = v; });
         bad([v](Problem& p) { p.n_k = v; });
         bad([v](Problem& p) { p.d = v; });
-        bad([v](Problem& p) { p.d_v = v; });
+        bad([v](Problem& p) { p.d_v = v; }, v == 0);
     }
     bad([](Problem& p) {
         p.heads = 4;
         p.kv_heads = 3;
     });
     bad([](Problem& p) { p.scale = -1.0; });
+    bad([](Problem& p) { p.scale = 0.0; }, true);
     bad([](Problem& p) { p.scale = std::numeric_limits<double>::quiet_NaN(); });
     bad([](Problem& p) { p.scale = std::numeric_limits<double>::infinity(); });
     // the message carries the offending value

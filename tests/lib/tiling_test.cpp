@@ -118,8 +118,8 @@ TEST_CASE("Tiling::for_memory materialized: b = floor(sqrt(M/4))", "[tiling]") {
         const MemoryModel m{rng.uniform_int(1, 20000)};
         CAPTURE(p, m.fast_words);
         const auto t = Tiling::try_for_memory(Schedule::materialized, m, p);
-        const auto b = static_cast<std::int64_t>(std::floor(std::sqrt(
-            static_cast<double>(m.fast_words) / 4.0)));
+        const auto b = static_cast<std::int64_t>(
+            std::floor(std::sqrt(static_cast<double>(m.fast_words) / 4.0)));
         if (!t) {
             CHECK_THROWS_AS(Tiling::for_memory(Schedule::materialized, m, p), CapacityError);
             CHECK(m.fast_words < 16); // from b = 2 on, 3b^2 + 2b <= 4b^2 always fits
@@ -202,8 +202,7 @@ TEST_CASE("Tiling::validate", "[tiling][throws]") {
     CHECK_THROWS_AS((Tiling{Schedule::fused, 0, 4}.validate("v", big, p)), InvalidArgument);
     CHECK_THROWS_AS((Tiling{Schedule::fused, 4, 0}.validate("v", big, p)), InvalidArgument);
     CHECK_THROWS_AS((Tiling{Schedule::fused, -3, 4}.validate("v", big, p)), InvalidArgument);
-    CHECK_THROWS_AS((Tiling{Schedule::materialized, 4, 5}.validate("v", big, p)),
-                    InvalidArgument);
+    CHECK_THROWS_AS((Tiling{Schedule::materialized, 4, 5}.validate("v", big, p)), InvalidArgument);
     CHECK_NOTHROW((Tiling{Schedule::materialized, 5, 5}.validate("v", big, p)));
     CHECK_THROWS_AS(f.validate("v", MemoryModel{0}, p), InvalidArgument);
 }

@@ -2,6 +2,7 @@
 // Owned, seeded operands of one forward problem with optional padding (non-packed strided
 // views), and packed copies of the outputs for comparison with the naive reference.
 
+#include "printing.hpp" // every suite that builds cases also compares IoReports
 #include "random.hpp"
 #include "reference.hpp"
 

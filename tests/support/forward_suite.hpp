@@ -3,12 +3,14 @@
 // bad-value cases of issue 2). Each kernel's *_test.cpp instantiates them for float and double.
 
 #include "attention_case.hpp"
+#include "printing.hpp"
 #include "random.hpp"
 #include "reference.hpp"
 #include "tolerance.hpp"
 
 #include <ioattn/dense/forward.hpp>
 #include <ioattn/error.hpp>
+#include <ioattn/io_cost.hpp>
 #include <ioattn/io_counter.hpp>
 #include <ioattn/memory_model.hpp>
 #include <ioattn/parallel.hpp>
@@ -16,9 +18,8 @@
 #include <ioattn/tiling.hpp>
 #include <ioattn/view.hpp>
 
-#include <tbb/global_control.h>
-
 #include <catch2/catch.hpp>
+#include <tbb/global_control.h>
 
 #include <algorithm>
 #include <cmath>
@@ -33,9 +34,12 @@ namespace ioattn::test {
 /// The kernel's public name, as its messages must give it.
 inline std::string kernel_name(Schedule s) {
     switch (s) {
-    case Schedule::reference: return "forward_reference";
-    case Schedule::fused: return "forward_fused";
-    case Schedule::materialized: return "forward_materialized";
+    case Schedule::reference:
+        return "forward_reference";
+    case Schedule::fused:
+        return "forward_fused";
+    case Schedule::materialized:
+        return "forward_materialized";
     }
     return "?";
 }
@@ -47,8 +51,12 @@ void run_kernel(const ForwardArgs<T>& args,
                 const MemoryModel& memory,
                 Counter& counter) {
     switch (tiling.schedule) {
-    case Schedule::reference: dense::forward_reference<T>(args); return;
-    case Schedule::fused: dense::forward_fused<T, Counter>(args, tiling, memory, counter); return;
+    case Schedule::reference:
+        dense::forward_reference<T>(args);
+        return;
+    case Schedule::fused:
+        dense::forward_fused<T, Counter>(args, tiling, memory, counter);
+        return;
     case Schedule::materialized:
         dense::forward_materialized<T, Counter>(args, tiling, memory, counter);
         return;
@@ -88,14 +96,22 @@ struct Shape {
 /// are multiples of no tile, causal both ways (fully masked rows when n_q > n_k), GQA/MQA, batch.
 inline std::vector<Shape> edge_shapes() {
     return {
-        {1, 1, 0, 1, 1, 1, 0, false},    {1, 1, 0, 1, 37, 16, 0, false},
-        {1, 1, 0, 1, 37, 16, 0, true},   {1, 1, 0, 37, 1, 16, 0, false},
-        {1, 1, 0, 29, 53, 1, 0, false},  {1, 1, 0, 53, 29, 8, 0, false},
-        {1, 1, 0, 29, 53, 8, 3, false},  {1, 1, 0, 31, 17, 4, 13, false},
-        {1, 1, 0, 29, 53, 8, 0, true},   {1, 1, 0, 53, 29, 8, 0, true},
-        {1, 1, 0, 64, 64, 16, 0, true},  {2, 4, 2, 33, 45, 8, 0, false},
-        {2, 6, 3, 45, 33, 8, 5, true},   {3, 2, 1, 17, 19, 12, 0, false},
-        {1, 1, 0, 7, 300, 64, 0, false}, {1, 2, 1, 100, 100, 32, 0, true},
+        {1, 1, 0, 1, 1, 1, 0, false},
+        {1, 1, 0, 1, 37, 16, 0, false},
+        {1, 1, 0, 1, 37, 16, 0, true},
+        {1, 1, 0, 37, 1, 16, 0, false},
+        {1, 1, 0, 29, 53, 1, 0, false},
+        {1, 1, 0, 53, 29, 8, 0, false},
+        {1, 1, 0, 29, 53, 8, 3, false},
+        {1, 1, 0, 31, 17, 4, 13, false},
+        {1, 1, 0, 29, 53, 8, 0, true},
+        {1, 1, 0, 53, 29, 8, 0, true},
+        {1, 1, 0, 64, 64, 16, 0, true},
+        {2, 4, 2, 33, 45, 8, 0, false},
+        {2, 6, 3, 45, 33, 8, 5, true},
+        {3, 2, 1, 17, 19, 12, 0, false},
+        {1, 1, 0, 7, 300, 64, 0, false},
+        {1, 2, 1, 100, 100, 32, 0, true},
     };
 }
 
@@ -104,14 +120,16 @@ inline std::vector<Shape> edge_shapes() {
 inline std::vector<Tiling> edge_tilings(Schedule schedule, const Problem& problem) {
     const Problem p = resolve(problem);
     switch (schedule) {
-    case Schedule::reference: return {Tiling{Schedule::reference, p.n_q, p.n_k}};
+    case Schedule::reference:
+        return {Tiling{Schedule::reference, p.n_q, p.n_k}};
     case Schedule::fused: {
         std::vector<Tiling> t = {{Schedule::fused, 1, 1},
                                  {Schedule::fused, 3, 5},
                                  {Schedule::fused, 8, 4},
                                  {Schedule::fused, 16, 64},
                                  {Schedule::fused, p.n_q + 5, p.n_k + 5}};
-        if (auto m = Tiling::try_for_memory(Schedule::fused, MemoryModel{16 * (p.d + p.d_v) * 8}, p))
+        if (auto m =
+                Tiling::try_for_memory(Schedule::fused, MemoryModel{16 * (p.d + p.d_v) * 8}, p))
             t.push_back(*m);
         return t;
     }
@@ -220,7 +238,8 @@ inline Problem random_problem(Rng& rng) {
 inline Tiling random_tiling(Rng& rng, Schedule schedule, const Problem& problem) {
     const Problem p = resolve(problem);
     switch (schedule) {
-    case Schedule::reference: return {Schedule::reference, p.n_q, p.n_k};
+    case Schedule::reference:
+        return {Schedule::reference, p.n_q, p.n_k};
     case Schedule::fused:
         return {Schedule::fused, rng.uniform_int(1, p.n_q + 4), rng.uniform_int(1, p.n_k + 4)};
     case Schedule::materialized: {
@@ -239,10 +258,10 @@ void suite_random(Schedule schedule) {
         Rng rng(seed);
         const Problem p = random_problem(rng);
         const Tiling tiling = random_tiling(rng, schedule, p);
-        const Padding pad = rng.uniform_int(0, 1) == 0
-                                ? Padding{}
-                                : Padding{rng.uniform_int(0, 3), rng.uniform_int(0, 9),
-                                          rng.uniform_int(0, 9)};
+        const Padding pad =
+            rng.uniform_int(0, 1) == 0
+                ? Padding{}
+                : Padding{rng.uniform_int(0, 3), rng.uniform_int(0, 9), rng.uniform_int(0, 9)};
         AttentionCase<T> c(p, seed, pad);
         CAPTURE(p, tiling, seed, pad.row, pad.head, pad.batch);
         run_kernel<T>(c.args(), tiling);
@@ -295,12 +314,10 @@ void suite_determinism(const Tiling& tiling) {
         with_threads(1, [&] { run_kernel<T>(arena.args(), tiling); });
         CHECK(std::memcmp(one.o.data.data(), two.o.data.data(), one.o.data.size() * sizeof(T)) ==
               0);
-        CHECK(std::memcmp(one.lse.data.data(),
-                          two.lse.data.data(),
-                          one.lse.data.size() * sizeof(T)) == 0);
-        CHECK(std::memcmp(one.o.data.data(),
-                          arena.o.data.data(),
-                          one.o.data.size() * sizeof(T)) == 0);
+        CHECK(std::memcmp(
+                  one.lse.data.data(), two.lse.data.data(), one.lse.data.size() * sizeof(T)) == 0);
+        CHECK(std::memcmp(one.o.data.data(), arena.o.data.data(), one.o.data.size() * sizeof(T)) ==
+              0);
         check_outputs(two);
     }
 }
@@ -308,7 +325,8 @@ void suite_determinism(const Tiling& tiling) {
 // --- bad values ----------------------------------------------------------------------------
 
 /// Counts NaN elements of a packed vector in [first, first + count).
-inline std::int64_t count_nan(const std::vector<double>& x, std::int64_t first, std::int64_t count) {
+inline std::int64_t
+count_nan(const std::vector<double>& x, std::int64_t first, std::int64_t count) {
     std::int64_t n = 0;
     for (std::int64_t e = first; e < first + count; ++e)
         n += std::isnan(x[static_cast<std::size_t>(e)]) ? 1 : 0;
@@ -335,7 +353,7 @@ void suite_nan_in_q(const Tiling& tiling) {
         const std::vector<double> o = c.o.packed();
         const std::vector<double> lse = c.lse.packed();
         const std::int64_t row = (b * p.heads + h) * p.n_q + i;
-        CHECK(count_nan(o, row * p.d_v, p.d_v) == p.d_v);                 // the row: all NaN
+        CHECK(count_nan(o, row * p.d_v, p.d_v) == p.d_v);                     // the row: all NaN
         CHECK(count_nan(o, 0, static_cast<std::int64_t>(o.size())) == p.d_v); // nowhere else
         CHECK(std::isnan(lse[static_cast<std::size_t>(row)]));
         CHECK(count_nan(lse, 0, static_cast<std::int64_t>(lse.size())) == 1);
@@ -492,6 +510,129 @@ void suite_fully_masked(const Tiling& tiling) {
     check_masked_rows_exact(poisoned);
 }
 
+// --- kind 3: I/O exactness -----------------------------------------------------------------
+
+/// Counted I/O equals io_cost_forward exactly (peak included) on random shapes and valid random
+/// tilings; peak <= M; one word less of M, or of the counter's capacity, throws CapacityError;
+/// the dry run counts the same; counting does not change the result.
+template <typename T>
+void suite_io_exact(Schedule schedule) {
+    const int cases = 30 * test_multiplier();
+    for (int n = 0; n < cases; ++n) {
+        const auto seed = static_cast<std::uint64_t>(9000 + n);
+        Rng rng(seed);
+        const Problem p = random_problem(rng);
+        const Tiling tiling = random_tiling(rng, schedule, p);
+        const std::int64_t need = tiling.resident_words(p);
+        const MemoryModel memory{need + rng.uniform_int(0, 3)};
+        CAPTURE(p, tiling, memory.fast_words, seed);
+        AttentionCase<T> c(p, seed);
+        IoCounter counter(memory.fast_words);
+        run_kernel<T, IoCounter>(c.args(), tiling, memory, counter);
+        const IoReport expect = io_cost_forward(p, tiling);
+        const IoReport got = counter.report();
+        CAPTURE(got, expect);
+        CHECK(got == expect);
+        CHECK(got.peak <= memory.fast_words);
+        check_outputs(c);
+
+        AttentionCase<T> plain(p, seed);
+        run_kernel<T>(plain.args(), tiling);
+        CHECK(std::memcmp(plain.o.data.data(), c.o.data.data(), c.o.data.size() * sizeof(T)) == 0);
+
+        const MemoryModel short_memory{got.peak - 1};
+        IoCounter short_counter(short_memory.fast_words);
+        CHECK_THROWS_AS((run_kernel<T, IoCounter>(c.args(), tiling, short_memory, short_counter)),
+                        CapacityError);
+        IoCounter small_counter(got.peak - 1); // the counter alone catches the excess
+        CHECK_THROWS_AS((run_kernel<T, IoCounter>(c.args(), tiling, memory, small_counter)),
+                        CapacityError);
+
+        CHECK(dense::dry_run_forward(p, tiling, memory) == expect);
+
+        // the kernel with DryRunCounter: shape-only views with null data count the same, and
+        // with real views it leaves the outputs alone
+        ForwardArgs<T> shapes = c.args();
+        shapes.q.data = nullptr;
+        shapes.k.data = nullptr;
+        shapes.v.data = nullptr;
+        shapes.o.data = nullptr;
+        shapes.lse.data = nullptr;
+        DryRunCounter dry(memory.fast_words);
+        run_kernel<T, DryRunCounter>(shapes, tiling, memory, dry);
+        CHECK(dry.report() == expect);
+        AttentionCase<T> untouched(p, seed);
+        DryRunCounter dry_real(memory.fast_words);
+        run_kernel<T, DryRunCounter>(untouched.args(), tiling, memory, dry_real);
+        CHECK(dry_real.report() == expect);
+        CHECK(std::all_of(untouched.o.data.begin(), untouched.o.data.end(), [](T x) {
+            return x == kOutputSentinel<T>;
+        }));
+        CHECK_THROWS_AS(dense::dry_run_forward(p, tiling, short_memory), CapacityError);
+    }
+}
+
+/// The recorded trace adds up to the counts.
+template <typename T>
+void suite_io_trace(const Tiling& tiling) {
+    Problem p;
+    p.batch = 2;
+    p.heads = 2;
+    p.kv_heads = 1;
+    p.n_q = 37;
+    p.n_k = 29;
+    p.d = 8;
+    p.d_v = 5;
+    p.causal = true;
+    AttentionCase<T> c(p, 17);
+    const MemoryModel memory{tiling.resident_words(c.problem)};
+    IoCounter counter(memory.fast_words, true);
+    run_kernel<T, IoCounter>(c.args(), tiling, memory, counter);
+    std::int64_t reads = 0;
+    std::int64_t writes = 0;
+    for (const TraceEvent& e : counter.trace()) {
+        if (e.kind == TraceEvent::Kind::read)
+            reads += e.block.words();
+        else if (e.kind == TraceEvent::Kind::write)
+            writes += e.block.words();
+    }
+    CHECK(reads == counter.report().reads);
+    CHECK(writes == counter.report().writes);
+    CHECK(counter.report() == io_cost_forward(p, tiling));
+
+    // `complete` events: every allowed entry of S = Q K^T of every slice becomes final exactly
+    // once (the epoch check of the ff verifier relies on this)
+    const Problem r = c.problem;
+    std::vector<int> done(static_cast<std::size_t>(r.batch_heads() * r.n_q * r.n_k), 0);
+    bool in_range = true;
+    for (const TraceEvent& e : counter.trace()) {
+        if (e.kind != TraceEvent::Kind::complete)
+            continue;
+        const Block& b = e.block;
+        CHECK(b.operand == Operand::scores);
+        if (b.slice < 0 || b.slice >= r.batch_heads() || b.row0 < 0 || b.col0 < 0 ||
+            b.row0 + b.rows > r.n_q || b.col0 + b.cols > r.n_k) {
+            in_range = false;
+            continue;
+        }
+        for (std::int64_t i = b.row0; i < b.row0 + b.rows; ++i)
+            for (std::int64_t j = b.col0; j < b.col0 + b.cols; ++j)
+                ++done[static_cast<std::size_t>((b.slice * r.n_q + i) * r.n_k + j)];
+    }
+    CHECK(in_range);
+    std::int64_t missing = 0;
+    std::int64_t repeated = 0;
+    for (std::int64_t s = 0; s < r.batch_heads(); ++s)
+        for (std::int64_t i = 0; i < r.n_q; ++i)
+            for (std::int64_t j = 0; j < r.n_k; ++j) {
+                const int n = done[static_cast<std::size_t>((s * r.n_q + i) * r.n_k + j)];
+                missing += (visible(r, i, j) && n == 0) ? 1 : 0;
+                repeated += n > 1 ? 1 : 0;
+            }
+    CHECK(missing == 0);
+    CHECK(repeated == 0);
+}
+
 // --- kind 6: every documented throw --------------------------------------------------------
 
 template <typename T>
@@ -552,7 +693,8 @@ void suite_throws(Schedule schedule) {
         expect_invalid(a);
     }
     SECTION("negative or non-finite scale") {
-        for (const double bad : {-0.5, std::numeric_limits<double>::quiet_NaN(),
+        for (const double bad : {-0.5,
+                                 std::numeric_limits<double>::quiet_NaN(),
                                  std::numeric_limits<double>::infinity()}) {
             ForwardArgs<T> a = c.args();
             a.problem.scale = bad;
@@ -624,8 +766,7 @@ void suite_throws(Schedule schedule) {
         a.lse = TensorView<T>::packed(c.o.data.data(), p.batch, p.heads, p.n_q, 1);
         expect_invalid(a);
         a = c.args();
-        a.o = TensorView<T>::packed(c.v.data.data(), p.batch, p.kv_heads, p.n_k,
-                                    p.d_v);
+        a.o = TensorView<T>::packed(c.v.data.data(), p.batch, p.kv_heads, p.n_k, p.d_v);
         a.o.heads = p.heads;
         a.o.rows = p.n_q;
         a.o.stride_batch = 0;

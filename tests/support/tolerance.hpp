@@ -8,10 +8,10 @@
 // (err(naive) = 0) still allow a different but correct summation order.
 
 #include <algorithm>
-#include <type_traits>
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace ioattn::test {
@@ -55,10 +55,10 @@ long double magnitude(const std::vector<A>& a) {
     return m;
 }
 
-/// The tiny term: 32 ulps of T at the outputs' magnitude.
+/// The tiny term: 4 ulps of T at the outputs' magnitude.
 template <typename T, typename A>
 long double tiny(const std::vector<A>& oracle) {
-    return 32.0L * static_cast<long double>(std::numeric_limits<T>::epsilon()) * magnitude(oracle);
+    return 4.0L * static_cast<long double>(std::numeric_limits<T>::epsilon()) * magnitude(oracle);
 }
 
 /// Verdict of the error rule for one output tensor (O or L).

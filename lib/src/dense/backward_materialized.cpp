@@ -51,13 +51,28 @@ namespace ioattn::dense {
 namespace {
 
 /// One kv slice (batch bb, kv head g) and its group of query heads; `probs` is the slow-memory
-/// P/dS buffer [group][n_q][n_k] and `fast` the per-worker fast-memory scratch.
+/// P/dS buffer [group][n_q][n_k] and `fast` the per-worker fast-memory scratch, laid out as a
+/// row vector (rb), a tile (rb x cb) and a chunk (max(rb, cb) x wb) with rb = min(b, n_q),
+/// cb = min(b, n_k), wb = min(b, max(d, d_v)).
 template <typename Scalar>
 struct Group {
     const BackwardArgs<Scalar>* a;
     std::int64_t b, bb, g;
     Scalar* probs;
     const kernels::Workspace<Scalar>* fast;
+
+    [[nodiscard]] static std::int64_t scratch_words(const Problem& p, std::int64_t b) {
+        const std::int64_t rb = std::min(b, p.n_q), cb = std::min(b, p.n_k);
+        return rb + rb * cb + std::max(rb, cb) * std::min(b, std::max(p.d, p.d_v));
+    }
+
+    [[nodiscard]] Scalar* vec(int worker) const { return fast->slab(worker); }
+
+    [[nodiscard]] Scalar* tile(int worker) const { return vec(worker) + std::min(b, p().n_q); }
+
+    [[nodiscard]] Scalar* chunk(int worker) const {
+        return tile(worker) + std::min(b, p().n_q) * std::min(b, p().n_k);
+    }
 
     [[nodiscard]] const Problem& p() const { return a->problem; }
 
@@ -95,6 +110,37 @@ Scalar dot(const Scalar* x, const Scalar* y, std::int64_t n) {
     return acc;
 }
 
+/// tile (r x c) += A_i[:,z] B_j[:,z]^T on the visible entries, B_j[:,z] first transposed into
+/// bt (zw x c); a_row(x) and b_row(y) point at the chunk of row x of A_i and row y of B_j.
+template <typename Scalar, typename RowA, typename RowB>
+void add_product(const Group<Scalar>& w,
+                 std::int64_t i0,
+                 std::int64_t j0,
+                 std::int64_t zw,
+                 const RowA& a_row,
+                 const RowB& b_row,
+                 Scalar* tile,
+                 Scalar* bt) {
+    const std::int64_t r = w.rows(i0), c = w.cols(j0);
+    const std::int64_t cols = w.seen(i0 + r - 1, j0, c); // columns any row of the tile sees
+    for (std::int64_t y = 0; y < cols; ++y) {
+        const Scalar* src = b_row(y);
+        for (std::int64_t z = 0; z < zw; ++z)
+            bt[z * c + y] = src[z];
+    }
+    for (std::int64_t x = 0; x < r; ++x) {
+        const Scalar* ar = a_row(x);
+        Scalar* t = tile + x * c;
+        const std::int64_t seen = w.seen(i0 + x, j0, c);
+        for (std::int64_t z = 0; z < zw; ++z) {
+            const Scalar az = ar[z];
+            const Scalar* bz = bt + z * c;
+            for (std::int64_t y = 0; y < seen; ++y)
+                t[y] += az * bz[y];
+        }
+    }
+}
+
 /// P phase for head k, row tile i0: P_ij = exp(scale * Q_i K_j^T - L_i) per visible tile.
 template <typename Scalar, typename Counter>
 void probs_tile(const Group<Scalar>& w, std::int64_t k, std::int64_t i0, int worker, Counter& io) {
@@ -110,7 +156,7 @@ void probs_tile(const Group<Scalar>& w, std::int64_t k, std::int64_t i0, int wor
         io.acquire(r * c);
         Scalar* s = nullptr;
         if constexpr (Counter::kComputes) {
-            s = w.fast->slab(worker);
+            s = w.tile(worker);
             std::fill(s, s + r * c, Scalar(0));
         }
         for (std::int64_t k0 = 0; k0 < p.d; k0 += w.b) {
@@ -120,11 +166,15 @@ void probs_tile(const Group<Scalar>& w, std::int64_t k, std::int64_t i0, int wor
             io.read({Operand::k, w.kv_slice(), j0, c, k0, kw});
             if constexpr (Counter::kComputes) {
                 // --- S_ij += Q_i[:,k] K_j[:,k]^T (visible entries) ---
-                for (std::int64_t x = 0; x < r; ++x) {
-                    const Scalar* q = a.q.row(w.bb, w.head(k), i0 + x) + k0;
-                    for (std::int64_t y = 0; y < w.seen(i0 + x, j0, c); ++y)
-                        s[x * c + y] += dot(q, a.k.row(w.bb, w.g, j0 + y) + k0, kw);
-                }
+                add_product(
+                    w,
+                    i0,
+                    j0,
+                    kw,
+                    [&](std::int64_t x) { return a.q.row(w.bb, w.head(k), i0 + x) + k0; },
+                    [&](std::int64_t y) { return a.k.row(w.bb, w.g, j0 + y) + k0; },
+                    s,
+                    w.chunk(worker));
             }
             io.release((r + c) * kw);
         }
@@ -158,8 +208,8 @@ void d_scores_tile(
         return;
     Scalar *delta = nullptr, *dp = nullptr;
     if constexpr (Counter::kComputes) {
-        delta = w.fast->slab(worker);
-        dp = delta + std::min(w.b, p.n_q);
+        delta = w.vec(worker);
+        dp = w.tile(worker);
         std::fill(delta, delta + r, Scalar(0));
     }
     io.acquire(r);
@@ -187,11 +237,15 @@ void d_scores_tile(
             io.read({Operand::v, w.kv_slice(), j0, c, x0, xw});
             if constexpr (Counter::kComputes) {
                 // --- dP_ij += dO_i[:,x] V_j[:,x]^T (visible entries) ---
-                for (std::int64_t x = 0; x < r; ++x) {
-                    const Scalar* d_o = a.d_o.row(w.bb, h, i0 + x) + x0;
-                    for (std::int64_t y = 0; y < w.seen(i0 + x, j0, c); ++y)
-                        dp[x * c + y] += dot(d_o, a.v.row(w.bb, w.g, j0 + y) + x0, xw);
-                }
+                add_product(
+                    w,
+                    i0,
+                    j0,
+                    xw,
+                    [&](std::int64_t x) { return a.d_o.row(w.bb, h, i0 + x) + x0; },
+                    [&](std::int64_t y) { return a.v.row(w.bb, w.g, j0 + y) + x0; },
+                    dp,
+                    w.chunk(worker));
             }
             io.release((r + c) * xw);
         }
@@ -225,7 +279,7 @@ void d_q_chunk(const Group<Scalar>& w,
     const std::int64_t r = w.rows(i0), kw = std::min(w.b, p.d - k0), h = w.head(k);
     Scalar* acc = nullptr;
     if constexpr (Counter::kComputes) {
-        acc = w.fast->slab(worker);
+        acc = w.vec(worker);
         std::fill(acc, acc + r * kw, Scalar(0));
     }
     io.acquire(r * kw);
@@ -238,7 +292,8 @@ void d_q_chunk(const Group<Scalar>& w,
             // --- dQ_ik += dS_ij K_j[:,k] (visible entries) ---
             for (std::int64_t x = 0; x < r; ++x) {
                 const Scalar* ds = w.pds(k, i0 + x, j0);
-                for (std::int64_t y = 0; y < w.seen(i0 + x, j0, c); ++y) {
+                const std::int64_t seen = w.seen(i0 + x, j0, c);
+                for (std::int64_t y = 0; y < seen; ++y) {
                     const Scalar* key = a.k.row(w.bb, w.g, j0 + y) + k0;
                     for (std::int64_t z = 0; z < kw; ++z)
                         acc[x * kw + z] += ds[y] * key[z];
@@ -257,6 +312,29 @@ void d_q_chunk(const Group<Scalar>& w,
     io.release(r * kw);
 }
 
+/// acc (c x zw) += P_ij^T dO_i[:,z] (values) or dS_ij^T Q_i[:,z], visible entries only.
+template <typename Scalar>
+void add_transposed(const Group<Scalar>& w,
+                    bool values,
+                    std::int64_t k,
+                    std::int64_t i0,
+                    std::int64_t j0,
+                    std::int64_t z0,
+                    std::int64_t zw,
+                    Scalar* acc) {
+    const BackwardArgs<Scalar>& a = *w.a;
+    const std::int64_t r = w.rows(i0), c = w.cols(j0);
+    for (std::int64_t x = 0; x < r; ++x) {
+        const Scalar* ps = w.pds(k, i0 + x, j0);
+        const Scalar* row = values ? a.d_o.row(w.bb, w.head(k), i0 + x) + z0
+                                   : a.q.row(w.bb, w.head(k), i0 + x) + z0;
+        const std::int64_t seen = w.seen(i0 + x, j0, c);
+        for (std::int64_t y = 0; y < seen; ++y)
+            for (std::int64_t z = 0; z < zw; ++z)
+                acc[y * zw + z] += ps[y] * row[z];
+    }
+}
+
 /// dV (values = true) or dK phase for key tile j0 and one column chunk z0 of dV or dK:
 /// dV_jx = sum P_ij^T dO_i[:,x] or dK_jk = scale * sum dS_ij^T Q_i[:,k], summed over the heads
 /// of the group and the row tiles that see j, in order.
@@ -273,7 +351,7 @@ void d_kv_chunk(const Group<Scalar>& w,
     const std::int64_t zw = std::min(w.b, width - z0);
     Scalar* acc = nullptr;
     if constexpr (Counter::kComputes) {
-        acc = w.fast->slab(worker);
+        acc = w.vec(worker);
         std::fill(acc, acc + c * zw, Scalar(0));
     }
     io.acquire(c * zw);
@@ -285,17 +363,8 @@ void d_kv_chunk(const Group<Scalar>& w,
             io.acquire(r * c + r * zw);
             io.read({values ? Operand::probs : Operand::d_scores, w.q_slice(k), i0, r, j0, c});
             io.read({values ? Operand::d_o : Operand::q, w.q_slice(k), i0, r, z0, zw});
-            if constexpr (Counter::kComputes) {
-                // --- dV_jx += P_ij^T dO_i[:,x]  or  dK_jk += dS_ij^T Q_i[:,k] (visible) ---
-                for (std::int64_t x = 0; x < r; ++x) {
-                    const Scalar* ps = w.pds(k, i0 + x, j0);
-                    const Scalar* row = values ? a.d_o.row(w.bb, w.head(k), i0 + x) + z0
-                                               : a.q.row(w.bb, w.head(k), i0 + x) + z0;
-                    for (std::int64_t y = 0; y < w.seen(i0 + x, j0, c); ++y)
-                        for (std::int64_t z = 0; z < zw; ++z)
-                            acc[y * zw + z] += ps[y] * row[z];
-                }
-            }
+            if constexpr (Counter::kComputes)
+                add_transposed(w, values, k, i0, j0, z0, zw, acc);
             io.release(r * c + r * zw);
         }
     }
@@ -331,11 +400,9 @@ void backward_materialized(const BackwardArgs<Scalar>& args,
     const std::int64_t row_tiles = (p.n_q + b - 1) / b, key_tiles = (p.n_k + b - 1) / b;
     const std::int64_t dch = (p.d + b - 1) / b, vch = (p.d_v + b - 1) / b;
     // fast memory: one b x b tile and b-wide chunks (plus D_i); slow memory: P, then dS
-    const std::int64_t rb = std::min(b, p.n_q), cb = std::min(b, p.n_k);
-    const std::int64_t wb = std::min(b, std::max(p.d, p.d_v));
     const bool computes = Counter::kComputes;
     const kernels::Workspace<Scalar> fast(computes ? max_concurrency() : 0,
-                                          rb + rb * cb + std::max(rb, cb) * wb);
+                                          Group<Scalar>::scratch_words(p, b));
     const kernels::Workspace<Scalar> slow(computes ? 1 : 0, p.group() * p.n_q * p.n_k);
     for (std::int64_t kv = 0; kv < p.batch * p.kv_heads; ++kv) {
         const Group<Scalar> w{
@@ -367,6 +434,7 @@ void backward_materialized(const BackwardArgs<Scalar>& args,
     }
 }
 
+// NOLINTBEGIN(bugprone-macro-parentheses): the arguments are types
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
     template void backward_materialized<Scalar, Counter>(                                          \
         const BackwardArgs<Scalar>&, const Tiling&, const MemoryModel&, Counter&);
@@ -377,5 +445,6 @@ IOATTN_INSTANTIATE(double, NullCounter)
 IOATTN_INSTANTIATE(double, IoCounter)
 IOATTN_INSTANTIATE(double, DryRunCounter)
 #undef IOATTN_INSTANTIATE
+// NOLINTEND(bugprone-macro-parentheses)
 
 } // namespace ioattn::dense

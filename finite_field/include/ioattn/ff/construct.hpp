@@ -13,7 +13,8 @@ namespace ioattn::ff {
 /// The a_i are distinct iff p >= N; Lemma 4.7 (every d rows independent) needs that, and the
 /// verifier asks p > N. With `allow_repeated_points` (negative controls) p <= N is accepted.
 /// Throws InvalidArgument for n < 1, d < 1, d > n, or p <= n without the flag.
-Matrix vandermonde(std::int64_t n, std::int64_t d, const Prime& p, bool allow_repeated_points = false);
+Matrix
+vandermonde(std::int64_t n, std::int64_t d, const Prime& p, bool allow_repeated_points = false);
 
 /// Vandermonde matrix on the given points (reduced mod p): row i = powers of points[i].
 Matrix vandermonde_on(const std::vector<std::int64_t>& points, std::int64_t d, const Prime& p);
@@ -24,7 +25,8 @@ Matrix random_matrix(std::int64_t rows, std::int64_t cols, const Prime& p, std::
 /// The negative control: an n x d matrix of rank exactly `rank_k` < d (a product of random
 /// n x rank_k and rank_k x d factors, redrawn until the rank is exact). Throws InvalidArgument
 /// unless 1 <= rank_k < d <= n.
-Matrix rank_deficient(std::int64_t n, std::int64_t d, std::int64_t rank_k, const Prime& p, std::uint64_t seed);
+Matrix rank_deficient(
+    std::int64_t n, std::int64_t d, std::int64_t rank_k, const Prime& p, std::uint64_t seed);
 
 /// The binary case (Saha & Ye Lemma 4.9): the transpose of the parity-check matrix of the
 /// narrow-sense binary BCH code of length N = 2^m - 1 and designed distance s = 2t + 1.

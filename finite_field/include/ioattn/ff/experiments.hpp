@@ -21,18 +21,19 @@ struct Progress {
 
 /// Parameters of a run. Sizes sweep powers of two up to the maxima (and the maxima).
 struct Config {
-    std::int64_t n = 256;   ///< largest sequence length N
-    std::int64_t d = 32;    ///< largest head dimension d (d <= N)
-    std::int64_t p = 0;     ///< the prime; 0: next_prime(max(n, 2^20)) (count: its own tiny p)
-    std::int64_t m = 0;     ///< epochs: one fast-memory size M; 0: sweep 4d, 8d, ..., N d
+    std::int64_t n = 256;    ///< largest sequence length N
+    std::int64_t d = 32;     ///< largest head dimension d (d <= N)
+    std::int64_t p = 0;      ///< the prime; 0: next_prime(max(n, 2^20)) (count: its own tiny p)
+    std::int64_t m = 0;      ///< epochs: one fast-memory size M; 0: sweep 4d, 8d, ..., N d
     std::int64_t trials = 0; ///< random instances per shape; 0: each experiment's default
     std::uint64_t seed = 1;
-    int threads = 0;             ///< 0: all
+    int threads = 0;               ///< 0: all
     bool negative_control = false; ///< accept p <= N (the rank formula may then fail)
     Progress* progress = nullptr;  ///< optional; updated while running
 
-    /// Throws InvalidArgument naming `where` and the value: n < 1, d < 1, d > n, m < 0,
-    /// trials < 0, p given but not prime or >= 2^60, p <= n without negative_control.
+    /// Throws InvalidArgument naming `where` and the value: n < 1, n > 4096, d < 1, d > n,
+    /// m < 0 or m > 2^40, trials < 0, p given but not prime or >= 2^60, p <= n without
+    /// negative_control.
     void validate(std::string_view where) const;
 
     /// The prime used for F_p experiments (p, or the default).

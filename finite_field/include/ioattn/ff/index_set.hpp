@@ -18,7 +18,10 @@ struct Entry {
     std::int64_t row = 0;
     std::int64_t col = 0;
 
-    auto operator<=>(const Entry&) const = default;
+    bool operator==(const Entry&) const = default;
+
+    /// Row-major order.
+    bool operator<(const Entry& o) const { return row != o.row ? row < o.row : col < o.col; }
 };
 
 /// A set of entries of an n_rows x n_cols matrix, kept sorted and without duplicates.
@@ -31,7 +34,9 @@ public:
     IndexSet(std::int64_t n_rows, std::int64_t n_cols, std::vector<Entry> entries);
 
     [[nodiscard]] std::int64_t n_rows() const { return n_rows_; }
+
     [[nodiscard]] std::int64_t n_cols() const { return n_cols_; }
+
     [[nodiscard]] const std::vector<Entry>& entries() const { return entries_; }
 
     /// |I|.
@@ -91,7 +96,8 @@ struct NamedSet {
 // --- families (index_set_families.cpp) ---
 
 /// rows x cols rectangle with top-left (row0, col0) in an n x n matrix.
-IndexSet rectangle(std::int64_t n, std::int64_t row0, std::int64_t col0, std::int64_t rows, std::int64_t cols);
+IndexSet rectangle(
+    std::int64_t n, std::int64_t row0, std::int64_t col0, std::int64_t rows, std::int64_t cols);
 
 /// `count` full rows (all n columns) starting at row0.
 IndexSet full_rows(std::int64_t n, std::int64_t row0, std::int64_t count);
@@ -116,7 +122,8 @@ IndexSet from_mask(std::int64_t n, std::uint64_t mask);
 /// max(r_R, r_C) for head dimension d: random single-entry moves (biased toward rows and
 /// columns already holding >= d entries), accepted when not worse, `steps` moves. Returns the
 /// best set seen.
-IndexSet adversarial_search(std::int64_t n, std::int64_t size, std::int64_t d, std::uint64_t seed, std::int64_t steps);
+IndexSet adversarial_search(
+    std::int64_t n, std::int64_t size, std::int64_t d, std::uint64_t seed, std::int64_t steps);
 
 /// The standard family list of the experiments for an n x n matrix and head dimension d:
 /// rectangles, squares below and above d, full rows and columns, sets with fewer than d entries

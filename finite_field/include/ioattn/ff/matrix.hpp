@@ -23,6 +23,7 @@ public:
     Matrix(std::int64_t rows, std::int64_t cols);
 
     [[nodiscard]] std::int64_t rows() const { return rows_; }
+
     [[nodiscard]] std::int64_t cols() const { return cols_; }
 
     std::int64_t& operator()(std::int64_t i, std::int64_t j) {

@@ -27,6 +27,7 @@ std::int64_t query_map_rank_blocks(const IndexSet& set, const Matrix& k, const P
 std::int64_t key_map_rank_blocks(const IndexSet& set, const Matrix& q, const Prime& p);
 
 /// (Q K^T)|_I in the order of set.entries(), computed naively.
-std::vector<std::int64_t> restricted_product(const Matrix& q, const Matrix& k, const IndexSet& set, const Prime& p);
+std::vector<std::int64_t>
+restricted_product(const Matrix& q, const Matrix& k, const IndexSet& set, const Prime& p);
 
 } // namespace ioattn::ff

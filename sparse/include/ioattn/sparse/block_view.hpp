@@ -17,8 +17,9 @@ enum class TileKind : std::uint8_t {
 
 /// One non-empty tile of a row block.
 struct BlockTile {
-    std::int64_t col_block = 0; ///< column tile index: keys [col_block*Bc, min((col_block+1)*Bc, n_k))
-    std::int64_t nonzeros = 0;  ///< allowed pairs inside the tile (>= 1)
+    std::int64_t col_block =
+        0; ///< column tile index: keys [col_block*Bc, min((col_block+1)*Bc, n_k))
+    std::int64_t nonzeros = 0;         ///< allowed pairs inside the tile (>= 1)
     TileKind kind = TileKind::partial; ///< partial or full (empty tiles are not listed)
 
     bool operator==(const BlockTile&) const = default;
@@ -29,12 +30,12 @@ struct BlockTile {
 /// are clipped, and "full" means full of the clipped tile. Immutable after construction;
 /// concurrent reads are safe.
 struct BlockView {
-    std::int64_t rows = 0;         ///< Br
-    std::int64_t cols = 0;         ///< Bc
-    std::int64_t n_q = 0;          ///< query rows of the support
-    std::int64_t n_k = 0;          ///< keys of the support
-    std::int64_t row_blocks = 0;   ///< ceil(n_q / Br)
-    std::int64_t col_blocks = 0;   ///< ceil(n_k / Bc)
+    std::int64_t rows = 0;                  ///< Br
+    std::int64_t cols = 0;                  ///< Bc
+    std::int64_t n_q = 0;                   ///< query rows of the support
+    std::int64_t n_k = 0;                   ///< keys of the support
+    std::int64_t row_blocks = 0;            ///< ceil(n_q / Br)
+    std::int64_t col_blocks = 0;            ///< ceil(n_k / Bc)
     std::vector<std::int64_t> tile_offsets; ///< row_blocks + 1 offsets into `tiles`
     std::vector<BlockTile> tiles;           ///< non-empty tiles, by row block, col_block ascending
     std::vector<std::int64_t> key_offsets;  ///< row_blocks + 1 offsets into `keys`

@@ -7,7 +7,9 @@
 /// with n_q < n_k the queries are the last n_q positions (decode: n_q = 1). Every builder
 /// accepts n_q, n_k >= 0 and throws InvalidArgument naming itself and the bad value otherwise.
 /// Builders are serial; random ones draw from a generator seeded per (seed, row) or
-/// (seed, row block), so the same seed gives the same support on every machine thread count.
+/// (seed, row block), so the same seed gives the same support on any thread count; the
+/// generator is ioattn's own (no std:: distributions), so only pattern_random's log1p could
+/// differ between C libraries.
 /// Cost: O(n_q + Z_QK) unless stated.
 
 #include <ioattn/sparse/support.hpp>
@@ -56,11 +58,8 @@ Support pattern_bigbird(std::int64_t n_q,
 /// Random block-sparse: the grid of b x b blocks anchored at (0, 0) (edge blocks clipped),
 /// each block kept independently with probability density. b >= 1, density in [0, 1].
 /// Cost O(n_q + Z_QK + ceil(n_q/b) ceil(n_k/b)).
-Support pattern_block(std::int64_t n_q,
-                      std::int64_t n_k,
-                      std::int64_t b,
-                      double density,
-                      std::uint64_t seed);
+Support pattern_block(
+    std::int64_t n_q, std::int64_t n_k, std::int64_t b, double density, std::uint64_t seed);
 
 /// Each pair kept independently with probability density in [0, 1] (geometric skipping, so
 /// the cost is O(n_q + Z_QK), not O(n_q n_k)).
@@ -77,7 +76,7 @@ Support intersection_of(const Support& a, const Support& b);
 /// Terms: `dense`, `causal`, `window:W`, `causal-window:W`, `dilated:W:S`, `global:G`,
 /// `bigbird:W:G:R`, `strided:L`, `block:B:DENSITY`, `random:DENSITY`, `file:PATH` (a Matrix
 /// Market coordinate file, see read_matrix_market; it must be n_q x n_k; PATH runs to the next
-/// `+`, `&` or `)`, so it cannot contain those). Integers are decimal, DENSITY a decimal
+/// `+`, `&`, `(` or `)`, so it cannot contain those). Integers are decimal, DENSITY a decimal
 /// number in [0, 1].
 /// Operators: `+` is union, `&` is intersection; `&` binds tighter than `+` (as * over +),
 /// both associate left, and parentheses group: `window:4+global:2&causal` is
@@ -88,6 +87,7 @@ Support intersection_of(const Support& a, const Support& b);
 /// Throws InvalidArgument naming the offending token: unknown name, wrong number of
 /// arguments, an argument that is not a number or is out of range, an empty term, an
 /// unbalanced parenthesis, a file that cannot be read or has the wrong shape.
-Support parse_pattern(std::string_view spec, std::int64_t n_q, std::int64_t n_k, std::uint64_t seed);
+Support
+parse_pattern(std::string_view spec, std::int64_t n_q, std::int64_t n_k, std::uint64_t seed);
 
 } // namespace ioattn::sparse

@@ -1,0 +1,228 @@
+// ioattn bench: benchmark suites measured in one run (DESIGN.md §5). --suite dense: fp32, B=1,
+// H=8, N in {1024, 4096}, d in {64, 128}: the fused forward (NullCounter, tuned tiling), the
+// naive OpenBLAS attention in both threading modes, and OpenBLAS SGEMM 2048^3 as the roofline,
+// all on the same thread count; medians of --repeat runs after a warm-up.
+
+#include "commands.hpp"
+#include "options.hpp"
+#include "output.hpp"
+
+#include <ioattn/dense.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <bench_util.hpp>
+#include <unistd.h>
+
+namespace ioattn::app {
+
+namespace {
+
+constexpr const char* kWhere = "bench";
+
+struct BenchOptions {
+    std::string suite = "dense";
+    bool quick = false;
+    bool json = false;
+    bool csv = false;
+    int threads = 2;
+    int repeat = 5;
+    std::uint64_t seed = 42;
+};
+
+struct Result {
+    std::string what;
+    std::int64_t n = 0;
+    std::int64_t d = 0;
+    std::string tiling;
+    double seconds = 0;
+    double gflops = 0;
+    double ratio = 0;   ///< to SGEMM
+    double speedup = 0; ///< naive (best mode) seconds / this seconds; 0 for rows it does not apply
+};
+
+class Progress {
+public:
+    explicit Progress(int total)
+        : total_(total)
+        , tty_(isatty(STDERR_FILENO) != 0) {}
+
+    void step(const std::string& what) {
+        ++done_;
+        std::cerr << (tty_ ? "\r\033[K" : "") << "[" << done_ << "/" << total_ << "] " << what
+                  << (tty_ ? "" : "\n") << std::flush;
+    }
+
+    void finish() const {
+        if (tty_)
+            std::cerr << "\r\033[K" << std::flush;
+    }
+
+private:
+    int total_;
+    int done_ = 0;
+    bool tty_;
+};
+
+/// Lets OpenBLAS's spinning worker threads go idle before oneTBB runs.
+void settle() {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+}
+
+void run(const BenchOptions& o) {
+    if (o.suite != "dense")
+        throw UsageError(std::string(kWhere) + ": --suite " + o.suite +
+                         " is not yet available (sparse attention is issue 4); use --suite dense");
+    const std::vector<std::int64_t> ns =
+        o.quick ? std::vector<std::int64_t>{1024} : std::vector<std::int64_t>{1024, 4096};
+    const std::vector<std::int64_t> ds{64, 128};
+    const int threads = o.threads;
+    Progress progress(1 + 3 * static_cast<int>(ns.size() * ds.size()));
+    std::vector<Result> rows;
+
+    progress.step("sgemm 2048^3 (roofline)");
+    bench::SquareGemm<float> gemm(2048, threads);
+    const double gemm_s = bench::median_seconds(o.repeat, [&] { gemm.run(); });
+    const double peak = gemm.flops() / gemm_s * 1e-9;
+    rows.push_back({"sgemm-2048 (roofline)", 2048, 2048, "-", gemm_s, peak, 1.0, 0.0});
+
+    double naive_wins[2] = {0, 0};
+    for (std::int64_t n : ns)
+        for (std::int64_t d : ds) {
+            Problem p;
+            p.batch = 1;
+            p.heads = 8;
+            p.n_q = n;
+            p.n_k = n;
+            p.d = d;
+            p = p.resolved(kWhere);
+            const double flops = flop_count_convention(p, Pass::forward);
+            bench::ForwardData<float> data(p, o.seed);
+            const ForwardArgs<float> args = data.args();
+
+            // --- naive OpenBLAS attention, both threading modes ---
+            double naive_s[2];
+            for (int mode = 0; mode < 2; ++mode) {
+                const auto m =
+                    mode == 0 ? bench::NaiveMode::heads_parallel : bench::NaiveMode::blas_threads;
+                progress.step("naive " + std::string(bench::to_string(m)) +
+                              " N=" + std::to_string(n) + " d=" + std::to_string(d));
+                bench::NaiveAttention naive(p, m, threads);
+                naive_s[mode] = bench::median_seconds(o.repeat, [&] {
+                    naive.run(data.q.data(), data.k.data(), data.v.data(), data.o.data());
+                });
+                rows.push_back({"naive-blas " + std::string(bench::to_string(m)),
+                                n,
+                                d,
+                                "-",
+                                naive_s[mode],
+                                flops / naive_s[mode] * 1e-9,
+                                0.0,
+                                0.0});
+            }
+            const double best_naive = std::min(naive_s[0], naive_s[1]);
+            naive_wins[naive_s[0] <= naive_s[1] ? 0 : 1] += 1;
+            settle();
+
+            // --- fused forward, NullCounter, tuned tiling ---
+            progress.step("fused N=" + std::to_string(n) + " d=" + std::to_string(d));
+            const MemoryModel mem = MemoryModel::per_core_l2(sizeof(float));
+            const Tiling tiling = Tiling::tuned(Schedule::fused, mem, p);
+            const double fused_s = bench::median_seconds(o.repeat, [&] {
+                NullCounter c;
+                with_threads(threads, [&] { dense::forward(args, tiling, mem, c); });
+            });
+            rows.push_back({"fused",
+                            n,
+                            d,
+                            std::to_string(tiling.rows) + "x" + std::to_string(tiling.cols),
+                            fused_s,
+                            flops / fused_s * 1e-9,
+                            0.0,
+                            best_naive / fused_s});
+            for (std::size_t i = rows.size() - 3; i < rows.size() - 1; ++i)
+                rows[i].speedup = best_naive / rows[i].seconds;
+        }
+    progress.finish();
+    for (Result& r : rows)
+        r.ratio = r.gflops / peak;
+    const std::string faster = naive_wins[0] >= naive_wins[1] ? "heads-parallel" : "blas-threads";
+
+    if (o.json) {
+        nlohmann::json j;
+        j["suite"] = o.suite;
+        j["dtype"] = "float";
+        j["batch"] = 1;
+        j["heads"] = 8;
+        j["threads"] = threads;
+        j["repeat"] = o.repeat;
+        j["sgemm_gflops"] = peak;
+        j["naive_faster_mode"] = faster;
+        j["rows"] = nlohmann::json::array();
+        for (const Result& r : rows)
+            j["rows"].push_back(
+                {{"what", r.what},
+                 {"N", r.n},
+                 {"d", r.d},
+                 {"tiling", r.tiling},
+                 {"seconds", r.seconds},
+                 {"gflops", r.gflops},
+                 {"ratio_to_sgemm", r.ratio},
+                 {"speedup_vs_naive",
+                  r.speedup > 0 ? nlohmann::json(r.speedup) : nlohmann::json(nullptr)}});
+        std::cout << j.dump(2) << '\n';
+        return;
+    }
+    Table t({"what", "N", "d", "tiling", "seconds", "GFLOP/s", "x SGEMM", "vs naive"});
+    for (const Result& r : rows)
+        t.add({r.what,
+               r.what.starts_with("sgemm") ? "2048^3" : std::to_string(r.n),
+               r.what.starts_with("sgemm") ? "-" : std::to_string(r.d),
+               r.tiling,
+               sig(r.seconds),
+               fixed(r.gflops, 1),
+               fixed(r.ratio, 3),
+               r.speedup > 0 ? fixed(r.speedup, 2) : std::string("-")});
+    if (o.csv) {
+        t.print_csv(std::cout);
+        return;
+    }
+    std::cout << "ioattn bench --suite dense: fp32, B=1, H=8, " << threads << " threads, median of "
+              << o.repeat << " runs after a warm-up; GFLOP/s = 4 B H N^2 d / s\n";
+    t.print(std::cout);
+    std::cout << "vs naive = the faster naive mode's time / this time (faster mode here: mostly "
+              << faster << "); x SGEMM = GFLOP/s / same-run SGEMM 2048^3 GFLOP/s\n";
+}
+
+} // namespace
+
+} // namespace ioattn::app
+
+void register_bench(CLI::App& app) {
+    using namespace ioattn::app;
+    auto o = std::make_shared<BenchOptions>();
+    auto* cmd = app.add_subcommand(
+        "bench",
+        "Benchmark suites in one run: the fused forward against naive attention on OpenBLAS "
+        "and the same-run SGEMM roofline");
+    cmd->add_option("--suite", o->suite, "dense (sparse: not yet available)")
+        ->capture_default_str();
+    cmd->add_flag("--quick", o->quick, "A subset: N = 1024 only");
+    auto* j = cmd->add_flag("--json", o->json, "Machine-readable JSON on stdout");
+    cmd->add_flag("--csv", o->csv, "Machine-readable CSV on stdout")->excludes(j);
+    cmd->add_option("--threads", o->threads, "Threads for every row (oneTBB and OpenBLAS)")
+        ->check(CLI::Range(1, 1 << 16))
+        ->capture_default_str();
+    cmd->add_option("--repeat", o->repeat, "Timed runs per row (median)")
+        ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str();
+    cmd->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
+    cmd->callback([o] { run(*o); });
+}

@@ -1,0 +1,299 @@
+// ioattn bound: the estimator of DESIGN.md §2.4. If at least L words of w bytes must cross a
+// boundary of bandwidth beta, and the algorithm needs F flops on hardware of peak P, then
+// time >= max(w L / beta, F / P): an optimistic lower bound, not a prediction. Prints the regime
+// (M against d^2), both I/O bound terms, the chosen schedule's exact predicted I/O, and the time
+// bound. Rectangular shapes (decode: n_q = 1 against n_k keys) use n_q * n_k score entries in
+// place of N^2; the compulsory traffic then usually dominates.
+
+#include "commands.hpp"
+#include "options.hpp"
+#include "output.hpp"
+
+#include <ioattn/dense.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <bench_util.hpp>
+
+namespace ioattn::app {
+
+namespace {
+
+constexpr const char* kWhere = "bound";
+
+/// Documented figures of well-known parts (see the --preset help for sources).
+struct Preset {
+    const char* name;
+    std::int64_t fast_bytes; ///< on-chip fast memory per core / SM
+    std::int64_t word_bytes;
+    double bandwidth_gbs; ///< slow-memory bandwidth
+    double peak_gflops;   ///< peak of the working type's multiply-add units
+    const char* source;
+};
+
+constexpr Preset kPresets[] = {
+    {"a100",
+     192 * 1024,
+     2,
+     1555.0,
+     312000.0,
+     "NVIDIA A100 SXM4 40GB, fp16: HBM2 1555 GB/s, 312 TFLOP/s dense tensor-core fp16 (NVIDIA "
+     "A100 datasheet / Ampere GA100 whitepaper), 192 KiB L1+shared SRAM per SM (as in "
+     "FlashAttention, arXiv 2205.14135, Fig. 1)"},
+    {"h100",
+     228 * 1024,
+     2,
+     3350.0,
+     989000.0,
+     "NVIDIA H100 SXM5 80GB, fp16: HBM3 3.35 TB/s, 989 TFLOP/s dense tensor-core fp16 (NVIDIA "
+     "H100 datasheet), 228 KiB shared memory per SM (Hopper H100 architecture whitepaper)"},
+};
+
+struct BoundOptions {
+    SharedOptions shared;
+    std::string preset;
+    std::int64_t word_bytes = 0;
+    double bandwidth = 0;
+    double peak = 0;
+};
+
+struct Machine {
+    std::string preset = "none";
+    std::string source;
+    std::int64_t fast_bytes = 0; ///< 0: take --M/--M-bytes or the L2
+    std::int64_t word_bytes = 4;
+    double bandwidth_gbs = 0;
+    double peak_gflops = 0;
+};
+
+Machine machine_of(const BoundOptions& o) {
+    Machine m;
+    m.word_bytes = word_bytes(o.shared);
+    if (o.preset == "this-machine") {
+        m.preset = o.preset;
+        m.fast_bytes = l2_cache_bytes();
+        m.word_bytes = 4;
+        const int threads = with_threads(o.shared.threads, [] { return max_concurrency(); });
+        if (o.bandwidth <= 0)
+            m.bandwidth_gbs = bench::measure_read_bandwidth(std::int64_t{512} << 20, threads);
+        if (o.peak <= 0) {
+            bench::SquareGemm<float> gemm(2048, threads);
+            m.peak_gflops = gemm.flops() / bench::median_seconds(3, [&] { gemm.run(); }) * 1e-9;
+        }
+        m.source = "this machine, fp32: M = per-core L2 from sysfs (" +
+                   std::to_string(m.fast_bytes / 1024) +
+                   " KiB); beta measured now (sum over 512 "
+                   "MiB, " +
+                   std::to_string(threads) +
+                   " threads); P measured now (OpenBLAS "
+                   "SGEMM 2048^3, " +
+                   std::to_string(threads) + " threads)";
+    } else if (!o.preset.empty()) {
+        for (const Preset& p : kPresets)
+            if (o.preset == p.name) {
+                m.preset = p.name;
+                m.source = p.source;
+                m.fast_bytes = p.fast_bytes;
+                m.word_bytes = p.word_bytes;
+                m.bandwidth_gbs = p.bandwidth_gbs;
+                m.peak_gflops = p.peak_gflops;
+            }
+    }
+    if (o.word_bytes > 0)
+        m.word_bytes = o.word_bytes;
+    if (o.bandwidth > 0)
+        m.bandwidth_gbs = o.bandwidth;
+    if (o.peak > 0)
+        m.peak_gflops = o.peak;
+    if (m.bandwidth_gbs <= 0 || m.peak_gflops <= 0)
+        throw UsageError(std::string(kWhere) +
+                         ": give --bandwidth GB/s and --peak GFLOP/s, or a --preset "
+                         "(this-machine, a100, h100)");
+    return m;
+}
+
+MemoryModel fast_memory(const BoundOptions& o, const Machine& m) {
+    if (o.shared.m_words != kUnset)
+        return memory_of(o.shared, kWhere);
+    std::int64_t bytes = o.shared.m_bytes != kUnset ? o.shared.m_bytes : m.fast_bytes;
+    if (o.shared.m_bytes == kUnset && bytes <= 0) {
+        bytes = l2_cache_bytes();
+        if (bytes <= 0)
+            bytes = 1024 * 1024;
+    }
+    if (bytes < m.word_bytes)
+        throw InvalidArgument(std::string(kWhere) + ": fast memory of " + std::to_string(bytes) +
+                              " bytes is less than one word of " + std::to_string(m.word_bytes) +
+                              " bytes");
+    return MemoryModel{bytes / m.word_bytes};
+}
+
+std::optional<IoReport> predicted(Schedule s, const Problem& p, const MemoryModel& mem) {
+    const auto t = Tiling::try_for_memory(s, mem, p);
+    if (!t)
+        return std::nullopt;
+    return io_cost_forward(p, *t);
+}
+
+nlohmann::json words_or_null(const std::optional<IoReport>& r) {
+    return r ? nlohmann::json(r->total()) : nlohmann::json(nullptr);
+}
+
+void run(const BoundOptions& o) {
+    const Problem p = problem_of(o.shared, kWhere);
+    const Machine mach = machine_of(o);
+    const MemoryModel mem = fast_memory(o, mach);
+    const Bound b = forward_bound(p, mem);
+    const double m = static_cast<double>(mem.fast_words);
+    const double d = static_cast<double>(p.d);
+    const double pairs =
+        static_cast<double>(p.allowed_pairs()) * static_cast<double>(p.batch_heads());
+    const double large_term = pairs * d * d / m;        // N^2 d^2 / M
+    const double small_term = pairs * d / std::sqrt(m); // N^2 d / sqrt(M)
+    const auto fused = predicted(Schedule::fused, p, mem);
+    const auto mat = predicted(Schedule::materialized, p, mem);
+    std::string chosen = "none (M below every tiling)";
+    std::optional<IoReport> chosen_io;
+    const auto fixed_schedule = schedule_of(o.shared);
+    if (fixed_schedule == Schedule::reference)
+        throw UsageError(
+            std::string(kWhere) +
+            ": --schedule reference has no I/O model; use auto, fused or materialized");
+    if (fixed_schedule) {
+        chosen = std::string(to_string(*fixed_schedule));
+        chosen_io = *fixed_schedule == Schedule::fused ? fused : mat;
+        if (!chosen_io)
+            chosen += " (no tiling fits M)";
+    } else if (fused || mat) {
+        const Schedule s = select_schedule(p, mem, select_of(o.shared));
+        chosen = std::string(to_string(s));
+        chosen_io = s == Schedule::fused ? fused : mat;
+    }
+    const double w = static_cast<double>(mach.word_bytes);
+    const double flops = flop_count_forward(p);
+    const double io_seconds = w * b.asymptotic() / (mach.bandwidth_gbs * 1e9);
+    const double compute_seconds = flops / (mach.peak_gflops * 1e9);
+    const double bound_seconds = std::max(io_seconds, compute_seconds);
+    const double chosen_seconds =
+        chosen_io ? w * static_cast<double>(chosen_io->total()) / (mach.bandwidth_gbs * 1e9) : 0.0;
+    const bool rectangular = p.n_q != p.n_k;
+
+    if (o.shared.json) {
+        nlohmann::json j;
+        j["pass"] = "forward";
+        j["problem"] = {{"batch", p.batch},
+                        {"heads", p.heads},
+                        {"kv_heads", p.kv_heads},
+                        {"n_q", p.n_q},
+                        {"n_k", p.n_k},
+                        {"d", p.d},
+                        {"d_v", p.d_v},
+                        {"causal", p.causal}};
+        j["rectangular"] = rectangular;
+        j["preset"] = mach.preset;
+        j["source"] = mach.source;
+        j["M"] = mem.fast_words;
+        j["word_bytes"] = mach.word_bytes;
+        j["bandwidth_gbs"] = mach.bandwidth_gbs;
+        j["peak_gflops"] = mach.peak_gflops;
+        j["regime"] = std::string(b.regime);
+        j["bound"] = {{"regime", std::string(b.regime)},
+                      {"compulsory", b.compulsory},
+                      {"leading", b.leading},
+                      {"large_cache_term", large_term},
+                      {"small_cache_term", small_term},
+                      {"asymptotic", b.asymptotic()},
+                      {"explicit", b.explicit_bound}};
+        j["schedule"] = {{"select", std::string(to_string(select_of(o.shared)))},
+                         {"chosen", chosen},
+                         {"predicted_io", words_or_null(chosen_io)},
+                         {"fused_io", words_or_null(fused)},
+                         {"materialized_io", words_or_null(mat)}};
+        j["flops"] = flops;
+        j["time"] = {{"io_seconds", io_seconds},
+                     {"compute_seconds", compute_seconds},
+                     {"bound_seconds", bound_seconds},
+                     {"limited_by", io_seconds >= compute_seconds ? "memory" : "compute"},
+                     {"chosen_io_seconds",
+                      chosen_io ? nlohmann::json(chosen_seconds) : nlohmann::json(nullptr)}};
+        std::cout << j.dump(2) << '\n';
+        return;
+    }
+    std::ostream& os = std::cout;
+    const auto d2 = p.d * p.d;
+    os << "ioattn bound: forward, B*H = " << p.batch_heads() << ", n_q = " << p.n_q
+       << ", n_k = " << p.n_k << ", d = " << p.d << (p.causal ? ", causal" : "") << '\n';
+    if (mach.preset != "none")
+        os << "  preset       " << mach.preset << ": " << mach.source << '\n';
+    os << "  fast memory  M = " << grouped(mem.fast_words) << " words of " << mach.word_bytes
+       << " bytes (" << bytes_of(mem.fast_words, mach.word_bytes) << "); d^2 = " << grouped(d2)
+       << " -> " << b.regime << '\n';
+    os << "  machine      beta = " << sig(mach.bandwidth_gbs)
+       << " GB/s, P = " << sig(mach.peak_gflops) << " GFLOP/s\n";
+    if (rectangular)
+        os << "  shape        rectangular: the N^2 of the bounds is n_q * n_k = "
+           << sig(static_cast<double>(p.n_q) * static_cast<double>(p.n_k))
+           << " score entries per head (not the square formula)\n";
+    os << "  I/O bound    compulsory " << sig(b.compulsory)
+       << "; leading min(N^2 d^2/M = " << sig(large_term) << ", N^2 d/sqrt(M) = " << sig(small_term)
+       << ") = " << sig(b.leading)
+       << "\n               max(compulsory, leading) = " << sig(b.asymptotic())
+       << " words; explicit (any algorithm over F_p, p > N) = " << sig(b.explicit_bound)
+       << " words\n";
+    os << "  schedules    fused " << (fused ? sig(static_cast<double>(fused->total())) : "-")
+       << " words, materialized " << (mat ? sig(static_cast<double>(mat->total())) : "-")
+       << " words; chosen ("
+       << (fixed_schedule ? std::string("--schedule")
+                          : "--select " + std::string(to_string(select_of(o.shared))))
+       << "): " << chosen << '\n';
+    os << "  flops        F = " << sig(flops) << " (2 * allowed pairs * (d + d_v))\n";
+    os << "  time bound   max(w L / beta, F / P) = max(" << sig(io_seconds) << " s, "
+       << sig(compute_seconds) << " s) = " << sig(bound_seconds) << " s ("
+       << (io_seconds >= compute_seconds ? "memory" : "compute") << "-bound)\n";
+    if (chosen_io)
+        os << "               the chosen schedule's exact traffic alone takes "
+           << sig(chosen_seconds) << " s at beta\n";
+    os << "  (an optimistic lower bound, not a prediction: DESIGN.md 2.4)\n";
+}
+
+} // namespace
+
+} // namespace ioattn::app
+
+void register_bound(CLI::App& app) {
+    using namespace ioattn::app;
+    auto o = std::make_shared<BoundOptions>();
+    auto* cmd = app.add_subcommand(
+        "bound",
+        "Estimate the I/O and time lower bounds of a pass: max(w L / beta, F / P) (DESIGN.md "
+        "2.4). Decode: --n-q 1 --n-k n.");
+    add_problem_options(*cmd, o->shared);
+    add_schedule_options(*cmd, o->shared);
+    add_memory_options(*cmd, o->shared);
+    cmd->add_option("--threads", o->shared.threads, "Threads for the this-machine measurements")
+        ->check(CLI::Range(0, 1 << 16));
+    add_output_options(*cmd, o->shared, false);
+    cmd->add_option("--word-bytes", o->word_bytes, "Bytes per word w (default: --dtype or preset)")
+        ->check(CLI::Range(1, 64));
+    cmd->add_option("--bandwidth", o->bandwidth, "Slow-memory bandwidth beta in GB/s")
+        ->check(CLI::Range(1e-6, 1e12));
+    cmd->add_option("--peak", o->peak, "Peak arithmetic rate P in GFLOP/s")
+        ->check(CLI::Range(1e-6, 1e12));
+    cmd->add_option("--preset",
+                    o->preset,
+                    "this-machine: M = per-core L2 (sysfs), fp32, beta and P MEASURED now "
+                    "(a 512 MiB read sum; OpenBLAS SGEMM 2048^3). a100: NVIDIA A100 SXM4 40GB, "
+                    "fp16, 1555 GB/s HBM2, 312 TFLOP/s, 192 KiB SRAM/SM (NVIDIA A100 datasheet; "
+                    "FlashAttention arXiv 2205.14135 Fig. 1). h100: NVIDIA H100 SXM5, fp16, "
+                    "3.35 TB/s HBM3, 989 TFLOP/s dense, 228 KiB shared/SM (NVIDIA H100 "
+                    "datasheet, Hopper whitepaper). Explicit options override a preset.")
+        ->check(CLI::IsMember({"this-machine", "a100", "h100"}));
+    cmd->callback([o] { run(*o); });
+}

@@ -1,0 +1,43 @@
+# Install the build tree into a scratch prefix, then configure, build and run the consumer
+# project against it. Invoked by the ctest test consumer:find_package with cmake -P.
+# Inputs: IOATTN_BUILD_DIR IOATTN_PREFIX CONSUMER_SOURCE_DIR CONSUMER_BINARY_DIR
+#         CONSUMER_GENERATOR CONSUMER_CXX_COMPILER CONSUMER_BUILD_TYPE CONSUMER_SANITIZE
+
+foreach(var IOATTN_BUILD_DIR IOATTN_PREFIX CONSUMER_SOURCE_DIR CONSUMER_BINARY_DIR
+            CONSUMER_GENERATOR)
+  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
+    message(FATAL_ERROR "run.cmake: ${var} is not set")
+  endif()
+endforeach()
+
+function(step name)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "consumer test: ${name} failed (${rc})")
+  endif()
+endfunction()
+
+file(REMOVE_RECURSE ${IOATTN_PREFIX} ${CONSUMER_BINARY_DIR})
+
+step(install ${CMAKE_COMMAND} --install ${IOATTN_BUILD_DIR} --prefix ${IOATTN_PREFIX})
+
+set(args -S ${CONSUMER_SOURCE_DIR} -B ${CONSUMER_BINARY_DIR} -G ${CONSUMER_GENERATOR}
+         -DCMAKE_PREFIX_PATH=${IOATTN_PREFIX})
+if(CONSUMER_CXX_COMPILER)
+  list(APPEND args -DCMAKE_CXX_COMPILER=${CONSUMER_CXX_COMPILER})
+endif()
+if(CONSUMER_BUILD_TYPE)
+  list(APPEND args -DCMAKE_BUILD_TYPE=${CONSUMER_BUILD_TYPE})
+endif()
+if(CONSUMER_SANITIZE)
+  # the installed static library was built with sanitizers: link their runtimes too
+  list(APPEND args "-DCMAKE_CXX_FLAGS=-fsanitize=${CONSUMER_SANITIZE}"
+       "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=${CONSUMER_SANITIZE}")
+endif()
+step(configure ${CMAKE_COMMAND} ${args})
+step(build ${CMAKE_COMMAND} --build ${CONSUMER_BINARY_DIR})
+
+find_program(consumer_exe ioattn_consumer PATHS ${CONSUMER_BINARY_DIR} NO_DEFAULT_PATH
+             REQUIRED)
+step(run ${consumer_exe})
+message(STATUS "consumer test: find_package(ioattn), build and run passed")

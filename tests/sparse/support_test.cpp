@@ -1,0 +1,112 @@
+// Tests of ioattn::sparse::Support (sparse/src/support.cpp): accessors and every validation
+// error of the CSR constructor.
+
+#include <ioattn/error.hpp>
+#include <ioattn/sparse/support.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+using ioattn::InvalidArgument;
+using ioattn::sparse::Support;
+
+namespace {
+
+/// The message of the InvalidArgument fn throws ("" if none).
+template <typename Fn>
+std::string message_of(Fn fn) {
+    try {
+        fn();
+    } catch (const InvalidArgument& e) {
+        return e.what();
+    }
+    return "";
+}
+
+} // namespace
+
+TEST_CASE("Support: accessors on a small CSR", "[support]") {
+    // row 0: {1, 3}; row 1: {}; row 2: {0, 1, 2, 3}
+    const Support s(3, 4, {0, 2, 2, 6}, {1, 3, 0, 1, 2, 3});
+    CHECK(s.n_q() == 3);
+    CHECK(s.n_k() == 4);
+    CHECK(s.z_qk() == 6);
+    CHECK(s.empty_rows() == 1);
+    CHECK(s.row(0).size() == 2);
+    CHECK(s.row(0)[1] == 3);
+    CHECK(s.row(1).empty());
+    CHECK(s.row_nonzeros(2) == 4);
+    CHECK(s.contains(0, 3));
+    CHECK_FALSE(s.contains(0, 2));
+    CHECK_FALSE(s.contains(1, 0));
+    CHECK_FALSE(s.contains(3, 0));
+    CHECK_FALSE(s.contains(0, -1));
+    CHECK(s.row_offsets().size() == 4);
+    CHECK(s.col_indices().size() == 6);
+}
+
+TEST_CASE("Support: empty shapes and none()", "[support]") {
+    const Support zero;
+    CHECK(zero.n_q() == 0);
+    CHECK(zero.z_qk() == 0);
+    CHECK(zero.empty_rows() == 0);
+    const Support none = Support::none(4, 7);
+    CHECK(none.z_qk() == 0);
+    CHECK(none.empty_rows() == 4);
+    CHECK(Support::none(0, 0) == zero);
+    const Support no_keys(2, 0, {0, 0, 0}, {});
+    CHECK(no_keys.empty_rows() == 2);
+    CHECK_THROWS_AS(Support::none(-1, 2), InvalidArgument);
+    CHECK_THROWS_AS(Support::none(1, -2), InvalidArgument);
+}
+
+TEST_CASE("Support: equality compares shape and pairs", "[support]") {
+    const Support a(2, 3, {0, 1, 2}, {0, 2});
+    CHECK(a == Support(2, 3, {0, 1, 2}, {0, 2}));
+    CHECK_FALSE(a == Support(2, 4, {0, 1, 2}, {0, 2}));
+    CHECK_FALSE(a == Support(2, 3, {0, 1, 2}, {0, 1}));
+}
+
+TEST_CASE("Support: each malformed CSR throws InvalidArgument naming row and value",
+          "[support][throws]") {
+    using V = std::vector<std::int64_t>;
+    SECTION("negative sizes") {
+        CHECK_THROWS_WITH(Support(-1, 3, V{0}, V{}), Catch::Contains("n_q = -1"));
+        CHECK_THROWS_WITH(Support(1, -3, V{0, 0}, V{}), Catch::Contains("n_k = -3"));
+    }
+    SECTION("offsets of the wrong size") {
+        CHECK_THROWS_WITH(Support(2, 3, V{0, 1}, V{0}), Catch::Contains("expected n_q + 1 = 3"));
+        CHECK_THROWS_AS(Support(2, 3, V{}, V{}), InvalidArgument);
+    }
+    SECTION("offsets not starting at 0") {
+        CHECK_THROWS_WITH(Support(1, 3, V{1, 1}, V{0}), Catch::Contains("row_offsets[0] = 1"));
+    }
+    SECTION("decreasing offsets") {
+        const std::string m = message_of([] { Support(3, 3, V{0, 2, 1, 3}, V{0, 1, 2}); });
+        CHECK_THAT(m, Catch::Contains("row 1") && Catch::Contains("must not decrease"));
+    }
+    SECTION("last offset does not match the number of columns") {
+        CHECK_THROWS_WITH(Support(2, 3, V{0, 1, 1}, V{0, 1}),
+                          Catch::Contains("row_offsets[n_q] = 1") && Catch::Contains("2 column"));
+        CHECK_THROWS_WITH(Support(2, 3, V{0, 1, 3}, V{0, 1}), Catch::Contains("exceeds"));
+    }
+    SECTION("column out of range") {
+        CHECK_THROWS_WITH(Support(2, 3, V{0, 1, 2}, V{0, 3}),
+                          Catch::Contains("row 1: column 3 out of range [0, 3)"));
+        CHECK_THROWS_WITH(Support(1, 3, V{0, 1}, V{-1}), Catch::Contains("column -1"));
+    }
+    SECTION("unsorted columns") {
+        CHECK_THROWS_WITH(Support(1, 5, V{0, 3}, V{0, 4, 2}),
+                          Catch::Contains("row 0: column 2 after column 4"));
+    }
+    SECTION("duplicate columns") {
+        CHECK_THROWS_WITH(Support(2, 5, V{0, 1, 3}, V{0, 2, 2}),
+                          Catch::Contains("row 1: duplicate column 2"));
+    }
+    SECTION("errors name the type") {
+        CHECK_THROWS_WITH(Support(1, 5, V{0, 2}, V{1, 1}),
+                          Catch::StartsWith("ioattn::sparse::Support: "));
+    }
+}
