@@ -53,10 +53,17 @@ IoReport io_cost_forward_materialized(const Problem& problem, const Tiling& tili
     require_schedule(tiling, Schedule::materialized, "ioattn::io_cost_forward_materialized");
     const std::int64_t b = tiling.rows;
     const std::int64_t v_chunks = ceil_div(p.d_v, b);
+    const std::int64_t kd = std::min(b, p.d), kv = std::min(b, p.d_v);
     IoReport slice;
+    std::int64_t peak = 0;
     for (std::int64_t i0 = 0; i0 < p.n_q; i0 += b) {
         const std::int64_t r = std::min(b, p.n_q - i0);
         const std::int64_t kv_end = block_kv_end(p, i0, r);
+        // resident: stats 2r, plus phase 1 (S tile, Q and K chunks) and phase 2 (O chunk, and
+        // S tile and V chunk when a tile is visible); the first tile is the widest
+        const std::int64_t c = kv_end > 0 ? std::min(b, p.n_k) : 0;
+        peak = std::max({peak, 2 * r + r * c + (c > 0 ? (r + c) * kd : 0),
+                         2 * r + r * kv + r * c + c * kv});
         const std::int64_t tiles = ceil_div(kv_end, b);           // visible column tiles
         const std::int64_t cols = std::min(p.n_k, tiles * b);    // their total width
         // phase 1: Q_i chunks once per tile, K_j chunks, write S_ij
@@ -66,7 +73,7 @@ IoReport io_cost_forward_materialized(const Problem& problem, const Tiling& tili
         slice.reads += v_chunks * r * cols + cols * p.d_v;
         slice.writes += r * p.d_v + r; // O_i, L_i
     }
-    return scale_slices(p, slice, tiling.resident_words(p));
+    return scale_slices(p, slice, peak);
 }
 
 IoReport io_cost_forward(const Problem& problem, const Tiling& tiling) {
