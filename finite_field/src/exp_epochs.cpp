@@ -142,7 +142,8 @@ Result experiment_epochs(const Config& config) {
         "dense forward fused + materialized, N<=" + std::to_string(config.n) +
         " d<=" + std::to_string(config.d) +
         (config.m > 0 ? ", M=" + std::to_string(config.m) : std::string(", M in 4d..Nd")) +
-        ", p=" + std::to_string(p.p);
+        ", p=" + std::to_string(p.p) + ", " + std::to_string(skipped) +
+        " points skipped (no tiling fits M)";
     result.seconds = clock.seconds();
     return result;
 }

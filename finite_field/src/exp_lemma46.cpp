@@ -3,7 +3,7 @@
 // Field: none beyond the rank formula (r_R, r_C are the ranks for Vandermonde operands, which
 //   rank-formula checks against NTL on the same families).
 // Check per instance: meets_lemma46 in exact integers. Instances: the standard families with
-//   `trials` (default 16) random sets and 12 adversarial searches of 4000 steps per shape, and
+//   `trials` (default 16) random sets and 12 adversarial searches of 20000 steps per shape, and
 //   every index set of the 2x2, 3x3 and 4x4 matrices for each d <= N.
 // Reported: min slack = max(r_R, r_C) - bound, max tightness = U(I) / bound (bound > 0).
 // Ops: O(|I|) per instance, plus the searches.
@@ -56,7 +56,7 @@ Result experiment_lemma46(const Config& config) {
     const auto grid = detail::shape_grid(config.n, config.d);
     for (std::size_t s = 0; s < grid.size(); ++s) {
         const auto [n, d] = grid[s];
-        run_batch(standard_families(n, d, derive_seed(config.seed, 40, s), random_sets, 12, 4000),
+        run_batch(standard_families(n, d, derive_seed(config.seed, 40, s), random_sets, 12, 20000),
                   d);
     }
     // --- every index set of the tiny matrices ---
