@@ -10,8 +10,8 @@ namespace ioattn::app {
 struct CheckResult {
     double max_abs_error = 0; ///< max |kernel - reference| over O and the finite L entries
     double naive_error = 0;   ///< the same for the naive computation in the working type
-    double tiny = 0; ///< slack: 8 eps max(1, |O_ref|), times sqrt(n_k + d) for double
-    double error_ratio = 0; ///< max_abs_error / max(naive_error, tiny)
+    double tiny = 0;          ///< slack: 8 eps max(1, |O_ref|), times sqrt(n_k + d) for double
+    double error_ratio = 0;   ///< max_abs_error / max(naive_error, tiny)
     bool passed = false;
 };
 

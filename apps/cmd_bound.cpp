@@ -40,7 +40,7 @@ struct Preset {
 
 constexpr Preset kPresets[] = {
     {"a100",
-     192 * 1024,
+     std::int64_t{192} * 1024,
      2,
      1555.0,
      312000.0,
@@ -48,7 +48,7 @@ constexpr Preset kPresets[] = {
      "A100 datasheet / Ampere GA100 whitepaper), 192 KiB L1+shared SRAM per SM (as in "
      "FlashAttention, arXiv 2205.14135, Fig. 1)"},
     {"h100",
-     228 * 1024,
+     std::int64_t{228} * 1024,
      2,
      3350.0,
      989000.0,
@@ -126,7 +126,7 @@ MemoryModel fast_memory(const BoundOptions& o, const Machine& m) {
     if (o.shared.m_bytes == kUnset && bytes <= 0) {
         bytes = l2_cache_bytes();
         if (bytes <= 0)
-            bytes = 1024 * 1024;
+            bytes = std::int64_t{1} << 20;
     }
     if (bytes < m.word_bytes)
         throw InvalidArgument(std::string(kWhere) + ": fast memory of " + std::to_string(bytes) +
