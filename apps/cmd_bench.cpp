@@ -3,6 +3,7 @@
 // naive OpenBLAS attention in both threading modes, and OpenBLAS SGEMM 2048^3 as the roofline,
 // all on the same thread count; medians of --repeat runs after a warm-up.
 
+#include "bench_sparse.hpp"
 #include "commands.hpp"
 #include "options.hpp"
 #include "output.hpp"
@@ -30,6 +31,7 @@ constexpr const char* kWhere = "bench";
 struct BenchOptions {
     std::string suite = "dense";
     bool quick = false;
+    bool count_io = false;
     bool json = false;
     bool csv = false;
     int threads = 2;
@@ -77,9 +79,13 @@ void settle() {
 }
 
 void run(const BenchOptions& o) {
+    if (o.suite == "sparse") {
+        run_sparse_suite({o.quick, o.json, o.csv, o.count_io, o.repeat, o.seed});
+        return;
+    }
     if (o.suite != "dense")
         throw UsageError(std::string(kWhere) + ": --suite " + o.suite +
-                         " is not yet available (sparse attention is issue 4); use --suite dense");
+                         " is unknown (expected dense or sparse)");
     const std::vector<std::int64_t> ns =
         o.quick ? std::vector<std::int64_t>{1024} : std::vector<std::int64_t>{1024, 4096};
     const std::vector<std::int64_t> ds{64, 128};
@@ -212,9 +218,14 @@ void register_bench(CLI::App& app) {
         "bench",
         "Benchmark suites in one run: the fused forward against naive attention on OpenBLAS "
         "and the same-run SGEMM roofline");
-    cmd->add_option("--suite", o->suite, "dense (sparse: not yet available)")
+    cmd->add_option("--suite",
+                    o->suite,
+                    "dense: fused vs naive OpenBLAS vs SGEMM, B=1 H=8; sparse: patterns x N x d x "
+                    "schedules x threads vs dense fused, GraphBLAS and SGEMM, B=H=1")
+        ->check(CLI::IsMember({"dense", "sparse"}))
         ->capture_default_str();
-    cmd->add_flag("--quick", o->quick, "A subset: N = 1024 only");
+    cmd->add_flag("--quick", o->quick, "A subset (dense: N = 1024; sparse: N = 4096, d = 64)");
+    cmd->add_flag("--count-io", o->count_io, "sparse: add each row's counted I/O and its bound");
     auto* j = cmd->add_flag("--json", o->json, "Machine-readable JSON on stdout");
     cmd->add_flag("--csv", o->csv, "Machine-readable CSV on stdout")->excludes(j);
     cmd->add_option("--threads", o->threads, "Threads for every row (oneTBB and OpenBLAS)")

@@ -135,11 +135,11 @@ MemoryModel fast_memory(const BoundOptions& o, const Machine& m) {
     return MemoryModel{bytes / m.word_bytes};
 }
 
-std::optional<IoReport> predicted(Schedule s, const Problem& p, const MemoryModel& mem) {
-    const auto t = Tiling::try_for_memory(s, mem, p);
+std::optional<IoReport> predicted(Schedule s, const Problem& p, const MemoryModel& mem, Pass pass) {
+    const auto t = Tiling::try_for_memory(s, mem, p, pass);
     if (!t)
         return std::nullopt;
-    return io_cost_forward(p, *t);
+    return io_cost(p, *t, pass);
 }
 
 nlohmann::json words_or_null(const std::optional<IoReport>& r) {
@@ -147,18 +147,20 @@ nlohmann::json words_or_null(const std::optional<IoReport>& r) {
 }
 
 void run(const BoundOptions& o) {
+    require_dense_pattern(o.shared, kWhere);
     const Problem p = problem_of(o.shared, kWhere);
+    const Pass pass = pass_of(o.shared, kWhere);
     const Machine mach = machine_of(o);
     const MemoryModel mem = fast_memory(o, mach);
-    const Bound b = forward_bound(p, mem);
+    const Bound b = bound(p, mem, pass);
     const double m = static_cast<double>(mem.fast_words);
     const double d = static_cast<double>(p.d);
     const double pairs =
         static_cast<double>(p.allowed_pairs()) * static_cast<double>(p.batch_heads());
     const double large_term = pairs * d * d / m;        // N^2 d^2 / M
     const double small_term = pairs * d / std::sqrt(m); // N^2 d / sqrt(M)
-    const auto fused = predicted(Schedule::fused, p, mem);
-    const auto mat = predicted(Schedule::materialized, p, mem);
+    const auto fused = predicted(Schedule::fused, p, mem, pass);
+    const auto mat = predicted(Schedule::materialized, p, mem, pass);
     std::string chosen = "none (M below every tiling)";
     std::optional<IoReport> chosen_io;
     const auto fixed_schedule = schedule_of(o.shared);
@@ -172,12 +174,13 @@ void run(const BoundOptions& o) {
         if (!chosen_io)
             chosen += " (no tiling fits M)";
     } else if (fused || mat) {
-        const Schedule s = select_schedule(p, mem, select_of(o.shared));
+        const Schedule s = select_schedule(p, mem, select_of(o.shared), pass);
         chosen = std::string(to_string(s));
         chosen_io = s == Schedule::fused ? fused : mat;
     }
     const double w = static_cast<double>(mach.word_bytes);
-    const double flops = flop_count_forward(p);
+    // the pass's exact flops: forward 2 pairs (d + d_v); the backward's five products 2.5x that
+    const double flops = flop_count_forward(p) * (pass == Pass::backward ? 2.5 : 1.0);
     const double io_seconds = w * b.asymptotic() / (mach.bandwidth_gbs * 1e9);
     const double compute_seconds = flops / (mach.peak_gflops * 1e9);
     const double bound_seconds = std::max(io_seconds, compute_seconds);
@@ -187,7 +190,7 @@ void run(const BoundOptions& o) {
 
     if (o.shared.json) {
         nlohmann::json j;
-        j["pass"] = "forward";
+        j["pass"] = std::string(to_string(pass));
         j["problem"] = {{"batch", p.batch},
                         {"heads", p.heads},
                         {"kv_heads", p.kv_heads},
@@ -228,7 +231,7 @@ void run(const BoundOptions& o) {
     }
     std::ostream& os = std::cout;
     const auto d2 = p.d * p.d;
-    os << "ioattn bound: forward, B*H = " << p.batch_heads() << ", n_q = " << p.n_q
+    os << "ioattn bound: " << to_string(pass) << ", B*H = " << p.batch_heads() << ", n_q = " << p.n_q
        << ", n_k = " << p.n_k << ", d = " << p.d << (p.causal ? ", causal" : "") << '\n';
     if (mach.preset != "none")
         os << "  preset       " << mach.preset << ": " << mach.source << '\n';

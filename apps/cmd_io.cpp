@@ -59,20 +59,23 @@ double steps_of(const Problem& p, const Tiling& t) {
     return bh * cd(p.n_q, t.rows) * cd(p.n_k, t.rows) * (cd(p.d, t.rows) + cd(p.d_v, t.rows) + 1);
 }
 
-Point point_of(Schedule s, const Problem& p, const MemoryModel& m, bool dry_run) {
+Point point_of(Schedule s, const Problem& p, const MemoryModel& m, bool dry_run, Pass pass) {
     Point pt;
-    pt.tiling = Tiling::try_for_memory(s, m, p);
+    pt.tiling = Tiling::try_for_memory(s, m, p, pass);
     if (!pt.tiling)
         return pt;
-    pt.cost = io_cost_forward(p, *pt.tiling);
-    if (dry_run && steps_of(p, *pt.tiling) <= kDryRunSteps)
-        pt.dry = dense::dry_run_forward(p, *pt.tiling, m) == pt.cost ? "=" : "!=";
+    pt.cost = io_cost(p, *pt.tiling, pass);
+    if (dry_run && steps_of(p, *pt.tiling) <= kDryRunSteps) {
+        const IoReport dry = pass == Pass::forward ? dense::dry_run_forward(p, *pt.tiling, m)
+                                                   : dense::dry_run_backward(p, *pt.tiling, m);
+        pt.dry = dry == pt.cost ? "=" : "!=";
+    }
     return pt;
 }
 
-std::string choice(const Problem& p, const MemoryModel& m, Select s) {
+std::string choice(const Problem& p, const MemoryModel& m, Select s, Pass pass) {
     try {
-        return std::string(to_string(select_schedule(p, m, s)));
+        return std::string(to_string(select_schedule(p, m, s, pass)));
     } catch (const CapacityError&) {
         return "-";
     }
@@ -194,6 +197,7 @@ void write_svg(const std::string& path,
 }
 
 void run(const IoOptions& o) {
+    require_dense_pattern(o.shared, kWhere);
     const Problem p = problem_of(o.shared, kWhere);
     const Pass pass = pass_of(o.shared, kWhere);
     std::int64_t lo = 4 * p.d;
@@ -206,11 +210,11 @@ void run(const IoOptions& o) {
         const MemoryModel mem{m};
         Row r;
         r.m = m;
-        r.bound = forward_bound(p, mem);
-        r.fused = point_of(Schedule::fused, p, mem, o.dry_run);
-        r.mat = point_of(Schedule::materialized, p, mem, o.dry_run);
-        r.cost_choice = choice(p, mem, Select::cost);
-        r.theory_choice = choice(p, mem, Select::theory);
+        r.bound = bound(p, mem, pass);
+        r.fused = point_of(Schedule::fused, p, mem, o.dry_run, pass);
+        r.mat = point_of(Schedule::materialized, p, mem, o.dry_run, pass);
+        r.cost_choice = choice(p, mem, Select::cost, pass);
+        r.theory_choice = choice(p, mem, Select::theory, pass);
         rows.push_back(r);
         if (m > hi / 2)
             break;
@@ -223,7 +227,7 @@ void run(const IoOptions& o) {
 
     if (o.shared.json) {
         nlohmann::json j;
-        j["pass"] = "forward";
+        j["pass"] = std::string(to_string(pass));
         j["problem"] = {{"batch", p.batch},
                         {"heads", p.heads},
                         {"kv_heads", p.kv_heads},
@@ -283,7 +287,7 @@ void run(const IoOptions& o) {
         if (o.shared.csv) {
             t.print_csv(std::cout);
         } else {
-            std::cout << "ioattn io: forward, B=" << p.batch << " H=" << p.heads << " (kv "
+            std::cout << "ioattn io: " << to_string(pass) << ", B=" << p.batch << " H=" << p.heads << " (kv "
                       << p.kv_heads << ") n_q=" << p.n_q << " n_k=" << p.n_k << " d=" << p.d
                       << " d_v=" << p.d_v << (p.causal ? " causal" : "") << "; I/O in words\n";
             t.print(std::cout);
@@ -318,7 +322,7 @@ void run(const IoOptions& o) {
         if (crossover != 0)
             marks.emplace_back(static_cast<double>(crossover), "crossover");
         write_svg(o.plot,
-                  "forward I/O, n_q=" + std::to_string(p.n_q) + " n_k=" + std::to_string(p.n_k) +
+                  std::string(to_string(pass)) + " I/O, n_q=" + std::to_string(p.n_q) + " n_k=" + std::to_string(p.n_k) +
                       " d=" + std::to_string(p.d) + " B*H=" + std::to_string(p.batch_heads()),
                   {fused, mat, bound, expl},
                   marks);

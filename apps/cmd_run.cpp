@@ -6,6 +6,7 @@
 #include "commands.hpp"
 #include "options.hpp"
 #include "output.hpp"
+#include "run_variants.hpp"
 
 #include <ioattn/dense.hpp>
 
@@ -144,7 +145,8 @@ std::string yes_no(bool b) {
 void print_text(const nlohmann::json& j, const RunOptions& o) {
     std::ostream& os = std::cout;
     const auto wb = word_bytes(o.shared);
-    os << "ioattn run: forward, " << j["dtype"].get<std::string>() << ", B=" << j["batch"]
+    os << "ioattn run: " << j["pass"].get<std::string>() << ", " << j["dtype"].get<std::string>()
+       << ", pattern " << j["pattern"].get<std::string>() << ", B=" << j["batch"]
        << " H=" << j["heads"] << " (kv " << j["kv_heads"] << ") n_q=" << j["n_q"]
        << " n_k=" << j["n_k"] << " d=" << j["d"] << " d_v=" << j["d_v"]
        << " causal=" << yes_no(j["causal"].get<bool>()) << '\n';
@@ -157,10 +159,13 @@ void print_text(const nlohmann::json& j, const RunOptions& o) {
         os << " (auto chose it with --select " << j["selected_by"].get<std::string>() << ")";
     os << '\n';
     const auto& t = j["tiling"];
-    if (j["schedule"] != "reference")
-        os << "  tiling   rows " << t["rows"] << ", cols " << t["cols"] << "; resident "
-           << grouped(t["resident_words"].get<std::int64_t>()) << " words ("
-           << bytes_of(t["resident_words"].get<std::int64_t>(), wb) << ")\n";
+    if (j["schedule"] != "reference") {
+        os << "  tiling   rows " << t["rows"] << ", cols " << t["cols"];
+        if (t.contains("resident_words"))
+            os << "; resident " << grouped(t["resident_words"].get<std::int64_t>()) << " words ("
+               << bytes_of(t["resident_words"].get<std::int64_t>(), wb) << ")";
+        os << '\n';
+    }
     os << "  time     " << sig(j["seconds"].get<double>()) << " s ("
        << (o.repeat > 1 ? "median of " + std::to_string(o.repeat) : std::string("one run")) << "), "
        << fixed(j["gflops"].get<double>(), 2) << " GFLOP/s (4 B H n_q n_k d"
@@ -178,7 +183,8 @@ void print_text(const nlohmann::json& j, const RunOptions& o) {
            << grouped(io["writes"].get<std::int64_t>()) << ", total "
            << grouped(io["total"].get<std::int64_t>()) << " words; peak resident "
            << grouped(io["peak_resident"].get<std::int64_t>()) << "\n           "
-           << (io["matches_closed_form"].get<bool>() ? "= " : "!= ") << "io_cost_forward_"
+           << (io["matches_closed_form"].get<bool>() ? "= " : "!= ") << "io_cost_"
+           << j["pass"].get<std::string>() << "_"
            << j["schedule"].get<std::string>() << " ("
            << grouped(io["closed_form_total"].get<std::int64_t>())
            << "); counted / bound = " << fixed(io["ratio_to_bound"].get<double>(), 3) << '\n';
@@ -213,10 +219,29 @@ void print_csv(const nlohmann::json& j) {
     t.print_csv(std::cout);
 }
 
+nlohmann::json run_json(const RunOptions& o) {
+    const Pass pass = pass_of(o.shared, kWhere);
+    if (pass == Pass::forward && o.shared.pattern == "dense") {
+        const Plan plan = plan_of(o);
+        return o.shared.dtype == "double" ? run_typed<double>(o, plan) : run_typed<float>(o, plan);
+    }
+    VariantRun r;
+    r.problem = problem_of(o.shared, kWhere);
+    r.memory = memory_of(o.shared, kWhere);
+    r.pass = pass;
+    r.pattern = o.shared.pattern;
+    r.schedule = o.shared.schedule;
+    r.select = select_of(o.shared);
+    r.threads = o.shared.threads;
+    r.seed = o.shared.seed;
+    r.check = o.check;
+    r.count_io = o.count_io;
+    r.repeat = o.repeat;
+    return o.shared.dtype == "double" ? run_variant<double>(r) : run_variant<float>(r);
+}
+
 void run(const RunOptions& o) {
-    const Plan plan = plan_of(o);
-    const nlohmann::json j =
-        o.shared.dtype == "double" ? run_typed<double>(o, plan) : run_typed<float>(o, plan);
+    const nlohmann::json j = run_json(o);
     if (o.shared.json)
         std::cout << j.dump(2) << '\n';
     else if (o.shared.csv)
@@ -224,7 +249,8 @@ void run(const RunOptions& o) {
     else
         print_text(j, o);
     if (!j["io"].is_null() && !j["io"]["matches_closed_form"].get<bool>())
-        throw CheckFailed(std::string(kWhere) + ": counted I/O differs from io_cost_forward");
+        throw CheckFailed(std::string(kWhere) + ": counted I/O differs from io_cost_" +
+                          j["pass"].get<std::string>());
     if (!j["check"].is_null() && !j["check"]["passed"].get<bool>())
         throw CheckFailed(std::string(kWhere) + ": --check failed: max_abs_error " +
                           sig(j["check"]["max_abs_error"].get<double>()) + " > 2 * naive " +

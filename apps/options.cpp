@@ -66,18 +66,23 @@ void add_output_options(CLI::App& cmd, SharedOptions& o, bool csv) {
         cmd.add_flag("--csv", o.csv, "Machine-readable CSV on stdout")->excludes(j);
 }
 
+void require_dense_pattern(const SharedOptions& o, const char* where) {
+    if (o.pattern != "dense")
+        throw UsageError(std::string(where) + ": --pattern " + o.pattern +
+                         ": this subcommand models dense attention only; sparse patterns run "
+                         "with `ioattn run --pattern` and `ioattn bench --suite sparse`");
+}
+
 Pass pass_of(const SharedOptions& o, const char* where) {
     if (o.pass == "backward")
-        throw UsageError(std::string(where) +
-                         ": --pass backward is not available yet (the backward pass is issue 3); "
-                         "use --pass forward");
+        return Pass::backward;
+    if (o.pass != "forward")
+        throw UsageError(std::string(where) + ": --pass " + o.pass +
+                         " (expected forward or backward)");
     return Pass::forward;
 }
 
 Problem problem_of(const SharedOptions& o, const char* where) {
-    if (o.pattern != "dense")
-        throw UsageError(std::string(where) + ": --pattern " + o.pattern +
-                         ": sparse patterns are not available yet (issue 4); only 'dense'");
     (void)pass_of(o, where);
     const auto given = [&](std::int64_t value, const char* name) {
         if (value != kUnset && value < 1)
@@ -158,16 +163,17 @@ Tiling tiling_for(Schedule schedule,
                   const MemoryModel& memory,
                   const Problem& problem,
                   bool tuned,
-                  const char* where) {
+                  const char* where,
+                  Pass pass) {
     if (schedule == Schedule::reference)
         return Tiling{Schedule::reference, problem.n_q, problem.n_k};
-    if (!Tiling::try_for_memory(schedule, memory, problem).has_value())
+    if (!Tiling::try_for_memory(schedule, memory, problem, pass).has_value())
         throw InvalidArgument(std::string(where) + ": M = " + std::to_string(memory.fast_words) +
                               " words is below the smallest " + std::string(to_string(schedule)) +
                               " tiling for d = " + std::to_string(problem.d) + " (needs M >= " +
                               std::to_string(smallest_memory(schedule, problem)) + ")");
-    return tuned ? Tiling::tuned(schedule, memory, problem)
-                 : Tiling::for_memory(schedule, memory, problem);
+    return tuned ? Tiling::tuned(schedule, memory, problem, pass)
+                 : Tiling::for_memory(schedule, memory, problem, pass);
 }
 
 std::pair<std::int64_t, std::int64_t> parse_range(const std::string& text, const char* what) {

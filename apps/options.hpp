@@ -54,11 +54,14 @@ void add_runtime_options(CLI::App& cmd, SharedOptions& o);
 /// --json, and --csv unless `csv` is false
 void add_output_options(CLI::App& cmd, SharedOptions& o, bool csv = true);
 
-/// The resolved problem. `where` names the subcommand. Throws InvalidArgument for bad sizes
-/// and UsageError for what is not available yet (--pass backward, a sparse --pattern).
+/// The resolved problem (the --pattern is resolved separately, by the subcommands that take
+/// one). `where` names the subcommand. Throws InvalidArgument for bad sizes.
 Problem problem_of(const SharedOptions& o, const char* where);
 
-/// --pass (forward only for now; backward throws UsageError).
+/// Throws UsageError unless --pattern is 'dense' (for subcommands with dense models only).
+void require_dense_pattern(const SharedOptions& o, const char* where);
+
+/// --pass forward|backward.
 Pass pass_of(const SharedOptions& o, const char* where);
 
 /// Bytes per word of --dtype: 4 (float) or 8 (double).
@@ -83,7 +86,8 @@ Tiling tiling_for(Schedule schedule,
                   const MemoryModel& memory,
                   const Problem& problem,
                   bool tuned,
-                  const char* where);
+                  const char* where,
+                  Pass pass = Pass::forward);
 
 /// Parses "lo:hi" (each a positive integer, lo <= hi); throws InvalidArgument.
 std::pair<std::int64_t, std::int64_t> parse_range(const std::string& text, const char* what);

@@ -1,0 +1,38 @@
+#pragma once
+// `ioattn run` beyond the dense forward: the backward pass (--pass backward) and sparse patterns
+// (--pattern SPEC), with the same JSON keys as the dense forward (schedule, seconds, gflops,
+// io{reads, writes, total, peak_resident}, bound{regime, leading, explicit}, check{...}).
+
+#include "options.hpp"
+
+#include <ioattn/memory_model.hpp>
+#include <ioattn/problem.hpp>
+#include <ioattn/tiling.hpp>
+
+#include <nlohmann/json.hpp>
+
+namespace ioattn::app {
+
+struct VariantRun {
+    Problem problem;
+    MemoryModel memory;
+    Pass pass = Pass::forward;
+    std::string pattern = "dense";
+    std::string schedule = "auto"; ///< as given
+    Select select = Select::cost;
+    int threads = 0;
+    std::uint64_t seed = 42;
+    bool check = false;
+    bool count_io = false;
+    int repeat = 1;
+};
+
+/// Runs the problem and returns the JSON document `ioattn run` prints. Throws UsageError for
+/// combinations that have no kernel (e.g. --count-io with the reference schedule).
+template <typename Scalar>
+nlohmann::json run_variant(const VariantRun& r);
+
+extern template nlohmann::json run_variant<float>(const VariantRun&);
+extern template nlohmann::json run_variant<double>(const VariantRun&);
+
+} // namespace ioattn::app

@@ -1,0 +1,483 @@
+// ioattn::sparse::backward_materialized: materializing sparse backward (SDDMM over Omega, P and
+// dS stored, SpMM and transposed SpMM). Per (batch, kv head), for its group of query heads,
+// square tiles of side b = tiling.rows; only the non-empty tiles of Omega are touched
+// (Support::block_view(b, b) per row tile, Omega^T's block view per key tile). P and dS live in
+// slow memory as Z_QK values per query head in CSR order of Omega (dS overwrites P); a tile's
+// nnz_ij stored values are one read or write of nnz_ij words. Reference: backward_reference.cpp.
+// r, c: tile heights and widths; per row tile i: T_i non-empty tiles, width C_i, Z_i nonzeros.
+//   P:  parallel per (head, row tile i) with T_i > 0: read L_i                         r
+//         per tile j: per d chunk: read Q_i[:,k], K_j[:,k]                     (r + c) * kw
+//         S_ij = Q_i K_j^T on Omega; P_ij = exp(scale*S_ij - L_i); write P_ij      nnz_ij
+//   dV: parallel per (key tile j, d_v chunk x): dV_jx = 0
+//         per head, per row tile i with a pair in tile (i, j): read P_ij, dO_i[:,x]  nnz_ij + r*xw
+//           dV_jx += P_ij^T dO_i[:,x]
+//       write dV_jx                                                                   c*xw
+//   dS: parallel per (head, row tile i) with T_i > 0:
+//         per d_v chunk: read O_i[:,x], dO_i[:,x]; D_i += rowsum(dO o O)              2*r*xw
+//         per tile j: per d_v chunk: read dO_i[:,x], V_j[:,x]; dP_ij += on Omega   (r + c)*xw
+//           read P_ij; dS_ij = P_ij o (dP_ij - D_i); write dS_ij                  nnz_ij, nnz_ij
+//   dQ: parallel per (head, row tile i, d chunk k): dQ_ik = 0
+//         per tile j: read dS_ij, K_j[:,k]; dQ_ik += dS_ij K_j[:,k]              nnz_ij + c*kw
+//       write scale * dQ_ik                                                           r*kw
+//   dK: parallel per (key tile j, d chunk k): as dV with dS_ij, Q_i[:,k]; write scale*dK_jk
+// Resident: a dense r x c buffer per tile (acquired r*c although nnz_ij words move), so every
+// phase is bounded by dense::backward_materialized's (materialized_backward_resident) <= 4b^2.
+// I/O = io_cost_backward_materialized, per query head and row tile with T_i > 0
+// (vch = ceil(d_v/b), dch = ceil(d/b)):
+//   reads  r + T r d + C d  +  vch Z + T r d_v  +  2 r d_v + T r d_v + C d_v + Z
+//          +  dch Z + C d  +  dch Z + T r d
+//   writes 2 Z, plus n_q d (dQ) per head and n_k (d + d_v) (dK, dV) per kv slice.
+// With the full pattern (Z = r C) this is dense::io_cost_backward_materialized.
+// Pairs outside Omega are never multiplied (NaN in a key or value row a query cannot see does
+// not reach its gradient); a row with L = -inf has P = 0 and contributes zero.
+// Flops: about 4 Z_QK (d + d_v) per head. Every output chunk is written by one task that sums
+// heads, tiles and entries in a fixed order: thread-count invariant. The kv slices run one after
+// another, so the slow-memory store holds group * Z_QK words.
+// Tests: tests/sparse/backward_materialized_test.cpp
+
+#include "plan.hpp"
+#include "validate.hpp"
+
+#include <ioattn/kernels/workspace.hpp>
+#include <ioattn/parallel.hpp>
+#include <ioattn/sparse/backward.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ioattn::sparse {
+
+namespace {
+
+/// One kv slice (batch bb, kv head g) and its group of query heads. `pds` is the slow-memory
+/// P/dS store [group][Z_QK] in CSR order; `fast` the per-worker scratch: D (rb), a dense tile
+/// (rb x cb) and an accumulator (max(rb, cb) x wb), rb = min(b, n_q), cb = min(b, n_k),
+/// wb = min(b, max(d, d_v)).
+template <typename Scalar>
+struct Slice {
+    const BackwardArgs<Scalar>* a;
+    const Support* s;
+    const BlockView* rows_view; ///< Omega, b x b: per row tile, its non-empty key tiles
+    const BlockView* keys_view; ///< Omega^T, b x b: per key tile, its non-empty row tiles
+    std::int64_t b, bb, g;
+    Scalar* pds;
+    const kernels::Workspace<Scalar>* fast;
+
+    [[nodiscard]] static std::int64_t scratch_words(const Problem& p, std::int64_t b) {
+        const std::int64_t rb = std::min(b, p.n_q), cb = std::min(b, p.n_k);
+        return rb + rb * cb + std::max(rb, cb) * std::min(b, std::max(p.d, p.d_v));
+    }
+
+    [[nodiscard]] const Problem& p() const { return a->problem; }
+
+    [[nodiscard]] Scalar* delta(int worker) const { return fast->slab(worker); }
+
+    [[nodiscard]] Scalar* tile(int worker) const { return delta(worker) + std::min(b, p().n_q); }
+
+    [[nodiscard]] Scalar* acc(int worker) const {
+        return tile(worker) + std::min(b, p().n_q) * std::min(b, p().n_k);
+    }
+
+    [[nodiscard]] std::int64_t head(std::int64_t k) const { return g * p().group() + k; }
+
+    [[nodiscard]] std::int64_t q_slice(std::int64_t k) const { return bb * p().heads + head(k); }
+
+    [[nodiscard]] std::int64_t kv_slice() const { return bb * p().kv_heads + g; }
+
+    [[nodiscard]] std::int64_t rows(std::int64_t i0) const { return std::min(b, p().n_q - i0); }
+
+    [[nodiscard]] std::int64_t cols(std::int64_t j0) const { return std::min(b, p().n_k - j0); }
+
+    /// CSR positions [lo, hi) of the keys of row i in [j0, j0 + c).
+    [[nodiscard]] std::pair<std::int64_t, std::int64_t>
+    segment(std::int64_t i, std::int64_t j0, std::int64_t c) const {
+        const auto row = s->row(i);
+        const std::int64_t base = s->row_offsets()[static_cast<std::size_t>(i)];
+        const auto lo = std::lower_bound(row.begin(), row.end(), j0);
+        const auto hi = std::lower_bound(lo, row.end(), j0 + c);
+        return {base + (lo - row.begin()), base + (hi - row.begin())};
+    }
+
+    /// Key of the CSR position e.
+    [[nodiscard]] std::int64_t key(std::int64_t e) const {
+        return s->col_indices()[static_cast<std::size_t>(e)];
+    }
+
+    /// The stored P/dS value of head k at CSR position e.
+    [[nodiscard]] Scalar& store(std::int64_t k, std::int64_t e) const {
+        return pds[k * s->z_qk() + e];
+    }
+};
+
+template <typename Scalar>
+Scalar dot(const Scalar* x, const Scalar* y, std::int64_t n) {
+    Scalar acc = 0;
+    for (std::int64_t z = 0; z < n; ++z)
+        acc += x[z] * y[z];
+    return acc;
+}
+
+/// A tile: query rows [i0, i0 + r), keys [j0, j0 + c).
+struct Rect {
+    std::int64_t i0, r, j0, c;
+};
+
+/// tile (r x c) += A_i[:,z] B_j[:,z]^T on Omega's entries only (the allowed pairs of the tile);
+/// a_row(i) and b_row(key) point at the chunk of query row i of A and of the key's row of B.
+template <typename Scalar, typename RowA, typename RowB>
+void add_on_omega(const Slice<Scalar>& w,
+                  const Rect& t,
+                  std::int64_t zw,
+                  const RowA& a_row,
+                  const RowB& b_row,
+                  Scalar* tile) {
+    for (std::int64_t x = 0; x < t.r; ++x) {
+        const auto [lo, hi] = w.segment(t.i0 + x, t.j0, t.c);
+        const Scalar* ar = a_row(t.i0 + x);
+        for (std::int64_t e = lo; e < hi; ++e)
+            tile[x * t.c + w.key(e) - t.j0] += dot(ar, b_row(w.key(e)), zw);
+    }
+}
+
+/// P phase for head k, row tile blk: P_ij = exp(scale * Q_i K_j^T - L_i) on Omega per tile.
+template <typename Scalar, typename Counter>
+void probs_tile(const Slice<Scalar>& w, std::int64_t k, std::int64_t blk, int worker, Counter& io) {
+    const Problem& p = w.p();
+    const BackwardArgs<Scalar>& a = *w.a;
+    const auto tiles = w.rows_view->tiles_of(blk);
+    const std::int64_t i0 = blk * w.b, r = w.rows(i0), qs = w.q_slice(k), h = w.head(k);
+    if (tiles.empty())
+        return;
+    io.acquire(r);
+    io.read({Operand::lse, qs, i0, r, 0, 1});
+    for (const BlockTile& t : tiles) {
+        const std::int64_t j0 = t.col_block * w.b, c = w.cols(j0);
+        Scalar* s = nullptr; // no scratch in a dry run
+        io.acquire(r * c);
+        if constexpr (Counter::kComputes) {
+            s = w.tile(worker);
+            std::fill(s, s + r * c, Scalar(0));
+        }
+        for (std::int64_t k0 = 0; k0 < p.d; k0 += w.b) {
+            const std::int64_t kw = std::min(w.b, p.d - k0);
+            io.acquire((r + c) * kw);
+            io.read({Operand::q, qs, i0, r, k0, kw});
+            io.read({Operand::k, w.kv_slice(), j0, c, k0, kw});
+            if constexpr (Counter::kComputes) { // --- S_ij += Q_i[:,k] K_j[:,k]^T on Omega ---
+                const auto q_row = [&](std::int64_t i) { return a.q.row(w.bb, h, i) + k0; };
+                const auto k_row = [&](std::int64_t j) { return a.k.row(w.bb, w.g, j) + k0; };
+                add_on_omega(w, {i0, r, j0, c}, kw, q_row, k_row, s);
+            }
+            io.release((r + c) * kw);
+        }
+        if constexpr (Counter::kComputes) {
+            // --- P_ij = exp(scale * S_ij - L_i); a row with L = -inf: 0 ---
+            const auto scale = static_cast<Scalar>(p.scale);
+            for (std::int64_t x = 0; x < r; ++x) {
+                const Scalar lse = *a.lse.row(w.bb, h, i0 + x);
+                const bool none = lse == -std::numeric_limits<Scalar>::infinity();
+                const auto [lo, hi] = w.segment(i0 + x, j0, c);
+                for (std::int64_t e = lo; e < hi; ++e)
+                    w.store(k, e) =
+                        none ? Scalar(0) : std::exp(scale * s[x * c + w.key(e) - j0] - lse);
+            }
+        }
+        io.write({Operand::probs, qs, i0, t.nonzeros, j0, 1});
+        io.release(r * c);
+    }
+    io.release(r);
+}
+
+/// dS phase for head k, row tile blk: D_i, then dS_ij = P_ij o (dO_i V_j^T - D_i) on Omega.
+template <typename Scalar, typename Counter>
+void d_scores_tile(
+    const Slice<Scalar>& w, std::int64_t k, std::int64_t blk, int worker, Counter& io) {
+    const Problem& p = w.p();
+    const BackwardArgs<Scalar>& a = *w.a;
+    const auto tiles = w.rows_view->tiles_of(blk);
+    const std::int64_t i0 = blk * w.b, r = w.rows(i0), qs = w.q_slice(k), h = w.head(k);
+    if (tiles.empty())
+        return;
+    Scalar *delta = nullptr, *dp = nullptr;
+    if constexpr (Counter::kComputes) {
+        delta = w.delta(worker);
+        dp = w.tile(worker);
+        std::fill(delta, delta + r, Scalar(0));
+    }
+    io.acquire(r);
+    for (std::int64_t x0 = 0; x0 < p.d_v; x0 += w.b) {
+        const std::int64_t xw = std::min(w.b, p.d_v - x0);
+        io.acquire(2 * r * xw);
+        io.read({Operand::o, qs, i0, r, x0, xw});
+        io.read({Operand::d_o, qs, i0, r, x0, xw});
+        if constexpr (Counter::kComputes)
+            for (std::int64_t x = 0; x < r; ++x) // --- D_i += rowsum(dO_i o O_i) ---
+                delta[x] += dot(a.d_o.row(w.bb, h, i0 + x) + x0,
+                                static_cast<const Scalar*>(a.o.row(w.bb, h, i0 + x)) + x0,
+                                xw);
+        io.release(2 * r * xw);
+    }
+    for (const BlockTile& t : tiles) {
+        const std::int64_t j0 = t.col_block * w.b, c = w.cols(j0);
+        io.acquire(r * c);
+        if constexpr (Counter::kComputes)
+            std::fill(dp, dp + r * c, Scalar(0));
+        for (std::int64_t x0 = 0; x0 < p.d_v; x0 += w.b) {
+            const std::int64_t xw = std::min(w.b, p.d_v - x0);
+            io.acquire((r + c) * xw);
+            io.read({Operand::d_o, qs, i0, r, x0, xw});
+            io.read({Operand::v, w.kv_slice(), j0, c, x0, xw});
+            if constexpr (Counter::kComputes) { // --- dP_ij += dO_i[:,x] V_j[:,x]^T on Omega ---
+                const auto o_row = [&](std::int64_t i) { return a.d_o.row(w.bb, h, i) + x0; };
+                const auto v_row = [&](std::int64_t j) { return a.v.row(w.bb, w.g, j) + x0; };
+                add_on_omega(w, {i0, r, j0, c}, xw, o_row, v_row, dp);
+            }
+            io.release((r + c) * xw);
+        }
+        io.acquire(r * c);
+        io.read({Operand::probs, qs, i0, t.nonzeros, j0, 1});
+        if constexpr (Counter::kComputes)
+            for (std::int64_t x = 0; x < r; ++x) { // --- dS_ij = P_ij o (dP_ij - D_i) ---
+                const auto [lo, hi] = w.segment(i0 + x, j0, c);
+                for (std::int64_t e = lo; e < hi; ++e)
+                    w.store(k, e) *= dp[x * c + w.key(e) - j0] - delta[x];
+            }
+        io.write({Operand::d_scores, qs, i0, t.nonzeros, j0, 1});
+        io.release(2 * r * c);
+    }
+    io.release(r);
+}
+
+/// dQ phase for head k, row tile blk, d chunk k0: dQ_ik = scale * sum_j dS_ij K_j[:,k].
+template <typename Scalar, typename Counter>
+void d_q_chunk(const Slice<Scalar>& w,
+               std::int64_t k,
+               std::int64_t blk,
+               std::int64_t k0,
+               int worker,
+               Counter& io) {
+    const Problem& p = w.p();
+    const BackwardArgs<Scalar>& a = *w.a;
+    const std::int64_t i0 = blk * w.b, r = w.rows(i0), kw = std::min(w.b, p.d - k0);
+    const std::int64_t qs = w.q_slice(k), h = w.head(k);
+    Scalar* acc = nullptr;
+    if constexpr (Counter::kComputes) {
+        acc = w.acc(worker);
+        std::fill(acc, acc + r * kw, Scalar(0));
+    }
+    io.acquire(r * kw);
+    for (const BlockTile& t : w.rows_view->tiles_of(blk)) {
+        const std::int64_t j0 = t.col_block * w.b, c = w.cols(j0);
+        io.acquire(r * c + c * kw);
+        io.read({Operand::d_scores, qs, i0, t.nonzeros, j0, 1});
+        io.read({Operand::k, w.kv_slice(), j0, c, k0, kw});
+        if constexpr (Counter::kComputes)
+            for (std::int64_t x = 0; x < r; ++x) { // --- dQ_ik += dS_ij K_j[:,k] on Omega ---
+                const auto [lo, hi] = w.segment(i0 + x, j0, c);
+                for (std::int64_t e = lo; e < hi; ++e) {
+                    const Scalar ds = w.store(k, e);
+                    const Scalar* key = a.k.row(w.bb, w.g, w.key(e)) + k0;
+                    for (std::int64_t z = 0; z < kw; ++z)
+                        acc[x * kw + z] += ds * key[z];
+                }
+            }
+        io.release(r * c + c * kw);
+    }
+    if constexpr (Counter::kComputes) {
+        const auto scale = static_cast<Scalar>(p.scale);
+        for (std::int64_t x = 0; x < r; ++x)
+            for (std::int64_t z = 0; z < kw; ++z) // dQ = scale * dS K
+                a.d_q.row(w.bb, h, i0 + x)[k0 + z] = scale * acc[x * kw + z];
+    }
+    io.write({Operand::d_q, qs, i0, r, k0, kw});
+    io.release(r * kw);
+}
+
+/// dV (values = true) or dK phase for key tile jblk and column chunk z0:
+/// dV_jx = sum P_ij^T dO_i[:,x] or dK_jk = scale * sum dS_ij^T Q_i[:,k], over the heads of the
+/// group and the row tiles with a pair in tile (i, j), in order.
+template <typename Scalar, typename Counter>
+void d_kv_chunk(const Slice<Scalar>& w,
+                bool values,
+                std::int64_t jblk,
+                std::int64_t z0,
+                int worker,
+                Counter& io) {
+    const Problem& p = w.p();
+    const BackwardArgs<Scalar>& a = *w.a;
+    const std::int64_t j0 = jblk * w.b, c = w.cols(j0);
+    const std::int64_t zw = std::min(w.b, (values ? p.d_v : p.d) - z0);
+    Scalar* acc = nullptr;
+    if constexpr (Counter::kComputes) {
+        acc = w.acc(worker);
+        std::fill(acc, acc + c * zw, Scalar(0));
+    }
+    io.acquire(c * zw);
+    for (std::int64_t k = 0; k < p.group(); ++k) {
+        const std::int64_t qs = w.q_slice(k), h = w.head(k);
+        for (const BlockTile& t : w.keys_view->tiles_of(jblk)) {
+            const std::int64_t i0 = t.col_block * w.b, r = w.rows(i0);
+            io.acquire(r * c + r * zw);
+            io.read({values ? Operand::probs : Operand::d_scores, qs, i0, t.nonzeros, j0, 1});
+            io.read({values ? Operand::d_o : Operand::q, qs, i0, r, z0, zw});
+            if constexpr (Counter::kComputes)
+                for (std::int64_t x = 0; x < r; ++x) { // --- acc += P^T dO or dS^T Q on Omega ---
+                    const Scalar* row =
+                        values ? a.d_o.row(w.bb, h, i0 + x) + z0 : a.q.row(w.bb, h, i0 + x) + z0;
+                    const auto [lo, hi] = w.segment(i0 + x, j0, c);
+                    for (std::int64_t e = lo; e < hi; ++e) {
+                        const Scalar pv = w.store(k, e);
+                        Scalar* out = acc + (w.key(e) - j0) * zw;
+                        for (std::int64_t z = 0; z < zw; ++z)
+                            out[z] += pv * row[z];
+                    }
+                }
+            io.release(r * c + r * zw);
+        }
+    }
+    if constexpr (Counter::kComputes) {
+        const Scalar factor =
+            values ? Scalar(1) : static_cast<Scalar>(p.scale); // dK = scale dS^T Q
+        for (std::int64_t y = 0; y < c; ++y) {
+            Scalar* out = values ? a.d_v.row(w.bb, w.g, j0 + y) : a.d_k.row(w.bb, w.g, j0 + y);
+            for (std::int64_t z = 0; z < zw; ++z)
+                out[z0 + z] = factor * acc[y * zw + z];
+        }
+    }
+    io.write({values ? Operand::d_v : Operand::d_k, w.kv_slice(), j0, c, z0, zw});
+    io.release(c * zw);
+}
+
+} // namespace
+
+template <typename Scalar, typename Counter>
+void backward_materialized(const BackwardArgs<Scalar>& args,
+                           const Support& support,
+                           const Tiling& tiling,
+                           const MemoryModel& memory,
+                           Counter& counter) {
+    constexpr const char* kWhere = "ioattn::sparse::backward_materialized";
+    BackwardArgs<Scalar> a = args;
+    detail::validate(a,
+                     support,
+                     &tiling,
+                     Schedule::materialized,
+                     memory,
+                     kWhere,
+                     !Counter::kComputes,
+                     Pass::backward);
+    const Problem& p = a.problem;
+    const std::int64_t b = tiling.rows;
+    const BlockView rows_view = support.block_view(b, b);
+    const BlockView keys_view = detail::transpose(support).block_view(b, b);
+    const std::int64_t row_tiles = rows_view.row_blocks, key_tiles = keys_view.row_blocks;
+    const std::int64_t dch = (p.d + b - 1) / b, vch = (p.d_v + b - 1) / b;
+    // fast memory: D_i, one tile and one chunk per worker; slow memory: P, then dS (CSR order)
+    const bool computes = Counter::kComputes;
+    const kernels::Workspace<Scalar> fast(computes ? max_concurrency() : 0,
+                                          Slice<Scalar>::scratch_words(p, b));
+    const kernels::Workspace<Scalar> slow(computes ? 1 : 0, p.group() * support.z_qk());
+    Scalar* const pds = computes ? slow.slab(0) : nullptr;
+    Slice<Scalar> w{&a, &support, &rows_view, &keys_view, b, 0, 0, pds, &fast};
+    for (std::int64_t kv = 0; kv < p.batch * p.kv_heads; ++kv) { // kv slices in turn
+        w.bb = kv / p.kv_heads;
+        w.g = kv % p.kv_heads;
+        const std::int64_t per_head = p.group() * row_tiles;
+        // --- P = exp(scale * Q K^T - L) on Omega ---
+        parallel_for_counted(per_head, counter, [&](std::int64_t t, int worker, Counter& io) {
+            probs_tile(w, t / row_tiles, t % row_tiles, worker, io);
+        });
+        // --- dV = P^T dO ---
+        parallel_for_counted(
+            key_tiles * vch, counter, [&](std::int64_t t, int worker, Counter& io) {
+                d_kv_chunk(w, true, t / vch, t % vch * b, worker, io);
+            });
+        // --- dS = P o (dO V^T - D) on Omega ---
+        parallel_for_counted(per_head, counter, [&](std::int64_t t, int worker, Counter& io) {
+            d_scores_tile(w, t / row_tiles, t % row_tiles, worker, io);
+        });
+        // --- dQ = scale * dS K ---
+        parallel_for_counted(per_head * dch, counter, [&](std::int64_t t, int worker, Counter& io) {
+            const std::int64_t tile = t / dch;
+            d_q_chunk(w, tile / row_tiles, tile % row_tiles, t % dch * b, worker, io);
+        });
+        // --- dK = scale * dS^T Q ---
+        parallel_for_counted(
+            key_tiles * dch, counter, [&](std::int64_t t, int worker, Counter& io) {
+                d_kv_chunk(w, false, t / dch, t % dch * b, worker, io);
+            });
+    }
+}
+
+IoReport io_cost_backward_materialized(const Problem& problem,
+                                       const Support& support,
+                                       const Tiling& tiling) {
+    constexpr const char* kWhere = "ioattn::sparse::io_cost_backward_materialized";
+    const Problem p = problem.resolved(kWhere);
+    if (support.n_q() != p.n_q || support.n_k() != p.n_k)
+        throw InvalidArgument(std::string(kWhere) + ": support shape does not match the problem");
+    if (tiling.schedule != Schedule::materialized)
+        throw InvalidArgument(std::string(kWhere) + ": tiling is for the " +
+                              std::string(to_string(tiling.schedule)) + " schedule");
+    if (tiling.rows < 1 || tiling.rows != tiling.cols)
+        throw InvalidArgument(std::string(kWhere) + ": tiling " + std::to_string(tiling.rows) +
+                              " x " + std::to_string(tiling.cols) +
+                              " is not square with side >= 1");
+    const std::int64_t b = tiling.rows;
+    const BlockView view = support.block_view(b, b);
+    const std::int64_t vch = (p.d_v + b - 1) / b, dch = (p.d + b - 1) / b;
+    const std::int64_t kd = std::min(b, p.d), kv = std::min(b, p.d_v);
+    std::vector<std::int64_t> tallest(static_cast<std::size_t>(view.col_blocks), 0);
+    std::int64_t reads = 0, writes = p.n_q * p.d, peak = 0; // per query head; dQ written
+    for (std::int64_t i = 0; i < view.row_blocks; ++i) {
+        const std::int64_t r = view.block_rows(i);
+        peak = std::max(peak, r * kd); // dQ of a row tile without pairs: zeros
+        std::int64_t tiles = 0, width = 0, nnz = 0, cmax = 0;
+        for (const BlockTile& t : view.tiles_of(i)) {
+            const std::int64_t c = view.block_cols(t.col_block);
+            ++tiles;
+            width += c;
+            nnz += t.nonzeros;
+            cmax = std::max(cmax, c);
+            auto& rmax = tallest[static_cast<std::size_t>(t.col_block)];
+            rmax = std::max(rmax, r);
+        }
+        if (tiles == 0)
+            continue;
+        reads += r + tiles * r * p.d + width * p.d;                       // P
+        reads += vch * nnz + tiles * r * p.d_v;                           // dV
+        reads += 2 * r * p.d_v + tiles * r * p.d_v + width * p.d_v + nnz; // dS
+        reads += dch * nnz + width * p.d;                                 // dQ
+        reads += dch * nnz + tiles * r * p.d;                             // dK
+        writes += 2 * nnz;                                                // P, dS
+        peak = std::max({peak,
+                         r + r * cmax + (r + cmax) * kd,                                       // P
+                         r + std::max({2 * r * kv, r * cmax + (r + cmax) * kv, 2 * r * cmax}), // dS
+                         r * kd + r * cmax + cmax * kd});                                      // dQ
+    }
+    for (std::int64_t j = 0; j < view.col_blocks; ++j) {
+        const std::int64_t c = view.block_cols(j), r = tallest[static_cast<std::size_t>(j)];
+        peak = std::max({peak, c * kv + r * c + r * kv, c * kd + r * c + r * kd}); // dV, dK
+    }
+    const std::int64_t kv_words = p.batch * p.kv_heads * p.n_k * (p.d + p.d_v); // dK, dV
+    return {reads * p.batch_heads(), writes * p.batch_heads() + kv_words, peak};
+}
+
+// NOLINTBEGIN(bugprone-macro-parentheses): the arguments are types
+#define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
+    template void backward_materialized<Scalar, Counter>(                                          \
+        const BackwardArgs<Scalar>&, const Support&, const Tiling&, const MemoryModel&, Counter&);
+IOATTN_INSTANTIATE(float, NullCounter)
+IOATTN_INSTANTIATE(float, IoCounter)
+IOATTN_INSTANTIATE(float, DryRunCounter)
+IOATTN_INSTANTIATE(double, NullCounter)
+IOATTN_INSTANTIATE(double, IoCounter)
+IOATTN_INSTANTIATE(double, DryRunCounter)
+#undef IOATTN_INSTANTIATE
+// NOLINTEND(bugprone-macro-parentheses)
+
+} // namespace ioattn::sparse
