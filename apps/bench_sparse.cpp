@@ -186,7 +186,7 @@ void run_sparse_suite(const SparseSuiteOptions& o) {
                                 theory, cost, -1, 0});
                 for (const Schedule sch : {Schedule::fused, Schedule::materialized})
                     for (const int threads : {1, 2}) {
-                        const Tiling t = Tiling::tuned(sch, mem, p);
+                        const Tiling t = sparse::tuned_tiling(sch, mem, p, Pass::forward);
                         progress(spec + " N=" + std::to_string(n) + " d=" + std::to_string(d) +
                                  " " + std::string(to_string(sch)) + " t=" +
                                  std::to_string(threads));
@@ -207,7 +207,7 @@ void run_sparse_suite(const SparseSuiteOptions& o) {
                         rows.push_back(r);
                     }
                 for (const int threads : {1, 2}) {
-                    const Tiling t = Tiling::tuned(Schedule::fused, mem, p, Pass::backward);
+                    const Tiling t = sparse::tuned_tiling(Schedule::fused, mem, p, Pass::backward);
                     progress(spec + " N=" + std::to_string(n) + " d=" + std::to_string(d) +
                              " fused backward t=" + std::to_string(threads));
                     const double sec = bench::median_seconds(repeat, [&] {

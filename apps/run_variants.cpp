@@ -203,7 +203,9 @@ nlohmann::json run_variant(const VariantRun& r) {
     }
     if (r.count_io && schedule == Schedule::reference)
         throw UsageError(std::string(kWhere) + ": --count-io needs a fused or materialized schedule");
-    const Tiling tiling = tiling_for(schedule, r.memory, p, true, kWhere, r.pass);
+    Tiling tiling = tiling_for(schedule, r.memory, p, true, kWhere, r.pass);
+    if (is_sparse && schedule != Schedule::reference)
+        tiling = sparse::tuned_tiling(schedule, r.memory, p, r.pass);
 
     Data<Scalar> data(p, r.seed);
     // the forward outputs the backward needs (untimed)

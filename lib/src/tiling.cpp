@@ -193,13 +193,16 @@ Tiling Tiling::tuned(Schedule schedule, const MemoryModel& memory, const Problem
     const Problem p = problem.resolved("ioattn::Tiling::tuned");
     Tiling t = for_memory(schedule, memory, p, pass);
     if (schedule == Schedule::fused) {
-        // Br = Bc = 128: Q_i^T, O_i and the 128 x 128 score tile stay in L2, K_j/V_j stream
-        // from L3, and B=1, H=8, N=4096 still gives 256 tasks. Measured (fp32, 2 threads, N=4096,
-        // one noisy run each, GFLOP/s): d=64: 64x256 226, 128x128 257, 96x128 252, 32x256 214;
-        // d=128: 64x256 125, 64x128 236, 128x128 257, 128x64 257. Re-measure with
-        // `ioattn bench --suite dense`.
-        const Tiling hw{Schedule::fused, std::min<std::int64_t>(128, p.n_q),
-                        std::min<std::int64_t>(128, p.n_k)};
+        // Br = 192, Bc = 96: multiples of the micro-kernels' 6-key / 6-row blocking and of 16
+        // lanes, so no remainder kernels run; Q_i^T, O_i and the 96 x 192 score tile stay in L2
+        // and B=1, H=8, N=4096 still gives 176 tasks. Measured on a quiet machine (fp32,
+        // 2 threads, N=4096, H=8, best of 5, GFLOP/s; SGEMM 2048^3 about 250 in the same minute):
+        // d=128: 128x128 211, 192x96 232, 96x96 232, 144x96 238 (not reproduced: 220);
+        // d=64: 128x128 223, 192x96 223, 96x96 230, 144x96 243 (not reproduced: 228). The
+        // backward keeps 128 x 128 (not re-measured). `ioattn bench --suite dense` re-measures.
+        const bool fwd = pass == Pass::forward;
+        const Tiling hw{Schedule::fused, std::min<std::int64_t>(fwd ? 192 : 128, p.n_q),
+                        std::min<std::int64_t>(fwd ? 96 : 128, p.n_k)};
         if (hw.resident_words(p, pass) <= memory.fast_words)
             t = hw;
     } else if (schedule == Schedule::materialized) {

@@ -156,10 +156,13 @@ void key_block(const BackwardArgs<Scalar>& a, const Support& st, const detail::F
     }
     Scalar* dk = w.acc_a;
     Scalar* dv = w.acc_a + r * p.d;
+    detail::RowCursors cur;
+    if constexpr (Counter::kComputes)
+        cur = detail::row_cursors(st, j0, r, cursor, t.rows);
     for (std::int64_t hh = 0; hh < p.group(); ++hh) {
         const std::int64_t h = g * p.group() + hh, slice = b * p.heads + h;
         if constexpr (Counter::kComputes)
-            std::fill(cursor, cursor + r, std::int64_t{0});
+            std::fill(cur.pos, cur.pos + r, std::int64_t{0});
         for (std::int64_t x0 = 0; x0 < nq; x0 += t.cols) {
             const std::int64_t c = std::min(t.cols, nq - x0);
             const std::int64_t* qc = queries.data() + x0;
@@ -177,7 +180,7 @@ void key_block(const BackwardArgs<Scalar>& a, const Support& st, const detail::F
             }
             // --- S = scale Q K_j^T on Omega (queries x keys), P = exp(S - L) ---
             kernels::scores_block(w.ga, p.d, c, w.ta, w.rp, p.d, n_vec, w.s, w.rp);
-            const bool partial = detail::mask_chunk(st, j0, r, qc, c, cursor, w.s, w.rp);
+            const bool partial = detail::mask_chunk(st, j0, r, qc, c, cur, w.s, w.rp);
             kernels::probabilities(w.s, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.l2);
             // --- dP = dO V_j^T, dS = P o (dP - D) ---
             kernels::scores_block(w.gb, p.d_v, c, w.tb, w.rp, p.d_v, n_vec, w.dp, w.rp);
@@ -228,6 +231,7 @@ void query_block(const BackwardArgs<Scalar>& a, const Support& s, const detail::
     io.read({Operand::d_o, slice, i0, r, 0, p.d_v});
     io.read({Operand::lse, slice, i0, r, 0, 1});
     io.read({Operand::delta, slice, i0, r, 0, 1});
+    detail::RowCursors cur;
     Scratch<Scalar> w;
     std::int64_t n_vec = 0;
     if constexpr (Counter::kComputes) {
@@ -237,7 +241,7 @@ void query_block(const BackwardArgs<Scalar>& a, const Support& s, const detail::
                                  w.ta, w.rp);
         kernels::pack_transposed(a.d_o, b, h, i0, r, Scalar(1), w.tb, w.rp);
         std::fill(w.acc_a, w.acc_a + r * p.d, Scalar(0));
-        std::fill(cursor, cursor + r, std::int64_t{0});
+        cur = detail::row_cursors(s, i0, r, cursor, t.rows);
         for (std::int64_t x = 0; x < w.rp; ++x) {
             w.l2[x] = x < r ? kernels::lse2(*a.lse.row(b, h, i0 + x))
                             : std::numeric_limits<Scalar>::infinity();
@@ -255,7 +259,7 @@ void query_block(const BackwardArgs<Scalar>& a, const Support& s, const detail::
         gather(a.v, b, g, kc, c, w.gb);
         // --- S^T = scale K Q_i^T on Omega (keys x queries), P^T = exp(S^T - L) ---
         kernels::scores_block(w.ga, p.d, c, w.ta, w.rp, p.d, n_vec, w.s, w.rp);
-        const bool partial = detail::mask_chunk(s, i0, r, kc, c, cursor, w.s, w.rp);
+        const bool partial = detail::mask_chunk(s, i0, r, kc, c, cur, w.s, w.rp);
         kernels::probabilities(w.s, w.rp, c, n_vec, w.l2, static_cast<const Scalar*>(nullptr));
         // --- dP^T = V dO_i^T, dS^T = P^T o (dP^T - D) ---
         kernels::scores_block(w.gb, p.d_v, c, w.tb, w.rp, p.d_v, n_vec, w.dp, w.rp);
@@ -301,7 +305,7 @@ void backward_fused(const BackwardArgs<Scalar>& args,
     const int workers = Counter::kComputes ? max_concurrency() : 0;
     const kernels::Workspace<Scalar> delta(Counter::kComputes ? 1 : 0, p.batch_heads() * p.n_q);
     const kernels::Workspace<Scalar> ws(workers, Scratch<Scalar>::words(p, tiling));
-    const kernels::Workspace<std::int64_t> cursors(workers, tiling.rows);
+    const kernels::Workspace<std::int64_t> cursors(workers, 3 * tiling.rows);
     const std::int64_t qb = qplan.blocks(), kb = kplan.blocks();
     parallel_for_counted(p.batch_heads() * qb, counter, [&](std::int64_t task, int, Counter& io) {
         delta_block(a, qplan, task / qb, task % qb, delta.slab(0), io);

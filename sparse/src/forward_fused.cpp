@@ -91,6 +91,7 @@ void row_block(const ForwardArgs<Scalar>& a,
     io.acquire(resident);
     detail::read_rows(io, Operand::q, slice, src.q, b, h, i0, r);
     Scratch<Scalar> w;
+    detail::RowCursors cur;
     std::int64_t n_vec = 0;
     if constexpr (Counter::kComputes) {
         w = Scratch<Scalar>(base, p, t);
@@ -102,7 +103,7 @@ void row_block(const ForwardArgs<Scalar>& a,
         std::fill(w.o, w.o + r * p.d_v, Scalar(0));
         std::fill(w.m, w.m + w.rp, -std::numeric_limits<Scalar>::infinity());
         std::fill(w.l, w.l + w.rp, Scalar(0));
-        std::fill(cursor, cursor + r, std::int64_t{0});
+        cur = detail::row_cursors(s, i0, r, cursor, t.rows);
     }
     for (std::int64_t x0 = 0; x0 < nk; x0 += t.cols) {
         const std::int64_t c = std::min(t.cols, nk - x0);
@@ -111,19 +112,31 @@ void row_block(const ForwardArgs<Scalar>& a,
         detail::read_gathered(io, Operand::v, kv_slice, src.v, b, g, kc, c);
         if constexpr (!Counter::kComputes)
             continue;
-        // --- gather K_c, V_c ---
+        // --- K_c, V_c: in place when the chunk is an interval of dense rows, else gathered ---
+        const bool direct = kc[c - 1] - kc[0] + 1 == c && src.k.sparse == nullptr &&
+                            src.v.sparse == nullptr;
+        const Scalar* kp = direct ? a.k.row(b, g, kc[0]) : w.kg;
+        const Scalar* vp = direct ? a.v.row(b, g, kc[0]) : w.vg;
+        const std::int64_t ldk = direct ? a.k.stride_row : p.d;
+        const std::int64_t ldv = direct ? a.v.stride_row : p.d_v;
         bool finite_v = true;
-        for (std::int64_t y = 0; y < c; ++y) {
-            src.k.copy(b, g, kc[y], Scalar(1), w.kg + y * p.d, 1);
-            finite_v = src.v.copy(b, g, kc[y], Scalar(1), w.vg + y * p.d_v, 1) && finite_v;
+        if (!direct) {
+            for (std::int64_t y = 0; y < c; ++y) {
+                src.k.copy(b, g, kc[y], Scalar(1), w.kg + y * p.d, 1);
+                finite_v = src.v.copy(b, g, kc[y], Scalar(1), w.vg + y * p.d_v, 1) && finite_v;
+            }
         }
         // --- St = K_c Qt, mask to Omega, online softmax ---
-        kernels::scores_block(w.kg, p.d, c, w.qt, w.rp, p.d, n_vec, w.st, w.rp);
-        const bool partial = detail::mask_chunk(s, i0, r, kc, c, cursor, w.st, w.rp);
+        kernels::scores_block(kp, ldk, c, w.qt, w.rp, p.d, n_vec, w.st, w.rp);
+        const bool partial = detail::mask_chunk(s, i0, r, kc, c, cur, w.st, w.rp);
         kernels::online_softmax_block(w.st, w.rp, c, n_vec, w.m, w.l, w.alpha);
+        if (direct && partial)
+            for (std::int64_t y = 0; y < c; ++y)
+                for (std::int64_t z = 0; z < p.d_v; ++z)
+                    finite_v = finite_v && std::isfinite(vp[y * ldv + z]);
         // --- O_i = alpha O_i + P V_c ---
         if (finite_v || !partial) {
-            kernels::pv_block(w.st, w.rp, w.vg, p.d_v, c, r, p.d_v, w.alpha, w.o, p.d_v);
+            kernels::pv_block(w.st, w.rp, vp, ldv, c, r, p.d_v, w.alpha, w.o, p.d_v);
             continue;
         }
         for (std::int64_t x = 0; x < r; ++x) { // non-finite V: allowed keys only
@@ -134,7 +147,7 @@ void row_block(const ForwardArgs<Scalar>& a,
                 if (!s.contains(i0 + x, kc[y]))
                     continue;
                 for (std::int64_t z = 0; z < p.d_v; ++z)
-                    o[z] += w.st[y * w.rp + x] * w.vg[y * p.d_v + z];
+                    o[z] += w.st[y * w.rp + x] * vp[y * ldv + z];
             }
         }
     }
@@ -169,7 +182,7 @@ void forward_fused(const ForwardArgs<Scalar>& args,
     const std::int64_t blocks = plan.blocks();
     const int workers = Counter::kComputes ? max_concurrency() : 0;
     const kernels::Workspace<Scalar> ws(workers, Scratch<Scalar>::words(p, tiling));
-    const kernels::Workspace<std::int64_t> cursors(workers, tiling.rows);
+    const kernels::Workspace<std::int64_t> cursors(workers, 3 * tiling.rows);
     parallel_for_counted(p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker,
                                                                 Counter& io) {
         row_block(a, src, support, plan, tiling, task / blocks, task % blocks, ws.slab(worker),

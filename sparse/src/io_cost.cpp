@@ -109,6 +109,20 @@ IoReport io_cost_forward(const Problem& problem, const Support& support, const T
     throw InvalidArgument("ioattn::sparse::io_cost_forward: the reference schedule has no I/O model");
 }
 
+Tiling tuned_tiling(Schedule schedule, const MemoryModel& memory, const Problem& problem, Pass pass) {
+    const Problem p = problem.resolved("ioattn::sparse::tuned_tiling");
+    if (schedule == Schedule::fused) {
+        // window:256, N=16384, d=64, fp32, 2 threads, GFLOP/s (4 Z_QK d), one quiet run each:
+        // 48x96 137, 64x96 129, 96x96 137, 96x192 130, 128x128 126, 192x96 110: the block of
+        // Br rows sees Br + 2W keys, so smaller Br computes fewer masked scores.
+        const Tiling t{Schedule::fused, std::min<std::int64_t>(96, p.n_q),
+                       std::min<std::int64_t>(96, p.n_k)};
+        if (t.resident_words(p, pass) <= memory.fast_words)
+            return t;
+    }
+    return Tiling::tuned(schedule, memory, p, pass);
+}
+
 std::int64_t dense_z_input(const Problem& problem) {
     const Problem p = problem.resolved("ioattn::sparse::dense_z_input");
     return (p.n_q + p.n_k) * p.d + p.n_k * p.d_v;

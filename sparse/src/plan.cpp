@@ -54,9 +54,37 @@ FusedPlan FusedPlan::build(const Support& support, std::int64_t max_rows) {
                     emit(j);
                 }
     };
+    // A block whose rows are intervals that chain into one interval sees exactly that interval
+    // (windows, bands, causal): no stamps, no sort.
+    std::vector<std::int64_t> interval_lo(static_cast<std::size_t>(n), -1);
+    const auto as_interval = [&](std::int64_t b) -> std::pair<std::int64_t, std::int64_t> {
+        std::int64_t lo = -1, hi = -2;
+        for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i) {
+            const auto row = support.row(i);
+            if (row.empty())
+                continue;
+            if (row.back() - row.front() + 1 != static_cast<std::int64_t>(row.size()))
+                return {-1, -2};
+            if (lo < 0) {
+                lo = row.front();
+                hi = row.back();
+            } else if (row.front() >= lo && row.front() <= hi + 1) {
+                hi = std::max(hi, row.back());
+            } else {
+                return {-1, -2};
+            }
+        }
+        return {lo, hi};
+    };
     parallel_for_tiles(n, [&](std::int64_t b, int w) {
+        const auto [lo, hi] = as_interval(b);
         std::int64_t c = 0;
-        visit(b, stamps.slab(w), b + 1, [&](std::int64_t) { ++c; });
+        if (lo >= 0) { // one interval of keys
+            interval_lo[static_cast<std::size_t>(b)] = lo;
+            c = lo >= 0 ? hi - lo + 1 : 0;
+        } else {
+            visit(b, stamps.slab(w), b + 1, [&](std::int64_t) { ++c; });
+        }
         counts[static_cast<std::size_t>(b) + 1] = c;
     });
     plan.key_offsets.assign(counts.size(), 0);
@@ -65,6 +93,14 @@ FusedPlan FusedPlan::build(const Support& support, std::int64_t max_rows) {
     plan.keys.resize(static_cast<std::size_t>(plan.key_offsets.back()));
     parallel_for_tiles(n, [&](std::int64_t b, int w) {
         auto* out = plan.keys.data() + plan.key_offsets[static_cast<std::size_t>(b)];
+        const std::int64_t count = plan.key_offsets[static_cast<std::size_t>(b) + 1] -
+                                   plan.key_offsets[static_cast<std::size_t>(b)];
+        const std::int64_t lo = interval_lo[static_cast<std::size_t>(b)];
+        if (lo >= 0) {
+            for (std::int64_t c = 0; c < count; ++c)
+                out[c] = lo + c;
+            return;
+        }
         std::int64_t c = 0;
         visit(b, stamps.slab(w), -(b + 1), [&](std::int64_t j) { out[c++] = j; });
         std::sort(out, out + c);

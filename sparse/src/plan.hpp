@@ -5,6 +5,7 @@
 
 #include <ioattn/sparse/support.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -41,26 +42,70 @@ struct FusedPlan {
 /// Omega^T: the n_k x n_q support whose row j lists the queries that may see key j.
 Support transpose(const Support& support);
 
-/// Applies Omega to the chunk keys[0, c) of St: for each row, advance its cursor over its sorted
-/// keys; rows whose keys cover the chunk are left alone. Returns whether any row was partial.
-template <typename Scalar>
-inline bool mask_chunk(const Support& s,
-                std::int64_t i0,
-                std::int64_t r,
-                const std::int64_t* keys,
-                std::int64_t c,
-                std::int64_t* cursor,
-                Scalar* st,
-                std::int64_t ld) {
-    constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
-    bool partial = false;
+/// Per-row state of mask_chunk for the rows [i0, i0 + r) of one block: the position of the next
+/// key in the row, and the row's keys as an interval [lo, hi] (lo = -1: not an interval). Read
+/// once per block, so the chunks never touch the row's index array for interval rows.
+struct RowCursors {
+    std::int64_t* pos = nullptr;
+    std::int64_t* lo = nullptr;
+    std::int64_t* hi = nullptr;
+};
+
+/// Fills the cursors of rows [i0, i0 + r) in `base` (3 * capacity words, capacity >= r).
+inline RowCursors row_cursors(const Support& s,
+                              std::int64_t i0,
+                              std::int64_t r,
+                              std::int64_t* base,
+                              std::int64_t capacity) {
+    const RowCursors cur{base, base + capacity, base + 2 * capacity};
     for (std::int64_t x = 0; x < r; ++x) {
         const auto row = s.row(i0 + x);
         const auto n = static_cast<std::int64_t>(row.size());
-        std::int64_t a = cursor[x], e = a;
+        cur.pos[x] = 0;
+        const bool interval = n > 0 && row.back() - row.front() + 1 == n;
+        cur.lo[x] = interval ? row.front() : -1;
+        cur.hi[x] = interval ? row.back() : -1;
+    }
+    return cur;
+}
+
+/// Applies Omega to the chunk keys[0, c) of St (st[y * ld + x] for chunk entry y and row x):
+/// entries outside Omega become -inf. Interval rows against an interval chunk mask a prefix and
+/// a suffix; other rows merge their sorted keys from their cursor. Rows whose keys cover the
+/// chunk are left alone. Returns whether any row was partial.
+template <typename Scalar>
+inline bool mask_chunk(const Support& s,
+                       std::int64_t i0,
+                       std::int64_t r,
+                       const std::int64_t* keys,
+                       std::int64_t c,
+                       const RowCursors& cur,
+                       Scalar* st,
+                       std::int64_t ld) {
+    constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
+    const bool interval = keys[c - 1] - keys[0] + 1 == c; // the chunk is keys[0] .. keys[0]+c-1
+    bool partial = false;
+    for (std::int64_t x = 0; x < r; ++x) {
+        if (interval && cur.lo[x] >= 0) {
+            const std::int64_t n = cur.hi[x] - cur.lo[x] + 1;
+            const std::int64_t lo = std::clamp<std::int64_t>(cur.lo[x] - keys[0], 0, c);
+            const std::int64_t hi = std::clamp<std::int64_t>(cur.hi[x] - keys[0] + 1, 0, c);
+            cur.pos[x] = std::clamp<std::int64_t>(keys[c - 1] - cur.lo[x] + 1, 0, n);
+            if (lo == 0 && hi == c)
+                continue;
+            partial = true;
+            for (std::int64_t y = 0; y < lo; ++y)
+                st[y * ld + x] = kNegInf;
+            for (std::int64_t y = std::max(lo, hi); y < c; ++y)
+                st[y * ld + x] = kNegInf;
+            continue;
+        }
+        const auto row = s.row(i0 + x);
+        const auto n = static_cast<std::int64_t>(row.size());
+        std::int64_t a = cur.pos[x], e = a;
         while (e < n && row[static_cast<std::size_t>(e)] <= keys[c - 1])
             ++e;
-        cursor[x] = e;
+        cur.pos[x] = e;
         if (e - a == c)
             continue; // every key of the chunk allowed
         partial = true;

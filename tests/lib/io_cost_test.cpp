@@ -199,7 +199,7 @@ TEST_CASE("forward_bound: regime, compulsory, leading and explicit terms", "[io_
     CHECK_THROWS_AS(ioattn::forward_bound(bad, MemoryModel{0}), InvalidArgument);
 }
 
-TEST_CASE("select_schedule: theory is fused iff M >= d^2; cost picks the cheaper", "[io_cost]") {
+TEST_CASE("select_schedule: theory is fused iff M >= d^2 and cost picks the cheaper", "[io_cost]") {
     ioattn::test::Rng rng(25);
     for (int n = 0; n < 30; ++n) {
         Problem p;

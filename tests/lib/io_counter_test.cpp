@@ -7,6 +7,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <sstream>
+
 using ioattn::Block;
 using ioattn::CapacityError;
 using ioattn::IoCounter;
@@ -80,4 +82,10 @@ TEST_CASE("NullCounter and DryRunCounter", "[io_counter]") {
     CHECK(f.fast_words() == 8);
     f.acquire(8);
     CHECK_THROWS_AS(f.acquire(1), CapacityError);
+}
+
+TEST_CASE("IoReport prints its fields", "[io_counter]") {
+    std::ostringstream os;
+    os << IoReport{11, 22, 33};
+    CHECK_THAT(os.str(), Catch::Contains("11") && Catch::Contains("22") && Catch::Contains("33"));
 }

@@ -207,7 +207,7 @@ TEST_CASE("Tiling::validate", "[tiling][throws]") {
     CHECK_THROWS_AS(f.validate("v", MemoryModel{0}, p), InvalidArgument);
 }
 
-TEST_CASE("Schedule names round-trip; Tiling prints", "[tiling]") {
+TEST_CASE("Schedule names round-trip and Tiling prints", "[tiling]") {
     for (const Schedule s : {Schedule::reference, Schedule::fused, Schedule::materialized})
         CHECK(ioattn::parse_schedule(ioattn::to_string(s)) == s);
     CHECK(ioattn::to_string(Schedule::fused) == "fused");

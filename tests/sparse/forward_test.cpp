@@ -178,7 +178,7 @@ TEST_CASE("closed forms: banded and block-diagonal patterns", "[sparse][io]") {
     CHECK(ioattn::sparse::io_cost_forward_fused(p, diag, t).writes == p.n_q * (p.d_v + 1));
 }
 
-TEST_CASE("rows with no allowed key give O = 0 and L = -inf; one key gives O = v",
+TEST_CASE("rows with no allowed key give O = 0 and L = -inf, one key gives O = v",
           "[sparse][forward]") {
     const Problem p = shape(6, 5, 3);
     const Support none = Support::none(6, 5);

@@ -85,7 +85,7 @@ TEMPLATE_TEST_CASE("backward_fused: counted I/O equals the closed form on edge s
     t::backward_suite_io_edge<TestType>(Schedule::fused);
 }
 
-TEST_CASE("backward_fused: for_memory tilings fit M; large dry runs match the closed form",
+TEST_CASE("backward_fused: for_memory tilings fit M, large dry runs match the closed form",
           "[dense][backward][fused][io]") {
     t::backward_suite_io_for_memory(Schedule::fused);
 }

@@ -85,7 +85,7 @@ TEMPLATE_TEST_CASE("backward_materialized: counted I/O equals the closed form on
     t::backward_suite_io_edge<TestType>(Schedule::materialized);
 }
 
-TEST_CASE("backward_materialized: for_memory tilings fit M; large dry runs match the closed form",
+TEST_CASE("backward_materialized: for_memory tilings fit M, large dry runs match the closed form",
           "[dense][backward][materialized][io]") {
     t::backward_suite_io_for_memory(Schedule::materialized);
 }

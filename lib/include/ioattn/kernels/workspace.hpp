@@ -1,37 +1,89 @@
 #pragma once
-// Per-worker scratch memory, allocated once before a parallel region and indexed by
-// ioattn::worker_index(), so parallel bodies never allocate. 64-byte aligned.
+/// Per-worker scratch memory, allocated once before a parallel region and indexed by
+/// ioattn::worker_index(), so parallel bodies never allocate. 64-byte aligned, zero-initialised.
+/// Blocks come from a small per-thread pool, so repeated calls (benchmarks, training loops)
+/// reuse mapped pages instead of faulting fresh ones in on every call.
 
+#include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <memory>
 #include <new>
+#include <utility>
+#include <vector>
 
 namespace ioattn::kernels {
+
+/// The calling thread's pool of free blocks (bytes, pointer); at most kKeep are kept.
+class ScratchPool {
+public:
+    static constexpr std::size_t kKeep = 8;
+
+    static void* take(std::size_t bytes) {
+        auto& blocks = free_blocks();
+        for (std::size_t i = 0; i < blocks.size(); ++i)
+            if (blocks[i].first >= bytes) {
+                void* p = blocks[i].second;
+                blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
+                return p;
+            }
+        return ::operator new[](bytes, std::align_val_t{64});
+    }
+
+    /// Returns a block of `bytes` (as taken) to the pool, or frees it when the pool is full.
+    static void give(void* p, std::size_t bytes) {
+        auto& blocks = free_blocks();
+        if (blocks.size() < kKeep) {
+            blocks.emplace_back(bytes, p);
+            return;
+        }
+        ::operator delete[](p, std::align_val_t{64});
+    }
+
+private:
+    struct Blocks : std::vector<std::pair<std::size_t, void*>> {
+        Blocks() = default;
+        Blocks(const Blocks&) = delete;
+        Blocks& operator=(const Blocks&) = delete;
+        ~Blocks() {
+            for (auto& b : *this)
+                ::operator delete[](b.second, std::align_val_t{64});
+        }
+    };
+
+    static Blocks& free_blocks() {
+        thread_local Blocks blocks;
+        return blocks;
+    }
+};
 
 template <typename T>
 class Workspace {
 public:
     /// `workers` slabs of `words` elements each (zero-initialised).
     Workspace(int workers, std::int64_t words)
-        : words_((words + 15) / 16 * 16) {
-        const auto n = static_cast<std::size_t>(workers) * static_cast<std::size_t>(words_);
-        if (n > 0) {
-            data_.reset(static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t{64})));
-            for (std::size_t i = 0; i < n; ++i)
-                data_[i] = T(0);
-        }
+        : words_((words + 15) / 16 * 16)
+        , count_(static_cast<std::size_t>(workers) * static_cast<std::size_t>(words_)) {
+        if (count_ == 0)
+            return;
+        data_ = static_cast<T*>(ScratchPool::take(count_ * sizeof(T)));
+        for (std::size_t i = 0; i < count_; ++i)
+            data_[i] = T(0);
     }
 
+    ~Workspace() {
+        if (data_ != nullptr)
+            ScratchPool::give(data_, count_ * sizeof(T));
+    }
+
+    Workspace(const Workspace&) = delete;
+    Workspace& operator=(const Workspace&) = delete;
+
     /// The slab of worker w.
-    T* slab(int w) const { return data_.get() + static_cast<std::int64_t>(w) * words_; }
+    T* slab(int w) const { return data_ + static_cast<std::int64_t>(w) * words_; }
 
 private:
-    struct Free {
-        void operator()(T* p) const { ::operator delete[](p, std::align_val_t{64}); }
-    };
     std::int64_t words_;
-    std::unique_ptr<T[], Free> data_;
+    std::size_t count_;
+    T* data_ = nullptr;
 };
 
 } // namespace ioattn::kernels

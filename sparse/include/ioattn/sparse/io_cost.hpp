@@ -33,6 +33,11 @@ IoReport io_cost_forward_materialized(const Problem& problem,
                                       const Support& support,
                                       const Tiling& tiling);
 
+/// The tiling timed sparse runs use: fused 96 x 96 (smaller query blocks than the dense 192 x 96
+/// waste fewer score tiles on banded patterns), materialized as the dense tuned tiling; falls
+/// back to Tiling::for_memory when that does not fit M.
+Tiling tuned_tiling(Schedule schedule, const MemoryModel& memory, const Problem& problem, Pass pass);
+
 /// Dispatches on tiling.schedule.
 IoReport io_cost_forward(const Problem& problem, const Support& support, const Tiling& tiling);
 
