@@ -4,6 +4,7 @@
 // GFLOP/s counts 4 Z_QK d (backward 2.5x); medians of --repeat runs after a warm-up; B = H = 1.
 
 #include "bench_sparse.hpp"
+
 #include "graphblas_peer.hpp"
 #include "output.hpp"
 
@@ -14,13 +15,14 @@
 #include <ioattn/sparse/pattern.hpp>
 #include <ioattn/sparse/support_stats.hpp>
 
-#include <bench_util.hpp>
 #include <nlohmann/json.hpp>
 
 #include <iostream>
 #include <string>
-#include <unistd.h>
 #include <vector>
+
+#include <bench_util.hpp>
+#include <unistd.h>
 
 namespace ioattn::app {
 
@@ -77,36 +79,62 @@ void print(const SparseSuiteOptions& o, const std::vector<Row>& rows, double pea
         j["repeat"] = o.repeat;
         j["rows"] = nlohmann::json::array();
         for (const Row& r : rows)
-            j["rows"].push_back({{"pattern", r.pattern},     {"N", r.n},
-                                 {"d", r.d},                 {"z_qk", r.z_qk},
-                                 {"density", r.density},     {"schedule", r.schedule},
-                                 {"pass", r.pass},           {"threads", r.threads},
-                                 {"seconds", r.seconds},     {"gflops", r.gflops},
-                                 {"roofline", r.roofline},   {"vs_dense_fused", r.vs_dense},
+            j["rows"].push_back({{"pattern", r.pattern},
+                                 {"N", r.n},
+                                 {"d", r.d},
+                                 {"z_qk", r.z_qk},
+                                 {"density", r.density},
+                                 {"schedule", r.schedule},
+                                 {"pass", r.pass},
+                                 {"threads", r.threads},
+                                 {"seconds", r.seconds},
+                                 {"gflops", r.gflops},
+                                 {"roofline", r.roofline},
+                                 {"vs_dense_fused", r.vs_dense},
                                  {"vs_graphblas", r.vs_graphblas},
-                                 {"theory_choice", r.theory}, {"cost_choice", r.cost},
+                                 {"theory_choice", r.theory},
+                                 {"cost_choice", r.cost},
                                  {"io", r.io < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.io)},
                                  {"bound", r.bound}});
         std::cout << j.dump(2) << '\n';
         return;
     }
-    std::vector<std::string> head{"pattern", "N", "d", "Z_QK", "density", "schedule", "pass",
-                                  "thr", "seconds", "GFLOP/s", "% roof", "vs dense", "vs GrB",
-                                  "theory", "cost"};
+    std::vector<std::string> head{"pattern",
+                                  "N",
+                                  "d",
+                                  "Z_QK",
+                                  "density",
+                                  "schedule",
+                                  "pass",
+                                  "thr",
+                                  "seconds",
+                                  "GFLOP/s",
+                                  "% roof",
+                                  "vs dense",
+                                  "vs GrB",
+                                  "theory",
+                                  "cost"};
     if (o.count_io) {
         head.emplace_back("I/O");
         head.emplace_back("bound");
     }
     Table t(head);
     for (const Row& r : rows) {
-        std::vector<std::string> cells{r.pattern, std::to_string(r.n), std::to_string(r.d),
-                                       grouped(r.z_qk), fixed(100 * r.density, 2) + "%",
-                                       r.schedule, r.pass, std::to_string(r.threads),
-                                       sig(r.seconds), fixed(r.gflops, 1),
+        std::vector<std::string> cells{r.pattern,
+                                       std::to_string(r.n),
+                                       std::to_string(r.d),
+                                       grouped(r.z_qk),
+                                       fixed(100 * r.density, 2) + "%",
+                                       r.schedule,
+                                       r.pass,
+                                       std::to_string(r.threads),
+                                       sig(r.seconds),
+                                       fixed(r.gflops, 1),
                                        fixed(100 * r.roofline, 1),
                                        r.vs_dense > 0 ? fixed(r.vs_dense, 2) : "-",
                                        r.vs_graphblas > 0 ? fixed(r.vs_graphblas, 1) : "-",
-                                       r.theory, r.cost};
+                                       r.theory,
+                                       r.cost};
         if (o.count_io) {
             cells.push_back(r.io < 0 ? "-" : grouped(r.io));
             cells.push_back(r.bound > 0 ? sig(r.bound) : "-");
@@ -119,7 +147,8 @@ void print(const SparseSuiteOptions& o, const std::vector<Row>& rows, double pea
     }
     std::cout << "ioattn bench --suite sparse: fp32, B = H = 1, median of " << o.repeat
               << " runs; GFLOP/s = 4 Z_QK d (backward 2.5x); % roof = of SGEMM 2048^3 ("
-              << fixed(peak, 1) << " GFLOP/s, 2 threads) in this run; vs dense = GFLOP/s over the "
+              << fixed(peak, 1)
+              << " GFLOP/s, 2 threads) in this run; vs dense = GFLOP/s over the "
                  "dense fused kernel's; vs GrB = time of the GraphBLAS pipeline over this time\n";
     t.print(std::cout);
 }
@@ -129,12 +158,16 @@ void print(const SparseSuiteOptions& o, const std::vector<Row>& rows, double pea
 void run_sparse_suite(const SparseSuiteOptions& o) {
     const std::vector<std::string> patterns =
         o.quick ? std::vector<std::string>{"window:256", "bigbird:64:2:3", "random:0.02"}
-                : std::vector<std::string>{"window:256", "causal-window:256", "bigbird:64:2:3",
-                                           "strided:64", "block:64:0.1", "random:0.02"};
-    const std::vector<std::int64_t> ns = o.quick ? std::vector<std::int64_t>{4096}
-                                                 : std::vector<std::int64_t>{4096, 16384};
-    const std::vector<std::int64_t> ds = o.quick ? std::vector<std::int64_t>{64}
-                                                 : std::vector<std::int64_t>{64, 128};
+                : std::vector<std::string>{"window:256",
+                                           "causal-window:256",
+                                           "bigbird:64:2:3",
+                                           "strided:64",
+                                           "block:64:0.1",
+                                           "random:0.02"};
+    const std::vector<std::int64_t> ns =
+        o.quick ? std::vector<std::int64_t>{4096} : std::vector<std::int64_t>{4096, 16384};
+    const std::vector<std::int64_t> ds =
+        o.quick ? std::vector<std::int64_t>{64} : std::vector<std::int64_t>{64, 128};
     const int repeat = o.quick ? 3 : o.repeat;
     progress("sgemm 2048^3 (roofline)");
     bench::SquareGemm<float> gemm(2048, 2);
@@ -162,10 +195,40 @@ void run_sparse_suite(const SparseSuiteOptions& o) {
             });
             const double dense_f = flop_count_convention(p) / dense_fs;
             const double dense_b = flop_count_convention(p, Pass::backward) / dense_bs;
-            rows.push_back({"dense", n, d, n * n, 1.0, "fused", "forward", 2, dense_fs,
-                            dense_f * 1e-9, dense_f * 1e-9 / peak, 1.0, 0, "-", "-", -1, 0});
-            rows.push_back({"dense", n, d, n * n, 1.0, "fused", "backward", 2, dense_bs,
-                            dense_b * 1e-9, dense_b * 1e-9 / peak, 1.0, 0, "-", "-", -1, 0});
+            rows.push_back({"dense",
+                            n,
+                            d,
+                            n * n,
+                            1.0,
+                            "fused",
+                            "forward",
+                            2,
+                            dense_fs,
+                            dense_f * 1e-9,
+                            dense_f * 1e-9 / peak,
+                            1.0,
+                            0,
+                            "-",
+                            "-",
+                            -1,
+                            0});
+            rows.push_back({"dense",
+                            n,
+                            d,
+                            n * n,
+                            1.0,
+                            "fused",
+                            "backward",
+                            2,
+                            dense_bs,
+                            dense_b * 1e-9,
+                            dense_b * 1e-9 / peak,
+                            1.0,
+                            0,
+                            "-",
+                            "-",
+                            -1,
+                            0});
             for (const std::string& spec : patterns) {
                 const sparse::Support s = sparse::parse_pattern(spec, n, n, o.seed);
                 const double flops = 4.0 * static_cast<double>(s.z_qk()) * static_cast<double>(d);
@@ -176,28 +239,56 @@ void run_sparse_suite(const SparseSuiteOptions& o) {
                 const std::string theory = pick(Select::theory), cost = pick(Select::cost);
                 progress(spec + " N=" + std::to_string(n) + " d=" + std::to_string(d) +
                          " graphblas");
-                GraphBlasAttention gb(s, data.fwd.q.data(), data.fwd.k.data(), data.fwd.v.data(), d,
-                                      d, 2);
+                GraphBlasAttention gb(
+                    s, data.fwd.q.data(), data.fwd.k.data(), data.fwd.v.data(), d, d, 2);
                 const float scale = static_cast<float>(p.scale);
                 const double gb_s =
                     bench::median_seconds(repeat, [&] { gb.run(scale, data.fwd.o.data()); });
-                rows.push_back({spec, n, d, s.z_qk(), sparse::density(s), "graphblas", "forward",
-                                2, gb_s, flops / gb_s * 1e-9, flops / gb_s * 1e-9 / peak, 0, 1.0,
-                                theory, cost, -1, 0});
+                rows.push_back({spec,
+                                n,
+                                d,
+                                s.z_qk(),
+                                sparse::density(s),
+                                "graphblas",
+                                "forward",
+                                2,
+                                gb_s,
+                                flops / gb_s * 1e-9,
+                                flops / gb_s * 1e-9 / peak,
+                                0,
+                                1.0,
+                                theory,
+                                cost,
+                                -1,
+                                0});
                 for (const Schedule sch : {Schedule::fused, Schedule::materialized})
                     for (const int threads : {1, 2}) {
                         const Tiling t = sparse::tuned_tiling(sch, mem, p, Pass::forward);
                         progress(spec + " N=" + std::to_string(n) + " d=" + std::to_string(d) +
-                                 " " + std::string(to_string(sch)) + " t=" +
-                                 std::to_string(threads));
+                                 " " + std::string(to_string(sch)) +
+                                 " t=" + std::to_string(threads));
                         const double sec = bench::median_seconds(repeat, [&] {
                             NullCounter c;
                             with_threads(threads,
                                          [&] { sparse::forward(data.fwd.args(), s, t, mem, c); });
                         });
-                        Row r{spec, n, d, s.z_qk(), sparse::density(s), std::string(to_string(sch)),
-                              "forward", threads, sec, flops / sec * 1e-9, 0, 0, gb_s / sec,
-                              theory, cost, -1, 0};
+                        Row r{spec,
+                              n,
+                              d,
+                              s.z_qk(),
+                              sparse::density(s),
+                              std::string(to_string(sch)),
+                              "forward",
+                              threads,
+                              sec,
+                              flops / sec * 1e-9,
+                              0,
+                              0,
+                              gb_s / sec,
+                              theory,
+                              cost,
+                              -1,
+                              0};
                         r.roofline = r.gflops / peak;
                         r.vs_dense = r.gflops / (dense_f * 1e-9);
                         if (o.count_io) {
@@ -212,11 +303,27 @@ void run_sparse_suite(const SparseSuiteOptions& o) {
                              " fused backward t=" + std::to_string(threads));
                     const double sec = bench::median_seconds(repeat, [&] {
                         NullCounter c;
-                        with_threads(threads,
-                                     [&] { sparse::backward_fused(data.backward(), s, t, mem, c); });
+                        with_threads(threads, [&] {
+                            sparse::backward_fused(data.backward(), s, t, mem, c);
+                        });
                     });
-                    Row r{spec, n, d, s.z_qk(), sparse::density(s), "fused", "backward", threads,
-                          sec, 2.5 * flops / sec * 1e-9, 0, 0, 0, theory, cost, -1, 0};
+                    Row r{spec,
+                          n,
+                          d,
+                          s.z_qk(),
+                          sparse::density(s),
+                          "fused",
+                          "backward",
+                          threads,
+                          sec,
+                          2.5 * flops / sec * 1e-9,
+                          0,
+                          0,
+                          0,
+                          theory,
+                          cost,
+                          -1,
+                          0};
                     r.roofline = r.gflops / peak;
                     r.vs_dense = r.gflops / (dense_b * 1e-9);
                     if (o.count_io)

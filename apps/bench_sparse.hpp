@@ -6,7 +6,7 @@
 namespace ioattn::app {
 
 struct SparseSuiteOptions {
-    bool quick = false;    ///< N = 4096, d = 64, three patterns, 3 runs: about 30 seconds
+    bool quick = false; ///< N = 4096, d = 64, three patterns, 3 runs: about 30 seconds
     bool json = false;
     bool csv = false;
     bool count_io = false; ///< add the counted I/O of each row (dry run) and its bound

@@ -231,8 +231,9 @@ void run(const BoundOptions& o) {
     }
     std::ostream& os = std::cout;
     const auto d2 = p.d * p.d;
-    os << "ioattn bound: " << to_string(pass) << ", B*H = " << p.batch_heads() << ", n_q = " << p.n_q
-       << ", n_k = " << p.n_k << ", d = " << p.d << (p.causal ? ", causal" : "") << '\n';
+    os << "ioattn bound: " << to_string(pass) << ", B*H = " << p.batch_heads()
+       << ", n_q = " << p.n_q << ", n_k = " << p.n_k << ", d = " << p.d
+       << (p.causal ? ", causal" : "") << '\n';
     if (mach.preset != "none")
         os << "  preset       " << mach.preset << ": " << mach.source << '\n';
     os << "  fast memory  M = " << grouped(mem.fast_words) << " words of " << mach.word_bytes

@@ -287,9 +287,10 @@ void run(const IoOptions& o) {
         if (o.shared.csv) {
             t.print_csv(std::cout);
         } else {
-            std::cout << "ioattn io: " << to_string(pass) << ", B=" << p.batch << " H=" << p.heads << " (kv "
-                      << p.kv_heads << ") n_q=" << p.n_q << " n_k=" << p.n_k << " d=" << p.d
-                      << " d_v=" << p.d_v << (p.causal ? " causal" : "") << "; I/O in words\n";
+            std::cout << "ioattn io: " << to_string(pass) << ", B=" << p.batch << " H=" << p.heads
+                      << " (kv " << p.kv_heads << ") n_q=" << p.n_q << " n_k=" << p.n_k
+                      << " d=" << p.d << " d_v=" << p.d_v << (p.causal ? " causal" : "")
+                      << "; I/O in words\n";
             t.print(std::cout);
             std::cout << "bound = max(compulsory, min(N^2 d^2/M, N^2 d/sqrt(M))) (Saha & Ye Thm "
                          "3.1/3.7); explicit = M (ceil(N^2/B_max) - 1) (Thm 4.8); dry: '=' the "
@@ -322,8 +323,9 @@ void run(const IoOptions& o) {
         if (crossover != 0)
             marks.emplace_back(static_cast<double>(crossover), "crossover");
         write_svg(o.plot,
-                  std::string(to_string(pass)) + " I/O, n_q=" + std::to_string(p.n_q) + " n_k=" + std::to_string(p.n_k) +
-                      " d=" + std::to_string(p.d) + " B*H=" + std::to_string(p.batch_heads()),
+                  std::string(to_string(pass)) + " I/O, n_q=" + std::to_string(p.n_q) +
+                      " n_k=" + std::to_string(p.n_k) + " d=" + std::to_string(p.d) +
+                      " B*H=" + std::to_string(p.batch_heads()),
                   {fused, mat, bound, expl},
                   marks);
         std::cerr << "ioattn io: wrote " << o.plot << '\n';

@@ -184,8 +184,7 @@ void print_text(const nlohmann::json& j, const RunOptions& o) {
            << grouped(io["total"].get<std::int64_t>()) << " words; peak resident "
            << grouped(io["peak_resident"].get<std::int64_t>()) << "\n           "
            << (io["matches_closed_form"].get<bool>() ? "= " : "!= ") << "io_cost_"
-           << j["pass"].get<std::string>() << "_"
-           << j["schedule"].get<std::string>() << " ("
+           << j["pass"].get<std::string>() << "_" << j["schedule"].get<std::string>() << " ("
            << grouped(io["closed_form_total"].get<std::int64_t>())
            << "); counted / bound = " << fixed(io["ratio_to_bound"].get<double>(), 3) << '\n';
     }

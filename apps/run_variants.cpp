@@ -12,8 +12,6 @@
 #include <ioattn/sparse/io_cost.hpp>
 #include <ioattn/sparse/pattern.hpp>
 
-#include <bench_util.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -21,6 +19,8 @@
 #include <optional>
 #include <random>
 #include <vector>
+
+#include <bench_util.hpp>
 
 namespace ioattn::app {
 
@@ -34,7 +34,8 @@ struct Data {
     Problem p;
     std::vector<T> q, k, v, o, lse, d_o, d_q, d_k, d_v;
 
-    Data(const Problem& problem, std::uint64_t seed) : p(problem) {
+    Data(const Problem& problem, std::uint64_t seed)
+        : p(problem) {
         const bench::ForwardData<T> f(problem, seed);
         q = f.q;
         k = f.k;
@@ -52,7 +53,8 @@ struct Data {
     }
 
     template <typename U>
-    explicit Data(const Data<U>& x) : p(x.p) {
+    explicit Data(const Data<U>& x)
+        : p(x.p) {
         const auto cv = [](const std::vector<U>& a) { return std::vector<T>(a.begin(), a.end()); };
         q = cv(x.q);
         k = cv(x.k);
@@ -109,7 +111,8 @@ void naive(Data<T>& x, const Allowed& allowed, bool grads) {
                 T dot = 0;
                 for (std::int64_t c = 0; c < p.d; ++c)
                     dot += x.q[at(qi, p.d, c)] * x.k[at(kv * p.n_k + j, p.d, c)];
-                w[static_cast<std::size_t>(j)] = allowed(i, j) ? dot * s : -std::numeric_limits<T>::infinity();
+                w[static_cast<std::size_t>(j)] =
+                    allowed(i, j) ? dot * s : -std::numeric_limits<T>::infinity();
                 m = std::max(m, w[static_cast<std::size_t>(j)]);
             }
             for (T& e : w) {
@@ -154,8 +157,9 @@ double max_err(const std::vector<A>& a, const std::vector<double>& b) {
         const double x = static_cast<double>(a[i]);
         if (std::isinf(x) && x == b[i])
             continue;
-        e = std::max(e, std::isnan(x) != std::isnan(b[i]) ? std::numeric_limits<double>::infinity()
-                                                           : std::fabs(x - b[i]));
+        e = std::max(e,
+                     std::isnan(x) != std::isnan(b[i]) ? std::numeric_limits<double>::infinity()
+                                                       : std::fabs(x - b[i]));
     }
     return e;
 }
@@ -192,17 +196,19 @@ nlohmann::json run_variant(const VariantRun& r) {
         if (is_sparse && backward) { // the sparse backward's cost selection
             const auto f = Tiling::try_for_memory(Schedule::fused, r.memory, p, r.pass);
             const auto m = Tiling::try_for_memory(Schedule::materialized, r.memory, p, r.pass);
-            schedule = !m || (f && sparse::io_cost_backward_fused(p, *support, *f).total() <=
-                                       sparse::io_cost_backward_materialized(p, *support, *m).total())
-                           ? Schedule::fused
-                           : Schedule::materialized;
+            schedule =
+                !m || (f && sparse::io_cost_backward_fused(p, *support, *f).total() <=
+                                sparse::io_cost_backward_materialized(p, *support, *m).total())
+                    ? Schedule::fused
+                    : Schedule::materialized;
         }
         selected_by = std::string(to_string(r.select));
     } else {
         schedule = parse_schedule(r.schedule);
     }
     if (r.count_io && schedule == Schedule::reference)
-        throw UsageError(std::string(kWhere) + ": --count-io needs a fused or materialized schedule");
+        throw UsageError(std::string(kWhere) +
+                         ": --count-io needs a fused or materialized schedule");
     Tiling tiling = tiling_for(schedule, r.memory, p, true, kWhere, r.pass);
     if (is_sparse && schedule != Schedule::reference)
         tiling = sparse::tuned_tiling(schedule, r.memory, p, r.pass);
@@ -227,28 +233,39 @@ nlohmann::json run_variant(const VariantRun& r) {
     };
     if (backward) {
         NullCounter c;
-        const Tiling ft = schedule == Schedule::reference ? tiling : Tiling::tuned(Schedule::fused, r.memory, p);
+        const Tiling ft =
+            schedule == Schedule::reference ? tiling : Tiling::tuned(Schedule::fused, r.memory, p);
         with_threads(r.threads, [&] { run_forward(data, ft, c); });
     }
-    const double seconds = bench::median_seconds(r.repeat, [&] {
-        NullCounter c;
-        with_threads(r.threads, [&] {
-            if (backward)
-                run_backward(data, tiling, c);
-            else
-                run_forward(data, tiling, c);
-        });
-    }, r.repeat > 1);
+    const double seconds = bench::median_seconds(
+        r.repeat,
+        [&] {
+            NullCounter c;
+            with_threads(r.threads, [&] {
+                if (backward)
+                    run_backward(data, tiling, c);
+                else
+                    run_forward(data, tiling, c);
+            });
+        },
+        r.repeat > 1);
     const double z = is_sparse ? static_cast<double>(support->z_qk()) : 0.0;
-    const double flops = is_sparse ? 4.0 * z * static_cast<double>(p.d * p.batch_heads()) *
-                                         (backward ? 2.5 : 1.0)
-                                   : flop_count_convention(p, r.pass);
-    const Bound b = is_sparse ? sparse::forward_bound(p, *support, r.memory, sparse::z_input(p, r.pass))
-                              : bound(p, r.memory, r.pass);
+    const double flops =
+        is_sparse ? 4.0 * z * static_cast<double>(p.d * p.batch_heads()) * (backward ? 2.5 : 1.0)
+                  : flop_count_convention(p, r.pass);
+    const Bound b = is_sparse
+                        ? sparse::forward_bound(p, *support, r.memory, sparse::z_input(p, r.pass))
+                        : bound(p, r.memory, r.pass);
 
-    nlohmann::json j = {{"batch", p.batch}, {"heads", p.heads},  {"kv_heads", p.kv_heads},
-                        {"n_q", p.n_q},     {"n_k", p.n_k},      {"d", p.d},
-                        {"d_v", p.d_v},     {"causal", p.causal}, {"scale", p.scale}};
+    nlohmann::json j = {{"batch", p.batch},
+                        {"heads", p.heads},
+                        {"kv_heads", p.kv_heads},
+                        {"n_q", p.n_q},
+                        {"n_k", p.n_k},
+                        {"d", p.d},
+                        {"d_v", p.d_v},
+                        {"causal", p.causal},
+                        {"scale", p.scale}};
     j["pass"] = std::string(to_string(r.pass));
     j["pattern"] = r.pattern;
     if (is_sparse)
@@ -276,12 +293,10 @@ nlohmann::json run_variant(const VariantRun& r) {
     j["io"] = nullptr;
     if (r.check) {
         Data<double> ref(data);
-        const Allowed allowed = is_sparse ? Allowed([&](std::int64_t i, std::int64_t k) {
-            return support->contains(i, k);
-        })
-                                          : Allowed([&](std::int64_t i, std::int64_t k) {
-                                                return k < p.visible_keys(i);
-                                            });
+        const Allowed allowed =
+            is_sparse
+                ? Allowed([&](std::int64_t i, std::int64_t k) { return support->contains(i, k); })
+                : Allowed([&](std::int64_t i, std::int64_t k) { return k < p.visible_keys(i); });
         if (is_sparse) {
             sparse::forward_reference(ref.forward(), *support);
             if (backward)
@@ -299,8 +314,9 @@ nlohmann::json run_variant(const VariantRun& r) {
         for (const auto* x : {&ref.o, &ref.d_q, &ref.d_k, &ref.d_v})
             for (const double e : *x)
                 mag = std::max(mag, std::fabs(e));
-        const double tiny = 8.0 * static_cast<double>(std::numeric_limits<Scalar>::epsilon()) * mag *
-                            (sizeof(Scalar) == 8 ? std::sqrt(static_cast<double>(p.n_k + p.d)) : 1.0);
+        const double tiny =
+            8.0 * static_cast<double>(std::numeric_limits<Scalar>::epsilon()) * mag *
+            (sizeof(Scalar) == 8 ? std::sqrt(static_cast<double>(p.n_k + p.d)) : 1.0);
         j["check"] = {{"max_abs_error", err},
                       {"naive_error", naive_err},
                       {"tiny", tiny},

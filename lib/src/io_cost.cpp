@@ -62,10 +62,10 @@ IoReport io_cost_forward_materialized(const Problem& problem, const Tiling& tili
         // resident: stats 2r, plus phase 1 (S tile, Q and K chunks) and phase 2 (O chunk, and
         // S tile and V chunk when a tile is visible); the first tile is the widest
         const std::int64_t c = kv_end > 0 ? std::min(b, p.n_k) : 0;
-        peak = std::max({peak, 2 * r + r * c + (c > 0 ? (r + c) * kd : 0),
-                         2 * r + r * kv + r * c + c * kv});
-        const std::int64_t tiles = ceil_div(kv_end, b);           // visible column tiles
-        const std::int64_t cols = std::min(p.n_k, tiles * b);    // their total width
+        peak = std::max(
+            {peak, 2 * r + r * c + (c > 0 ? (r + c) * kd : 0), 2 * r + r * kv + r * c + c * kv});
+        const std::int64_t tiles = ceil_div(kv_end, b);       // visible column tiles
+        const std::int64_t cols = std::min(p.n_k, tiles * b); // their total width
         // phase 1: Q_i chunks once per tile, K_j chunks, write S_ij
         slice.reads += tiles * r * p.d + cols * p.d;
         slice.writes += r * cols;
@@ -78,9 +78,12 @@ IoReport io_cost_forward_materialized(const Problem& problem, const Tiling& tili
 
 IoReport io_cost_forward(const Problem& problem, const Tiling& tiling) {
     switch (tiling.schedule) {
-    case Schedule::fused: return io_cost_forward_fused(problem, tiling);
-    case Schedule::materialized: return io_cost_forward_materialized(problem, tiling);
-    case Schedule::reference: break;
+    case Schedule::fused:
+        return io_cost_forward_fused(problem, tiling);
+    case Schedule::materialized:
+        return io_cost_forward_materialized(problem, tiling);
+    case Schedule::reference:
+        break;
     }
     throw InvalidArgument("ioattn::io_cost_forward: the reference schedule has no I/O model");
 }
@@ -120,7 +123,8 @@ Bound forward_bound(const Problem& problem, const MemoryModel& memory) {
                    kv * static_cast<double>(p.n_k * (p.d + p.d_v));
     b.leading = bh * std::min(pairs * d * d / m, pairs * d / std::sqrt(m));
     const double entries = bh * pairs;
-    b.explicit_bound = m * std::max(0.0, std::ceil(entries / epoch_entry_limit(memory.fast_words, p.d)) - 1.0);
+    b.explicit_bound =
+        m * std::max(0.0, std::ceil(entries / epoch_entry_limit(memory.fast_words, p.d)) - 1.0);
     return b;
 }
 
@@ -136,8 +140,8 @@ Bound backward_bound(const Problem& problem, const MemoryModel& memory) {
     // read Q, O, dO, L; write dQ (per query head); read K, V and write dK, dV (per kv head)
     b.compulsory = bh * static_cast<double>(p.n_q * (2 * p.d + 2 * p.d_v + 1)) +
                    kv * 2.0 * static_cast<double>(p.n_k * (p.d + p.d_v));
-    b.theorem = bh * std::min((pairs * d * d + n * d * d * d) / m,
-                              (pairs * d + n * d * d) / std::sqrt(m));
+    b.theorem =
+        bh * std::min((pairs * d * d + n * d * d * d) / m, (pairs * d + n * d * d) / std::sqrt(m));
     return b;
 }
 
@@ -145,10 +149,8 @@ Bound bound(const Problem& problem, const MemoryModel& memory, Pass pass) {
     return pass == Pass::forward ? forward_bound(problem, memory) : backward_bound(problem, memory);
 }
 
-Schedule select_schedule(const Problem& problem,
-                         const MemoryModel& memory,
-                         Select select,
-                         Pass pass) {
+Schedule
+select_schedule(const Problem& problem, const MemoryModel& memory, Select select, Pass pass) {
     const Problem p = problem.resolved("ioattn::select_schedule");
     const auto fused = Tiling::try_for_memory(Schedule::fused, memory, p, pass);
     const auto mat = Tiling::try_for_memory(Schedule::materialized, memory, p, pass);
@@ -161,16 +163,12 @@ Schedule select_schedule(const Problem& problem,
         return Schedule::fused;
     if (select == Select::theory)
         return memory.fast_words >= p.d * p.d ? Schedule::fused : Schedule::materialized;
-    const auto cost = [&](const Tiling& t) {
-        return io_cost(p, t, pass).total();
-    };
+    const auto cost = [&](const Tiling& t) { return io_cost(p, t, pass).total(); };
     return cost(*fused) <= cost(*mat) ? Schedule::fused : Schedule::materialized;
 }
 
-std::int64_t measured_crossover(const Problem& problem,
-                                Pass pass,
-                                std::int64_t lo,
-                                std::int64_t hi) {
+std::int64_t
+measured_crossover(const Problem& problem, Pass pass, std::int64_t lo, std::int64_t hi) {
     const Problem p = problem.resolved("ioattn::measured_crossover");
     if (lo < 1 || hi < lo)
         throw InvalidArgument("ioattn::measured_crossover: range [" + std::to_string(lo) + ", " +

@@ -48,7 +48,7 @@ IoReport io_cost_backward_fused(const Problem& problem, const Tiling& tiling) {
     }
     for (std::int64_t j0 = 0; j0 < p.n_k; j0 += rs)
         slice_reads += (p.n_q - first_row(p, j0)) * (p.d + p.d_v + 2); // pass A streams queries
-    const std::int64_t slice_writes = p.n_q + p.n_q * p.d; // D, dQ
+    const std::int64_t slice_writes = p.n_q + p.n_q * p.d;             // D, dQ
     const std::int64_t kv_words = p.batch * p.kv_heads * p.n_k * (p.d + p.d_v);
     return {slice_reads * p.batch_heads() + kv_words,
             slice_writes * p.batch_heads() + kv_words,
@@ -94,9 +94,12 @@ IoReport io_cost_backward_materialized(const Problem& problem, const Tiling& til
 
 IoReport io_cost_backward(const Problem& problem, const Tiling& tiling) {
     switch (tiling.schedule) {
-    case Schedule::fused: return io_cost_backward_fused(problem, tiling);
-    case Schedule::materialized: return io_cost_backward_materialized(problem, tiling);
-    case Schedule::reference: break;
+    case Schedule::fused:
+        return io_cost_backward_fused(problem, tiling);
+    case Schedule::materialized:
+        return io_cost_backward_materialized(problem, tiling);
+    case Schedule::reference:
+        break;
     }
     throw InvalidArgument("ioattn::io_cost_backward: the reference schedule has no I/O model");
 }

@@ -21,10 +21,17 @@ std::int64_t parse_size(const std::string& text) {
     }
     if (pos < text.size()) {
         switch (text[pos]) {
-        case 'K': value *= 1024; break;
-        case 'M': value *= 1024 * 1024; break;
-        case 'G': value *= 1024 * 1024 * 1024; break;
-        default: break;
+        case 'K':
+            value *= 1024;
+            break;
+        case 'M':
+            value *= 1024 * 1024;
+            break;
+        case 'G':
+            value *= 1024 * 1024 * 1024;
+            break;
+        default:
+            break;
         }
     }
     return value;

@@ -70,14 +70,15 @@ std::int64_t materialized_backward_resident(const Problem& p, std::int64_t b) {
     const std::int64_t c = std::min(b, p.n_k);
     const std::int64_t kd = std::min(b, p.d);
     const std::int64_t kv = std::min(b, p.d_v);
-    return std::max({r + r * c + r * kd + c * kd,                               // P
-                     c * kv + r * c + r * kv,                                   // dV
+    return std::max({r + r * c + r * kd + c * kd,                                    // P
+                     c * kv + r * c + r * kv,                                        // dV
                      r + std::max({2 * r * kv, r * c + r * kv + c * kv, 2 * r * c}), // dS
-                     rf * kd,                                                   // dQ (zeros)
-                     r * kd + r * c + c * kd});                                 // dQ, dK
+                     rf * kd,                                                        // dQ (zeros)
+                     r * kd + r * c + c * kd});                                      // dQ, dK
 }
 
-std::int64_t resident(const Problem& p, Schedule s, Pass pass, std::int64_t rows, std::int64_t cols) {
+std::int64_t
+resident(const Problem& p, Schedule s, Pass pass, std::int64_t rows, std::int64_t cols) {
     if (s == Schedule::fused)
         return pass == Pass::forward ? fused_forward_resident(p, rows, cols)
                                      : fused_backward_resident(p, rows, cols);
@@ -137,9 +138,12 @@ std::optional<Tiling> materialized_for_memory(const MemoryModel& m, const Proble
 
 std::string_view to_string(Schedule s) {
     switch (s) {
-    case Schedule::reference: return "reference";
-    case Schedule::fused: return "fused";
-    case Schedule::materialized: return "materialized";
+    case Schedule::reference:
+        return "reference";
+    case Schedule::fused:
+        return "fused";
+    case Schedule::materialized:
+        return "materialized";
     }
     return "?";
 }
@@ -170,8 +174,10 @@ std::optional<Tiling> Tiling::try_for_memory(Schedule schedule,
     case Schedule::fused:
         return pass == Pass::forward ? fused_for_memory(memory, p)
                                      : fused_backward_for_memory(memory, p);
-    case Schedule::materialized: return materialized_for_memory(memory, p, pass);
-    case Schedule::reference: break;
+    case Schedule::materialized:
+        return materialized_for_memory(memory, p, pass);
+    case Schedule::reference:
+        break;
     }
     return Tiling{Schedule::reference, p.n_q, p.n_k};
 }
@@ -185,11 +191,12 @@ Tiling Tiling::for_memory(Schedule schedule,
     const Problem p = problem.resolved("ioattn::Tiling::for_memory");
     throw CapacityError("ioattn::Tiling::for_memory: M = " + std::to_string(memory.fast_words) +
                         " words is too small for any " + std::string(to_string(schedule)) +
-                        " tiling with d = " + std::to_string(p.d) + ", d_v = " +
-                        std::to_string(p.d_v));
+                        " tiling with d = " + std::to_string(p.d) +
+                        ", d_v = " + std::to_string(p.d_v));
 }
 
-Tiling Tiling::tuned(Schedule schedule, const MemoryModel& memory, const Problem& problem, Pass pass) {
+Tiling
+Tiling::tuned(Schedule schedule, const MemoryModel& memory, const Problem& problem, Pass pass) {
     const Problem p = problem.resolved("ioattn::Tiling::tuned");
     Tiling t = for_memory(schedule, memory, p, pass);
     if (schedule == Schedule::fused) {
@@ -201,7 +208,8 @@ Tiling Tiling::tuned(Schedule schedule, const MemoryModel& memory, const Problem
         // d=64: 128x128 223, 192x96 223, 96x96 230, 144x96 243 (not reproduced: 228). The
         // backward keeps 128 x 128 (not re-measured). `ioattn bench --suite dense` re-measures.
         const bool fwd = pass == Pass::forward;
-        const Tiling hw{Schedule::fused, std::min<std::int64_t>(fwd ? 192 : 128, p.n_q),
+        const Tiling hw{Schedule::fused,
+                        std::min<std::int64_t>(fwd ? 192 : 128, p.n_q),
                         std::min<std::int64_t>(fwd ? 96 : 128, p.n_k)};
         if (hw.resident_words(p, pass) <= memory.fast_words)
             t = hw;
@@ -237,8 +245,8 @@ void Tiling::validate(std::string_view where,
     if (need > memory.fast_words)
         throw CapacityError(w + ": " + std::string(to_string(schedule)) + " tiling " +
                             std::to_string(rows) + " x " + std::to_string(cols) + " holds " +
-                            std::to_string(need) + " words > M = " +
-                            std::to_string(memory.fast_words));
+                            std::to_string(need) +
+                            " words > M = " + std::to_string(memory.fast_words));
 }
 
 std::ostream& operator<<(std::ostream& os, const Tiling& t) {

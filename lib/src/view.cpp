@@ -58,8 +58,7 @@ void check_disjoint(std::string_view where,
                     const char* in_name,
                     const TensorView<In>& in) {
     if (overlaps(out, in))
-        throw InvalidArgument(std::string(where) + ": output " + out_name + " overlaps " +
-                              in_name);
+        throw InvalidArgument(std::string(where) + ": output " + out_name + " overlaps " + in_name);
 }
 
 } // namespace

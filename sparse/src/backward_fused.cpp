@@ -56,8 +56,8 @@ struct Scratch {
     static std::int64_t words(const Problem& p, const Tiling& t) {
         const std::int64_t rp = padded(t.rows, Simd<Scalar>::kLanes);
         const std::int64_t cp = padded(std::max(t.cols, t.rows), Simd<Scalar>::kLanes);
-        return (p.d + p.d_v) * rp + 2 * cp * rp + t.rows * (p.d + p.d_v) +
-               t.cols * (p.d + p.d_v) + 3 * cp;
+        return (p.d + p.d_v) * rp + 2 * cp * rp + t.rows * (p.d + p.d_v) + t.cols * (p.d + p.d_v) +
+               3 * cp;
     }
 
     Scratch() = default;
@@ -80,41 +80,63 @@ struct Scratch {
     }
 };
 
-/// Gathers rows idx[0, c) of a view into g (c x cols); false if any value is not finite.
+/// Streamed rows idx[0, c) of a view: read in place when they are consecutive, else gathered
+/// into g (c x cols); `finite` says whether every value is finite.
 template <typename Scalar>
-bool gather(const TensorView<const Scalar>& x,
-            std::int64_t b,
-            std::int64_t h,
-            const std::int64_t* idx,
-            std::int64_t c,
-            Scalar* g) {
+struct Rows {
+    const Scalar* p = nullptr;
+    std::int64_t ld = 0;
     bool finite = true;
+};
+
+template <typename Scalar>
+Rows<Scalar> stream_rows(const TensorView<const Scalar>& x,
+                         std::int64_t b,
+                         std::int64_t h,
+                         const std::int64_t* idx,
+                         std::int64_t c,
+                         Scalar* g) {
+    Rows<Scalar> rows;
+    const bool direct = idx[c - 1] - idx[0] + 1 == c;
+    rows.p = direct ? x.row(b, h, idx[0]) : g;
+    rows.ld = direct ? x.stride_row : x.cols;
     for (std::int64_t y = 0; y < c; ++y) {
         const Scalar* row = x.row(b, h, idx[y]);
         for (std::int64_t z = 0; z < x.cols; ++z) {
-            g[y * x.cols + z] = row[z];
-            finite = finite && std::isfinite(row[z]);
+            if (!direct)
+                g[y * x.cols + z] = row[z];
+            rows.finite = rows.finite && std::isfinite(row[z]);
         }
     }
-    return finite;
+    return rows;
 }
 
 /// acc[x][:] += sum over allowed (x, y) of t[y][x] g[y][:] (the careful path for non-finite
-/// gathered rows): `allowed(x, y)` says whether lane x and chunk entry y form a pair of Omega.
+/// streamed rows): `allowed(x, y)` says whether lane x and chunk entry y form a pair of Omega.
 template <typename Scalar, typename Allowed>
-void accumulate_allowed(const Scalar* t, std::int64_t ld, const Scalar* g, std::int64_t cols,
-                        std::int64_t n_lanes, std::int64_t c, Scalar* acc, Allowed allowed) {
+void accumulate_allowed(const Scalar* t,
+                        std::int64_t ld,
+                        const Rows<Scalar>& g,
+                        std::int64_t cols,
+                        std::int64_t n_lanes,
+                        std::int64_t c,
+                        Scalar* acc,
+                        Allowed allowed) {
     for (std::int64_t x = 0; x < n_lanes; ++x)
         for (std::int64_t y = 0; y < c; ++y)
             if (allowed(x, y))
                 for (std::int64_t z = 0; z < cols; ++z)
-                    acc[x * cols + z] += t[y * ld + x] * g[y * cols + z];
+                    acc[x * cols + z] += t[y * ld + x] * g.p[y * g.ld + z];
 }
 
 // --- pass 0: D_i = rowsum(dO_i o O_i) ---
 template <typename Scalar, typename Counter>
-void delta_block(const BackwardArgs<Scalar>& a, const detail::FusedPlan& plan, std::int64_t slice,
-                 std::int64_t blk, Scalar* delta, Counter& io) {
+void delta_block(const BackwardArgs<Scalar>& a,
+                 const detail::FusedPlan& plan,
+                 std::int64_t slice,
+                 std::int64_t blk,
+                 Scalar* delta,
+                 Counter& io) {
     const Problem& p = a.problem;
     const std::int64_t b = slice / p.heads, h = slice % p.heads;
     const std::int64_t i0 = plan.row0(blk), r = plan.rows(blk);
@@ -131,9 +153,16 @@ void delta_block(const BackwardArgs<Scalar>& a, const detail::FusedPlan& plan, s
 
 // --- pass A: a key block resident with dK, dV; the queries that see it streamed ---
 template <typename Scalar, typename Counter>
-void key_block(const BackwardArgs<Scalar>& a, const Support& st, const detail::FusedPlan& plan,
-               const Tiling& t, std::int64_t kv_slice, std::int64_t blk, const Scalar* delta,
-               Scalar* base, std::int64_t* cursor, Counter& io) {
+void key_block(const BackwardArgs<Scalar>& a,
+               const Support& st,
+               const detail::FusedPlan& plan,
+               const Tiling& t,
+               std::int64_t kv_slice,
+               std::int64_t blk,
+               const Scalar* delta,
+               Scalar* base,
+               std::int64_t* cursor,
+               Counter& io) {
     const Problem& p = a.problem;
     const std::int64_t b = kv_slice / p.kv_heads, g = kv_slice % p.kv_heads;
     const std::int64_t j0 = plan.row0(blk), r = plan.rows(blk);
@@ -149,8 +178,8 @@ void key_block(const BackwardArgs<Scalar>& a, const Support& st, const detail::F
     if constexpr (Counter::kComputes) {
         w = Scratch<Scalar>(base, p, t);
         n_vec = w.rp / Simd<Scalar>::kLanes;
-        kernels::pack_transposed(a.k, b, g, j0, r, static_cast<Scalar>(p.scale * kernels::kLog2e),
-                                 w.ta, w.rp);
+        kernels::pack_transposed(
+            a.k, b, g, j0, r, static_cast<Scalar>(p.scale * kernels::kLog2e), w.ta, w.rp);
         kernels::pack_transposed(a.v, b, g, j0, r, Scalar(1), w.tb, w.rp);
         std::fill(w.acc_a, w.acc_a + r * (p.d + p.d_v), Scalar(0));
     }
@@ -172,30 +201,31 @@ void key_block(const BackwardArgs<Scalar>& a, const Support& st, const detail::F
             io.read({Operand::delta, slice, qc[0], c, 0, 1});
             if constexpr (!Counter::kComputes)
                 continue;
-            const bool finite_q = gather(a.q, b, h, qc, c, w.ga);
-            const bool finite = gather(a.d_o, b, h, qc, c, w.gb) && finite_q;
+            const Rows<Scalar> qr = stream_rows(a.q, b, h, qc, c, w.ga);
+            const Rows<Scalar> dor = stream_rows(a.d_o, b, h, qc, c, w.gb);
+            const bool finite = qr.finite && dor.finite;
             for (std::int64_t y = 0; y < c; ++y) {
                 w.l2[y] = kernels::lse2(*a.lse.row(b, h, qc[y]));
                 w.dd[y] = delta[slice * p.n_q + qc[y]];
             }
             // --- S = scale Q K_j^T on Omega (queries x keys), P = exp(S - L) ---
-            kernels::scores_block(w.ga, p.d, c, w.ta, w.rp, p.d, n_vec, w.s, w.rp);
+            kernels::scores_block(qr.p, qr.ld, c, w.ta, w.rp, p.d, n_vec, w.s, w.rp);
             const bool partial = detail::mask_chunk(st, j0, r, qc, c, cur, w.s, w.rp);
             kernels::probabilities(w.s, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.l2);
             // --- dP = dO V_j^T, dS = P o (dP - D) ---
-            kernels::scores_block(w.gb, p.d_v, c, w.tb, w.rp, p.d_v, n_vec, w.dp, w.rp);
-            kernels::softmax_grad<Scalar, true>(w.s, w.dp, w.rp, c, n_vec,
-                                                static_cast<const Scalar*>(nullptr), w.dd);
+            kernels::scores_block(dor.p, dor.ld, c, w.tb, w.rp, p.d_v, n_vec, w.dp, w.rp);
+            kernels::softmax_grad<Scalar, true>(
+                w.s, w.dp, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.dd);
             // --- dV_j += P^T dO, dK_j += dS^T Q (scale at the end) ---
             if (finite || !partial) {
-                kernels::pv_block(w.s, w.rp, w.gb, p.d_v, c, r, p.d_v, w.ones, dv, p.d_v);
-                kernels::pv_block(w.dp, w.rp, w.ga, p.d, c, r, p.d, w.ones, dk, p.d);
+                kernels::pv_block(w.s, w.rp, dor.p, dor.ld, c, r, p.d_v, w.ones, dv, p.d_v);
+                kernels::pv_block(w.dp, w.rp, qr.p, qr.ld, c, r, p.d, w.ones, dk, p.d);
             } else {
                 const auto allowed = [&](std::int64_t x, std::int64_t y) {
                     return st.contains(j0 + x, qc[y]);
                 };
-                accumulate_allowed(w.s, w.rp, w.gb, p.d_v, r, c, dv, allowed);
-                accumulate_allowed(w.dp, w.rp, w.ga, p.d, r, c, dk, allowed);
+                accumulate_allowed(w.s, w.rp, dor, p.d_v, r, c, dv, allowed);
+                accumulate_allowed(w.dp, w.rp, qr, p.d, r, c, dk, allowed);
             }
         }
     }
@@ -215,9 +245,16 @@ void key_block(const BackwardArgs<Scalar>& a, const Support& st, const detail::F
 
 // --- pass B: a query block resident with dQ; the keys it sees streamed ---
 template <typename Scalar, typename Counter>
-void query_block(const BackwardArgs<Scalar>& a, const Support& s, const detail::FusedPlan& plan,
-                 const Tiling& t, std::int64_t slice, std::int64_t blk, const Scalar* delta,
-                 Scalar* base, std::int64_t* cursor, Counter& io) {
+void query_block(const BackwardArgs<Scalar>& a,
+                 const Support& s,
+                 const detail::FusedPlan& plan,
+                 const Tiling& t,
+                 std::int64_t slice,
+                 std::int64_t blk,
+                 const Scalar* delta,
+                 Scalar* base,
+                 std::int64_t* cursor,
+                 Counter& io) {
     const Problem& p = a.problem;
     const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
     const std::int64_t kv_slice = b * p.kv_heads + g;
@@ -237,8 +274,8 @@ void query_block(const BackwardArgs<Scalar>& a, const Support& s, const detail::
     if constexpr (Counter::kComputes) {
         w = Scratch<Scalar>(base, p, t);
         n_vec = w.rp / Simd<Scalar>::kLanes;
-        kernels::pack_transposed(a.q, b, h, i0, r, static_cast<Scalar>(p.scale * kernels::kLog2e),
-                                 w.ta, w.rp);
+        kernels::pack_transposed(
+            a.q, b, h, i0, r, static_cast<Scalar>(p.scale * kernels::kLog2e), w.ta, w.rp);
         kernels::pack_transposed(a.d_o, b, h, i0, r, Scalar(1), w.tb, w.rp);
         std::fill(w.acc_a, w.acc_a + r * p.d, Scalar(0));
         cur = detail::row_cursors(s, i0, r, cursor, t.rows);
@@ -255,24 +292,25 @@ void query_block(const BackwardArgs<Scalar>& a, const Support& s, const detail::
         io.read({Operand::v, kv_slice, kc[0], c, 0, p.d_v});
         if constexpr (!Counter::kComputes)
             continue;
-        const bool finite = gather(a.k, b, g, kc, c, w.ga);
-        gather(a.v, b, g, kc, c, w.gb);
+        const Rows<Scalar> kr = stream_rows(a.k, b, g, kc, c, w.ga);
+        const Rows<Scalar> vr = stream_rows(a.v, b, g, kc, c, w.gb);
+        const bool finite = kr.finite;
         // --- S^T = scale K Q_i^T on Omega (keys x queries), P^T = exp(S^T - L) ---
-        kernels::scores_block(w.ga, p.d, c, w.ta, w.rp, p.d, n_vec, w.s, w.rp);
+        kernels::scores_block(kr.p, kr.ld, c, w.ta, w.rp, p.d, n_vec, w.s, w.rp);
         const bool partial = detail::mask_chunk(s, i0, r, kc, c, cur, w.s, w.rp);
         kernels::probabilities(w.s, w.rp, c, n_vec, w.l2, static_cast<const Scalar*>(nullptr));
         // --- dP^T = V dO_i^T, dS^T = P^T o (dP^T - D) ---
-        kernels::scores_block(w.gb, p.d_v, c, w.tb, w.rp, p.d_v, n_vec, w.dp, w.rp);
-        kernels::softmax_grad<Scalar, true>(w.s, w.dp, w.rp, c, n_vec, w.dd,
-                                            static_cast<const Scalar*>(nullptr));
+        kernels::scores_block(vr.p, vr.ld, c, w.tb, w.rp, p.d_v, n_vec, w.dp, w.rp);
+        kernels::softmax_grad<Scalar, true>(
+            w.s, w.dp, w.rp, c, n_vec, w.dd, static_cast<const Scalar*>(nullptr));
         // --- dQ_i += dS K (scale at the end) ---
         if (finite || !partial)
-            kernels::pv_block(w.dp, w.rp, w.ga, p.d, c, r, p.d, w.ones, w.acc_a, p.d);
+            kernels::pv_block(w.dp, w.rp, kr.p, kr.ld, c, r, p.d, w.ones, w.acc_a, p.d);
         else
-            accumulate_allowed(w.dp, w.rp, w.ga, p.d, r, c, w.acc_a, [&](std::int64_t x,
-                                                                         std::int64_t y) {
-                return s.contains(i0 + x, kc[y]);
-            });
+            accumulate_allowed(
+                w.dp, w.rp, kr, p.d, r, c, w.acc_a, [&](std::int64_t x, std::int64_t y) {
+                    return s.contains(i0 + x, kc[y]);
+                });
     }
     if constexpr (Counter::kComputes) {
         const auto scale = static_cast<Scalar>(p.scale);
@@ -296,10 +334,10 @@ void backward_fused(const BackwardArgs<Scalar>& args,
                     Counter& counter) {
     constexpr const char* kWhere = "ioattn::sparse::backward_fused";
     BackwardArgs<Scalar> a = args;
-    detail::validate(a, support, &tiling, Schedule::fused, memory, kWhere, !Counter::kComputes,
-                     Pass::backward);
+    detail::validate(
+        a, support, &tiling, Schedule::fused, memory, kWhere, !Counter::kComputes, Pass::backward);
     const Problem& p = a.problem;
-    const Support transposed = detail::transpose(support);
+    const Support& transposed = support.transposed();
     const detail::FusedPlan qplan = detail::FusedPlan::build(support, tiling.rows);
     const detail::FusedPlan kplan = detail::FusedPlan::build(transposed, tiling.rows);
     const int workers = Counter::kComputes ? max_concurrency() : 0;
@@ -310,32 +348,49 @@ void backward_fused(const BackwardArgs<Scalar>& args,
     parallel_for_counted(p.batch_heads() * qb, counter, [&](std::int64_t task, int, Counter& io) {
         delta_block(a, qplan, task / qb, task % qb, delta.slab(0), io);
     });
-    parallel_for_counted(p.batch * p.kv_heads * kb, counter, [&](std::int64_t task, int worker,
-                                                                 Counter& io) {
-        key_block(a, transposed, kplan, tiling, task / kb, task % kb, delta.slab(0),
-                  ws.slab(worker), cursors.slab(worker), io);
-    });
-    parallel_for_counted(p.batch_heads() * qb, counter, [&](std::int64_t task, int worker,
-                                                            Counter& io) {
-        query_block(a, support, qplan, tiling, task / qb, task % qb, delta.slab(0),
-                    ws.slab(worker), cursors.slab(worker), io);
-    });
+    parallel_for_counted(
+        p.batch * p.kv_heads * kb, counter, [&](std::int64_t task, int worker, Counter& io) {
+            key_block(a,
+                      transposed,
+                      kplan,
+                      tiling,
+                      task / kb,
+                      task % kb,
+                      delta.slab(0),
+                      ws.slab(worker),
+                      cursors.slab(worker),
+                      io);
+        });
+    parallel_for_counted(
+        p.batch_heads() * qb, counter, [&](std::int64_t task, int worker, Counter& io) {
+            query_block(a,
+                        support,
+                        qplan,
+                        tiling,
+                        task / qb,
+                        task % qb,
+                        delta.slab(0),
+                        ws.slab(worker),
+                        cursors.slab(worker),
+                        io);
+        });
 }
 
-IoReport io_cost_backward_fused(const Problem& problem, const Support& support, const Tiling& tiling) {
+IoReport
+io_cost_backward_fused(const Problem& problem, const Support& support, const Tiling& tiling) {
     const Problem p = problem.resolved("ioattn::sparse::io_cost_backward_fused");
     if (support.n_q() != p.n_q || support.n_k() != p.n_k || tiling.schedule != Schedule::fused)
         throw InvalidArgument("ioattn::sparse::io_cost_backward_fused: support or tiling does not "
                               "match the problem");
     const detail::FusedPlan qplan = detail::FusedPlan::build(support, tiling.rows);
-    const detail::FusedPlan kplan = detail::FusedPlan::build(detail::transpose(support), tiling.rows);
+    const detail::FusedPlan kplan = detail::FusedPlan::build(support.transposed(), tiling.rows);
     std::int64_t reads = 2 * p.n_q * p.d_v + p.n_q * (p.d + p.d_v + 2), peak = 0;
     for (std::int64_t i = 0; i < qplan.blocks(); ++i) {
         const auto nk = static_cast<std::int64_t>(qplan.keys_of(i).size());
         const std::int64_t r = qplan.rows(i), c = std::min(tiling.cols, nk);
         reads += nk * (p.d + p.d_v);
-        peak = std::max({peak, r * (2 * p.d_v + 1),
-                         r * (2 * p.d + p.d_v + 2) + c * (p.d + p.d_v) + 2 * r * c});
+        peak = std::max(
+            {peak, r * (2 * p.d_v + 1), r * (2 * p.d + p.d_v + 2) + c * (p.d + p.d_v) + 2 * r * c});
     }
     for (std::int64_t j = 0; j < kplan.blocks(); ++j) {
         const auto nq = static_cast<std::int64_t>(kplan.keys_of(j).size());

@@ -373,7 +373,7 @@ void backward_materialized(const BackwardArgs<Scalar>& args,
     const Problem& p = a.problem;
     const std::int64_t b = tiling.rows;
     const BlockView rows_view = support.block_view(b, b);
-    const BlockView keys_view = detail::transpose(support).block_view(b, b);
+    const BlockView keys_view = support.transposed().block_view(b, b);
     const std::int64_t row_tiles = rows_view.row_blocks, key_tiles = keys_view.row_blocks;
     const std::int64_t dch = (p.d + b - 1) / b, vch = (p.d_v + b - 1) / b;
     // fast memory: D_i, one tile and one chunk per worker; slow memory: P, then dS (CSR order)

@@ -23,8 +23,12 @@ namespace {
 
 /// P and dS of row i (allowed keys only), in double, written to p_out / ds_out (row nnz each).
 template <typename Scalar>
-void row_grad(const BackwardArgs<Scalar>& a, const Support& s, std::int64_t slice, std::int64_t i,
-              double* p_out, double* ds_out) {
+void row_grad(const BackwardArgs<Scalar>& a,
+              const Support& s,
+              std::int64_t slice,
+              std::int64_t i,
+              double* p_out,
+              double* ds_out) {
     const Problem& p = a.problem;
     const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
     const auto cols = s.row(i);
@@ -64,10 +68,16 @@ void row_grad(const BackwardArgs<Scalar>& a, const Support& s, std::int64_t slic
 template <typename Scalar>
 void backward_reference(const BackwardArgs<Scalar>& args, const Support& support) {
     BackwardArgs<Scalar> a = args;
-    detail::validate(a, support, nullptr, Schedule::reference, MemoryModel{1},
-                     "ioattn::sparse::backward_reference", false, Pass::backward);
+    detail::validate(a,
+                     support,
+                     nullptr,
+                     Schedule::reference,
+                     MemoryModel{1},
+                     "ioattn::sparse::backward_reference",
+                     false,
+                     Pass::backward);
     const Problem& p = a.problem;
-    const Support st = detail::transpose(support);
+    const Support st = support.transposed();
     // P and dS for every slice in CSR order (Z_QK doubles each per slice).
     const auto z = static_cast<std::size_t>(support.z_qk());
     std::vector<double> pr(z * static_cast<std::size_t>(p.batch_heads()));

@@ -19,7 +19,9 @@ void forward(const ForwardArgs<Scalar>& args,
         } else {
             throw InvalidArgument("ioattn::sparse::forward: the reference schedule has no dry run");
         }
-    case Schedule::fused: forward_fused(args, support, tiling, memory, counter); return;
+    case Schedule::fused:
+        forward_fused(args, support, tiling, memory, counter);
+        return;
     case Schedule::materialized:
         forward_materialized(args, support, tiling, memory, counter);
         return;

@@ -41,8 +41,8 @@ using kernels::Simd;
 template <typename Scalar>
 struct Scratch {
     std::int64_t rp = 0;
-    Scalar *qt = nullptr, *st = nullptr, *o = nullptr, *m = nullptr, *l = nullptr,
-           *alpha = nullptr, *kg = nullptr, *vg = nullptr;
+    Scalar *qt = nullptr, *st = nullptr, *o = nullptr, *m = nullptr, *l = nullptr, *alpha = nullptr,
+           *kg = nullptr, *vg = nullptr;
 
     static std::int64_t padded(std::int64_t n) {
         constexpr int kL = Simd<Scalar>::kLanes;
@@ -113,8 +113,8 @@ void row_block(const ForwardArgs<Scalar>& a,
         if constexpr (!Counter::kComputes)
             continue;
         // --- K_c, V_c: in place when the chunk is an interval of dense rows, else gathered ---
-        const bool direct = kc[c - 1] - kc[0] + 1 == c && src.k.sparse == nullptr &&
-                            src.v.sparse == nullptr;
+        const bool direct =
+            kc[c - 1] - kc[0] + 1 == c && src.k.sparse == nullptr && src.v.sparse == nullptr;
         const Scalar* kp = direct ? a.k.row(b, g, kc[0]) : w.kg;
         const Scalar* vp = direct ? a.v.row(b, g, kc[0]) : w.vg;
         const std::int64_t ldk = direct ? a.k.stride_row : p.d;
@@ -183,11 +183,19 @@ void forward_fused(const ForwardArgs<Scalar>& args,
     const int workers = Counter::kComputes ? max_concurrency() : 0;
     const kernels::Workspace<Scalar> ws(workers, Scratch<Scalar>::words(p, tiling));
     const kernels::Workspace<std::int64_t> cursors(workers, 3 * tiling.rows);
-    parallel_for_counted(p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker,
-                                                                Counter& io) {
-        row_block(a, src, support, plan, tiling, task / blocks, task % blocks, ws.slab(worker),
-                  cursors.slab(worker), io);
-    });
+    parallel_for_counted(
+        p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker, Counter& io) {
+            row_block(a,
+                      src,
+                      support,
+                      plan,
+                      tiling,
+                      task / blocks,
+                      task % blocks,
+                      ws.slab(worker),
+                      cursors.slab(worker),
+                      io);
+        });
 }
 
 template <typename Scalar, typename Counter>

@@ -90,7 +90,8 @@ void sddmm_tile(const ForwardArgs<Scalar>& a,
             std::int64_t e = w.cursor[x];
             const std::int64_t a0 = e;
             Scalar mx = w.m[x];
-            while (e < static_cast<std::int64_t>(row.size()) && row[static_cast<std::size_t>(e)] < j0 + c) {
+            while (e < static_cast<std::int64_t>(row.size()) &&
+                   row[static_cast<std::size_t>(e)] < j0 + c) {
                 const Scalar v = w.tile[x * c + (row[static_cast<std::size_t>(e)] - j0)] * qs;
                 w.strip[off + e] = v;
                 mx = v > mx ? v : mx;
@@ -100,7 +101,8 @@ void sddmm_tile(const ForwardArgs<Scalar>& a,
             const Scalar m_safe = mx == kNegInf<Scalar> ? Scalar(0) : mx;
             Scalar sum = 0;
             for (std::int64_t y = a0; y < e; ++y)
-                sum += w.strip[off + y] == m_safe ? Scalar(1) : std::exp2(w.strip[off + y] - m_safe);
+                sum +=
+                    w.strip[off + y] == m_safe ? Scalar(1) : std::exp2(w.strip[off + y] - m_safe);
             const Scalar alpha = w.m[x] == m_safe ? Scalar(1) : std::exp2(w.m[x] - m_safe);
             w.l[x] = alpha * w.l[x] + sum; // l = exp(m_old - m_new) l + rowsum(exp(S - m_new))
             w.m[x] = mx;
@@ -140,7 +142,9 @@ void spmm_chunk(const ForwardArgs<Scalar>& a,
                 const Scalar m_safe = w.m[x] == kNegInf<Scalar> ? Scalar(0) : w.m[x];
                 const Scalar inv_l = Scalar(1) / w.l[x];
                 std::int64_t e = w.cursor[x];
-                for (; e < static_cast<std::int64_t>(row.size()) && row[static_cast<std::size_t>(e)] < j0 + c; ++e) {
+                for (; e < static_cast<std::int64_t>(row.size()) &&
+                       row[static_cast<std::size_t>(e)] < j0 + c;
+                     ++e) {
                     const Scalar sv = w.strip[off + e];
                     const Scalar pr = (sv == m_safe ? Scalar(1) : std::exp2(sv - m_safe)) * inv_l;
                     const Scalar* v = a.v.row(t.b, t.g, row[static_cast<std::size_t>(e)]) + x0;
@@ -175,8 +179,15 @@ void row_block(const ForwardArgs<Scalar>& a,
     }
     io.acquire(2 * t.r);
     for (const BlockTile& tile : view.tiles_of(t.blk))
-        sddmm_tile(a, s, w, bs, t, tile.col_block * bs, view.block_cols(tile.col_block),
-                   tile.nonzeros, io);
+        sddmm_tile(a,
+                   s,
+                   w,
+                   bs,
+                   t,
+                   tile.col_block * bs,
+                   view.block_cols(tile.col_block),
+                   tile.nonzeros,
+                   io);
     for (std::int64_t x0 = 0; x0 < p.d_v; x0 += bs)
         spmm_chunk(a, s, view, w, bs, t, x0, io);
     if constexpr (Counter::kComputes) {
@@ -203,34 +214,40 @@ void forward_materialized(const ForwardArgs<Scalar>& args,
                           Counter& counter) {
     constexpr const char* kWhere = "ioattn::sparse::forward_materialized";
     ForwardArgs<Scalar> a = args;
-    detail::validate(a, support, &tiling, Schedule::materialized, memory, kWhere,
-                     !Counter::kComputes);
+    detail::validate(
+        a, support, &tiling, Schedule::materialized, memory, kWhere, !Counter::kComputes);
     const Problem& p = a.problem;
     const std::int64_t bs = tiling.rows;
     const BlockView view = support.block_view(bs, bs);
     std::int64_t strip = 0;
     for (std::int64_t i = 0; i < view.row_blocks; ++i) {
         const std::int64_t i0 = i * bs, i1 = std::min(p.n_q, i0 + bs);
-        strip = std::max(strip, support.row_offsets()[static_cast<std::size_t>(i1)] -
-                                    support.row_offsets()[static_cast<std::size_t>(i0)]);
+        strip = std::max(strip,
+                         support.row_offsets()[static_cast<std::size_t>(i1)] -
+                             support.row_offsets()[static_cast<std::size_t>(i0)]);
     }
     const int workers = Counter::kComputes ? max_concurrency() : 0;
     const kernels::Workspace<Scalar> ws(workers, 3 * bs * bs + 2 * bs + strip);
     const kernels::Workspace<std::int64_t> cursors(workers, bs);
     const std::int64_t blocks = view.row_blocks;
-    parallel_for_counted(p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker,
-                                                                Counter& io) {
-        const std::int64_t slice = task / blocks, blk = task % blocks;
-        const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
-        const Task t{slice, b, h, g, b * p.kv_heads + g, blk * bs, view.block_rows(blk), blk};
-        Buffers<Scalar> w{};
-        if constexpr (Counter::kComputes) {
-            Scalar* base = ws.slab(worker);
-            w = {base, base + bs * bs, base + 2 * bs * bs, base + 3 * bs * bs,
-                 base + 3 * bs * bs + bs, base + 3 * bs * bs + 2 * bs, cursors.slab(worker)};
-        }
-        row_block(a, support, view, bs, t, w, io);
-    });
+    parallel_for_counted(
+        p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker, Counter& io) {
+            const std::int64_t slice = task / blocks, blk = task % blocks;
+            const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
+            const Task t{slice, b, h, g, b * p.kv_heads + g, blk * bs, view.block_rows(blk), blk};
+            Buffers<Scalar> w{};
+            if constexpr (Counter::kComputes) {
+                Scalar* base = ws.slab(worker);
+                w = {base,
+                     base + bs * bs,
+                     base + 2 * bs * bs,
+                     base + 3 * bs * bs,
+                     base + 3 * bs * bs + bs,
+                     base + 3 * bs * bs + 2 * bs,
+                     cursors.slab(worker)};
+            }
+            row_block(a, support, view, bs, t, w, io);
+        });
 }
 
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \

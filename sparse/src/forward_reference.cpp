@@ -22,8 +22,13 @@ namespace {
 
 /// x . y in double for row (b, h, i) of x and row (b, g, j) of y; merges when both are sparse.
 template <typename Scalar>
-double dot(const detail::RowSource<Scalar>& x, std::int64_t b, std::int64_t h, std::int64_t i,
-           const detail::RowSource<Scalar>& y, std::int64_t g, std::int64_t j) {
+double dot(const detail::RowSource<Scalar>& x,
+           std::int64_t b,
+           std::int64_t h,
+           std::int64_t i,
+           const detail::RowSource<Scalar>& y,
+           std::int64_t g,
+           std::int64_t j) {
     const auto entries = [](const detail::RowSource<Scalar>& s, std::int64_t r) {
         return std::pair{s.sparse->row_indices(r), s.sparse->row_values(r)};
     };
@@ -101,8 +106,8 @@ void reference_row(const ForwardArgs<Scalar>& a,
     Scalar* out = a.o.row(b, h, i);
     for (std::int64_t x = 0; x < p.d_v; ++x)
         out[x] = l == 0.0 ? Scalar(0) : static_cast<Scalar>(o[x] / l);
-    *a.lse.row(b, h, i) = l == 0.0 ? -std::numeric_limits<Scalar>::infinity()
-                                   : static_cast<Scalar>(m + std::log(l));
+    *a.lse.row(b, h, i) =
+        l == 0.0 ? -std::numeric_limits<Scalar>::infinity() : static_cast<Scalar>(m + std::log(l));
 }
 
 } // namespace
@@ -130,11 +135,9 @@ void forward_reference(const ForwardArgs<Scalar>& args, const Support& support) 
 
 template void forward_reference<float>(const ForwardArgs<float>&, const Support&);
 template void forward_reference<double>(const ForwardArgs<double>&, const Support&);
-template void forward_reference<float>(const ForwardArgs<float>&,
-                                       const Support&,
-                                       const SparseInputs<float>&);
-template void forward_reference<double>(const ForwardArgs<double>&,
-                                        const Support&,
-                                        const SparseInputs<double>&);
+template void
+forward_reference<float>(const ForwardArgs<float>&, const Support&, const SparseInputs<float>&);
+template void
+forward_reference<double>(const ForwardArgs<double>&, const Support&, const SparseInputs<double>&);
 
 } // namespace ioattn::sparse

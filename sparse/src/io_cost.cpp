@@ -36,8 +36,10 @@ IoReport io_cost_forward_fused(const Problem& problem,
     const Problem p = problem.resolved("ioattn::sparse::io_cost_forward_fused");
     require(p, support, tiling, Schedule::fused, "ioattn::sparse::io_cost_forward_fused");
     using View = TensorView<const Scalar>;
-    const detail::RowSource<Scalar> q{View::packed(nullptr, p.batch, p.heads, p.n_q, p.d), inputs.q};
-    const detail::RowSource<Scalar> k{View::packed(nullptr, p.batch, p.kv_heads, p.n_k, p.d), inputs.k};
+    const detail::RowSource<Scalar> q{View::packed(nullptr, p.batch, p.heads, p.n_q, p.d),
+                                      inputs.q};
+    const detail::RowSource<Scalar> k{View::packed(nullptr, p.batch, p.kv_heads, p.n_k, p.d),
+                                      inputs.k};
     const detail::RowSource<Scalar> v{View::packed(nullptr, p.batch, p.kv_heads, p.n_k, p.d_v),
                                       inputs.v};
     const detail::FusedPlan plan = detail::FusedPlan::build(support, tiling.rows);
@@ -68,15 +70,16 @@ template IoReport io_cost_forward_fused<double>(const Problem&,
                                                 const SparseInputs<double>&,
                                                 const Tiling&);
 
-IoReport io_cost_forward_fused(const Problem& problem, const Support& support, const Tiling& tiling) {
+IoReport
+io_cost_forward_fused(const Problem& problem, const Support& support, const Tiling& tiling) {
     return io_cost_forward_fused(problem, support, SparseInputs<float>{}, tiling);
 }
 
-IoReport io_cost_forward_materialized(const Problem& problem,
-                                      const Support& support,
-                                      const Tiling& tiling) {
+IoReport
+io_cost_forward_materialized(const Problem& problem, const Support& support, const Tiling& tiling) {
     const Problem p = problem.resolved("ioattn::sparse::io_cost_forward_materialized");
-    require(p, support, tiling, Schedule::materialized, "ioattn::sparse::io_cost_forward_materialized");
+    require(
+        p, support, tiling, Schedule::materialized, "ioattn::sparse::io_cost_forward_materialized");
     const std::int64_t b = tiling.rows;
     const BlockView view = support.block_view(b, b);
     const std::int64_t kd = std::min(b, p.d), kv = std::min(b, p.d_v);
@@ -94,7 +97,9 @@ IoReport io_cost_forward_materialized(const Problem& problem,
         }
         reads += tiles * r * p.d + width * p.d + vch * nnz + width * p.d_v;
         writes += nnz + r * p.d_v + r;
-        peak = std::max({peak, 2 * r + r * kv, 2 * r + r * cmax + (r + cmax) * kd,
+        peak = std::max({peak,
+                         2 * r + r * kv,
+                         2 * r + r * cmax + (r + cmax) * kd,
                          2 * r + r * kv + r * cmax + cmax * kv});
     }
     return {reads * p.batch_heads(), writes * p.batch_heads(), peak};
@@ -102,21 +107,26 @@ IoReport io_cost_forward_materialized(const Problem& problem,
 
 IoReport io_cost_forward(const Problem& problem, const Support& support, const Tiling& tiling) {
     switch (tiling.schedule) {
-    case Schedule::fused: return io_cost_forward_fused(problem, support, tiling);
-    case Schedule::materialized: return io_cost_forward_materialized(problem, support, tiling);
-    case Schedule::reference: break;
+    case Schedule::fused:
+        return io_cost_forward_fused(problem, support, tiling);
+    case Schedule::materialized:
+        return io_cost_forward_materialized(problem, support, tiling);
+    case Schedule::reference:
+        break;
     }
-    throw InvalidArgument("ioattn::sparse::io_cost_forward: the reference schedule has no I/O model");
+    throw InvalidArgument(
+        "ioattn::sparse::io_cost_forward: the reference schedule has no I/O model");
 }
 
-Tiling tuned_tiling(Schedule schedule, const MemoryModel& memory, const Problem& problem, Pass pass) {
+Tiling
+tuned_tiling(Schedule schedule, const MemoryModel& memory, const Problem& problem, Pass pass) {
     const Problem p = problem.resolved("ioattn::sparse::tuned_tiling");
     if (schedule == Schedule::fused) {
         // window:256, N=16384, d=64, fp32, 2 threads, GFLOP/s (4 Z_QK d), one quiet run each:
         // 48x96 137, 64x96 129, 96x96 137, 96x192 130, 128x128 126, 192x96 110: the block of
         // Br rows sees Br + 2W keys, so smaller Br computes fewer masked scores.
-        const Tiling t{Schedule::fused, std::min<std::int64_t>(96, p.n_q),
-                       std::min<std::int64_t>(96, p.n_k)};
+        const Tiling t{
+            Schedule::fused, std::min<std::int64_t>(96, p.n_q), std::min<std::int64_t>(96, p.n_k)};
         if (t.resident_words(p, pass) <= memory.fast_words)
             return t;
     }
@@ -160,9 +170,9 @@ Schedule select_schedule(const Problem& problem,
     const auto fused = Tiling::try_for_memory(Schedule::fused, memory, p);
     const auto mat = Tiling::try_for_memory(Schedule::materialized, memory, p);
     if (!fused && !mat)
-        throw CapacityError("ioattn::sparse::select_schedule: M = " +
-                            std::to_string(memory.fast_words) +
-                            " words is too small for any tiling with d = " + std::to_string(p.d));
+        throw CapacityError(
+            "ioattn::sparse::select_schedule: M = " + std::to_string(memory.fast_words) +
+            " words is too small for any tiling with d = " + std::to_string(p.d));
     if (!fused || !mat)
         return fused ? Schedule::fused : Schedule::materialized;
     if (select == Select::theory)

@@ -108,20 +108,6 @@ FusedPlan FusedPlan::build(const Support& support, std::int64_t max_rows) {
     return plan;
 }
 
-Support transpose(const Support& s) {
-    std::vector<std::int64_t> offsets(static_cast<std::size_t>(s.n_k()) + 1, 0);
-    for (const std::int64_t j : s.col_indices())
-        ++offsets[static_cast<std::size_t>(j) + 1];
-    for (std::size_t j = 1; j < offsets.size(); ++j)
-        offsets[j] += offsets[j - 1];
-    std::vector<std::int64_t> rows(static_cast<std::size_t>(s.z_qk()));
-    std::vector<std::int64_t> next(offsets.begin(), offsets.end() - 1);
-    for (std::int64_t i = 0; i < s.n_q(); ++i) // rows ascending: each column's list is sorted
-        for (const std::int64_t j : s.row(i))
-            rows[static_cast<std::size_t>(next[static_cast<std::size_t>(j)]++)] = i;
-    return Support(s.n_k(), s.n_q(), std::move(offsets), std::move(rows));
-}
-
 } // namespace detail
 
 } // namespace ioattn::sparse

@@ -39,9 +39,6 @@ struct FusedPlan {
     static FusedPlan build(const Support& support, std::int64_t max_rows);
 };
 
-/// Omega^T: the n_k x n_q support whose row j lists the queries that may see key j.
-Support transpose(const Support& support);
-
 /// Per-row state of mask_chunk for the rows [i0, i0 + r) of one block: the position of the next
 /// key in the row, and the row's keys as an interval [lo, hi] (lo = -1: not an interval). Read
 /// once per block, so the chunks never touch the row's index array for interval rows.
@@ -52,11 +49,8 @@ struct RowCursors {
 };
 
 /// Fills the cursors of rows [i0, i0 + r) in `base` (3 * capacity words, capacity >= r).
-inline RowCursors row_cursors(const Support& s,
-                              std::int64_t i0,
-                              std::int64_t r,
-                              std::int64_t* base,
-                              std::int64_t capacity) {
+inline RowCursors row_cursors(
+    const Support& s, std::int64_t i0, std::int64_t r, std::int64_t* base, std::int64_t capacity) {
     const RowCursors cur{base, base + capacity, base + 2 * capacity};
     for (std::int64_t x = 0; x < r; ++x) {
         const auto row = s.row(i0 + x);

@@ -32,8 +32,8 @@ struct RowSource {
     }
 
     /// Words stored for rows [i0, i0 + n).
-    [[nodiscard]] std::int64_t words(std::int64_t b, std::int64_t h, std::int64_t i0,
-                                     std::int64_t n) const {
+    [[nodiscard]] std::int64_t
+    words(std::int64_t b, std::int64_t h, std::int64_t i0, std::int64_t n) const {
         if (sparse == nullptr)
             return n * dense.cols;
         const auto lo = static_cast<std::size_t>(index(b, h, i0));
@@ -42,7 +42,11 @@ struct RowSource {
 
     /// dst[x * stride] = scale * row(b, h, i)[x] for x < cols (zeros where nothing is stored);
     /// returns whether every value is finite.
-    bool copy(std::int64_t b, std::int64_t h, std::int64_t i, Scalar scale, Scalar* dst,
+    bool copy(std::int64_t b,
+              std::int64_t h,
+              std::int64_t i,
+              Scalar scale,
+              Scalar* dst,
               std::int64_t stride) const {
         bool finite = true;
         if (sparse == nullptr) {
@@ -74,8 +78,14 @@ struct Operands {
 
 /// Counts the read of rows [i0, i0 + n) of an operand: a dense block, or its stored nonzeros.
 template <typename Scalar, typename Counter>
-void read_rows(Counter& io, Operand op, std::int64_t slice, const RowSource<Scalar>& src,
-               std::int64_t b, std::int64_t h, std::int64_t i0, std::int64_t n) {
+void read_rows(Counter& io,
+               Operand op,
+               std::int64_t slice,
+               const RowSource<Scalar>& src,
+               std::int64_t b,
+               std::int64_t h,
+               std::int64_t i0,
+               std::int64_t n) {
     if (src.sparse == nullptr)
         io.read({op, slice, i0, n, 0, src.dense.cols});
     else
@@ -84,8 +94,14 @@ void read_rows(Counter& io, Operand op, std::int64_t slice, const RowSource<Scal
 
 /// Counts the read of the gathered rows idx[0, c): a block of c rows (dense), or their nonzeros.
 template <typename Scalar, typename Counter>
-void read_gathered(Counter& io, Operand op, std::int64_t slice, const RowSource<Scalar>& src,
-                   std::int64_t b, std::int64_t h, const std::int64_t* idx, std::int64_t c) {
+void read_gathered(Counter& io,
+                   Operand op,
+                   std::int64_t slice,
+                   const RowSource<Scalar>& src,
+                   std::int64_t b,
+                   std::int64_t h,
+                   const std::int64_t* idx,
+                   std::int64_t c) {
     if (src.sparse == nullptr) {
         io.read({op, slice, idx[0], c, 0, src.dense.cols});
         return;

@@ -10,9 +10,37 @@
 #include <ioattn/sparse/support.hpp>
 
 #include <algorithm>
+#include <mutex>
 #include <utility>
 
 namespace ioattn::sparse {
+
+struct Support::Cache {
+    std::once_flag once;
+    std::unique_ptr<Support> transposed;
+};
+
+std::shared_ptr<Support::Cache> Support::make_cache() {
+    return std::make_shared<Cache>();
+}
+
+const Support& Support::transposed() const {
+    std::call_once(cache_->once, [this] {
+        std::vector<std::int64_t> offsets(static_cast<std::size_t>(n_k_) + 1, 0);
+        for (const std::int64_t j : cols_)
+            ++offsets[static_cast<std::size_t>(j) + 1];
+        for (std::size_t j = 1; j < offsets.size(); ++j)
+            offsets[j] += offsets[j - 1];
+        std::vector<std::int64_t> rows(cols_.size());
+        std::vector<std::int64_t> next(offsets.begin(), offsets.end() - 1);
+        for (std::int64_t i = 0; i < n_q_; ++i) // rows ascending: each column's list is sorted
+            for (const std::int64_t j : row(i))
+                rows[static_cast<std::size_t>(next[static_cast<std::size_t>(j)]++)] = i;
+        cache_->transposed =
+            std::make_unique<Support>(n_k_, n_q_, std::move(offsets), std::move(rows));
+    });
+    return *cache_->transposed;
+}
 
 namespace {
 

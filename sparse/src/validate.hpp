@@ -52,14 +52,14 @@ Operands<Scalar> validate_inputs(ForwardArgs<Scalar>& a,
                                  bool shape_only) {
     a.validate(where, true);
     const Problem& p = a.problem;
-    const auto check = [&](const char* name, const SparseRows<Scalar>* m, std::int64_t rows,
-                           std::int64_t cols) {
-        if (m != nullptr && (m->rows() != rows || m->cols() != cols))
-            throw InvalidArgument(std::string(where) + ": sparse " + name + " is " +
-                                  std::to_string(m->rows()) + " x " + std::to_string(m->cols()) +
-                                  ", expected " + std::to_string(rows) + " x " +
-                                  std::to_string(cols) + " (slices stacked)");
-    };
+    const auto check =
+        [&](const char* name, const SparseRows<Scalar>* m, std::int64_t rows, std::int64_t cols) {
+            if (m != nullptr && (m->rows() != rows || m->cols() != cols))
+                throw InvalidArgument(
+                    std::string(where) + ": sparse " + name + " is " + std::to_string(m->rows()) +
+                    " x " + std::to_string(m->cols()) + ", expected " + std::to_string(rows) +
+                    " x " + std::to_string(cols) + " (slices stacked)");
+        };
     check("q", in.q, p.batch_heads() * p.n_q, p.d);
     check("k", in.k, p.batch * p.kv_heads * p.n_k, p.d);
     check("v", in.v, p.batch * p.kv_heads * p.n_k, p.d_v);

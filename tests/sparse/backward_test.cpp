@@ -11,9 +11,8 @@
 #include <ioattn/sparse/forward.hpp>
 #include <ioattn/sparse/pattern.hpp>
 
-#include <tbb/global_control.h>
-
 #include <catch2/catch.hpp>
+#include <tbb/global_control.h>
 
 #include <string>
 #include <vector>
@@ -50,11 +49,20 @@ void forward(Case<T>& c, const Support& s) {
 
 } // namespace
 
-TEMPLATE_TEST_CASE("sparse backward_fused agrees with the reference", "[sparse][backward]", float,
+TEMPLATE_TEST_CASE("sparse backward_fused agrees with the reference",
+                   "[sparse][backward]",
+                   float,
                    double) {
-    for (const std::string spec : {"dense", "causal", "window:2", "global:1+window:2",
-                                   "bigbird:2:1:2", "random:0.3", "strided:3", "block:3:0.5"})
-        for (const auto& [n_q, n_k] : std::vector<std::pair<int, int>>{{11, 11}, {7, 13}, {13, 6}}) {
+    for (const std::string spec : {"dense",
+                                   "causal",
+                                   "window:2",
+                                   "global:1+window:2",
+                                   "bigbird:2:1:2",
+                                   "random:0.3",
+                                   "strided:3",
+                                   "block:3:0.5"})
+        for (const auto& [n_q, n_k] :
+             std::vector<std::pair<int, int>>{{11, 11}, {7, 13}, {13, 6}}) {
             CAPTURE(spec, n_q, n_k);
             const Problem p = shape(n_q, n_k, 6);
             const Support s = ioattn::sparse::parse_pattern(spec, n_q, n_k, 3);
@@ -68,8 +76,8 @@ TEMPLATE_TEST_CASE("sparse backward_fused agrees with the reference", "[sparse][
             forward(ref, s);
             ioattn::sparse::backward_reference(ref.backward(), s);
             NullCounter io;
-            ioattn::sparse::backward_fused(c.backward(), s, Tiling{Schedule::fused, 4, 3},
-                                           MemoryModel{1 << 20}, io);
+            ioattn::sparse::backward_fused(
+                c.backward(), s, Tiling{Schedule::fused, 4, 3}, MemoryModel{1 << 20}, io);
             const double tol = std::is_same_v<TestType, float> ? 2e-5 : 1e-13;
             CHECK(max_error(c.d_q, ref.d_q) < tol);
             CHECK(max_error(c.d_k, ref.d_k) < tol);
@@ -163,14 +171,14 @@ TEST_CASE("sparse backward: empty rows contribute zero, results thread-count inv
     {
         tbb::global_control gc(tbb::global_control::max_allowed_parallelism, 1);
         NullCounter io;
-        ioattn::sparse::backward_fused(one.backward(), s, Tiling{Schedule::fused, 4, 4},
-                                       MemoryModel{1 << 20}, io);
+        ioattn::sparse::backward_fused(
+            one.backward(), s, Tiling{Schedule::fused, 4, 4}, MemoryModel{1 << 20}, io);
     }
     {
         tbb::global_control gc(tbb::global_control::max_allowed_parallelism, 2);
         NullCounter io;
-        ioattn::sparse::backward_fused(two.backward(), s, Tiling{Schedule::fused, 4, 4},
-                                       MemoryModel{1 << 20}, io);
+        ioattn::sparse::backward_fused(
+            two.backward(), s, Tiling{Schedule::fused, 4, 4}, MemoryModel{1 << 20}, io);
     }
     CHECK(one.d_q == two.d_q);
     CHECK(one.d_k == two.d_k);

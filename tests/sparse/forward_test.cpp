@@ -12,9 +12,8 @@
 #include <ioattn/sparse/io_cost.hpp>
 #include <ioattn/sparse/pattern.hpp>
 
-#include <tbb/global_control.h>
-
 #include <catch2/catch.hpp>
+#include <tbb/global_control.h>
 
 #include <string>
 #include <vector>
@@ -30,10 +29,17 @@ using ioattn::sparse::test::Case;
 
 namespace {
 
-const std::vector<std::string> kPatterns = {"dense",          "causal",         "window:3",
-                                            "causal-window:4", "dilated:2:2",   "global:2+window:2",
-                                            "bigbird:2:1:2",  "strided:4",      "block:4:0.4",
-                                            "random:0.2",     "window:3&causal"};
+const std::vector<std::string> kPatterns = {"dense",
+                                            "causal",
+                                            "window:3",
+                                            "causal-window:4",
+                                            "dilated:2:2",
+                                            "global:2+window:2",
+                                            "bigbird:2:1:2",
+                                            "strided:4",
+                                            "block:4:0.4",
+                                            "random:0.2",
+                                            "window:3&causal"};
 
 Problem shape(std::int64_t n_q, std::int64_t n_k, std::int64_t d) {
     Problem p;
@@ -49,7 +55,8 @@ Problem shape(std::int64_t n_q, std::int64_t n_k, std::int64_t d) {
 
 template <typename T, typename Kernel>
 void check_against_reference(Kernel kernel) {
-    for (const auto& [n_q, n_k] : std::vector<std::pair<int, int>>{{13, 13}, {9, 17}, {17, 9}, {1, 5}})
+    for (const auto& [n_q, n_k] :
+         std::vector<std::pair<int, int>>{{13, 13}, {9, 17}, {17, 9}, {1, 5}})
         for (const std::int64_t d : {1, 7})
             for (const std::string& spec : kPatterns) {
                 const Problem p = shape(n_q, n_k, d);
@@ -64,8 +71,8 @@ void check_against_reference(Kernel kernel) {
                 Case<T> c(p, 3);
                 kernel(c, s);
                 const double err = ioattn::sparse::test::max_error(c.o, oracle.o);
-                const double naive =
-                    ioattn::sparse::test::max_error(ioattn::sparse::test::naive_output(ref, s), oracle.o);
+                const double naive = ioattn::sparse::test::max_error(
+                    ioattn::sparse::test::naive_output(ref, s), oracle.o);
                 const double tiny = 8 * static_cast<double>(std::numeric_limits<T>::epsilon());
                 CHECK(err <= 2 * naive + tiny);
                 for (std::size_t i = 0; i < c.lse.size(); ++i) {
@@ -82,20 +89,24 @@ void check_against_reference(Kernel kernel) {
 } // namespace
 
 TEMPLATE_TEST_CASE("sparse forward_fused agrees with the reference on every pattern family",
-                   "[sparse][forward]", float, double) {
+                   "[sparse][forward]",
+                   float,
+                   double) {
     check_against_reference<TestType>([](Case<TestType>& c, const Support& s) {
         NullCounter io;
-        ioattn::sparse::forward_fused(c.forward(), s, Tiling{Schedule::fused, 4, 3},
-                                      MemoryModel{1 << 20}, io);
+        ioattn::sparse::forward_fused(
+            c.forward(), s, Tiling{Schedule::fused, 4, 3}, MemoryModel{1 << 20}, io);
     });
 }
 
 TEMPLATE_TEST_CASE("sparse forward_materialized agrees with the reference on every pattern family",
-                   "[sparse][forward]", float, double) {
+                   "[sparse][forward]",
+                   float,
+                   double) {
     check_against_reference<TestType>([](Case<TestType>& c, const Support& s) {
         NullCounter io;
-        ioattn::sparse::forward_materialized(c.forward(), s, Tiling{Schedule::materialized, 3, 3},
-                                             MemoryModel{1 << 20}, io);
+        ioattn::sparse::forward_materialized(
+            c.forward(), s, Tiling{Schedule::materialized, 3, 3}, MemoryModel{1 << 20}, io);
     });
 }
 
@@ -117,8 +128,10 @@ TEST_CASE("sparse reference equals the dense reference on the dense and causal p
 
 TEST_CASE("sparse counted I/O equals the structural cost and the dry run", "[sparse][io]") {
     for (const std::string& spec : kPatterns)
-        for (const auto& t : {Tiling{Schedule::fused, 4, 3}, Tiling{Schedule::fused, 7, 16},
-                              Tiling{Schedule::materialized, 3, 3}, Tiling{Schedule::materialized, 5, 5}}) {
+        for (const auto& t : {Tiling{Schedule::fused, 4, 3},
+                              Tiling{Schedule::fused, 7, 16},
+                              Tiling{Schedule::materialized, 3, 3},
+                              Tiling{Schedule::materialized, 5, 5}}) {
             const Problem p = shape(17, 13, 6);
             const Support s = ioattn::sparse::parse_pattern(spec, 17, 13, 2);
             CAPTURE(spec, t.rows, t.cols, ioattn::to_string(t.schedule));
@@ -136,7 +149,8 @@ TEST_CASE("sparse counted I/O equals the structural cost and the dry run", "[spa
 TEST_CASE("sparse counts reduce to the dense closed forms on dense and causal patterns",
           "[sparse][io]") {
     for (const bool causal : {false, true})
-        for (const auto& t : {Tiling{Schedule::fused, 4, 3}, Tiling{Schedule::fused, 16, 64},
+        for (const auto& t : {Tiling{Schedule::fused, 4, 3},
+                              Tiling{Schedule::fused, 16, 64},
                               Tiling{Schedule::materialized, 4, 4}}) {
             Problem p = shape(37, 29, 8);
             const Support s = ioattn::sparse::parse_pattern(causal ? "causal" : "dense", 37, 29, 1);
@@ -198,7 +212,9 @@ TEST_CASE("rows with no allowed key give O = 0 and L = -inf, one key gives O = v
                 const std::int64_t b = sl / p.heads, g = sl % p.heads / p.group();
                 for (std::int64_t x = 0; x < p.d_v; ++x) {
                     const float got = c.o[static_cast<std::size_t>((sl * 6 + i) * p.d_v + x)];
-                    const float want = i % 2 == 0 ? c.v[static_cast<std::size_t>(((b * p.kv_heads + g) * 5 + 2) * p.d_v + x)] : 0.0F;
+                    const float want = i % 2 == 0 ? c.v[static_cast<std::size_t>(
+                                                        ((b * p.kv_heads + g) * 5 + 2) * p.d_v + x)]
+                                                  : 0.0F;
                     CHECK(got == Approx(want).margin(1e-6));
                 }
             }
@@ -232,7 +248,8 @@ TEST_CASE("sparse inputs: fused equals the reference and reads only stored entri
     CHECK(io.report() == ioattn::sparse::io_cost_forward_fused(p, s, in, t));
     CHECK(io.report().reads < io_dense.report().reads);
     ioattn::sparse::SparseInputs<double> wrong{&k, nullptr, nullptr}; // k's rows as Q: bad shape
-    CHECK_THROWS_AS(ioattn::sparse::forward_reference(ref.forward(), s, wrong), ioattn::InvalidArgument);
+    CHECK_THROWS_AS(ioattn::sparse::forward_reference(ref.forward(), s, wrong),
+                    ioattn::InvalidArgument);
 }
 
 TEST_CASE("sparse forward is bitwise independent of the thread count", "[sparse][determinism]") {
@@ -261,18 +278,19 @@ TEST_CASE("sparse forward throws on a mismatched support, a causal problem, a sm
     Case<float> c(p, 1);
     NullCounter io;
     const Tiling t{Schedule::fused, 4, 4};
-    CHECK_THROWS_AS(ioattn::sparse::forward_fused(c.forward(), Support::none(8, 9), t,
-                                                  MemoryModel{1 << 20}, io),
+    CHECK_THROWS_AS(ioattn::sparse::forward_fused(
+                        c.forward(), Support::none(8, 9), t, MemoryModel{1 << 20}, io),
                     ioattn::InvalidArgument);
     auto causal = c.forward();
     causal.problem.causal = true;
-    CHECK_THROWS_AS(ioattn::sparse::forward_fused(causal, Support::none(8, 8), t,
-                                                  MemoryModel{1 << 20}, io),
-                    ioattn::InvalidArgument);
-    CHECK_THROWS_AS(ioattn::sparse::forward_fused(c.forward(), Support::none(8, 8), t,
-                                                  MemoryModel{t.resident_words(p) - 1}, io),
-                    ioattn::CapacityError);
-    CHECK_THROWS_AS(ioattn::sparse::forward_materialized(c.forward(), Support::none(8, 8), t,
-                                                         MemoryModel{1 << 20}, io),
+    CHECK_THROWS_AS(
+        ioattn::sparse::forward_fused(causal, Support::none(8, 8), t, MemoryModel{1 << 20}, io),
+        ioattn::InvalidArgument);
+    CHECK_THROWS_AS(
+        ioattn::sparse::forward_fused(
+            c.forward(), Support::none(8, 8), t, MemoryModel{t.resident_words(p) - 1}, io),
+        ioattn::CapacityError);
+    CHECK_THROWS_AS(ioattn::sparse::forward_materialized(
+                        c.forward(), Support::none(8, 8), t, MemoryModel{1 << 20}, io),
                     ioattn::InvalidArgument);
 }

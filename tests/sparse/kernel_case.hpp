@@ -20,7 +20,8 @@ struct Case {
     Problem p;
     std::vector<T> q, k, v, o, lse, d_o, d_q, d_k, d_v;
 
-    Case(Problem problem, std::uint64_t seed) : p(problem.resolved()) {
+    Case(Problem problem, std::uint64_t seed)
+        : p(problem.resolved()) {
         std::mt19937_64 rng(seed);
         std::uniform_real_distribution<double> u(-1.0, 1.0);
         const auto fill = [&](std::vector<T>& x, std::int64_t n) {
@@ -77,8 +78,9 @@ std::vector<double> naive_output(Case<T>& c, const Support& s) {
             for (const std::int64_t j : cols) {
                 T dot = 0;
                 for (std::int64_t x = 0; x < p.d; ++x)
-                    dot += c.q[static_cast<std::size_t>((sl * p.n_q + i) * p.d + x)] *
-                           c.k[static_cast<std::size_t>(((b * p.kv_heads + g) * p.n_k + j) * p.d + x)];
+                    dot +=
+                        c.q[static_cast<std::size_t>((sl * p.n_q + i) * p.d + x)] *
+                        c.k[static_cast<std::size_t>(((b * p.kv_heads + g) * p.n_k + j) * p.d + x)];
                 w.push_back(dot * static_cast<T>(p.scale));
                 m = std::max(m, w.back());
             }

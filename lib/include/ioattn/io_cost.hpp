@@ -46,9 +46,9 @@ double flop_count_convention(const Problem& problem, Pass pass = Pass::forward);
 
 /// A lower bound on the I/O of one pass, summed over slices.
 struct Bound {
-    std::string_view regime; ///< "large-cache" (M >= d^2) or "small-cache"
-    double compulsory = 0;   ///< read the inputs, write the outputs
-    double leading = 0;      ///< min(N^2 d^2/M, N^2 d/sqrt(M)) with N^2 = n_q*n_k
+    std::string_view regime;   ///< "large-cache" (M >= d^2) or "small-cache"
+    double compulsory = 0;     ///< read the inputs, write the outputs
+    double leading = 0;        ///< min(N^2 d^2/M, N^2 d/sqrt(M)) with N^2 = n_q*n_k
     double explicit_bound = 0; ///< M*(ceil(n_q*n_k/B_max) - 1), B_max = max(8M^2/d^2, 8M)
     double theorem = 0; ///< backward only: Li et al. Thm 1.1, which also covers d x d weights
 
@@ -83,9 +83,7 @@ Schedule select_schedule(const Problem& problem,
 /// The smallest M (in words) from which the fused schedule's exact cost (for_memory tilings) is
 /// at most the materialized one's, found by a geometric scan refined by bisection over
 /// [lo, hi]; 0 if fused never wins there.
-std::int64_t measured_crossover(const Problem& problem,
-                                Pass pass,
-                                std::int64_t lo,
-                                std::int64_t hi);
+std::int64_t
+measured_crossover(const Problem& problem, Pass pass, std::int64_t lo, std::int64_t hi);
 
 } // namespace ioattn

@@ -14,7 +14,20 @@ namespace ioattn {
 
 /// Which operand a block of words belongs to.
 enum class Operand : std::uint8_t {
-    q, k, v, o, lse, scores, stats, d_o, d_q, d_k, d_v, delta, probs, d_scores
+    q,
+    k,
+    v,
+    o,
+    lse,
+    scores,
+    stats,
+    d_o,
+    d_q,
+    d_k,
+    d_v,
+    delta,
+    probs,
+    d_scores
 };
 
 /// A rectangular block of an operand of one (batch, head) slice: rows [row0, row0 + rows),
@@ -60,15 +73,23 @@ public:
     static constexpr bool kComputes = true;
 
     NullCounter() = default;
+
     explicit NullCounter(std::int64_t /*fast_words*/) {}
 
     void read(const Block& /*b*/) {}
+
     void write(const Block& /*b*/) {}
+
     void complete(const Block& /*b*/) {}
+
     void acquire(std::int64_t /*words*/) {}
+
     void release(std::int64_t /*words*/) {}
+
     void merge(const NullCounter& /*other*/) {}
+
     [[nodiscard]] NullCounter fork() const { return {}; }
+
     [[nodiscard]] IoReport report() const { return {}; }
 };
 
@@ -80,6 +101,7 @@ public:
     static constexpr bool kComputes = true;
 
     IoCounter() = default;
+
     explicit IoCounter(std::int64_t fast_words, bool record = false)
         : fast_words_(fast_words)
         , record_(record) {}
@@ -125,8 +147,11 @@ public:
     }
 
     [[nodiscard]] IoReport report() const { return {reads_, writes_, peak_}; }
+
     [[nodiscard]] std::int64_t fast_words() const { return fast_words_; }
+
     [[nodiscard]] std::int64_t resident() const { return resident_; }
+
     [[nodiscard]] const std::vector<TraceEvent>& trace() const { return trace_; }
 
 private:

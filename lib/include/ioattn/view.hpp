@@ -24,11 +24,8 @@ struct TensorView {
     std::int64_t extent = 0;
 
     /// A densely packed view (row-major, heads inside batch).
-    static TensorView packed(T* data,
-                             std::int64_t batch,
-                             std::int64_t heads,
-                             std::int64_t rows,
-                             std::int64_t cols) {
+    static TensorView
+    packed(T* data, std::int64_t batch, std::int64_t heads, std::int64_t rows, std::int64_t cols) {
         return {data,
                 batch,
                 heads,

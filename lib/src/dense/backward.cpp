@@ -19,8 +19,12 @@ void backward(const BackwardArgs<Scalar>& args,
         } else {
             throw InvalidArgument("ioattn::dense::backward: the reference schedule has no dry run");
         }
-    case Schedule::fused: backward_fused(args, tiling, memory, counter); return;
-    case Schedule::materialized: backward_materialized(args, tiling, memory, counter); return;
+    case Schedule::fused:
+        backward_fused(args, tiling, memory, counter);
+        return;
+    case Schedule::materialized:
+        backward_materialized(args, tiling, memory, counter);
+        return;
     }
 }
 

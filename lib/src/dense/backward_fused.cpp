@@ -22,12 +22,11 @@
 // Masked entries have P = dS = 0 exactly and their rows of Q, dO, K, V are never multiplied.
 // Tests: tests/lib/dense/backward_fused_test.cpp
 
-#include <ioattn/kernels/workspace.hpp>
+#include <ioattn/dense/backward.hpp>
 #include <ioattn/kernels/online_softmax.hpp>
 #include <ioattn/kernels/softmax_grad.hpp>
 #include <ioattn/kernels/tile.hpp>
-
-#include <ioattn/dense/backward.hpp>
+#include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
 
 #include <algorithm>
@@ -49,6 +48,7 @@ std::int64_t padded(std::int64_t n, int lanes) {
 /// Index helpers of one query-head slice.
 struct Slice {
     std::int64_t b, h, g, kv;
+
     Slice(const Problem& p, std::int64_t slice)
         : b(slice / p.heads)
         , h(slice % p.heads)
@@ -147,8 +147,7 @@ void key_block(const BackwardArgs<Scalar>& a,
     const std::int64_t b = kv_slice / p.kv_heads, g = kv_slice % p.kv_heads;
     const std::int64_t r = std::min(t.rows, p.n_k - j0);
     const std::int64_t cs = std::min(t.cols, p.n_q);
-    const std::int64_t resident =
-        r * (2 * p.d + 2 * p.d_v) + cs * (p.d + p.d_v + 2) + 2 * r * cs;
+    const std::int64_t resident = r * (2 * p.d + 2 * p.d_v) + cs * (p.d + p.d_v + 2) + 2 * r * cs;
     io.acquire(resident);
     io.read({Operand::k, kv_slice, j0, r, 0, p.d});
     io.read({Operand::v, kv_slice, j0, r, 0, p.d_v});
@@ -157,7 +156,8 @@ void key_block(const BackwardArgs<Scalar>& a,
     if constexpr (Counter::kComputes) {
         w = Scratch<Scalar>(base, p, t);
         n_vec = w.rp / Simd<Scalar>::kLanes;
-        kernels::pack_transposed(a.k, b, g, j0, r, static_cast<Scalar>(p.scale * kernels::kLog2e), w.ta, w.rp);
+        kernels::pack_transposed(
+            a.k, b, g, j0, r, static_cast<Scalar>(p.scale * kernels::kLog2e), w.ta, w.rp);
         kernels::pack_transposed(a.v, b, g, j0, r, Scalar(1), w.tb, w.rp);
         std::fill(w.acc_a, w.acc_a + r * (p.d + p.d_v), Scalar(0));
     }
@@ -183,8 +183,8 @@ void key_block(const BackwardArgs<Scalar>& a,
             }
             const bool diagonal = p.causal && j0 + r - 1 > i0 + p.causal_offset();
             const auto hidden = [&](std::int64_t x) { // keys of query i0 + x that it cannot see
-                return std::pair{std::clamp<std::int64_t>(i0 + x + p.causal_offset() + 1 - j0, 0, r),
-                                 w.rp};
+                return std::pair{
+                    std::clamp<std::int64_t>(i0 + x + p.causal_offset() + 1 - j0, 0, r), w.rp};
             };
             // --- S = scale Q_i K_j^T (queries x keys), P = exp(S - L_i) ---
             kernels::scores_block(q, ldq, c, w.ta, w.rp, p.d, n_vec, w.s, w.rp);
@@ -193,7 +193,8 @@ void key_block(const BackwardArgs<Scalar>& a,
             kernels::probabilities(w.s, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.l2);
             // --- dP = dO_i V_j^T, dS = P o (dP - D_i) ---
             kernels::scores_block(d_o, ldo, c, w.tb, w.rp, p.d_v, n_vec, w.dp, w.rp);
-            kernels::softmax_grad(w.s, w.dp, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.dd);
+            kernels::softmax_grad(
+                w.s, w.dp, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.dd);
             if (diagonal)
                 fill_ranges(w.dp, w.rp, c, hidden, Scalar(0));
             // --- dV_j += P^T dO_i, dK_j += dS^T Q_i (scale applied at the end) ---
@@ -204,10 +205,22 @@ void key_block(const BackwardArgs<Scalar>& a,
                 for (std::int64_t y = 0; y < r; ++y) { // key y is seen from query row `from`
                     const std::int64_t from =
                         std::clamp<std::int64_t>(j0 + y - p.causal_offset() - i0, 0, c);
-                    kernels::pv_row(w.s + from * w.rp + y, w.rp, d_o + from * ldo, ldo, c - from,
-                                   p.d_v, w.ones, dv + y * p.d_v);
-                    kernels::pv_row(w.dp + from * w.rp + y, w.rp, q + from * ldq, ldq, c - from,
-                                   p.d, w.ones, dk + y * p.d);
+                    kernels::pv_row(w.s + from * w.rp + y,
+                                    w.rp,
+                                    d_o + from * ldo,
+                                    ldo,
+                                    c - from,
+                                    p.d_v,
+                                    w.ones,
+                                    dv + y * p.d_v);
+                    kernels::pv_row(w.dp + from * w.rp + y,
+                                    w.rp,
+                                    q + from * ldq,
+                                    ldq,
+                                    c - from,
+                                    p.d,
+                                    w.ones,
+                                    dk + y * p.d);
                 }
             }
         }
@@ -250,7 +263,8 @@ void query_block(const BackwardArgs<Scalar>& a,
     if constexpr (Counter::kComputes) {
         w = Scratch<Scalar>(base, p, t);
         n_vec = w.rp / Simd<Scalar>::kLanes;
-        kernels::pack_transposed(a.q, s.b, s.h, i0, r, static_cast<Scalar>(p.scale * kernels::kLog2e), w.ta, w.rp);
+        kernels::pack_transposed(
+            a.q, s.b, s.h, i0, r, static_cast<Scalar>(p.scale * kernels::kLog2e), w.ta, w.rp);
         kernels::pack_transposed(a.d_o, s.b, s.h, i0, r, Scalar(1), w.tb, w.rp);
         std::fill(w.acc_a, w.acc_a + r * p.d, Scalar(0));
         for (std::int64_t x = 0; x < w.rp; ++x) {
@@ -290,8 +304,8 @@ void query_block(const BackwardArgs<Scalar>& a,
             for (std::int64_t x = 0; x < r; ++x) {
                 const std::int64_t seen =
                     std::clamp<std::int64_t>(i0 + x + p.causal_offset() + 1 - j0, 0, c);
-                kernels::pv_row(w.dp + x, w.rp, k, a.k.stride_row, seen, p.d, w.ones,
-                               w.acc_a + x * p.d);
+                kernels::pv_row(
+                    w.dp + x, w.rp, k, a.k.stride_row, seen, p.d, w.ones, w.acc_a + x * p.d);
             }
         }
     }
@@ -327,20 +341,30 @@ void backward_fused(const BackwardArgs<Scalar>& args,
     const int workers = Counter::kComputes ? max_concurrency() : 0;
     const kernels::Workspace<Scalar> delta(Counter::kComputes ? 1 : 0, p.batch_heads() * p.n_q);
     const kernels::Workspace<Scalar> ws(workers, Scratch<Scalar>::words(p, tiling));
-    parallel_for_counted(p.batch_heads() * q_blocks, counter, [&](std::int64_t task, int,
-                                                                  Counter& io) {
-        delta_block(a, rs, task / q_blocks, task % q_blocks * rs, delta.slab(0), io);
-    });
-    parallel_for_counted(p.batch * p.kv_heads * k_blocks, counter, [&](std::int64_t task,
-                                                                       int worker, Counter& io) {
-        key_block(a, tiling, task / k_blocks, task % k_blocks * rs, delta.slab(0),
-                  ws.slab(worker), io);
-    });
-    parallel_for_counted(p.batch_heads() * q_blocks, counter, [&](std::int64_t task, int worker,
-                                                                  Counter& io) {
-        query_block(a, tiling, task / q_blocks, task % q_blocks * rs, delta.slab(0),
-                    ws.slab(worker), io);
-    });
+    parallel_for_counted(
+        p.batch_heads() * q_blocks, counter, [&](std::int64_t task, int, Counter& io) {
+            delta_block(a, rs, task / q_blocks, task % q_blocks * rs, delta.slab(0), io);
+        });
+    parallel_for_counted(
+        p.batch * p.kv_heads * k_blocks, counter, [&](std::int64_t task, int worker, Counter& io) {
+            key_block(a,
+                      tiling,
+                      task / k_blocks,
+                      task % k_blocks * rs,
+                      delta.slab(0),
+                      ws.slab(worker),
+                      io);
+        });
+    parallel_for_counted(
+        p.batch_heads() * q_blocks, counter, [&](std::int64_t task, int worker, Counter& io) {
+            query_block(a,
+                        tiling,
+                        task / q_blocks,
+                        task % q_blocks * rs,
+                        delta.slab(0),
+                        ws.slab(worker),
+                        io);
+        });
 }
 
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \

@@ -13,11 +13,10 @@
 // invariant: each task owns its rows of O and L and runs a fixed sequence of operations.
 // Tests: tests/lib/dense/forward_fused_test.cpp
 
-#include <ioattn/kernels/workspace.hpp>
+#include <ioattn/dense/forward.hpp>
 #include <ioattn/kernels/online_softmax.hpp>
 #include <ioattn/kernels/tile.hpp>
-
-#include <ioattn/dense/forward.hpp>
+#include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
 
 #include <algorithm>
@@ -80,8 +79,8 @@ void row_block(const ForwardArgs<Scalar>& a,
     const std::int64_t rows = std::min(t.rows, p.n_q - i0);
     const std::int64_t cols = std::min(t.cols, p.n_k);
     const std::int64_t kv_end = p.visible_keys(i0 + rows - 1);
-    const std::int64_t resident = rows * p.d + cols * (p.d + p.d_v) + rows * cols +
-                                  rows * p.d_v + 2 * rows;
+    const std::int64_t resident =
+        rows * p.d + cols * (p.d + p.d_v) + rows * cols + rows * p.d_v + 2 * rows;
     io.acquire(resident);
 
     // --- read Q_i, pack Qt = (scale log2 e) Q_i^T ---
@@ -127,14 +126,20 @@ void row_block(const ForwardArgs<Scalar>& a,
             kernels::online_softmax_block(w.st, w.rp, c, n_vec, w.m, w.l, w.alpha);
             // --- O_i = alpha O_i + P V_j ---
             if (!diagonal) {
-                kernels::pv_block(w.st, w.rp, v, a.v.stride_row, c, rows, p.d_v, w.alpha, w.o,
-                                 w.ld_o);
+                kernels::pv_block(
+                    w.st, w.rp, v, a.v.stride_row, c, rows, p.d_v, w.alpha, w.o, w.ld_o);
             } else {
                 for (std::int64_t r = 0; r < rows; ++r) {
-                    const std::int64_t seen = std::clamp<std::int64_t>(
-                        i0 + r + p.causal_offset() + 1 - j0, 0, c);
-                    kernels::pv_row(w.st + r, w.rp, v, a.v.stride_row, seen, p.d_v,
-                                   w.alpha + r, w.o + r * w.ld_o);
+                    const std::int64_t seen =
+                        std::clamp<std::int64_t>(i0 + r + p.causal_offset() + 1 - j0, 0, c);
+                    kernels::pv_row(w.st + r,
+                                    w.rp,
+                                    v,
+                                    a.v.stride_row,
+                                    seen,
+                                    p.d_v,
+                                    w.alpha + r,
+                                    w.o + r * w.ld_o);
                 }
             }
         }
@@ -170,11 +175,11 @@ void forward_fused(const ForwardArgs<Scalar>& args,
     const Problem& p = a.problem;
     const std::int64_t blocks = (p.n_q + tiling.rows - 1) / tiling.rows;
     const kernels::Workspace<Scalar> ws(Counter::kComputes ? max_concurrency() : 0,
-                                       Scratch<Scalar>::words(p, tiling));
-    parallel_for_counted(p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker,
-                                                                Counter& io) {
-        row_block(a, tiling, task / blocks, task % blocks * tiling.rows, ws.slab(worker), io);
-    });
+                                        Scratch<Scalar>::words(p, tiling));
+    parallel_for_counted(
+        p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker, Counter& io) {
+            row_block(a, tiling, task / blocks, task % blocks * tiling.rows, ws.slab(worker), io);
+        });
 }
 
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \

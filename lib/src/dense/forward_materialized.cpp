@@ -20,10 +20,9 @@
 // standing for slow memory. Thread-count invariant.
 // Tests: tests/lib/dense/forward_materialized_test.cpp
 
-#include <ioattn/kernels/workspace.hpp>
-#include <ioattn/kernels/simd.hpp>
-
 #include <ioattn/dense/forward.hpp>
+#include <ioattn/kernels/simd.hpp>
+#include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
 
 #include <algorithm>
@@ -160,7 +159,8 @@ void output_chunk(const ForwardArgs<Scalar>& a,
                 for (std::int64_t y = 0; y < c; ++y) {
                     if (s[y] == kNegInf<Scalar>)
                         continue; // masked: P = 0 and V_j is not touched
-                    const Scalar pr = (s[y] == m_safe ? Scalar(1) : std::exp2(s[y] - m_safe)) * inv_l;
+                    const Scalar pr =
+                        (s[y] == m_safe ? Scalar(1) : std::exp2(s[y] - m_safe)) * inv_l;
                     const Scalar* v = a.v.row(bb, g, j0 + y) + x0;
                     for (std::int64_t z = 0; z < xw; ++z)
                         o[x * xw + z] += pr * v[z]; // O += exp(S - m) / l V
@@ -214,9 +214,8 @@ void row_block(const ForwardArgs<Scalar>& a,
             if (w.l[x] == Scalar(0))
                 std::fill(o, o + p.d_v, Scalar(0)); // no visible key: O = 0, L = -inf
             *a.lse.row(bb, h, i0 + x) =
-                w.l[x] == Scalar(0)
-                    ? kNegInf<Scalar>
-                    : Scalar(0.6931471805599453) * (w.m[x] + std::log2(w.l[x]));
+                w.l[x] == Scalar(0) ? kNegInf<Scalar>
+                                    : Scalar(0.6931471805599453) * (w.m[x] + std::log2(w.l[x]));
         }
     }
     io.write({Operand::lse, slice, i0, r, 0, 1});
@@ -241,11 +240,11 @@ void forward_materialized(const ForwardArgs<Scalar>& args,
     const std::int64_t b = tiling.rows;
     const std::int64_t blocks = (p.n_q + b - 1) / b;
     const kernels::Workspace<Scalar> ws(Counter::kComputes ? max_concurrency() : 0,
-                                       Buffers<Scalar>::words(p, b));
-    parallel_for_counted(p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker,
-                                                                Counter& io) {
-        row_block(a, b, task / blocks, task % blocks * b, ws.slab(worker), io);
-    });
+                                        Buffers<Scalar>::words(p, b));
+    parallel_for_counted(
+        p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker, Counter& io) {
+            row_block(a, b, task / blocks, task % blocks * b, ws.slab(worker), io);
+        });
 }
 
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \

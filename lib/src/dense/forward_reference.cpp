@@ -7,9 +7,8 @@
 // Flops: 2*allowed_pairs*(d + d_v). Parallel over (batch, head, row); thread-count invariant.
 // Tests: tests/lib/dense/forward_reference_test.cpp
 
-#include <ioattn/kernels/workspace.hpp>
-
 #include <ioattn/dense/forward.hpp>
+#include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
 
 #include <cmath>
@@ -52,8 +51,8 @@ void reference_row(const ForwardArgs<Scalar>& a, std::int64_t slice, std::int64_
             acc += s[j] * static_cast<double>(a.v.row(b, g, j)[x]);
         o[x] = l == 0.0 ? Scalar(0) : static_cast<Scalar>(acc / l);
     }
-    *a.lse.row(b, h, i) = l == 0.0 ? -std::numeric_limits<Scalar>::infinity()
-                                   : static_cast<Scalar>(m + std::log(l));
+    *a.lse.row(b, h, i) =
+        l == 0.0 ? -std::numeric_limits<Scalar>::infinity() : static_cast<Scalar>(m + std::log(l));
 }
 
 } // namespace

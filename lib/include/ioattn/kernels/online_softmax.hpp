@@ -26,13 +26,8 @@ inline Vec<T> exp2_diff(Vec<T> x, Vec<T> m_safe) {
 }
 
 template <typename T>
-inline void online_softmax_block(T* st,
-                                 std::int64_t lds,
-                                 std::int64_t n_keys,
-                                 std::int64_t n_vec,
-                                 T* m,
-                                 T* l,
-                                 T* alpha) {
+inline void online_softmax_block(
+    T* st, std::int64_t lds, std::int64_t n_keys, std::int64_t n_vec, T* m, T* l, T* alpha) {
     constexpr int kL = Simd<T>::kLanes;
     const Vec<T> neg_inf = splat<T>(-std::numeric_limits<T>::infinity());
     for (std::int64_t v = 0; v < n_vec; ++v) {

@@ -51,13 +51,17 @@ Scalar row_delta(const Scalar* o, const Scalar* d_o, std::int64_t d_v) {
 /// becomes dS). `d` holds D per lane (lanes = queries) or is null and `d_row` is used. With
 /// kZeroWhereNoWeight, dS = 0 wherever P = 0 (masked entries), whatever dP holds.
 template <typename Scalar, bool kZeroWhereNoWeight = false>
-void softmax_grad(Scalar* pr, Scalar* dp, std::int64_t ld, std::int64_t n_out, std::int64_t n_vec,
-                  const Scalar* d_lanes, const Scalar* d_rows) {
+void softmax_grad(Scalar* pr,
+                  Scalar* dp,
+                  std::int64_t ld,
+                  std::int64_t n_out,
+                  std::int64_t n_vec,
+                  const Scalar* d_lanes,
+                  const Scalar* d_rows) {
     constexpr int kL = Simd<Scalar>::kLanes;
     for (std::int64_t x = 0; x < n_out; ++x)
         for (std::int64_t v = 0; v < n_vec; ++v) {
-            const Vec<Scalar> dv = d_lanes ? load(d_lanes + v * kL)
-                                           : splat<Scalar>(d_rows[x]);
+            const Vec<Scalar> dv = d_lanes ? load(d_lanes + v * kL) : splat<Scalar>(d_rows[x]);
             Scalar* q = dp + x * ld + v * kL;
             const Vec<Scalar> pv = load(pr + x * ld + v * kL);
             const Vec<Scalar> ds = pv * (load(q) - dv);
@@ -70,13 +74,16 @@ void softmax_grad(Scalar* pr, Scalar* dp, std::int64_t ld, std::int64_t n_out, s
 
 /// P = 2^(S - L) in place over an n_out x n_vec-vector tile; L per lane or per row.
 template <typename Scalar>
-void probabilities(Scalar* s, std::int64_t ld, std::int64_t n_out, std::int64_t n_vec,
-                   const Scalar* l_lanes, const Scalar* l_rows) {
+void probabilities(Scalar* s,
+                   std::int64_t ld,
+                   std::int64_t n_out,
+                   std::int64_t n_vec,
+                   const Scalar* l_lanes,
+                   const Scalar* l_rows) {
     constexpr int kL = Simd<Scalar>::kLanes;
     for (std::int64_t x = 0; x < n_out; ++x)
         for (std::int64_t v = 0; v < n_vec; ++v) {
-            const Vec<Scalar> lv = l_lanes ? load(l_lanes + v * kL)
-                                           : splat<Scalar>(l_rows[x]);
+            const Vec<Scalar> lv = l_lanes ? load(l_lanes + v * kL) : splat<Scalar>(l_rows[x]);
             Scalar* q = s + x * ld + v * kL;
             store(q, exp2_diff<Scalar>(load(q), lv)); // P = exp(S - L)
         }

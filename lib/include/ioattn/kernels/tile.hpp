@@ -56,8 +56,8 @@ inline void scores_tile(const T* k,
     IOATTN_UNROLL
     for (int c = 0; c < NC; ++c)
         IOATTN_UNROLL
-        for (int v = 0; v < NV; ++v)
-            store(st + c * lds + v * kL, acc[c][v]);
+    for (int v = 0; v < NV; ++v)
+        store(st + c * lds + v * kL, acc[c][v]);
 }
 
 template <typename T, int NC>
@@ -74,10 +74,17 @@ inline void scores_keys(const T* k,
     for (; v + kScoreVecs <= n_vec; v += kScoreVecs)
         scores_tile<T, NC, kScoreVecs>(k, ldk, qt + v * kL, ldq, d, st + v * kL, lds);
     switch (n_vec - v) {
-    case 3: scores_tile<T, NC, 3>(k, ldk, qt + v * kL, ldq, d, st + v * kL, lds); break;
-    case 2: scores_tile<T, NC, 2>(k, ldk, qt + v * kL, ldq, d, st + v * kL, lds); break;
-    case 1: scores_tile<T, NC, 1>(k, ldk, qt + v * kL, ldq, d, st + v * kL, lds); break;
-    default: break;
+    case 3:
+        scores_tile<T, NC, 3>(k, ldk, qt + v * kL, ldq, d, st + v * kL, lds);
+        break;
+    case 2:
+        scores_tile<T, NC, 2>(k, ldk, qt + v * kL, ldq, d, st + v * kL, lds);
+        break;
+    case 1:
+        scores_tile<T, NC, 1>(k, ldk, qt + v * kL, ldq, d, st + v * kL, lds);
+        break;
+    default:
+        break;
     }
 }
 
@@ -114,8 +121,8 @@ inline void pv_tile(const T* pt,
     IOATTN_UNROLL
     for (int r = 0; r < NR; ++r)
         IOATTN_UNROLL
-        for (int x = 0; x < NV; ++x)
-            acc[r][x] = load(o + r * ldo + x * kL) * alpha[r]; // O = O * exp(m_old - m_new)
+    for (int x = 0; x < NV; ++x)
+        acc[r][x] = load(o + r * ldo + x * kL) * alpha[r]; // O = O * exp(m_old - m_new)
     for (std::int64_t c = 0; c < n_keys; ++c) {
         Vec<T> vv[static_cast<std::size_t>(NV)];
         IOATTN_UNROLL
@@ -132,8 +139,8 @@ inline void pv_tile(const T* pt,
     IOATTN_UNROLL
     for (int r = 0; r < NR; ++r)
         IOATTN_UNROLL
-        for (int x = 0; x < NV; ++x)
-            store(o + r * ldo + x * kL, acc[r][x]);
+    for (int x = 0; x < NV; ++x)
+        store(o + r * ldo + x * kL, acc[r][x]);
 }
 
 template <typename T, int NR>
@@ -152,10 +159,17 @@ inline void pv_rows(const T* pt,
     for (; x + kPvVecs <= n_vec; x += kPvVecs)
         pv_tile<T, NR, kPvVecs>(pt, ldp, v + x * kL, ldv, n_keys, alpha, o + x * kL, ldo);
     switch (n_vec - x) {
-    case 3: pv_tile<T, NR, 3>(pt, ldp, v + x * kL, ldv, n_keys, alpha, o + x * kL, ldo); break;
-    case 2: pv_tile<T, NR, 2>(pt, ldp, v + x * kL, ldv, n_keys, alpha, o + x * kL, ldo); break;
-    case 1: pv_tile<T, NR, 1>(pt, ldp, v + x * kL, ldv, n_keys, alpha, o + x * kL, ldo); break;
-    default: break;
+    case 3:
+        pv_tile<T, NR, 3>(pt, ldp, v + x * kL, ldv, n_keys, alpha, o + x * kL, ldo);
+        break;
+    case 2:
+        pv_tile<T, NR, 2>(pt, ldp, v + x * kL, ldv, n_keys, alpha, o + x * kL, ldo);
+        break;
+    case 1:
+        pv_tile<T, NR, 1>(pt, ldp, v + x * kL, ldv, n_keys, alpha, o + x * kL, ldo);
+        break;
+    default:
+        break;
     }
     for (std::int64_t col = n_vec * kL; col < d_v; ++col) { // columns past the last vector
         IOATTN_UNROLL

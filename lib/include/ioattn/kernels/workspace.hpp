@@ -43,6 +43,7 @@ private:
         Blocks() = default;
         Blocks(const Blocks&) = delete;
         Blocks& operator=(const Blocks&) = delete;
+
         ~Blocks() {
             for (auto& b : *this)
                 ::operator delete[](b.second, std::align_val_t{64});

@@ -36,7 +36,8 @@ IoReport dry_run_backward(const Problem& problem,
 
 /// Exact I/O of backward_fused from the structure; with the full (or causal) pattern it equals
 /// ioattn::io_cost_backward_fused.
-IoReport io_cost_backward_fused(const Problem& problem, const Support& support, const Tiling& tiling);
+IoReport
+io_cost_backward_fused(const Problem& problem, const Support& support, const Tiling& tiling);
 
 /// Materializing sparse backward (DESIGN.md §2.2 on Omega): per (batch, kv head), for its group
 /// of query heads, square tiles of side b = tiling.rows (tiling.cols == b); only the non-empty

@@ -17,7 +17,8 @@ std::vector<std::int64_t> row_blocks(const Support& support, std::int64_t rows);
 
 /// Exact I/O of forward_fused, from the structure: per head, per row block, read Q_i, the
 /// block's visible keys' K and V rows, write O_i and L_i.
-IoReport io_cost_forward_fused(const Problem& problem, const Support& support, const Tiling& tiling);
+IoReport
+io_cost_forward_fused(const Problem& problem, const Support& support, const Tiling& tiling);
 
 /// Exact I/O of forward_fused with some operands stored sparse: each sparse row read costs its
 /// stored entries instead of d (or d_v) words.
@@ -29,14 +30,14 @@ IoReport io_cost_forward_fused(const Problem& problem,
 
 /// Exact I/O of forward_materialized, from the structure (non-empty b x b tiles and their
 /// nonzeros).
-IoReport io_cost_forward_materialized(const Problem& problem,
-                                      const Support& support,
-                                      const Tiling& tiling);
+IoReport
+io_cost_forward_materialized(const Problem& problem, const Support& support, const Tiling& tiling);
 
 /// The tiling timed sparse runs use: fused 96 x 96 (smaller query blocks than the dense 192 x 96
 /// waste fewer score tiles on banded patterns), materialized as the dense tuned tiling; falls
 /// back to Tiling::for_memory when that does not fit M.
-Tiling tuned_tiling(Schedule schedule, const MemoryModel& memory, const Problem& problem, Pass pass);
+Tiling
+tuned_tiling(Schedule schedule, const MemoryModel& memory, const Problem& problem, Pass pass);
 
 /// Dispatches on tiling.schedule.
 IoReport io_cost_forward(const Problem& problem, const Support& support, const Tiling& tiling);

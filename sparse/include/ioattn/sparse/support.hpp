@@ -5,6 +5,7 @@
 #include <ioattn/sparse/block_view.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -64,14 +65,24 @@ public:
     /// Throws InvalidArgument if Br < 1 or Bc < 1.
     [[nodiscard]] BlockView block_view(std::int64_t br, std::int64_t bc) const;
 
+    /// Omega^T: the n_k x n_q support whose row j lists the queries that may see key j. Built
+    /// on first use (O(n_k + Z_QK)) and kept: copies share it; thread-safe.
+    [[nodiscard]] const Support& transposed() const;
+
     /// Same shape and same allowed pairs.
-    bool operator==(const Support&) const = default;
+    bool operator==(const Support& other) const {
+        return n_q_ == other.n_q_ && n_k_ == other.n_k_ && offsets_ == other.offsets_ &&
+               cols_ == other.cols_;
+    }
 
 private:
     std::int64_t n_q_ = 0;
     std::int64_t n_k_ = 0;
     std::vector<std::int64_t> offsets_{0};
     std::vector<std::int64_t> cols_;
+    struct Cache;
+    static std::shared_ptr<Cache> make_cache();
+    std::shared_ptr<Cache> cache_ = make_cache(); ///< the lazily built transpose
 };
 
 } // namespace ioattn::sparse
