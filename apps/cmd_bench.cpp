@@ -90,7 +90,7 @@ void run(const BenchOptions& o) {
         o.quick ? std::vector<std::int64_t>{1024} : std::vector<std::int64_t>{1024, 4096};
     const std::vector<std::int64_t> ds{64, 128};
     const int threads = o.threads;
-    Progress progress(1 + 3 * static_cast<int>(ns.size() * ds.size()));
+    Progress progress(1 + 5 * static_cast<int>(ns.size() * ds.size()));
     std::vector<Result> rows;
 
     progress.step("sgemm 2048^3 (roofline)");
@@ -155,6 +155,46 @@ void run(const BenchOptions& o) {
                             best_naive / fused_s});
             for (std::size_t i = rows.size() - 3; i < rows.size() - 1; ++i)
                 rows[i].speedup = best_naive / rows[i].seconds;
+
+            // --- backward: fused (dQ in a second sweep) against naive OpenBLAS (P in memory) ---
+            const double bflops = flop_count_convention(p, Pass::backward);
+            std::vector<float> d_o(data.o.size(), 0.5F), d_q(data.q.size()), d_k(data.k.size()),
+                d_v(data.v.size());
+            BackwardArgs<float> bargs;
+            static_cast<ForwardArgs<float>&>(bargs) = args;
+            bargs.d_o = TensorView<const float>::packed(d_o.data(), 1, 8, n, d);
+            bargs.d_q = TensorView<float>::packed(d_q.data(), 1, 8, n, d);
+            bargs.d_k = TensorView<float>::packed(d_k.data(), 1, 8, n, d);
+            bargs.d_v = TensorView<float>::packed(d_v.data(), 1, 8, n, d);
+            progress.step("naive backward N=" + std::to_string(n) + " d=" + std::to_string(d));
+            bench::NaiveBackward naive_b(p, threads);
+            const double naive_bs = bench::median_seconds(o.repeat, [&] {
+                naive_b.run(data.q.data(),
+                            data.k.data(),
+                            data.v.data(),
+                            data.o.data(),
+                            d_o.data(),
+                            d_q.data(),
+                            d_k.data(),
+                            d_v.data());
+            });
+            settle();
+            progress.step("fused backward N=" + std::to_string(n) + " d=" + std::to_string(d));
+            const Tiling btiling = Tiling::tuned(Schedule::fused, mem, p, Pass::backward);
+            const double fused_bs = bench::median_seconds(o.repeat, [&] {
+                NullCounter c;
+                with_threads(threads, [&] { dense::backward(bargs, btiling, mem, c); });
+            });
+            rows.push_back(
+                {"naive-blas backward", n, d, "-", naive_bs, bflops / naive_bs * 1e-9, 0.0, 1.0});
+            rows.push_back({"fused backward",
+                            n,
+                            d,
+                            std::to_string(btiling.rows) + "x" + std::to_string(btiling.cols),
+                            fused_bs,
+                            bflops / fused_bs * 1e-9,
+                            0.0,
+                            naive_bs / fused_bs});
         }
     progress.finish();
     for (Result& r : rows)
@@ -201,7 +241,8 @@ void run(const BenchOptions& o) {
         return;
     }
     std::cout << "ioattn bench --suite dense: fp32, B=1, H=8, " << threads << " threads, median of "
-              << o.repeat << " runs after a warm-up; GFLOP/s = 4 B H N^2 d / s\n";
+              << o.repeat
+              << " runs after a warm-up; GFLOP/s = 4 B H N^2 d / s (backward rows: 2.5x that)\n";
     t.print(std::cout);
     std::cout << "vs naive = the faster naive mode's time / this time (faster mode here: mostly "
               << faster << "); x SGEMM = GFLOP/s / same-run SGEMM 2048^3 GFLOP/s\n";

@@ -4,6 +4,7 @@
 
 #include "bench_util.hpp"
 
+#include <ioattn/error.hpp>
 #include <ioattn/parallel.hpp>
 
 #include <cmath>
@@ -177,6 +178,125 @@ void NaiveAttention::run(const float* q, const float* k, const float* v, float* 
         for (std::int64_t t = 0; t < slices; ++t)
             head(t, q, k, v, o, scores_[0].data());
     }
+}
+
+NaiveBackward::NaiveBackward(const Problem& problem, int threads)
+    : problem_(problem.resolved("ioattn::bench::NaiveBackward"))
+    , threads_(std::max(threads, 1)) {
+    if (problem_.kv_heads != problem_.heads)
+        throw InvalidArgument(
+            "ioattn::bench::NaiveBackward: kv_heads = " + std::to_string(problem_.kv_heads) +
+            " != heads = " + std::to_string(problem_.heads) + " (no grouped-query heads)");
+    p_.assign(sz(threads_), std::vector<float>(sz(problem_.n_q * problem_.n_k)));
+    dp_.assign(sz(threads_), std::vector<float>(sz(problem_.n_q * problem_.n_k)));
+}
+
+void NaiveBackward::run(const float* q,
+                        const float* k,
+                        const float* v,
+                        const float* o,
+                        const float* d_o,
+                        float* d_q,
+                        float* d_k,
+                        float* d_v) {
+    const Problem& p = problem_;
+    const auto gemm = [](bool ta,
+                         bool tb,
+                         std::int64_t m,
+                         std::int64_t n,
+                         std::int64_t kk,
+                         float alpha,
+                         const float* a,
+                         std::int64_t lda,
+                         const float* b,
+                         std::int64_t ldb,
+                         float* c,
+                         std::int64_t ldc) {
+        cblas_sgemm(CblasRowMajor,
+                    ta ? CblasTrans : CblasNoTrans,
+                    tb ? CblasTrans : CblasNoTrans,
+                    blas_int(m),
+                    blas_int(n),
+                    blas_int(kk),
+                    alpha,
+                    a,
+                    blas_int(lda),
+                    b,
+                    blas_int(ldb),
+                    0.0F,
+                    c,
+                    blas_int(ldc));
+    };
+    const auto scale = static_cast<float>(p.scale);
+    set_blas_threads(1);
+    with_threads(threads_, [&] {
+        parallel_for_tiles(p.batch_heads(), [&](std::int64_t sl, int w) {
+            const float* qh = q + sl * p.n_q * p.d;
+            const float* kh = k + sl * p.n_k * p.d;
+            const float* vh = v + sl * p.n_k * p.d_v;
+            const float* oh = o + sl * p.n_q * p.d_v;
+            const float* doh = d_o + sl * p.n_q * p.d_v;
+            float* pr = p_[sz(w)].data();
+            float* dp = dp_[sz(w)].data();
+            gemm(false, true, p.n_q, p.n_k, p.d, scale, qh, p.d, kh, p.d, pr, p.n_k); // S
+            for (std::int64_t i = 0; i < p.n_q; ++i) { // P = softmax(S)
+                float* row = pr + i * p.n_k;
+                const std::int64_t vis = p.visible_keys(i);
+                float mx = vis > 0 ? row[0] : 0.0F;
+                for (std::int64_t j = 1; j < vis; ++j)
+                    mx = std::max(mx, row[j]);
+                float sum = 0.0F;
+                for (std::int64_t j = 0; j < vis; ++j)
+                    sum += (row[j] = std::exp(row[j] - mx));
+                for (std::int64_t j = 0; j < p.n_k; ++j)
+                    row[j] = j < vis ? row[j] / sum : 0.0F;
+            }
+            gemm(true,
+                 false,
+                 p.n_k,
+                 p.d_v,
+                 p.n_q,
+                 1.0F,
+                 pr,
+                 p.n_k,
+                 doh,
+                 p.d_v,
+                 d_v + sl * p.n_k * p.d_v,
+                 p.d_v); // dV = P^T dO
+            gemm(false, true, p.n_q, p.n_k, p.d_v, 1.0F, doh, p.d_v, vh, p.d_v, dp, p.n_k); // dP
+            for (std::int64_t i = 0; i < p.n_q; ++i) { // dS = P o (dP - D)
+                float delta = 0.0F;
+                for (std::int64_t x = 0; x < p.d_v; ++x)
+                    delta += doh[i * p.d_v + x] * oh[i * p.d_v + x];
+                for (std::int64_t j = 0; j < p.n_k; ++j)
+                    dp[i * p.n_k + j] = pr[i * p.n_k + j] * (dp[i * p.n_k + j] - delta);
+            }
+            gemm(false,
+                 false,
+                 p.n_q,
+                 p.d,
+                 p.n_k,
+                 scale,
+                 dp,
+                 p.n_k,
+                 kh,
+                 p.d,
+                 d_q + sl * p.n_q * p.d,
+                 p.d); // dQ
+            gemm(true,
+                 false,
+                 p.n_k,
+                 p.d,
+                 p.n_q,
+                 scale,
+                 dp,
+                 p.n_k,
+                 qh,
+                 p.d,
+                 d_k + sl * p.n_k * p.d,
+                 p.d); // dK
+        });
+    });
 }
 
 double measure_read_bandwidth(std::int64_t bytes, int threads, int repeat) {

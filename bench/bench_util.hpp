@@ -65,6 +65,30 @@ private:
     std::vector<std::vector<float>> scores_; ///< one n_q x n_k buffer per worker
 };
 
+/// Naive attention backward, fp32, heads in parallel with OpenBLAS single-threaded in each task
+/// (no grouped-query heads: kv_heads must equal heads). Per head, with P materialized (n_q x n_k):
+/// S = scale Q K^T, P = softmax(S) (causal mask as the forward), dV = P^T dO, dP = dO V^T,
+/// D = rowsum(dO o O), dS = P o (dP - D), dQ = scale dS K, dK = scale dS^T Q: five SGEMMs and
+/// the forward's first. Workspace (two n_q x n_k buffers per worker) is allocated once.
+class NaiveBackward {
+public:
+    NaiveBackward(const Problem& problem, int threads);
+
+    void run(const float* q,
+             const float* k,
+             const float* v,
+             const float* o,
+             const float* d_o,
+             float* d_q,
+             float* d_k,
+             float* d_v);
+
+private:
+    Problem problem_;
+    int threads_;
+    std::vector<std::vector<float>> p_, dp_;
+};
+
 /// The roofline of DESIGN.md §5: C = A B for square n x n matrices with OpenBLAS
 /// (SGEMM for float, DGEMM for double) on `threads` OpenBLAS threads.
 template <typename Scalar>
