@@ -409,19 +409,8 @@ IoReport dry_run_backward(const Problem& problem,
                           const Tiling& tiling,
                           const MemoryModel& memory) {
     const Problem p = problem.resolved("ioattn::sparse::dry_run_backward");
-    using In = TensorView<const float>;
-    using Out = TensorView<float>;
-    BackwardArgs<float> a;
-    a.problem = p;
-    a.q = In::packed(nullptr, p.batch, p.heads, p.n_q, p.d);
-    a.k = In::packed(nullptr, p.batch, p.kv_heads, p.n_k, p.d);
-    a.v = In::packed(nullptr, p.batch, p.kv_heads, p.n_k, p.d_v);
-    a.o = Out::packed(nullptr, p.batch, p.heads, p.n_q, p.d_v);
-    a.lse = Out::packed(nullptr, p.batch, p.heads, p.n_q, 1);
-    a.d_o = In::packed(nullptr, p.batch, p.heads, p.n_q, p.d_v);
-    a.d_q = Out::packed(nullptr, p.batch, p.heads, p.n_q, p.d);
-    a.d_k = Out::packed(nullptr, p.batch, p.kv_heads, p.n_k, p.d);
-    a.d_v = Out::packed(nullptr, p.batch, p.kv_heads, p.n_k, p.d_v);
+    const auto a = BackwardArgs<float>::packed(
+        p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
     DryRunCounter counter(memory.fast_words);
     backward_fused(a, support, tiling, memory, counter);
     return counter.report();

@@ -33,14 +33,7 @@ IoReport dry_run_forward(const Problem& problem,
                          const Tiling& tiling,
                          const MemoryModel& memory) {
     const Problem p = problem.resolved("ioattn::sparse::dry_run_forward");
-    using In = TensorView<const float>;
-    using Out = TensorView<float>;
-    const ForwardArgs<float> a{p,
-                               In::packed(nullptr, p.batch, p.heads, p.n_q, p.d),
-                               In::packed(nullptr, p.batch, p.kv_heads, p.n_k, p.d),
-                               In::packed(nullptr, p.batch, p.kv_heads, p.n_k, p.d_v),
-                               Out::packed(nullptr, p.batch, p.heads, p.n_q, p.d_v),
-                               Out::packed(nullptr, p.batch, p.heads, p.n_q, 1)};
+    const auto a = ForwardArgs<float>::packed(p, nullptr, nullptr, nullptr, nullptr, nullptr);
     DryRunCounter counter(memory.fast_words);
     forward(a, support, tiling, memory, counter);
     return counter.report();

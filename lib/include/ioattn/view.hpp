@@ -73,6 +73,25 @@ struct ForwardArgs {
     /// output/input overlap). Throws InvalidArgument naming `where`. With `shape_only`, null
     /// data pointers are allowed (dry runs walk the schedule without touching data).
     void validate(std::string_view where, bool shape_only = false);
+
+    /// Densely packed views of the resolved problem over the given buffers (null pointers give
+    /// shape-only arguments for dry runs).
+    static ForwardArgs packed(const Problem& problem,
+                              const Scalar* q,
+                              const Scalar* k,
+                              const Scalar* v,
+                              Scalar* o,
+                              Scalar* lse) {
+        const Problem p = problem.resolved("ioattn::ForwardArgs::packed");
+        using In = TensorView<const Scalar>;
+        using Out = TensorView<Scalar>;
+        return {p,
+                In::packed(q, p.batch, p.heads, p.n_q, p.d),
+                In::packed(k, p.batch, p.kv_heads, p.n_k, p.d),
+                In::packed(v, p.batch, p.kv_heads, p.n_k, p.d_v),
+                Out::packed(o, p.batch, p.heads, p.n_q, p.d_v),
+                Out::packed(lse, p.batch, p.heads, p.n_q, 1)};
+    }
 };
 
 /// Inputs and outputs of a backward pass: the forward's operands and outputs (o, lse as the
@@ -87,6 +106,28 @@ struct BackwardArgs : ForwardArgs<Scalar> {
 
     /// As ForwardArgs::validate, plus the gradient views; o and lse are read-only here.
     void validate(std::string_view where, bool shape_only = false);
+
+    /// Densely packed views of the resolved problem (null pointers: shape-only arguments).
+    static BackwardArgs packed(const Problem& problem,
+                               const Scalar* q,
+                               const Scalar* k,
+                               const Scalar* v,
+                               Scalar* o,
+                               Scalar* lse,
+                               const Scalar* d_o,
+                               Scalar* d_q,
+                               Scalar* d_k,
+                               Scalar* d_v) {
+        BackwardArgs a;
+        static_cast<ForwardArgs<Scalar>&>(a) =
+            ForwardArgs<Scalar>::packed(problem, q, k, v, o, lse);
+        const Problem& p = a.problem;
+        a.d_o = TensorView<const Scalar>::packed(d_o, p.batch, p.heads, p.n_q, p.d_v);
+        a.d_q = TensorView<Scalar>::packed(d_q, p.batch, p.heads, p.n_q, p.d);
+        a.d_k = TensorView<Scalar>::packed(d_k, p.batch, p.kv_heads, p.n_k, p.d);
+        a.d_v = TensorView<Scalar>::packed(d_v, p.batch, p.kv_heads, p.n_k, p.d_v);
+        return a;
+    }
 };
 
 extern template struct ForwardArgs<float>;

@@ -42,13 +42,7 @@ Tiling forward(const ForwardArgs<Scalar>& args, Schedule schedule, const MemoryM
 
 IoReport dry_run_forward(const Problem& problem, const Tiling& tiling, const MemoryModel& memory) {
     const Problem p = problem.resolved("ioattn::dense::dry_run_forward");
-    ForwardArgs<float> a{
-        p,
-        TensorView<const float>::packed(nullptr, p.batch, p.heads, p.n_q, p.d),
-        TensorView<const float>::packed(nullptr, p.batch, p.kv_heads, p.n_k, p.d),
-        TensorView<const float>::packed(nullptr, p.batch, p.kv_heads, p.n_k, p.d_v),
-        TensorView<float>::packed(nullptr, p.batch, p.heads, p.n_q, p.d_v),
-        TensorView<float>::packed(nullptr, p.batch, p.heads, p.n_q, 1)};
+    const auto a = ForwardArgs<float>::packed(p, nullptr, nullptr, nullptr, nullptr, nullptr);
     DryRunCounter counter(memory.fast_words);
     forward(a, tiling, memory, counter);
     return counter.report();
