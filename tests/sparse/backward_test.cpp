@@ -30,15 +30,7 @@ using ioattn::sparse::test::max_error;
 namespace {
 
 Problem shape(std::int64_t n_q, std::int64_t n_k, std::int64_t d) {
-    Problem p;
-    p.batch = 1;
-    p.heads = 4;
-    p.kv_heads = 2;
-    p.n_q = n_q;
-    p.n_k = n_k;
-    p.d = d;
-    p.d_v = 5;
-    return p.resolved();
+    return ioattn::sparse::test::backward_shape(n_q, n_k, d);
 }
 
 /// Runs the forward reference so that o and lse hold the forward's outputs.

@@ -112,4 +112,17 @@ std::vector<double> as_double(const std::vector<T>& x) {
     return {x.begin(), x.end()};
 }
 
+/// One batch, 4 query heads on 2 key/value heads, d_v = 5: the backward tests' shape.
+inline Problem backward_shape(std::int64_t n_q, std::int64_t n_k, std::int64_t d) {
+    Problem p;
+    p.batch = 1;
+    p.heads = 4;
+    p.kv_heads = 2;
+    p.n_q = n_q;
+    p.n_k = n_k;
+    p.d = d;
+    p.d_v = 5;
+    return p.resolved();
+}
+
 } // namespace ioattn::sparse::test
