@@ -226,13 +226,8 @@ void key_block(const BackwardArgs<Scalar>& a,
         }
     }
     if constexpr (Counter::kComputes) {
-        const auto scale = static_cast<Scalar>(p.scale);
-        for (std::int64_t y = 0; y < r; ++y) {
-            Scalar* out_k = a.d_k.row(b, g, j0 + y);
-            for (std::int64_t x = 0; x < p.d; ++x)
-                out_k[x] = scale * dk[y * p.d + x]; // dK = scale dS^T Q
-            std::copy_n(dv + y * p.d_v, p.d_v, a.d_v.row(b, g, j0 + y));
-        }
+        kernels::store_scaled_rows(a.d_k, b, g, j0, r, dk, static_cast<Scalar>(p.scale)); // dK
+        kernels::store_scaled_rows(a.d_v, b, g, j0, r, dv, Scalar(1));                    // dV
     }
     io.write({Operand::d_k, kv_slice, j0, r, 0, p.d});
     io.write({Operand::d_v, kv_slice, j0, r, 0, p.d_v});
@@ -309,14 +304,8 @@ void query_block(const BackwardArgs<Scalar>& a,
             }
         }
     }
-    if constexpr (Counter::kComputes) {
-        const auto scale = static_cast<Scalar>(p.scale);
-        for (std::int64_t x = 0; x < r; ++x) {
-            Scalar* out = a.d_q.row(s.b, s.h, i0 + x);
-            for (std::int64_t y = 0; y < p.d; ++y)
-                out[y] = scale * w.acc_a[x * p.d + y]; // dQ = scale dS K
-        }
-    }
+    if constexpr (Counter::kComputes) // dQ = scale dS K
+        kernels::store_scaled_rows(a.d_q, s.b, s.h, i0, r, w.acc_a, static_cast<Scalar>(p.scale));
     io.write({Operand::d_q, slice, i0, r, 0, p.d});
     io.release(resident);
 }
