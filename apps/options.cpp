@@ -12,7 +12,7 @@
 namespace ioattn::app {
 
 void add_problem_options(CLI::App& cmd, SharedOptions& o) {
-    cmd.add_option("--pass", o.pass, "Which pass: forward (backward: not available yet)")
+    cmd.add_option("--pass", o.pass, "Which pass: forward or backward")
         ->check(CLI::IsMember({"forward", "backward"}))
         ->capture_default_str();
     auto* n = cmd.add_option("--N", o.n, "Sequence length (n_q = n_k = N)")->capture_default_str();
@@ -26,7 +26,7 @@ void add_problem_options(CLI::App& cmd, SharedOptions& o) {
     cmd.add_option(
         "--kv-heads", o.kv_heads, "Key/value heads, must divide --heads (default: heads)");
     cmd.add_flag("--causal", o.causal, "Causal mask (bottom-right aligned when n_q != n_k)");
-    cmd.add_option("--pattern", o.pattern, "Sparse support spec (only 'dense' for now)")
+    cmd.add_option("--pattern", o.pattern, "Sparse support spec, e.g. window:256, bigbird:64:2:3, file:A.mtx (default: dense)")
         ->capture_default_str();
     cmd.add_option("--dtype", o.dtype, "Working precision: float or double")
         ->check(CLI::IsMember({"float", "double"}))
