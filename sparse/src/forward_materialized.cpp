@@ -14,9 +14,15 @@
 // I/O = io_cost_forward_materialized (per row block: T tiles of total width C, Z nonzeros):
 //   T*r*d + C*d + Z  +  ceil(d_v/b)*Z + C*d_v + r*d_v + r; with the full pattern this is
 //   exactly dense::io_cost_forward_materialized. Stored scores: Z_QK words per head.
+// Sparse inputs (CSR rows over d): a chunk of a sparse operand is read as the nonzeros stored
+// in it, so r*d, C*d, C*d_v become nnz(Q_i), the sum of nnz(K_j) and of nnz(V_j) over the
+// tiles; chunks are scattered into the same dense buffers (V_j[:,x] into the K^T buffer), so
+// the residency is unchanged. Only allowed entries are kept, so NaN in a row that no query of
+// the tile may see never reaches O, dense or sparse.
 // One task per (batch, head, row block); thread-count invariant.
-// Tests: tests/sparse/forward_test.cpp
+// Tests: tests/sparse/forward_test.cpp, sparse_inputs_test.cpp
 
+#include "row_source.hpp"
 #include "validate.hpp"
 
 #include <ioattn/kernels/workspace.hpp>
@@ -47,6 +53,7 @@ struct Task {
 
 template <typename Scalar, typename Counter>
 void sddmm_tile(const ForwardArgs<Scalar>& a,
+                const detail::Operands<Scalar>& src,
                 const Support& s,
                 const Buffers<Scalar>& w,
                 std::int64_t bs,
@@ -62,14 +69,13 @@ void sddmm_tile(const ForwardArgs<Scalar>& a,
     for (std::int64_t k0 = 0; k0 < p.d; k0 += bs) {
         const std::int64_t kw = std::min(bs, p.d - k0);
         io.acquire((t.r + c) * kw);
-        io.read({Operand::q, t.slice, t.i0, t.r, k0, kw});
-        io.read({Operand::k, t.kv, j0, c, k0, kw});
+        detail::read_cols(io, Operand::q, t.slice, src.q, t.b, t.h, t.i0, t.r, k0, kw);
+        detail::read_cols(io, Operand::k, t.kv, src.k, t.b, t.g, j0, c, k0, kw);
         if constexpr (Counter::kComputes) {
             for (std::int64_t x = 0; x < t.r; ++x)
-                std::copy_n(a.q.row(t.b, t.h, t.i0 + x) + k0, kw, w.q + x * kw);
+                src.q.copy(t.b, t.h, t.i0 + x, k0, kw, Scalar(1), w.q + x * kw, 1);
             for (std::int64_t y = 0; y < c; ++y)
-                for (std::int64_t z = 0; z < kw; ++z)
-                    w.kt[z * c + y] = a.k.row(t.b, t.g, j0 + y)[k0 + z];
+                src.k.copy(t.b, t.g, j0 + y, k0, kw, Scalar(1), w.kt + y, c);
             // --- S_ij += Q_i[:,k] K_j[:,k]^T ---
             for (std::int64_t x = 0; x < t.r; ++x)
                 for (std::int64_t z = 0; z < kw; ++z) {
@@ -114,6 +120,7 @@ void sddmm_tile(const ForwardArgs<Scalar>& a,
 
 template <typename Scalar, typename Counter>
 void spmm_chunk(const ForwardArgs<Scalar>& a,
+                const detail::Operands<Scalar>& src,
                 const Support& s,
                 const BlockView& view,
                 const Buffers<Scalar>& w,
@@ -134,8 +141,10 @@ void spmm_chunk(const ForwardArgs<Scalar>& a,
         const std::int64_t j0 = tile.col_block * bs, c = view.block_cols(tile.col_block);
         io.acquire(t.r * c + c * xw);
         io.read({Operand::scores, t.slice, t.i0, tile.nonzeros, j0, 1});
-        io.read({Operand::v, t.kv, j0, c, x0, xw});
+        detail::read_cols(io, Operand::v, t.kv, src.v, t.b, t.g, j0, c, x0, xw);
         if constexpr (Counter::kComputes) {
+            // V_j[:,x] in place, or scattered into the K^T buffer when V is stored sparse
+            const detail::RowBlock<Scalar> vj = src.v.rows(t.b, t.g, j0, c, x0, xw, w.kt);
             for (std::int64_t x = 0; x < t.r; ++x) {
                 const auto row = s.row(t.i0 + x);
                 const std::int64_t off = s.row_offsets()[static_cast<std::size_t>(t.i0 + x)] - base;
@@ -147,7 +156,7 @@ void spmm_chunk(const ForwardArgs<Scalar>& a,
                      ++e) {
                     const Scalar sv = w.strip[off + e];
                     const Scalar pr = (sv == m_safe ? Scalar(1) : std::exp2(sv - m_safe)) * inv_l;
-                    const Scalar* v = a.v.row(t.b, t.g, row[static_cast<std::size_t>(e)]) + x0;
+                    const Scalar* v = vj.row(row[static_cast<std::size_t>(e)] - j0);
                     for (std::int64_t z = 0; z < xw; ++z)
                         o[x * xw + z] += pr * v[z]; // O += exp(S - m) / l V
                 }
@@ -165,6 +174,7 @@ void spmm_chunk(const ForwardArgs<Scalar>& a,
 
 template <typename Scalar, typename Counter>
 void row_block(const ForwardArgs<Scalar>& a,
+               const detail::Operands<Scalar>& src,
                const Support& s,
                const BlockView& view,
                std::int64_t bs,
@@ -180,6 +190,7 @@ void row_block(const ForwardArgs<Scalar>& a,
     io.acquire(2 * t.r);
     for (const BlockTile& tile : view.tiles_of(t.blk))
         sddmm_tile(a,
+                   src,
                    s,
                    w,
                    bs,
@@ -189,7 +200,7 @@ void row_block(const ForwardArgs<Scalar>& a,
                    tile.nonzeros,
                    io);
     for (std::int64_t x0 = 0; x0 < p.d_v; x0 += bs)
-        spmm_chunk(a, s, view, w, bs, t, x0, io);
+        spmm_chunk(a, src, s, view, w, bs, t, x0, io);
     if constexpr (Counter::kComputes) {
         for (std::int64_t x = 0; x < t.r; ++x) {
             Scalar* o = a.o.row(t.b, t.h, t.i0 + x);
@@ -209,13 +220,15 @@ void row_block(const ForwardArgs<Scalar>& a,
 template <typename Scalar, typename Counter>
 void forward_materialized(const ForwardArgs<Scalar>& args,
                           const Support& support,
+                          const SparseInputs<Scalar>& inputs,
                           const Tiling& tiling,
                           const MemoryModel& memory,
                           Counter& counter) {
     constexpr const char* kWhere = "ioattn::sparse::forward_materialized";
     ForwardArgs<Scalar> a = args;
-    detail::validate(
-        a, support, &tiling, Schedule::materialized, memory, kWhere, !Counter::kComputes);
+    const detail::Operands<Scalar> src =
+        detail::validate_inputs(a, support, inputs, kWhere, !Counter::kComputes);
+    detail::validate(a, support, &tiling, Schedule::materialized, memory, kWhere, true);
     const Problem& p = a.problem;
     const std::int64_t bs = tiling.rows;
     const BlockView view = support.block_view(bs, bs);
@@ -246,13 +259,28 @@ void forward_materialized(const ForwardArgs<Scalar>& args,
                      base + 3 * bs * bs + 2 * bs,
                      cursors.slab(worker)};
             }
-            row_block(a, support, view, bs, t, w, io);
+            row_block(a, src, support, view, bs, t, w, io);
         });
+}
+
+template <typename Scalar, typename Counter>
+void forward_materialized(const ForwardArgs<Scalar>& args,
+                          const Support& support,
+                          const Tiling& tiling,
+                          const MemoryModel& memory,
+                          Counter& counter) {
+    forward_materialized(args, support, SparseInputs<Scalar>{}, tiling, memory, counter);
 }
 
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
     template void forward_materialized<Scalar, Counter>(                                           \
-        const ForwardArgs<Scalar>&, const Support&, const Tiling&, const MemoryModel&, Counter&);
+        const ForwardArgs<Scalar>&, const Support&, const Tiling&, const MemoryModel&, Counter&);  \
+    template void forward_materialized<Scalar, Counter>(const ForwardArgs<Scalar>&,                \
+                                                        const Support&,                            \
+                                                        const SparseInputs<Scalar>&,               \
+                                                        const Tiling&,                             \
+                                                        const MemoryModel&,                        \
+                                                        Counter&);
 IOATTN_INSTANTIATE(float, NullCounter)
 IOATTN_INSTANTIATE(float, IoCounter)
 IOATTN_INSTANTIATE(float, DryRunCounter)

@@ -20,48 +20,6 @@ namespace ioattn::sparse {
 
 namespace {
 
-/// x . y in double for row (b, h, i) of x and row (b, g, j) of y; merges when both are sparse.
-template <typename Scalar>
-double dot(const detail::RowSource<Scalar>& x,
-           std::int64_t b,
-           std::int64_t h,
-           std::int64_t i,
-           const detail::RowSource<Scalar>& y,
-           std::int64_t g,
-           std::int64_t j) {
-    const auto entries = [](const detail::RowSource<Scalar>& s, std::int64_t r) {
-        return std::pair{s.sparse->row_indices(r), s.sparse->row_values(r)};
-    };
-    double acc = 0.0;
-    if (x.sparse != nullptr && y.sparse != nullptr) {
-        const auto [xi, xv] = entries(x, x.index(b, h, i));
-        const auto [yi, yv] = entries(y, y.index(b, g, j));
-        for (std::size_t u = 0, v = 0; u < xi.size() && v < yi.size();) {
-            if (xi[u] < yi[v]) {
-                ++u;
-            } else if (yi[v] < xi[u]) {
-                ++v;
-            } else {
-                acc += static_cast<double>(xv[u++]) * static_cast<double>(yv[v++]);
-            }
-        }
-        return acc;
-    }
-    if (x.sparse != nullptr || y.sparse != nullptr) {
-        const bool xs = x.sparse != nullptr;
-        const auto [si, sv] = xs ? entries(x, x.index(b, h, i)) : entries(y, y.index(b, g, j));
-        const Scalar* d = xs ? y.dense.row(b, g, j) : x.dense.row(b, h, i);
-        for (std::size_t u = 0; u < si.size(); ++u)
-            acc += static_cast<double>(sv[u]) * static_cast<double>(d[si[u]]);
-        return acc;
-    }
-    const Scalar* u = x.dense.row(b, h, i);
-    const Scalar* v = y.dense.row(b, g, j);
-    for (std::int64_t z = 0; z < x.dense.cols; ++z)
-        acc += static_cast<double>(u[z]) * static_cast<double>(v[z]);
-    return acc;
-}
-
 template <typename Scalar>
 void reference_row(const ForwardArgs<Scalar>& a,
                    const detail::Operands<Scalar>& src,
@@ -77,7 +35,7 @@ void reference_row(const ForwardArgs<Scalar>& a,
     double m = -std::numeric_limits<double>::infinity();
     std::size_t n = 0;
     for (const std::int64_t j : cols) {
-        s[n] = p.scale * dot(src.q, b, h, i, src.k, g, j);
+        s[n] = p.scale * detail::dot(src.q, b, h, i, src.k, g, j);
         m = s[n] > m ? s[n] : m;
         ++n;
     }
@@ -90,19 +48,8 @@ void reference_row(const ForwardArgs<Scalar>& a,
     }
     // --- o = p V / l, L = m + ln l ---
     std::fill(o, o + p.d_v, 0.0);
-    for (std::size_t y = 0; y < n; ++y) {
-        if (src.v.sparse != nullptr) {
-            const std::int64_t r = src.v.index(b, g, cols[y]);
-            const auto idx = src.v.sparse->row_indices(r);
-            const auto val = src.v.sparse->row_values(r);
-            for (std::size_t e = 0; e < idx.size(); ++e)
-                o[idx[e]] += s[y] * static_cast<double>(val[e]);
-        } else {
-            const Scalar* v = a.v.row(b, g, cols[y]);
-            for (std::int64_t x = 0; x < p.d_v; ++x)
-                o[x] += s[y] * static_cast<double>(v[x]);
-        }
-    }
+    for (std::size_t y = 0; y < n; ++y)
+        detail::axpy(o, s[y], src.v, b, g, cols[y]);
     Scalar* out = a.o.row(b, h, i);
     for (std::int64_t x = 0; x < p.d_v; ++x)
         out[x] = l == 0.0 ? Scalar(0) : static_cast<Scalar>(o[x] / l);

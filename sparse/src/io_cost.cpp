@@ -35,13 +35,8 @@ IoReport io_cost_forward_fused(const Problem& problem,
                                const Tiling& tiling) {
     const Problem p = problem.resolved("ioattn::sparse::io_cost_forward_fused");
     require(p, support, tiling, Schedule::fused, "ioattn::sparse::io_cost_forward_fused");
-    using View = TensorView<const Scalar>;
-    const detail::RowSource<Scalar> q{View::packed(nullptr, p.batch, p.heads, p.n_q, p.d),
-                                      inputs.q};
-    const detail::RowSource<Scalar> k{View::packed(nullptr, p.batch, p.kv_heads, p.n_k, p.d),
-                                      inputs.k};
-    const detail::RowSource<Scalar> v{View::packed(nullptr, p.batch, p.kv_heads, p.n_k, p.d_v),
-                                      inputs.v};
+    const auto [q, k, v] =
+        detail::shape_operands(p, inputs, "ioattn::sparse::io_cost_forward_fused");
     const detail::FusedPlan plan = detail::FusedPlan::build(support, tiling.rows);
     std::int64_t reads = 0, peak = 0;
     for (std::int64_t slice = 0; slice < p.batch_heads(); ++slice) {
@@ -75,47 +70,87 @@ io_cost_forward_fused(const Problem& problem, const Support& support, const Tili
     return io_cost_forward_fused(problem, support, SparseInputs<float>{}, tiling);
 }
 
-IoReport
-io_cost_forward_materialized(const Problem& problem, const Support& support, const Tiling& tiling) {
+template <typename Scalar>
+IoReport io_cost_forward_materialized(const Problem& problem,
+                                      const Support& support,
+                                      const SparseInputs<Scalar>& inputs,
+                                      const Tiling& tiling) {
     const Problem p = problem.resolved("ioattn::sparse::io_cost_forward_materialized");
     require(
         p, support, tiling, Schedule::materialized, "ioattn::sparse::io_cost_forward_materialized");
+    const auto [q, k, v] =
+        detail::shape_operands(p, inputs, "ioattn::sparse::io_cost_forward_materialized");
+    // dense operands cost the same in every slice: count one and multiply
+    const std::int64_t slices = detail::any_sparse(inputs) ? p.batch_heads() : 1;
     const std::int64_t b = tiling.rows;
     const BlockView view = support.block_view(b, b);
     const std::int64_t kd = std::min(b, p.d), kv = std::min(b, p.d_v);
     const std::int64_t vch = (p.d_v + b - 1) / b;
     std::int64_t reads = 0, writes = 0, peak = 0;
     for (std::int64_t i = 0; i < view.row_blocks; ++i) {
-        const std::int64_t r = view.block_rows(i);
-        std::int64_t tiles = 0, width = 0, nnz = 0, cmax = 0;
-        for (const BlockTile& t : view.tiles_of(i)) {
-            const std::int64_t c = view.block_cols(t.col_block);
-            ++tiles;
-            width += c;
+        const std::int64_t r = view.block_rows(i), i0 = i * b;
+        const auto tiles = view.tiles_of(i);
+        std::int64_t nnz = 0, cmax = 0;
+        for (const BlockTile& t : tiles) {
             nnz += t.nonzeros;
-            cmax = std::max(cmax, c);
+            cmax = std::max(cmax, view.block_cols(t.col_block));
         }
-        reads += tiles * r * p.d + width * p.d + vch * nnz + width * p.d_v;
+        const auto n_tiles = static_cast<std::int64_t>(tiles.size());
+        for (std::int64_t slice = 0; slice < slices; ++slice) {
+            const std::int64_t bb = slice / p.heads, h = slice % p.heads, g = h / p.group();
+            reads += n_tiles * q.words(bb, h, i0, r) + vch * nnz; // Q_i per tile, scores
+            for (const BlockTile& t : tiles) {                    // K_j, V_j
+                const std::int64_t j0 = t.col_block * b, c = view.block_cols(t.col_block);
+                reads += k.words(bb, g, j0, c) + v.words(bb, g, j0, c);
+            }
+        }
         writes += nnz + r * p.d_v + r;
         peak = std::max({peak,
                          2 * r + r * kv,
                          2 * r + r * cmax + (r + cmax) * kd,
                          2 * r + r * kv + r * cmax + cmax * kv});
     }
-    return {reads * p.batch_heads(), writes * p.batch_heads(), peak};
+    return {reads * (p.batch_heads() / slices), writes * p.batch_heads(), peak};
 }
 
-IoReport io_cost_forward(const Problem& problem, const Support& support, const Tiling& tiling) {
+template IoReport io_cost_forward_materialized<float>(const Problem&,
+                                                      const Support&,
+                                                      const SparseInputs<float>&,
+                                                      const Tiling&);
+template IoReport io_cost_forward_materialized<double>(const Problem&,
+                                                       const Support&,
+                                                       const SparseInputs<double>&,
+                                                       const Tiling&);
+
+IoReport
+io_cost_forward_materialized(const Problem& problem, const Support& support, const Tiling& tiling) {
+    return io_cost_forward_materialized(problem, support, SparseInputs<float>{}, tiling);
+}
+
+template <typename Scalar>
+IoReport io_cost_forward(const Problem& problem,
+                         const Support& support,
+                         const SparseInputs<Scalar>& inputs,
+                         const Tiling& tiling) {
     switch (tiling.schedule) {
     case Schedule::fused:
-        return io_cost_forward_fused(problem, support, tiling);
+        return io_cost_forward_fused(problem, support, inputs, tiling);
     case Schedule::materialized:
-        return io_cost_forward_materialized(problem, support, tiling);
+        return io_cost_forward_materialized(problem, support, inputs, tiling);
     case Schedule::reference:
         break;
     }
     throw InvalidArgument(
         "ioattn::sparse::io_cost_forward: the reference schedule has no I/O model");
+}
+
+template IoReport
+io_cost_forward<float>(const Problem&, const Support&, const SparseInputs<float>&, const Tiling&);
+template IoReport
+io_cost_forward<double>(const Problem&, const Support&, const SparseInputs<double>&, const Tiling&);
+
+IoReport io_cost_forward(const Problem& problem, const Support& support, const Tiling& tiling) {
+    return io_cost_forward(problem, support, SparseInputs<float>{}, tiling);
 }
 
 Tiling

@@ -2,17 +2,34 @@
 // One operand of a sparse kernel, dense (a TensorView) or stored as CSR rows over d
 // (SparseRows, slices stacked: row (b, h, i) is row (b*heads + h)*n + i). Kernels copy rows into
 // dense fast-memory buffers through it and count the words actually stored: d per dense row,
-// the row's nonzeros per sparse row, which is what Z_input counts.
+// the row's nonzeros per sparse row, which is what Z_input counts. Column ranges [c0, c0 + cw)
+// serve the materializing kernels, which move operands in chunks of columns. Also the
+// double-precision dot and axpy of the references, sparse-aware.
 
+#include <ioattn/error.hpp>
 #include <ioattn/io_counter.hpp>
+#include <ioattn/kernels/softmax_grad.hpp>
+#include <ioattn/sparse/forward.hpp>
 #include <ioattn/sparse/sparse_rows.hpp>
 #include <ioattn/view.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
 
 namespace ioattn::sparse::detail {
+
+/// Rows of an operand in fast memory: row x at p + x * ld.
+template <typename Scalar>
+struct RowBlock {
+    const Scalar* p = nullptr;
+    std::int64_t ld = 0;
+
+    [[nodiscard]] const Scalar* row(std::int64_t x) const { return p + x * ld; }
+};
 
 template <typename Scalar>
 struct RowSource {
@@ -21,6 +38,21 @@ struct RowSource {
 
     [[nodiscard]] std::int64_t index(std::int64_t b, std::int64_t h, std::int64_t i) const {
         return (b * dense.heads + h) * dense.rows + i;
+    }
+
+    /// Stored positions [lo, hi) (into indices()/values()) of row r within columns
+    /// [c0, c0 + cw). Sparse only.
+    [[nodiscard]] std::pair<std::int64_t, std::int64_t>
+    range(std::int64_t r, std::int64_t c0, std::int64_t cw) const {
+        const auto at = static_cast<std::size_t>(r);
+        const std::int64_t lo = sparse->offsets()[at], hi = sparse->offsets()[at + 1];
+        if (c0 == 0 && cw >= dense.cols)
+            return {lo, hi};
+        const auto idx = sparse->indices();
+        const auto* first = idx.data() + lo;
+        const auto* a = std::lower_bound(first, idx.data() + hi, c0);
+        const auto* z = std::lower_bound(a, idx.data() + hi, c0 + cw);
+        return {lo + (a - first), lo + (z - first)};
     }
 
     /// Words stored for row (b, h, i).
@@ -40,41 +72,123 @@ struct RowSource {
         return sparse->offsets()[lo + static_cast<std::size_t>(n)] - sparse->offsets()[lo];
     }
 
-    /// dst[x * stride] = scale * row(b, h, i)[x] for x < cols (zeros where nothing is stored);
-    /// returns whether every value is finite.
+    /// Words stored for rows [i0, i0 + n), columns [c0, c0 + cw).
+    [[nodiscard]] std::int64_t words(std::int64_t b,
+                                     std::int64_t h,
+                                     std::int64_t i0,
+                                     std::int64_t n,
+                                     std::int64_t c0,
+                                     std::int64_t cw) const {
+        if (sparse == nullptr)
+            return n * cw;
+        if (c0 == 0 && cw >= dense.cols)
+            return words(b, h, i0, n);
+        std::int64_t total = 0;
+        for (std::int64_t x = 0; x < n; ++x) {
+            const auto [lo, hi] = range(index(b, h, i0 + x), c0, cw);
+            total += hi - lo;
+        }
+        return total;
+    }
+
+    /// dst[x * stride] = scale * row(b, h, i)[c0 + x] for x < cw (zeros where nothing is
+    /// stored); returns whether every value read is finite.
+    bool copy(std::int64_t b,
+              std::int64_t h,
+              std::int64_t i,
+              std::int64_t c0,
+              std::int64_t cw,
+              Scalar scale,
+              Scalar* dst,
+              std::int64_t stride) const {
+        bool finite = true;
+        if (sparse == nullptr) {
+            const Scalar* row = dense.row(b, h, i) + c0;
+            for (std::int64_t x = 0; x < cw; ++x) {
+                dst[x * stride] = row[x] * scale;
+                finite = finite && std::isfinite(row[x]);
+            }
+            return finite;
+        }
+        for (std::int64_t x = 0; x < cw; ++x)
+            dst[x * stride] = Scalar(0);
+        const auto [lo, hi] = range(index(b, h, i), c0, cw);
+        const std::int64_t* idx = sparse->indices().data();
+        const Scalar* val = sparse->values().data();
+        for (std::int64_t e = lo; e < hi; ++e) {
+            dst[(idx[e] - c0) * stride] = val[e] * scale;
+            finite = finite && std::isfinite(val[e]);
+        }
+        return finite;
+    }
+
+    /// copy of the whole row.
     bool copy(std::int64_t b,
               std::int64_t h,
               std::int64_t i,
               Scalar scale,
               Scalar* dst,
               std::int64_t stride) const {
-        bool finite = true;
-        if (sparse == nullptr) {
-            const Scalar* row = dense.row(b, h, i);
-            for (std::int64_t x = 0; x < dense.cols; ++x) {
-                dst[x * stride] = row[x] * scale;
-                finite = finite && std::isfinite(row[x]);
-            }
-            return finite;
-        }
-        for (std::int64_t x = 0; x < dense.cols; ++x)
-            dst[x * stride] = Scalar(0);
-        const std::int64_t r = index(b, h, i);
-        const auto idx = sparse->row_indices(r);
-        const auto val = sparse->row_values(r);
-        for (std::size_t e = 0; e < idx.size(); ++e) {
-            dst[idx[e] * stride] = val[e] * scale;
-            finite = finite && std::isfinite(val[e]);
-        }
-        return finite;
+        return copy(b, h, i, 0, dense.cols, scale, dst, stride);
+    }
+
+    /// Rows [i0, i0 + n), columns [c0, c0 + cw) in fast memory: in place for a dense operand,
+    /// scattered into buf (n x cw) for a sparse one.
+    RowBlock<Scalar> rows(std::int64_t b,
+                          std::int64_t h,
+                          std::int64_t i0,
+                          std::int64_t n,
+                          std::int64_t c0,
+                          std::int64_t cw,
+                          Scalar* buf) const {
+        if (sparse == nullptr)
+            return {dense.row(b, h, i0) + c0, dense.stride_row};
+        for (std::int64_t x = 0; x < n; ++x)
+            copy(b, h, i0 + x, c0, cw, Scalar(1), buf + x * cw, 1);
+        return {buf, cw};
     }
 };
 
-/// The three operands of a forward pass.
+/// The three operands of a pass (dO, when there is one, is always dense).
 template <typename Scalar>
 struct Operands {
     RowSource<Scalar> q, k, v;
 };
+
+/// Throws InvalidArgument naming `where` unless every sparse operand has the stacked shape of
+/// the resolved problem: batch*heads*n_q x d (Q), batch*kv_heads*n_k x d (K), ... x d_v (V).
+template <typename Scalar>
+void check_input_shapes(const Problem& p, const SparseInputs<Scalar>& in, const char* where) {
+    const auto check =
+        [&](const char* name, const SparseRows<Scalar>* m, std::int64_t rows, std::int64_t cols) {
+            if (m != nullptr && (m->rows() != rows || m->cols() != cols))
+                throw InvalidArgument(
+                    std::string(where) + ": sparse " + name + " is " + std::to_string(m->rows()) +
+                    " x " + std::to_string(m->cols()) + ", expected " + std::to_string(rows) +
+                    " x " + std::to_string(cols) + " (slices stacked)");
+        };
+    check("q", in.q, p.batch_heads() * p.n_q, p.d);
+    check("k", in.k, p.batch * p.kv_heads * p.n_k, p.d);
+    check("v", in.v, p.batch * p.kv_heads * p.n_k, p.d_v);
+}
+
+/// Shape-only operands of a resolved problem (null dense data) with the given sparse inputs,
+/// after check_input_shapes: what the structural I/O costs count with.
+template <typename Scalar>
+Operands<Scalar>
+shape_operands(const Problem& p, const SparseInputs<Scalar>& in, const char* where) {
+    check_input_shapes(p, in, where);
+    using View = TensorView<const Scalar>;
+    return {{View::packed(nullptr, p.batch, p.heads, p.n_q, p.d), in.q},
+            {View::packed(nullptr, p.batch, p.kv_heads, p.n_k, p.d), in.k},
+            {View::packed(nullptr, p.batch, p.kv_heads, p.n_k, p.d_v), in.v}};
+}
+
+/// Whether any operand is stored sparse (costs then differ between slices).
+template <typename Scalar>
+bool any_sparse(const SparseInputs<Scalar>& in) {
+    return in.q != nullptr || in.k != nullptr || in.v != nullptr;
+}
 
 /// Counts the read of rows [i0, i0 + n) of an operand: a dense block, or its stored nonzeros.
 template <typename Scalar, typename Counter>
@@ -90,6 +204,29 @@ void read_rows(Counter& io,
         io.read({op, slice, i0, n, 0, src.dense.cols});
     else
         io.read({op, slice, i0, src.words(b, h, i0, n), 0, 1});
+}
+
+/// Counts the read of rows [i0, i0 + n), columns [c0, c0 + cw): a dense block, or the nonzeros
+/// stored there.
+template <typename Scalar, typename Counter>
+void read_cols(Counter& io,
+               Operand op,
+               std::int64_t slice,
+               const RowSource<Scalar>& src,
+               std::int64_t b,
+               std::int64_t h,
+               std::int64_t i0,
+               std::int64_t n,
+               std::int64_t c0,
+               std::int64_t cw) {
+    if (src.sparse == nullptr) {
+        io.read({op, slice, i0, n, c0, cw});
+        return;
+    }
+    std::int64_t words = 0;
+    if constexpr (Counter::kCounts)
+        words = src.words(b, h, i0, n, c0, cw);
+    io.read({op, slice, i0, words, c0, 1});
 }
 
 /// Counts the read of the gathered rows idx[0, c): a block of c rows (dense), or their nonzeros.
@@ -111,6 +248,92 @@ void read_gathered(Counter& io,
         for (std::int64_t y = 0; y < c; ++y)
             words += src.words(b, h, idx[y]);
     io.read({op, slice, idx[0], words, 0, 1});
+}
+
+/// Packs rows [row0, row0 + n) transposed and scaled into t (cols x ld), zero-padded: as
+/// kernels::pack_transposed, through the row source. Returns whether every value is finite
+/// (always true for a dense operand, which is not inspected).
+template <typename Scalar>
+bool pack_transposed(const RowSource<Scalar>& src,
+                     std::int64_t b,
+                     std::int64_t h,
+                     std::int64_t row0,
+                     std::int64_t n,
+                     Scalar scale,
+                     Scalar* t,
+                     std::int64_t ld) {
+    if (src.sparse == nullptr) {
+        kernels::pack_transposed(src.dense, b, h, row0, n, scale, t, ld);
+        return true;
+    }
+    std::fill(t, t + src.dense.cols * ld, Scalar(0));
+    bool finite = true;
+    for (std::int64_t r = 0; r < n; ++r)
+        finite = src.copy(b, h, row0 + r, scale, t + r, ld) && finite;
+    return finite;
+}
+
+/// x . y in double for row (b, h, i) of x and row (b, g, j) of y; merges when both are sparse.
+template <typename Scalar>
+double dot(const RowSource<Scalar>& x,
+           std::int64_t b,
+           std::int64_t h,
+           std::int64_t i,
+           const RowSource<Scalar>& y,
+           std::int64_t g,
+           std::int64_t j) {
+    const auto entries = [](const RowSource<Scalar>& s, std::int64_t r) {
+        return std::pair{s.sparse->row_indices(r), s.sparse->row_values(r)};
+    };
+    double acc = 0.0;
+    if (x.sparse != nullptr && y.sparse != nullptr) {
+        const auto [xi, xv] = entries(x, x.index(b, h, i));
+        const auto [yi, yv] = entries(y, y.index(b, g, j));
+        for (std::size_t u = 0, v = 0; u < xi.size() && v < yi.size();) {
+            if (xi[u] < yi[v]) {
+                ++u;
+            } else if (yi[v] < xi[u]) {
+                ++v;
+            } else {
+                acc += static_cast<double>(xv[u++]) * static_cast<double>(yv[v++]);
+            }
+        }
+        return acc;
+    }
+    if (x.sparse != nullptr || y.sparse != nullptr) {
+        const bool xs = x.sparse != nullptr;
+        const auto [si, sv] = xs ? entries(x, x.index(b, h, i)) : entries(y, y.index(b, g, j));
+        const Scalar* d = xs ? y.dense.row(b, g, j) : x.dense.row(b, h, i);
+        for (std::size_t u = 0; u < si.size(); ++u)
+            acc += static_cast<double>(sv[u]) * static_cast<double>(d[si[u]]);
+        return acc;
+    }
+    const Scalar* u = x.dense.row(b, h, i);
+    const Scalar* v = y.dense.row(b, g, j);
+    for (std::int64_t z = 0; z < x.dense.cols; ++z)
+        acc += static_cast<double>(u[z]) * static_cast<double>(v[z]);
+    return acc;
+}
+
+/// acc[x] += alpha * row(b, h, i)[x] in double, over the stored entries only.
+template <typename Scalar>
+void axpy(double* acc,
+          double alpha,
+          const RowSource<Scalar>& src,
+          std::int64_t b,
+          std::int64_t h,
+          std::int64_t i) {
+    if (src.sparse == nullptr) {
+        const Scalar* row = src.dense.row(b, h, i);
+        for (std::int64_t x = 0; x < src.dense.cols; ++x)
+            acc[x] += alpha * static_cast<double>(row[x]);
+        return;
+    }
+    const std::int64_t r = src.index(b, h, i);
+    const auto idx = src.sparse->row_indices(r);
+    const auto val = src.sparse->row_values(r);
+    for (std::size_t e = 0; e < idx.size(); ++e)
+        acc[idx[e]] += alpha * static_cast<double>(val[e]);
 }
 
 } // namespace ioattn::sparse::detail

@@ -10,6 +10,7 @@
 #include <ioattn/view.hpp>
 
 #include <string>
+#include <type_traits>
 
 namespace ioattn::sparse::detail {
 
@@ -42,27 +43,14 @@ void validate(Args& a,
 }
 
 /// Checks the sparse operands against the problem (stacked rows: batch*heads*n_q for Q,
-/// batch*kv_heads*n_k for K and V; columns d or d_v) and that every operand given densely has
-/// data; returns the row sources of the three operands.
-template <typename Scalar>
-Operands<Scalar> validate_inputs(ForwardArgs<Scalar>& a,
-                                 const Support& s,
-                                 const SparseInputs<Scalar>& in,
-                                 const char* where,
-                                 bool shape_only) {
+/// batch*kv_heads*n_k for K and V; columns d or d_v) and, unless shape_only, that every operand
+/// given densely has data (for BackwardArgs also d_o and the gradients); returns the row
+/// sources of the three operands. Runs Args::validate(where, true) first.
+template <typename Args, typename Scalar>
+Operands<Scalar> validate_inputs(
+    Args& a, const Support& s, const SparseInputs<Scalar>& in, const char* where, bool shape_only) {
     a.validate(where, true);
-    const Problem& p = a.problem;
-    const auto check =
-        [&](const char* name, const SparseRows<Scalar>* m, std::int64_t rows, std::int64_t cols) {
-            if (m != nullptr && (m->rows() != rows || m->cols() != cols))
-                throw InvalidArgument(
-                    std::string(where) + ": sparse " + name + " is " + std::to_string(m->rows()) +
-                    " x " + std::to_string(m->cols()) + ", expected " + std::to_string(rows) +
-                    " x " + std::to_string(cols) + " (slices stacked)");
-        };
-    check("q", in.q, p.batch_heads() * p.n_q, p.d);
-    check("k", in.k, p.batch * p.kv_heads * p.n_k, p.d);
-    check("v", in.v, p.batch * p.kv_heads * p.n_k, p.d_v);
+    check_input_shapes(a.problem, in, where);
     const auto need = [&](const char* name, const void* data, bool sparse) {
         if (!shape_only && !sparse && data == nullptr)
             throw InvalidArgument(std::string(where) + ": " + name + " has null data");
@@ -72,6 +60,12 @@ Operands<Scalar> validate_inputs(ForwardArgs<Scalar>& a,
     need("v", a.v.data, in.v != nullptr);
     need("o", a.o.data, false);
     need("lse", a.lse.data, false);
+    if constexpr (std::is_same_v<Args, BackwardArgs<Scalar>>) {
+        need("d_o", a.d_o.data, false);
+        need("d_q", a.d_q.data, false);
+        need("d_k", a.d_k.data, false);
+        need("d_v", a.d_v.data, false);
+    }
     (void)s;
     return {{a.q, in.q}, {a.k, in.k}, {a.v, in.v}};
 }

@@ -22,8 +22,11 @@ namespace ioattn::sparse {
 /// used). Slices are stacked: Q has batch*heads*n_q rows (row (b*heads + h)*n_q + i), K and V
 /// have batch*kv_heads*n_k rows; columns d (Q, K) or d_v (V). The dense view of a sparse operand
 /// still gives its shape and may have null data. Kernels read only the stored entries (counted
-/// as such: Z_input), scattering each row into a dense fast-memory buffer; the reference takes
-/// sparse dot products.
+/// as such: Z_input), scattering each row (or column chunk of a row) into a dense fast-memory
+/// buffer, so their residency is that of dense inputs; the references take sparse dot products.
+/// Accepted by every forward and backward kernel (backward.hpp), whose outputs stay dense. A
+/// sparse operand whose shape does not match throws InvalidArgument naming the kernel and both
+/// shapes. Non-finite stored values are treated as the same values given densely.
 template <typename Scalar>
 struct SparseInputs {
     const SparseRows<Scalar>* q = nullptr;
@@ -72,6 +75,17 @@ void forward_materialized(const ForwardArgs<Scalar>& args,
                           const MemoryModel& memory,
                           Counter& counter);
 
+/// forward_materialized with some operands stored sparse: each chunk of a sparse operand is
+/// read as the nonzeros stored in it (io_cost_forward_materialized with the same inputs);
+/// residency as with dense inputs.
+template <typename Scalar, typename Counter>
+void forward_materialized(const ForwardArgs<Scalar>& args,
+                          const Support& support,
+                          const SparseInputs<Scalar>& inputs,
+                          const Tiling& tiling,
+                          const MemoryModel& memory,
+                          Counter& counter);
+
 /// Runs the schedule named by tiling.schedule.
 template <typename Scalar, typename Counter>
 void forward(const ForwardArgs<Scalar>& args,
@@ -80,9 +94,27 @@ void forward(const ForwardArgs<Scalar>& args,
              const MemoryModel& memory,
              Counter& counter);
 
+/// forward with some operands stored sparse.
+template <typename Scalar, typename Counter>
+void forward(const ForwardArgs<Scalar>& args,
+             const Support& support,
+             const SparseInputs<Scalar>& inputs,
+             const Tiling& tiling,
+             const MemoryModel& memory,
+             Counter& counter);
+
 /// Walks the schedule without arithmetic or data; returns its counted I/O.
 IoReport dry_run_forward(const Problem& problem,
                          const Support& support,
+                         const Tiling& tiling,
+                         const MemoryModel& memory);
+
+/// dry_run_forward with some operands stored sparse (only their structure is read); equals
+/// io_cost_forward with the same inputs. Scalar: float or double.
+template <typename Scalar>
+IoReport dry_run_forward(const Problem& problem,
+                         const Support& support,
+                         const SparseInputs<Scalar>& inputs,
                          const Tiling& tiling,
                          const MemoryModel& memory);
 

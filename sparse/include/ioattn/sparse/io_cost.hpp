@@ -33,6 +33,15 @@ IoReport io_cost_forward_fused(const Problem& problem,
 IoReport
 io_cost_forward_materialized(const Problem& problem, const Support& support, const Tiling& tiling);
 
+/// Exact I/O of forward_materialized with some operands stored sparse: per slice and row block
+/// i, T_i reads of nnz(Q_i), and per non-empty tile j nnz(K_j) + nnz(V_j), instead of T_i*r*d,
+/// C_i*d and C_i*d_v; scores, O, L and the peak as with dense inputs.
+template <typename Scalar>
+IoReport io_cost_forward_materialized(const Problem& problem,
+                                      const Support& support,
+                                      const SparseInputs<Scalar>& inputs,
+                                      const Tiling& tiling);
+
 /// The tiling timed sparse runs use: fused 96 x 96 (smaller query blocks than the dense 192 x 96
 /// waste fewer score tiles on banded patterns), materialized as the dense tuned tiling; falls
 /// back to Tiling::for_memory when that does not fit M.
@@ -41,6 +50,13 @@ tuned_tiling(Schedule schedule, const MemoryModel& memory, const Problem& proble
 
 /// Dispatches on tiling.schedule.
 IoReport io_cost_forward(const Problem& problem, const Support& support, const Tiling& tiling);
+
+/// io_cost_forward with some operands stored sparse.
+template <typename Scalar>
+IoReport io_cost_forward(const Problem& problem,
+                         const Support& support,
+                         const SparseInputs<Scalar>& inputs,
+                         const Tiling& tiling);
 
 /// Z_input of dense Q, K, V: (n_q + n_k) d + n_k d_v, times the heads.
 std::int64_t dense_z_input(const Problem& problem);
