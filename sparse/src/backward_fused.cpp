@@ -18,9 +18,14 @@
 //   kv head; with the full or causal pattern it equals ioattn::io_cost_backward_fused.
 // Masked entries: P = dS = 0; a gathered chunk with a non-finite value multiplies only allowed
 // pairs. One task per block; no atomics; thread-count invariant.
-// Tests: tests/sparse/backward_test.cpp
+// Sparse inputs (Q, K, V as CSR rows over d, SparseInputs): each read of a sparse operand's
+// rows counts their stored words (nnz instead of d or d_v per row; io_cost_backward_fused with
+// the inputs); rows are scattered into the same dense buffers, so residency is unchanged, and a
+// scattered chunk is non-finite exactly when a stored value is. dQ, dK, dV are written dense.
+// Tests: tests/sparse/backward_test.cpp, sparse_inputs_test.cpp
 
 #include "plan.hpp"
+#include "row_source.hpp"
 #include "validate.hpp"
 
 #include <ioattn/kernels/softmax_grad.hpp>
@@ -90,13 +95,21 @@ struct Rows {
 };
 
 template <typename Scalar>
-Rows<Scalar> stream_rows(const TensorView<const Scalar>& x,
+Rows<Scalar> stream_rows(const detail::RowSource<Scalar>& src,
                          std::int64_t b,
                          std::int64_t h,
                          const std::int64_t* idx,
                          std::int64_t c,
                          Scalar* g) {
     Rows<Scalar> rows;
+    const TensorView<const Scalar>& x = src.dense;
+    if (src.sparse != nullptr) { // scattered into g
+        rows.p = g;
+        rows.ld = x.cols;
+        for (std::int64_t y = 0; y < c; ++y)
+            rows.finite = src.copy(b, h, idx[y], Scalar(1), g + y * x.cols, 1) && rows.finite;
+        return rows;
+    }
     const bool direct = idx[c - 1] - idx[0] + 1 == c;
     rows.p = direct ? x.row(b, h, idx[0]) : g;
     rows.ld = direct ? x.stride_row : x.cols;
@@ -154,6 +167,7 @@ void delta_block(const BackwardArgs<Scalar>& a,
 // --- pass A: a key block resident with dK, dV; the queries that see it streamed ---
 template <typename Scalar, typename Counter>
 void key_block(const BackwardArgs<Scalar>& a,
+               const detail::Operands<Scalar>& src,
                const Support& st,
                const detail::FusedPlan& plan,
                const Tiling& t,
@@ -171,16 +185,16 @@ void key_block(const BackwardArgs<Scalar>& a,
     const std::int64_t cs = std::min(t.cols, nq);
     const std::int64_t resident = r * (2 * p.d + 2 * p.d_v) + cs * (p.d + p.d_v + 2) + 2 * r * cs;
     io.acquire(resident);
-    io.read({Operand::k, kv_slice, j0, r, 0, p.d});
-    io.read({Operand::v, kv_slice, j0, r, 0, p.d_v});
+    detail::read_rows(io, Operand::k, kv_slice, src.k, b, g, j0, r);
+    detail::read_rows(io, Operand::v, kv_slice, src.v, b, g, j0, r);
     Scratch<Scalar> w;
     std::int64_t n_vec = 0;
     if constexpr (Counter::kComputes) {
         w = Scratch<Scalar>(base, p, t);
         n_vec = w.rp / Simd<Scalar>::kLanes;
-        kernels::pack_transposed(
-            a.k, b, g, j0, r, static_cast<Scalar>(p.scale * kernels::kLog2e), w.ta, w.rp);
-        kernels::pack_transposed(a.v, b, g, j0, r, Scalar(1), w.tb, w.rp);
+        detail::pack_transposed(
+            src.k, b, g, j0, r, static_cast<Scalar>(p.scale * kernels::kLog2e), w.ta, w.rp);
+        detail::pack_transposed(src.v, b, g, j0, r, Scalar(1), w.tb, w.rp);
         std::fill(w.acc_a, w.acc_a + r * (p.d + p.d_v), Scalar(0));
     }
     Scalar* dk = w.acc_a;
@@ -195,14 +209,15 @@ void key_block(const BackwardArgs<Scalar>& a,
         for (std::int64_t x0 = 0; x0 < nq; x0 += t.cols) {
             const std::int64_t c = std::min(t.cols, nq - x0);
             const std::int64_t* qc = queries.data() + x0;
-            io.read({Operand::q, slice, qc[0], c, 0, p.d});
+            detail::read_gathered(io, Operand::q, slice, src.q, b, h, qc, c);
             io.read({Operand::d_o, slice, qc[0], c, 0, p.d_v});
             io.read({Operand::lse, slice, qc[0], c, 0, 1});
             io.read({Operand::delta, slice, qc[0], c, 0, 1});
             if constexpr (!Counter::kComputes)
                 continue;
-            const Rows<Scalar> qr = stream_rows(a.q, b, h, qc, c, w.ga);
-            const Rows<Scalar> dor = stream_rows(a.d_o, b, h, qc, c, w.gb);
+            const Rows<Scalar> qr = stream_rows(src.q, b, h, qc, c, w.ga);
+            const Rows<Scalar> dor =
+                stream_rows(detail::RowSource<Scalar>{a.d_o, nullptr}, b, h, qc, c, w.gb);
             const bool finite = qr.finite && dor.finite;
             for (std::int64_t y = 0; y < c; ++y) {
                 w.l2[y] = kernels::lse2(*a.lse.row(b, h, qc[y]));
@@ -241,6 +256,7 @@ void key_block(const BackwardArgs<Scalar>& a,
 // --- pass B: a query block resident with dQ; the keys it sees streamed ---
 template <typename Scalar, typename Counter>
 void query_block(const BackwardArgs<Scalar>& a,
+                 const detail::Operands<Scalar>& src,
                  const Support& s,
                  const detail::FusedPlan& plan,
                  const Tiling& t,
@@ -259,7 +275,7 @@ void query_block(const BackwardArgs<Scalar>& a,
     const std::int64_t cs = std::min(t.cols, nk);
     const std::int64_t resident = r * (2 * p.d + p.d_v + 2) + cs * (p.d + p.d_v) + 2 * r * cs;
     io.acquire(resident);
-    io.read({Operand::q, slice, i0, r, 0, p.d});
+    detail::read_rows(io, Operand::q, slice, src.q, b, h, i0, r);
     io.read({Operand::d_o, slice, i0, r, 0, p.d_v});
     io.read({Operand::lse, slice, i0, r, 0, 1});
     io.read({Operand::delta, slice, i0, r, 0, 1});
@@ -269,8 +285,8 @@ void query_block(const BackwardArgs<Scalar>& a,
     if constexpr (Counter::kComputes) {
         w = Scratch<Scalar>(base, p, t);
         n_vec = w.rp / Simd<Scalar>::kLanes;
-        kernels::pack_transposed(
-            a.q, b, h, i0, r, static_cast<Scalar>(p.scale * kernels::kLog2e), w.ta, w.rp);
+        detail::pack_transposed(
+            src.q, b, h, i0, r, static_cast<Scalar>(p.scale * kernels::kLog2e), w.ta, w.rp);
         kernels::pack_transposed(a.d_o, b, h, i0, r, Scalar(1), w.tb, w.rp);
         std::fill(w.acc_a, w.acc_a + r * p.d, Scalar(0));
         cur = detail::row_cursors(s, i0, r, cursor, t.rows);
@@ -283,12 +299,12 @@ void query_block(const BackwardArgs<Scalar>& a,
     for (std::int64_t x0 = 0; x0 < nk; x0 += t.cols) {
         const std::int64_t c = std::min(t.cols, nk - x0);
         const std::int64_t* kc = keys.data() + x0;
-        io.read({Operand::k, kv_slice, kc[0], c, 0, p.d});
-        io.read({Operand::v, kv_slice, kc[0], c, 0, p.d_v});
+        detail::read_gathered(io, Operand::k, kv_slice, src.k, b, g, kc, c);
+        detail::read_gathered(io, Operand::v, kv_slice, src.v, b, g, kc, c);
         if constexpr (!Counter::kComputes)
             continue;
-        const Rows<Scalar> kr = stream_rows(a.k, b, g, kc, c, w.ga);
-        const Rows<Scalar> vr = stream_rows(a.v, b, g, kc, c, w.gb);
+        const Rows<Scalar> kr = stream_rows(src.k, b, g, kc, c, w.ga);
+        const Rows<Scalar> vr = stream_rows(src.v, b, g, kc, c, w.gb);
         const bool finite = kr.finite;
         // --- S^T = scale K Q_i^T on Omega (keys x queries), P^T = exp(S^T - L) ---
         kernels::scores_block(kr.p, kr.ld, c, w.ta, w.rp, p.d, n_vec, w.s, w.rp);
@@ -318,13 +334,15 @@ void query_block(const BackwardArgs<Scalar>& a,
 template <typename Scalar, typename Counter>
 void backward_fused(const BackwardArgs<Scalar>& args,
                     const Support& support,
+                    const SparseInputs<Scalar>& inputs,
                     const Tiling& tiling,
                     const MemoryModel& memory,
                     Counter& counter) {
     constexpr const char* kWhere = "ioattn::sparse::backward_fused";
     BackwardArgs<Scalar> a = args;
-    detail::validate(
-        a, support, &tiling, Schedule::fused, memory, kWhere, !Counter::kComputes, Pass::backward);
+    const detail::Operands<Scalar> src =
+        detail::validate_inputs(a, support, inputs, kWhere, !Counter::kComputes);
+    detail::validate(a, support, &tiling, Schedule::fused, memory, kWhere, true, Pass::backward);
     const Problem& p = a.problem;
     const Support& transposed = support.transposed();
     const detail::FusedPlan qplan = detail::FusedPlan::build(support, tiling.rows);
@@ -340,6 +358,7 @@ void backward_fused(const BackwardArgs<Scalar>& args,
     parallel_for_counted(
         p.batch * p.kv_heads * kb, counter, [&](std::int64_t task, int worker, Counter& io) {
             key_block(a,
+                      src,
                       transposed,
                       kplan,
                       tiling,
@@ -353,6 +372,7 @@ void backward_fused(const BackwardArgs<Scalar>& args,
     parallel_for_counted(
         p.batch_heads() * qb, counter, [&](std::int64_t task, int worker, Counter& io) {
             query_block(a,
+                        src,
                         support,
                         qplan,
                         tiling,
@@ -365,49 +385,24 @@ void backward_fused(const BackwardArgs<Scalar>& args,
         });
 }
 
-IoReport
-io_cost_backward_fused(const Problem& problem, const Support& support, const Tiling& tiling) {
-    const Problem p = problem.resolved("ioattn::sparse::io_cost_backward_fused");
-    if (support.n_q() != p.n_q || support.n_k() != p.n_k || tiling.schedule != Schedule::fused)
-        throw InvalidArgument("ioattn::sparse::io_cost_backward_fused: support or tiling does not "
-                              "match the problem");
-    const detail::FusedPlan qplan = detail::FusedPlan::build(support, tiling.rows);
-    const detail::FusedPlan kplan = detail::FusedPlan::build(support.transposed(), tiling.rows);
-    std::int64_t reads = 2 * p.n_q * p.d_v + p.n_q * (p.d + p.d_v + 2), peak = 0;
-    for (std::int64_t i = 0; i < qplan.blocks(); ++i) {
-        const auto nk = static_cast<std::int64_t>(qplan.keys_of(i).size());
-        const std::int64_t r = qplan.rows(i), c = std::min(tiling.cols, nk);
-        reads += nk * (p.d + p.d_v);
-        peak = std::max(
-            {peak, r * (2 * p.d_v + 1), r * (2 * p.d + p.d_v + 2) + c * (p.d + p.d_v) + 2 * r * c});
-    }
-    for (std::int64_t j = 0; j < kplan.blocks(); ++j) {
-        const auto nq = static_cast<std::int64_t>(kplan.keys_of(j).size());
-        const std::int64_t r = kplan.rows(j), c = std::min(tiling.cols, nq);
-        reads += nq * (p.d + p.d_v + 2);
-        peak = std::max(peak, r * (2 * p.d + 2 * p.d_v) + c * (p.d + p.d_v + 2) + 2 * r * c);
-    }
-    const std::int64_t kv_words = p.batch * p.kv_heads * p.n_k * (p.d + p.d_v);
-    return {reads * p.batch_heads() + kv_words,
-            (p.n_q + p.n_q * p.d) * p.batch_heads() + kv_words,
-            peak};
-}
-
-IoReport dry_run_backward(const Problem& problem,
-                          const Support& support,
-                          const Tiling& tiling,
-                          const MemoryModel& memory) {
-    const Problem p = problem.resolved("ioattn::sparse::dry_run_backward");
-    const auto a = BackwardArgs<float>::packed(
-        p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
-    DryRunCounter counter(memory.fast_words);
-    backward_fused(a, support, tiling, memory, counter);
-    return counter.report();
+template <typename Scalar, typename Counter>
+void backward_fused(const BackwardArgs<Scalar>& args,
+                    const Support& support,
+                    const Tiling& tiling,
+                    const MemoryModel& memory,
+                    Counter& counter) {
+    backward_fused(args, support, SparseInputs<Scalar>{}, tiling, memory, counter);
 }
 
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
     template void backward_fused<Scalar, Counter>(                                                 \
-        const BackwardArgs<Scalar>&, const Support&, const Tiling&, const MemoryModel&, Counter&);
+        const BackwardArgs<Scalar>&, const Support&, const Tiling&, const MemoryModel&, Counter&); \
+    template void backward_fused<Scalar, Counter>(const BackwardArgs<Scalar>&,                     \
+                                                  const Support&,                                  \
+                                                  const SparseInputs<Scalar>&,                     \
+                                                  const Tiling&,                                   \
+                                                  const MemoryModel&,                              \
+                                                  Counter&);
 IOATTN_INSTANTIATE(float, NullCounter)
 IOATTN_INSTANTIATE(float, IoCounter)
 IOATTN_INSTANTIATE(float, DryRunCounter)

@@ -28,14 +28,19 @@
 //          +  dch Z + C d  +  dch Z + T r d
 //   writes 2 Z, plus n_q d (dQ) per head and n_k (d + d_v) (dK, dV) per kv slice.
 // With the full pattern (Z = r C) this is dense::io_cost_backward_materialized.
+// Sparse inputs (Q, K, V as CSR rows over d, SparseInputs): a chunk of a sparse operand is read
+// as the nonzeros stored in it, so T r d (twice), C d (twice) and C d_v become T nnz(Q_i) and
+// the sums of nnz(K_j), nnz(V_j) over the row tile's tiles (per query head); chunks are
+// scattered into per-worker buffers, residency is unchanged, gradients are written dense.
 // Pairs outside Omega are never multiplied (NaN in a key or value row a query cannot see does
 // not reach its gradient); a row with L = -inf has P = 0 and contributes zero.
 // Flops: about 4 Z_QK (d + d_v) per head. Every output chunk is written by one task that sums
 // heads, tiles and entries in a fixed order: thread-count invariant. The kv slices run one after
 // another, so the slow-memory store holds group * Z_QK words.
-// Tests: tests/sparse/backward_materialized_test.cpp
+// Tests: tests/sparse/backward_materialized_test.cpp, sparse_inputs_test.cpp
 
 #include "plan.hpp"
+#include "row_source.hpp"
 #include "validate.hpp"
 
 #include <ioattn/kernels/workspace.hpp>
@@ -55,11 +60,13 @@ namespace {
 
 /// One kv slice (batch bb, kv head g) and its group of query heads. `pds` is the slow-memory
 /// P/dS store [group][Z_QK] in CSR order; `fast` the per-worker scratch: D (rb), a dense tile
-/// (rb x cb) and an accumulator (max(rb, cb) x wb), rb = min(b, n_q), cb = min(b, n_k),
+/// (rb x cb), an accumulator (max(rb, cb) x wb) and the scattered chunks of sparse operands
+/// (rb x wb for Q, cb x wb for K or V), rb = min(b, n_q), cb = min(b, n_k),
 /// wb = min(b, max(d, d_v)).
 template <typename Scalar>
 struct Slice {
     const BackwardArgs<Scalar>* a;
+    const detail::Operands<Scalar>* src;
     const Support* s;
     const BlockView* rows_view; ///< Omega, b x b: per row tile, its non-empty key tiles
     const BlockView* keys_view; ///< Omega^T, b x b: per key tile, its non-empty row tiles
@@ -69,7 +76,8 @@ struct Slice {
 
     [[nodiscard]] static std::int64_t scratch_words(const Problem& p, std::int64_t b) {
         const std::int64_t rb = std::min(b, p.n_q), cb = std::min(b, p.n_k);
-        return rb + rb * cb + std::max(rb, cb) * std::min(b, std::max(p.d, p.d_v));
+        const std::int64_t wb = std::min(b, std::max(p.d, p.d_v));
+        return rb + rb * cb + std::max(rb, cb) * wb + (rb + cb) * wb;
     }
 
     [[nodiscard]] const Problem& p() const { return a->problem; }
@@ -80,6 +88,18 @@ struct Slice {
 
     [[nodiscard]] Scalar* acc(int worker) const {
         return tile(worker) + std::min(b, p().n_q) * std::min(b, p().n_k);
+    }
+
+    [[nodiscard]] std::int64_t chunk_width() const { return std::min(b, std::max(p().d, p().d_v)); }
+
+    /// Scattered Q chunk (rows x chunk_width) of a sparse Q.
+    [[nodiscard]] Scalar* q_chunk(int worker) const {
+        return acc(worker) + std::max(std::min(b, p().n_q), std::min(b, p().n_k)) * chunk_width();
+    }
+
+    /// Scattered K or V chunk (keys x chunk_width) of a sparse K or V.
+    [[nodiscard]] Scalar* kv_chunk(int worker) const {
+        return q_chunk(worker) + std::min(b, p().n_q) * chunk_width();
     }
 
     [[nodiscard]] std::int64_t head(std::int64_t k) const { return g * p().group() + k; }
@@ -165,11 +185,13 @@ void probs_tile(const Slice<Scalar>& w, std::int64_t k, std::int64_t blk, int wo
         for (std::int64_t k0 = 0; k0 < p.d; k0 += w.b) {
             const std::int64_t kw = std::min(w.b, p.d - k0);
             io.acquire((r + c) * kw);
-            io.read({Operand::q, qs, i0, r, k0, kw});
-            io.read({Operand::k, w.kv_slice(), j0, c, k0, kw});
+            detail::read_cols(io, Operand::q, qs, w.src->q, w.bb, h, i0, r, k0, kw);
+            detail::read_cols(io, Operand::k, w.kv_slice(), w.src->k, w.bb, w.g, j0, c, k0, kw);
             if constexpr (Counter::kComputes) { // --- S_ij += Q_i[:,k] K_j[:,k]^T on Omega ---
-                const auto q_row = [&](std::int64_t i) { return a.q.row(w.bb, h, i) + k0; };
-                const auto k_row = [&](std::int64_t j) { return a.k.row(w.bb, w.g, j) + k0; };
+                const auto qi = w.src->q.rows(w.bb, h, i0, r, k0, kw, w.q_chunk(worker));
+                const auto kj = w.src->k.rows(w.bb, w.g, j0, c, k0, kw, w.kv_chunk(worker));
+                const auto q_row = [&](std::int64_t i) { return qi.row(i - i0); };
+                const auto k_row = [&](std::int64_t j) { return kj.row(j - j0); };
                 add_on_omega(w, {i0, r, j0, c}, kw, q_row, k_row, s);
             }
             io.release((r + c) * kw);
@@ -230,10 +252,11 @@ void d_scores_tile(
             const std::int64_t xw = std::min(w.b, p.d_v - x0);
             io.acquire((r + c) * xw);
             io.read({Operand::d_o, qs, i0, r, x0, xw});
-            io.read({Operand::v, w.kv_slice(), j0, c, x0, xw});
+            detail::read_cols(io, Operand::v, w.kv_slice(), w.src->v, w.bb, w.g, j0, c, x0, xw);
             if constexpr (Counter::kComputes) { // --- dP_ij += dO_i[:,x] V_j[:,x]^T on Omega ---
+                const auto vj = w.src->v.rows(w.bb, w.g, j0, c, x0, xw, w.kv_chunk(worker));
                 const auto o_row = [&](std::int64_t i) { return a.d_o.row(w.bb, h, i) + x0; };
-                const auto v_row = [&](std::int64_t j) { return a.v.row(w.bb, w.g, j) + x0; };
+                const auto v_row = [&](std::int64_t j) { return vj.row(j - j0); };
                 add_on_omega(w, {i0, r, j0, c}, xw, o_row, v_row, dp);
             }
             io.release((r + c) * xw);
@@ -274,17 +297,19 @@ void d_q_chunk(const Slice<Scalar>& w,
         const std::int64_t j0 = t.col_block * w.b, c = w.cols(j0);
         io.acquire(r * c + c * kw);
         io.read({Operand::d_scores, qs, i0, t.nonzeros, j0, 1});
-        io.read({Operand::k, w.kv_slice(), j0, c, k0, kw});
-        if constexpr (Counter::kComputes)
+        detail::read_cols(io, Operand::k, w.kv_slice(), w.src->k, w.bb, w.g, j0, c, k0, kw);
+        if constexpr (Counter::kComputes) {
+            const auto kj = w.src->k.rows(w.bb, w.g, j0, c, k0, kw, w.kv_chunk(worker));
             for (std::int64_t x = 0; x < r; ++x) { // --- dQ_ik += dS_ij K_j[:,k] on Omega ---
                 const auto [lo, hi] = w.segment(i0 + x, j0, c);
                 for (std::int64_t e = lo; e < hi; ++e) {
                     const Scalar ds = w.store(k, e);
-                    const Scalar* key = a.k.row(w.bb, w.g, w.key(e)) + k0;
+                    const Scalar* key = kj.row(w.key(e) - j0);
                     for (std::int64_t z = 0; z < kw; ++z)
                         acc[x * kw + z] += ds * key[z];
                 }
             }
+        }
         io.release(r * c + c * kw);
     }
     if constexpr (Counter::kComputes) {
@@ -323,11 +348,16 @@ void d_kv_chunk(const Slice<Scalar>& w,
             const std::int64_t i0 = t.col_block * w.b, r = w.rows(i0);
             io.acquire(r * c + r * zw);
             io.read({values ? Operand::probs : Operand::d_scores, qs, i0, t.nonzeros, j0, 1});
-            io.read({values ? Operand::d_o : Operand::q, qs, i0, r, z0, zw});
-            if constexpr (Counter::kComputes)
+            if (values)
+                io.read({Operand::d_o, qs, i0, r, z0, zw});
+            else
+                detail::read_cols(io, Operand::q, qs, w.src->q, w.bb, h, i0, r, z0, zw);
+            if constexpr (Counter::kComputes) {
+                detail::RowBlock<Scalar> qi;
+                if (!values)
+                    qi = w.src->q.rows(w.bb, h, i0, r, z0, zw, w.q_chunk(worker));
                 for (std::int64_t x = 0; x < r; ++x) { // --- acc += P^T dO or dS^T Q on Omega ---
-                    const Scalar* row =
-                        values ? a.d_o.row(w.bb, h, i0 + x) + z0 : a.q.row(w.bb, h, i0 + x) + z0;
+                    const Scalar* row = values ? a.d_o.row(w.bb, h, i0 + x) + z0 : qi.row(x);
                     const auto [lo, hi] = w.segment(i0 + x, j0, c);
                     for (std::int64_t e = lo; e < hi; ++e) {
                         const Scalar pv = w.store(k, e);
@@ -336,6 +366,7 @@ void d_kv_chunk(const Slice<Scalar>& w,
                             out[z] += pv * row[z];
                     }
                 }
+            }
             io.release(r * c + r * zw);
         }
     }
@@ -357,19 +388,16 @@ void d_kv_chunk(const Slice<Scalar>& w,
 template <typename Scalar, typename Counter>
 void backward_materialized(const BackwardArgs<Scalar>& args,
                            const Support& support,
+                           const SparseInputs<Scalar>& inputs,
                            const Tiling& tiling,
                            const MemoryModel& memory,
                            Counter& counter) {
     constexpr const char* kWhere = "ioattn::sparse::backward_materialized";
     BackwardArgs<Scalar> a = args;
-    detail::validate(a,
-                     support,
-                     &tiling,
-                     Schedule::materialized,
-                     memory,
-                     kWhere,
-                     !Counter::kComputes,
-                     Pass::backward);
+    const detail::Operands<Scalar> src =
+        detail::validate_inputs(a, support, inputs, kWhere, !Counter::kComputes);
+    detail::validate(
+        a, support, &tiling, Schedule::materialized, memory, kWhere, true, Pass::backward);
     const Problem& p = a.problem;
     const std::int64_t b = tiling.rows;
     const BlockView rows_view = support.block_view(b, b);
@@ -382,7 +410,7 @@ void backward_materialized(const BackwardArgs<Scalar>& args,
                                           Slice<Scalar>::scratch_words(p, b));
     const kernels::Workspace<Scalar> slow(computes ? 1 : 0, p.group() * support.z_qk());
     Scalar* const pds = computes ? slow.slab(0) : nullptr;
-    Slice<Scalar> w{&a, &support, &rows_view, &keys_view, b, 0, 0, pds, &fast};
+    Slice<Scalar> w{&a, &src, &support, &rows_view, &keys_view, b, 0, 0, pds, &fast};
     for (std::int64_t kv = 0; kv < p.batch * p.kv_heads; ++kv) { // kv slices in turn
         w.bb = kv / p.kv_heads;
         w.g = kv % p.kv_heads;
@@ -413,64 +441,25 @@ void backward_materialized(const BackwardArgs<Scalar>& args,
     }
 }
 
-IoReport io_cost_backward_materialized(const Problem& problem,
-                                       const Support& support,
-                                       const Tiling& tiling) {
-    constexpr const char* kWhere = "ioattn::sparse::io_cost_backward_materialized";
-    const Problem p = problem.resolved(kWhere);
-    if (support.n_q() != p.n_q || support.n_k() != p.n_k)
-        throw InvalidArgument(std::string(kWhere) + ": support shape does not match the problem");
-    if (tiling.schedule != Schedule::materialized)
-        throw InvalidArgument(std::string(kWhere) + ": tiling is for the " +
-                              std::string(to_string(tiling.schedule)) + " schedule");
-    if (tiling.rows < 1 || tiling.rows != tiling.cols)
-        throw InvalidArgument(std::string(kWhere) + ": tiling " + std::to_string(tiling.rows) +
-                              " x " + std::to_string(tiling.cols) +
-                              " is not square with side >= 1");
-    const std::int64_t b = tiling.rows;
-    const BlockView view = support.block_view(b, b);
-    const std::int64_t vch = (p.d_v + b - 1) / b, dch = (p.d + b - 1) / b;
-    const std::int64_t kd = std::min(b, p.d), kv = std::min(b, p.d_v);
-    std::vector<std::int64_t> tallest(static_cast<std::size_t>(view.col_blocks), 0);
-    std::int64_t reads = 0, writes = p.n_q * p.d, peak = 0; // per query head; dQ written
-    for (std::int64_t i = 0; i < view.row_blocks; ++i) {
-        const std::int64_t r = view.block_rows(i);
-        peak = std::max(peak, r * kd); // dQ of a row tile without pairs: zeros
-        std::int64_t tiles = 0, width = 0, nnz = 0, cmax = 0;
-        for (const BlockTile& t : view.tiles_of(i)) {
-            const std::int64_t c = view.block_cols(t.col_block);
-            ++tiles;
-            width += c;
-            nnz += t.nonzeros;
-            cmax = std::max(cmax, c);
-            auto& rmax = tallest[static_cast<std::size_t>(t.col_block)];
-            rmax = std::max(rmax, r);
-        }
-        if (tiles == 0)
-            continue;
-        reads += r + tiles * r * p.d + width * p.d;                       // P
-        reads += vch * nnz + tiles * r * p.d_v;                           // dV
-        reads += 2 * r * p.d_v + tiles * r * p.d_v + width * p.d_v + nnz; // dS
-        reads += dch * nnz + width * p.d;                                 // dQ
-        reads += dch * nnz + tiles * r * p.d;                             // dK
-        writes += 2 * nnz;                                                // P, dS
-        peak = std::max({peak,
-                         r + r * cmax + (r + cmax) * kd,                                       // P
-                         r + std::max({2 * r * kv, r * cmax + (r + cmax) * kv, 2 * r * cmax}), // dS
-                         r * kd + r * cmax + cmax * kd});                                      // dQ
-    }
-    for (std::int64_t j = 0; j < view.col_blocks; ++j) {
-        const std::int64_t c = view.block_cols(j), r = tallest[static_cast<std::size_t>(j)];
-        peak = std::max({peak, c * kv + r * c + r * kv, c * kd + r * c + r * kd}); // dV, dK
-    }
-    const std::int64_t kv_words = p.batch * p.kv_heads * p.n_k * (p.d + p.d_v); // dK, dV
-    return {reads * p.batch_heads(), writes * p.batch_heads() + kv_words, peak};
+template <typename Scalar, typename Counter>
+void backward_materialized(const BackwardArgs<Scalar>& args,
+                           const Support& support,
+                           const Tiling& tiling,
+                           const MemoryModel& memory,
+                           Counter& counter) {
+    backward_materialized(args, support, SparseInputs<Scalar>{}, tiling, memory, counter);
 }
 
 // NOLINTBEGIN(bugprone-macro-parentheses): the arguments are types
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
     template void backward_materialized<Scalar, Counter>(                                          \
-        const BackwardArgs<Scalar>&, const Support&, const Tiling&, const MemoryModel&, Counter&);
+        const BackwardArgs<Scalar>&, const Support&, const Tiling&, const MemoryModel&, Counter&); \
+    template void backward_materialized<Scalar, Counter>(const BackwardArgs<Scalar>&,              \
+                                                         const Support&,                           \
+                                                         const SparseInputs<Scalar>&,              \
+                                                         const Tiling&,                            \
+                                                         const MemoryModel&,                       \
+                                                         Counter&);
 IOATTN_INSTANTIATE(float, NullCounter)
 IOATTN_INSTANTIATE(float, IoCounter)
 IOATTN_INSTANTIATE(float, DryRunCounter)
