@@ -28,22 +28,22 @@ namespace {
 
 using kernels::Simd;
 
-/// Per-worker scratch layout of one row block: Qt (d x Rp), St (Bc x Rp), O (Br x d_v),
-/// m, l, alpha (Rp each). Rp = Br rounded up to whole vectors.
+/// Per-worker scratch layout of one row block: Qt (d x Rp), St (Bc x Rp), Ot (d_v x Rp),
+/// m, l, alpha (Rp each). Rp = Br rounded up to whole vectors; O is kept transposed (see
+/// kernels/tile.hpp: P V then reads P^T rows as vectors, as the score kernel reads Q^T).
 template <typename Scalar>
 struct Scratch {
     std::int64_t rp = 0;
-    std::int64_t ld_o = 0;
     Scalar* qt = nullptr;
     Scalar* st = nullptr;
-    Scalar* o = nullptr;
+    Scalar* ot = nullptr;
     Scalar* m = nullptr;
     Scalar* l = nullptr;
     Scalar* alpha = nullptr;
 
     static std::int64_t words(const Problem& p, const Tiling& t) {
         const std::int64_t rp = padded(t.rows);
-        return p.d * rp + t.cols * rp + t.rows * p.d_v + 3 * rp;
+        return (p.d + t.cols + p.d_v + 3) * rp;
     }
 
     static std::int64_t padded(std::int64_t rows) {
@@ -54,12 +54,11 @@ struct Scratch {
     Scratch() = default;
 
     Scratch(Scalar* base, const Problem& p, const Tiling& t)
-        : rp(padded(t.rows))
-        , ld_o(p.d_v) {
+        : rp(padded(t.rows)) {
         qt = base;
         st = qt + p.d * rp;
-        o = st + t.cols * rp;
-        m = o + t.rows * p.d_v;
+        ot = st + t.cols * rp;
+        m = ot + p.d_v * rp;
         l = m + rp;
         alpha = l + rp;
     }
@@ -96,7 +95,7 @@ void row_block(const ForwardArgs<Scalar>& a,
             for (std::int64_t k = 0; k < p.d; ++k)
                 w.qt[k * w.rp + r] = q ? q[k] * qs : Scalar(0);
         }
-        std::fill(w.o, w.o + rows * p.d_v, Scalar(0));
+        std::fill(w.ot, w.ot + p.d_v * w.rp, Scalar(0));
         std::fill(w.m, w.m + w.rp, -std::numeric_limits<Scalar>::infinity());
         std::fill(w.l, w.l + w.rp, Scalar(0));
     }
@@ -124,22 +123,17 @@ void row_block(const ForwardArgs<Scalar>& a,
             }
             // --- online softmax: m, l, alpha; St becomes Pt ---
             kernels::online_softmax_block(w.st, w.rp, c, n_vec, w.m, w.l, w.alpha);
-            // --- O_i = alpha O_i + P V_j ---
-            if (!diagonal) {
-                kernels::pv_block(
-                    w.st, w.rp, v, a.v.stride_row, c, rows, p.d_v, w.alpha, w.o, w.ld_o);
+            // --- O_i^T = alpha O_i^T + V_j^T P^T (hidden keys have P = 0: exact while V_j is
+            // finite; otherwise each lane on the mask edge stops at its last visible key) ---
+            if (!diagonal || kernels::all_finite(v, a.v.stride_row, c, p.d_v)) {
+                kernels::pvt_block(
+                    w.st, w.rp, v, a.v.stride_row, c, p.d_v, n_vec, w.alpha, w.ot, w.rp);
             } else {
                 for (std::int64_t r = 0; r < rows; ++r) {
                     const std::int64_t seen =
                         std::clamp<std::int64_t>(i0 + r + p.causal_offset() + 1 - j0, 0, c);
-                    kernels::pv_row(w.st + r,
-                                    w.rp,
-                                    v,
-                                    a.v.stride_row,
-                                    seen,
-                                    p.d_v,
-                                    w.alpha + r,
-                                    w.o + r * w.ld_o);
+                    kernels::pvt_lane(
+                        w.st + r, w.rp, v, a.v.stride_row, seen, p.d_v, w.alpha[r], w.ot + r, w.rp);
                 }
             }
         }
@@ -149,7 +143,8 @@ void row_block(const ForwardArgs<Scalar>& a,
     if constexpr (Counter::kComputes) {
         for (std::int64_t r = 0; r < rows; ++r) {
             Scalar* o = a.o.row(b, h, i0 + r);
-            std::copy(w.o + r * w.ld_o, w.o + (r + 1) * w.ld_o, o);
+            for (std::int64_t x = 0; x < p.d_v; ++x)
+                o[x] = w.ot[x * w.rp + r];
             *a.lse.row(b, h, i0 + r) = kernels::finish_row(o, p.d_v, w.m[r], w.l[r]);
         }
     }

@@ -100,8 +100,8 @@ inline Vec<T> exp2(Vec<T> x) {
                         T(1.3691488853904124e-12)};
     constexpr int kDegree = sizeof(T) == 4 ? 7 : 13;
     Vec<T> p = splat<T>(kC[kDegree]);
-    for (int k = kDegree - 1; k >= 0; --k)
-        p = p * f + kC[k];
+    _Pragma("GCC unroll 16") // GCC left this a loop with a branch per term: 27% of the softmax
+        for (int k = kDegree - 1; k >= 0; --k) p = p * f + kC[k];
     const I bits = (__builtin_convertvector(n, I) + S::kBias) << S::kMantissa;
     Vec<T> scale;
     std::memcpy(&scale, &bits, sizeof(scale));

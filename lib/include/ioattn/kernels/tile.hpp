@@ -1,94 +1,141 @@
 #pragma once
 // Register-blocked tile micro-kernels shared by the fused kernels (dense and sparse, forward and
 // backward). Operands are row-major with explicit leading dimensions; "rows" of a transposed
-// operand (Qt, St) are padded to a whole number of vectors.
+// operand (Qt, St, Ot) are padded to a whole number of vectors of query lanes.
 //
-//   scores_block:  St[c][r] = sum_k K[c][k] * Qt[k][r]       (S^T = K Q^T: keys x query lanes)
-//   pv_block:      O[r][:]  = alpha[r] O[r][:] + sum_c Pt[c][r] V[c][:]
+//   scores_block:  St[c][r] = sum_k K[c][k] Qt[k][r]                (S^T = K Q^T)
+//   pvt_block:     Ot[x][r] = alpha[r] Ot[x][r] + sum_c V[c][x] Pt[c][r]   (O^T += V^T P^T)
+//   pv_block:      O[r][:]  = alpha[r] O[r][:] + sum_c Pt[c][r] V[c][:]    (row-major O)
 //
 // Keeping S^T (keys x queries) makes every softmax reduction over keys a vertical vector
-// operation. Blocking (AVX-512): 6 keys x 4 vectors = 24 accumulators for scores, 6 rows x 4
-// vectors for P V; AVX2 halves both to fit 16 registers.
+// operation. scores_block and pvt_block are one broadcast kernel (a scalar of A times a vector of
+// query lanes of B): the query lanes are always the contiguous, vector-loaded operand, so the
+// forward's P V reads P^T rows as the score kernel reads Q^T rows. pv_block (rows of O, for the
+// backward's dV and dK, whose rows are keys) broadcasts from P^T instead; it measured 27% slower
+// per flop than scores_block as the forward's P V (perf, N=4096 d=128, 1 thread), which is why
+// the forward keeps O transposed.
+// Blocking (AVX-512): 6 rows x 4 vectors = 24 accumulators; AVX2 halves the rows for its 16
+// registers.
 
 #include <ioattn/kernels/simd.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #define IOATTN_UNROLL _Pragma("GCC unroll 8")
 
 namespace ioattn::kernels {
 
 #if defined(__AVX512F__)
-inline constexpr int kScoreKeys = 6;
-inline constexpr int kPvRows = 6;
+inline constexpr int kTileRows = 6;
 #else
-inline constexpr int kScoreKeys = 3;
-inline constexpr int kPvRows = 3;
+inline constexpr int kTileRows = 3;
 #endif
-inline constexpr int kScoreVecs = 4;
-inline constexpr int kPvVecs = 4;
+inline constexpr int kTileVecs = 4;
 
-/// NC keys x NV query vectors of St = K Qt.
+/// Calls f(std::integral_constant<int, W>{}) for the runtime count w in [1, Max]: the remainder
+/// dispatch of the micro-kernel loops below.
+template <int Max, typename F>
+inline void with_count(std::int64_t w, F&& f) {
+    if constexpr (Max >= 1) {
+        if (w == Max)
+            f(std::integral_constant<int, Max>{});
+        else
+            with_count<Max - 1>(w, f);
+    }
+}
+
+/// NC rows x NV lane vectors of C = A B (alpha null) or C = alpha o C + A B (alpha: NV vectors,
+/// one factor per lane), over `depth` steps; A(c, k) = a[c * a_row + k * a_step] is broadcast,
+/// B[k] is a row of lanes at stride ldb.
 template <typename T, int NC, int NV>
-inline void scores_tile(const T* k,
-                        std::int64_t ldk,
-                        const T* qt,
-                        std::int64_t ldq,
-                        std::int64_t d,
-                        T* st,
-                        std::int64_t lds) {
+inline void broadcast_tile(const T* a,
+                           std::int64_t a_row,
+                           std::int64_t a_step,
+                           const T* b,
+                           std::int64_t ldb,
+                           std::int64_t depth,
+                           const T* alpha,
+                           T* c,
+                           std::int64_t ldc) {
     constexpr int kL = Simd<T>::kLanes;
     Vec<T> acc[static_cast<std::size_t>(NC)][static_cast<std::size_t>(NV)] = {};
-    for (std::int64_t kk = 0; kk < d; ++kk) {
-        Vec<T> q[static_cast<std::size_t>(NV)];
+    if (alpha != nullptr) {
+        IOATTN_UNROLL
+        for (int v = 0; v < NV; ++v) {
+            const Vec<T> s = load(alpha + v * kL); // C = C * exp(m_old - m_new)
+            IOATTN_UNROLL
+            for (int r = 0; r < NC; ++r)
+                acc[r][v] = load(c + r * ldc + v * kL) * s;
+        }
+    }
+    for (std::int64_t k = 0; k < depth; ++k) {
+        Vec<T> bv[static_cast<std::size_t>(NV)];
         IOATTN_UNROLL
         for (int v = 0; v < NV; ++v)
-            q[v] = load(qt + kk * ldq + v * kL);
+            bv[v] = load(b + k * ldb + v * kL);
         IOATTN_UNROLL
-        for (int c = 0; c < NC; ++c) {
-            const T kc = k[c * ldk + kk];
+        for (int r = 0; r < NC; ++r) {
+            const T s = a[r * a_row + k * a_step];
             IOATTN_UNROLL
             for (int v = 0; v < NV; ++v)
-                acc[c][v] += kc * q[v];
+                acc[r][v] += s * bv[v];
         }
     }
     IOATTN_UNROLL
-    for (int c = 0; c < NC; ++c)
+    for (int r = 0; r < NC; ++r)
         IOATTN_UNROLL
     for (int v = 0; v < NV; ++v)
-        store(st + c * lds + v * kL, acc[c][v]);
+        store(c + r * ldc + v * kL, acc[r][v]);
 }
 
-template <typename T, int NC>
-inline void scores_keys(const T* k,
-                        std::int64_t ldk,
-                        const T* qt,
-                        std::int64_t ldq,
-                        std::int64_t d,
-                        std::int64_t n_vec,
-                        T* st,
-                        std::int64_t lds) {
+/// C[0..rows)[0..n_vec lanes) over broadcast_tile. Lane slabs of kTileVecs vectors are the
+/// outer loop, so one slab of B (depth x 64 floats) stays in L1 while every row passes over it.
+template <typename T>
+inline void broadcast_block(const T* a,
+                            std::int64_t a_row,
+                            std::int64_t a_step,
+                            std::int64_t rows,
+                            const T* b,
+                            std::int64_t ldb,
+                            std::int64_t depth,
+                            std::int64_t n_vec,
+                            const T* alpha,
+                            T* c,
+                            std::int64_t ldc) {
     constexpr int kL = Simd<T>::kLanes;
-    std::int64_t v = 0;
-    for (; v + kScoreVecs <= n_vec; v += kScoreVecs)
-        scores_tile<T, NC, kScoreVecs>(k, ldk, qt + v * kL, ldq, d, st + v * kL, lds);
-    switch (n_vec - v) {
-    case 3:
-        scores_tile<T, NC, 3>(k, ldk, qt + v * kL, ldq, d, st + v * kL, lds);
-        break;
-    case 2:
-        scores_tile<T, NC, 2>(k, ldk, qt + v * kL, ldq, d, st + v * kL, lds);
-        break;
-    case 1:
-        scores_tile<T, NC, 1>(k, ldk, qt + v * kL, ldq, d, st + v * kL, lds);
-        break;
-    default:
-        break;
+    for (std::int64_t v = 0; v < n_vec; v += kTileVecs) {
+        const T* al = alpha != nullptr ? alpha + v * kL : nullptr;
+        with_count<kTileVecs>(std::min<std::int64_t>(kTileVecs, n_vec - v), [&](auto nv) {
+            std::int64_t r = 0;
+            for (; r + kTileRows <= rows; r += kTileRows)
+                broadcast_tile<T, kTileRows, nv>(a + r * a_row,
+                                                 a_row,
+                                                 a_step,
+                                                 b + v * kL,
+                                                 ldb,
+                                                 depth,
+                                                 al,
+                                                 c + r * ldc + v * kL,
+                                                 ldc);
+            with_count<kTileRows - 1>(rows - r, [&](auto nr) {
+                broadcast_tile<T, nr, nv>(a + r * a_row,
+                                          a_row,
+                                          a_step,
+                                          b + v * kL,
+                                          ldb,
+                                          depth,
+                                          al,
+                                          c + r * ldc + v * kL,
+                                          ldc);
+            });
+        });
     }
 }
 
-/// St[0..n_keys)[0..n_vec*lanes) = K[0..n_keys) Qt, K rows at stride ldk.
+/// St[0..n_keys)[0..n_vec lanes) = K[0..n_keys) Qt, K rows at stride ldk.
 template <typename T>
 inline void scores_block(const T* k,
                          std::int64_t ldk,
@@ -99,11 +146,65 @@ inline void scores_block(const T* k,
                          std::int64_t n_vec,
                          T* st,
                          std::int64_t lds) {
-    std::int64_t c = 0;
-    for (; c + kScoreKeys <= n_keys; c += kScoreKeys)
-        scores_keys<T, kScoreKeys>(k + c * ldk, ldk, qt, ldq, d, n_vec, st + c * lds, lds);
-    for (; c < n_keys; ++c)
-        scores_keys<T, 1>(k + c * ldk, ldk, qt, ldq, d, n_vec, st + c * lds, lds);
+    broadcast_block(k,
+                    ldk,
+                    std::int64_t{1},
+                    n_keys,
+                    qt,
+                    ldq,
+                    d,
+                    n_vec,
+                    static_cast<const T*>(nullptr),
+                    st,
+                    lds);
+}
+
+/// Ot[0..d_v)[0..n_vec lanes) = alpha o Ot + V[0..n_keys)^T Pt, V rows at stride ldv, alpha one
+/// factor per lane. Every lane takes every key: a lane that must not see a key needs P = 0 there
+/// and a finite V row (callers route blocks with non-finite V rows on a mask edge elsewhere).
+template <typename T>
+inline void pvt_block(const T* pt,
+                      std::int64_t ldp,
+                      const T* v,
+                      std::int64_t ldv,
+                      std::int64_t n_keys,
+                      std::int64_t d_v,
+                      std::int64_t n_vec,
+                      const T* alpha,
+                      T* ot,
+                      std::int64_t ldo) {
+    broadcast_block(v, std::int64_t{1}, ldv, d_v, pt, ldp, n_keys, n_vec, alpha, ot, ldo);
+}
+
+/// One lane r of pvt_block over its own key count, scalar: Ot[x][r] = alpha Ot[x][r] +
+/// sum_{c < n_keys} V[c][x] Pt[c][r] (pt and ot point at lane r). For lanes on a mask edge of a
+/// block whose V rows are not all finite, so that a hidden key's V row is never touched.
+template <typename T>
+inline void pvt_lane(const T* pt,
+                     std::int64_t ldp,
+                     const T* v,
+                     std::int64_t ldv,
+                     std::int64_t n_keys,
+                     std::int64_t d_v,
+                     T alpha,
+                     T* ot,
+                     std::int64_t ldo) {
+    for (std::int64_t x = 0; x < d_v; ++x) {
+        T acc = ot[x * ldo] * alpha;
+        for (std::int64_t c = 0; c < n_keys; ++c)
+            acc += pt[c * ldp] * v[c * ldv + x];
+        ot[x * ldo] = acc;
+    }
+}
+
+/// Whether rows [0, n) of width w at stride ld are all finite.
+template <typename T>
+inline bool all_finite(const T* a, std::int64_t ld, std::int64_t n, std::int64_t w) {
+    T sum = 0; // inf - inf and NaN propagate; finite rows sum to finite times zero
+    for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t x = 0; x < w; ++x)
+            sum += a[i * ld + x] * T(0);
+    return sum == T(0);
 }
 
 /// NR rows x NV vectors of O = alpha o O + Pt^T V over n_keys keys.
@@ -143,6 +244,7 @@ inline void pv_tile(const T* pt,
         store(o + r * ldo + x * kL, acc[r][x]);
 }
 
+/// NR rows of O over all d_v columns: whole vectors by pv_tile, the rest scalar.
 template <typename T, int NR>
 inline void pv_rows(const T* pt,
                     std::int64_t ldp,
@@ -155,22 +257,10 @@ inline void pv_rows(const T* pt,
                     std::int64_t ldo) {
     constexpr int kL = Simd<T>::kLanes;
     const std::int64_t n_vec = d_v / kL;
-    std::int64_t x = 0;
-    for (; x + kPvVecs <= n_vec; x += kPvVecs)
-        pv_tile<T, NR, kPvVecs>(pt, ldp, v + x * kL, ldv, n_keys, alpha, o + x * kL, ldo);
-    switch (n_vec - x) {
-    case 3:
-        pv_tile<T, NR, 3>(pt, ldp, v + x * kL, ldv, n_keys, alpha, o + x * kL, ldo);
-        break;
-    case 2:
-        pv_tile<T, NR, 2>(pt, ldp, v + x * kL, ldv, n_keys, alpha, o + x * kL, ldo);
-        break;
-    case 1:
-        pv_tile<T, NR, 1>(pt, ldp, v + x * kL, ldv, n_keys, alpha, o + x * kL, ldo);
-        break;
-    default:
-        break;
-    }
+    for (std::int64_t x = 0; x < n_vec; x += kTileVecs)
+        with_count<kTileVecs>(std::min<std::int64_t>(kTileVecs, n_vec - x), [&](auto nv) {
+            pv_tile<T, NR, nv>(pt, ldp, v + x * kL, ldv, n_keys, alpha, o + x * kL, ldo);
+        });
     for (std::int64_t col = n_vec * kL; col < d_v; ++col) { // columns past the last vector
         IOATTN_UNROLL
         for (int r = 0; r < NR; ++r) {
@@ -195,8 +285,8 @@ inline void pv_block(const T* pt,
                      T* o,
                      std::int64_t ldo) {
     std::int64_t r = 0;
-    for (; r + kPvRows <= n_rows; r += kPvRows)
-        pv_rows<T, kPvRows>(pt + r, ldp, v, ldv, n_keys, d_v, alpha + r, o + r * ldo, ldo);
+    for (; r + kTileRows <= n_rows; r += kTileRows)
+        pv_rows<T, kTileRows>(pt + r, ldp, v, ldv, n_keys, d_v, alpha + r, o + r * ldo, ldo);
     for (; r < n_rows; ++r)
         pv_rows<T, 1>(pt + r, ldp, v, ldv, n_keys, d_v, alpha + r, o + r * ldo, ldo);
 }
