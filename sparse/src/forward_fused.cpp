@@ -31,6 +31,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 namespace ioattn::sparse {
 
@@ -38,11 +39,14 @@ namespace {
 
 using kernels::Simd;
 
+/// Lane slab of the per-slab key spans: the micro-kernels' 4 vectors (64 floats).
+constexpr std::int64_t kSlabVecs = kernels::kTileVecs;
+
 template <typename Scalar>
 struct Scratch {
     std::int64_t rp = 0;
-    Scalar *qt = nullptr, *st = nullptr, *o = nullptr, *m = nullptr, *l = nullptr, *alpha = nullptr,
-           *kg = nullptr, *vg = nullptr;
+    Scalar *qt = nullptr, *st = nullptr, *ot = nullptr, *m = nullptr, *l = nullptr,
+           *alpha = nullptr, *kg = nullptr, *vg = nullptr;
 
     static std::int64_t padded(std::int64_t n) {
         constexpr int kL = Simd<Scalar>::kLanes;
@@ -51,7 +55,7 @@ struct Scratch {
 
     static std::int64_t words(const Problem& p, const Tiling& t) {
         const std::int64_t rp = padded(t.rows);
-        return p.d * rp + t.cols * rp + t.rows * p.d_v + 3 * rp + t.cols * (p.d + p.d_v);
+        return (p.d + t.cols + p.d_v + 3) * rp + t.cols * (p.d + p.d_v);
     }
 
     Scratch() = default;
@@ -60,8 +64,8 @@ struct Scratch {
         : rp(padded(t.rows)) {
         qt = base;
         st = qt + p.d * rp;
-        o = st + t.cols * rp;
-        m = o + t.rows * p.d_v;
+        ot = st + t.cols * rp;
+        m = ot + p.d_v * rp;
         l = m + rp;
         alpha = l + rp;
         kg = alpha + rp;
@@ -77,9 +81,11 @@ void row_block(const ForwardArgs<Scalar>& a,
                const Tiling& t,
                std::int64_t slice,
                std::int64_t blk,
+               const char* v_finite_slices,
                Scalar* base,
                std::int64_t* cursor,
                Counter& io) {
+    constexpr int kL = Simd<Scalar>::kLanes;
     const Problem& p = a.problem;
     const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
     const std::int64_t kv_slice = b * p.kv_heads + g;
@@ -100,14 +106,14 @@ void row_block(const ForwardArgs<Scalar>& a,
         std::fill(w.qt, w.qt + p.d * w.rp, Scalar(0));
         for (std::int64_t x = 0; x < r; ++x)
             src.q.copy(b, h, i0 + x, qs, w.qt + x, w.rp);
-        std::fill(w.o, w.o + r * p.d_v, Scalar(0));
+        std::fill(w.ot, w.ot + p.d_v * w.rp, Scalar(0));
         std::fill(w.m, w.m + w.rp, -std::numeric_limits<Scalar>::infinity());
         std::fill(w.l, w.l + w.rp, Scalar(0));
-        cur = detail::row_cursors(s, i0, r, cursor, t.rows);
+        cur = detail::row_cursors(plan, i0, r, cursor);
     }
-    for (std::int64_t x0 = 0; x0 < nk; x0 += t.cols) {
-        const std::int64_t c = std::min(t.cols, nk - x0);
-        const std::int64_t* kc = keys.data() + x0;
+    for (std::int64_t y0 = 0; y0 < nk; y0 += t.cols) {
+        const std::int64_t c = std::min(t.cols, nk - y0);
+        const std::int64_t* kc = keys.data() + y0;
         detail::read_gathered(io, Operand::k, kv_slice, src.k, b, g, kc, c);
         detail::read_gathered(io, Operand::v, kv_slice, src.v, b, g, kc, c);
         if constexpr (!Counter::kComputes)
@@ -119,42 +125,53 @@ void row_block(const ForwardArgs<Scalar>& a,
         const Scalar* vp = direct ? a.v.row(b, g, kc[0]) : w.vg;
         const std::int64_t ldk = direct ? a.k.stride_row : p.d;
         const std::int64_t ldv = direct ? a.v.stride_row : p.d_v;
-        bool finite_v = true;
+        bool finite_v = direct ? v_finite_slices[kv_slice] != 0 : true;
         if (!direct) {
             for (std::int64_t y = 0; y < c; ++y) {
                 src.k.copy(b, g, kc[y], Scalar(1), w.kg + y * p.d, 1);
                 finite_v = src.v.copy(b, g, kc[y], Scalar(1), w.vg + y * p.d_v, 1) && finite_v;
             }
         }
-        // --- St = K_c Qt, mask to Omega, online softmax ---
-        kernels::scores_block(kp, ldk, c, w.qt, w.rp, p.d, n_vec, w.st, w.rp);
-        const bool partial = detail::mask_chunk(s, i0, r, kc, c, cur, w.st, w.rp);
-        kernels::online_softmax_block(w.st, w.rp, c, n_vec, w.m, w.l, w.alpha);
-        if (direct && partial)
-            for (std::int64_t y = 0; y < c; ++y)
+        // --- per slab of 64 lanes, over the chunk entries [lo, hi) some row of the slab may
+        // see: St = K Qt, mask to Omega, online softmax, O^T = alpha O^T + V^T P^T ---
+        for (std::int64_t u = 0; u < n_vec; u += kSlabVecs) {
+            const std::int64_t nv = std::min(kSlabVecs, n_vec - u), x0 = u * kL;
+            const std::int64_t x1 = std::min(r, x0 + nv * kL);
+            const auto [lo, hi] = detail::chunk_span(cur, x0, x1, kc, c);
+            Scalar* alpha = w.alpha + x0;
+            if (lo == hi) { // nothing new for these rows
+                std::fill(alpha, alpha + nv * kL, Scalar(1));
+                continue;
+            }
+            Scalar* st = w.st + lo * w.rp + x0;
+            Scalar* ot = w.ot + x0;
+            const Scalar* vs = vp + lo * ldv;
+            kernels::scores_block(kp + lo * ldk, ldk, hi - lo, w.qt + x0, w.rp, p.d, nv, st, w.rp);
+            const detail::RowCursors slab{cur.pos + x0, cur.lo + x0, cur.hi + x0};
+            const bool partial =
+                detail::mask_chunk(s, i0 + x0, x1 - x0, kc + lo, hi - lo, slab, st, w.rp);
+            kernels::online_softmax_block(st, w.rp, hi - lo, nv, w.m + x0, w.l + x0, alpha);
+            if (finite_v || !partial) { // P = 0 outside Omega
+                kernels::pvt_block(st, w.rp, vs, ldv, hi - lo, p.d_v, nv, alpha, ot, w.rp);
+                continue;
+            }
+            for (std::int64_t x = 0; x < x1 - x0; ++x) { // non-finite V: allowed keys only
                 for (std::int64_t z = 0; z < p.d_v; ++z)
-                    finite_v = finite_v && std::isfinite(vp[y * ldv + z]);
-        // --- O_i = alpha O_i + P V_c ---
-        if (finite_v || !partial) {
-            kernels::pv_block(w.st, w.rp, vp, ldv, c, r, p.d_v, w.alpha, w.o, p.d_v);
-            continue;
-        }
-        for (std::int64_t x = 0; x < r; ++x) { // non-finite V: allowed keys only
-            Scalar* o = w.o + x * p.d_v;
-            for (std::int64_t z = 0; z < p.d_v; ++z)
-                o[z] *= w.alpha[x];
-            for (std::int64_t y = 0; y < c; ++y) {
-                if (!s.contains(i0 + x, kc[y]))
-                    continue;
-                for (std::int64_t z = 0; z < p.d_v; ++z)
-                    o[z] += w.st[y * w.rp + x] * vp[y * ldv + z];
+                    ot[z * w.rp + x] *= alpha[x];
+                for (std::int64_t y = 0; y < hi - lo; ++y) {
+                    if (!s.contains(i0 + x0 + x, kc[lo + y]))
+                        continue;
+                    for (std::int64_t z = 0; z < p.d_v; ++z)
+                        ot[z * w.rp + x] += st[y * w.rp + x] * vs[y * ldv + z];
+                }
             }
         }
     }
     if constexpr (Counter::kComputes) {
         for (std::int64_t x = 0; x < r; ++x) {
             Scalar* o = a.o.row(b, h, i0 + x);
-            std::copy_n(w.o + x * p.d_v, p.d_v, o);
+            for (std::int64_t z = 0; z < p.d_v; ++z)
+                o[z] = w.ot[z * w.rp + x];
             *a.lse.row(b, h, i0 + x) = kernels::finish_row(o, p.d_v, w.m[x], w.l[x]);
         }
     }
@@ -182,7 +199,16 @@ void forward_fused(const ForwardArgs<Scalar>& args,
     const std::int64_t blocks = plan.blocks();
     const int workers = Counter::kComputes ? max_concurrency() : 0;
     const kernels::Workspace<Scalar> ws(workers, Scratch<Scalar>::words(p, tiling));
-    const kernels::Workspace<std::int64_t> cursors(workers, 3 * tiling.rows);
+    const kernels::Workspace<std::int64_t> cursors(workers, tiling.rows);
+    // Whether each (batch, kv head) slice of a dense V is finite: chunks read in place skip
+    // the exact non-finite path then (one O(n_k d_v) pass instead of one per chunk).
+    std::vector<char> v_finite(static_cast<std::size_t>(p.batch * p.kv_heads), 0);
+    if (Counter::kComputes && src.v.sparse == nullptr)
+        parallel_for_tiles(p.batch * p.kv_heads, [&](std::int64_t kv, int) {
+            const std::int64_t b = kv / p.kv_heads, g = kv % p.kv_heads;
+            v_finite[static_cast<std::size_t>(kv)] =
+                kernels::all_finite(a.v.row(b, g, 0), a.v.stride_row, p.n_k, p.d_v) ? 1 : 0;
+        });
     parallel_for_counted(
         p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker, Counter& io) {
             row_block(a,
@@ -192,6 +218,7 @@ void forward_fused(const ForwardArgs<Scalar>& args,
                       tiling,
                       task / blocks,
                       task % blocks,
+                      v_finite.data(),
                       ws.slab(worker),
                       cursors.slab(worker),
                       io);

@@ -54,22 +54,40 @@ FusedPlan FusedPlan::build(const Support& support, std::int64_t max_rows) {
                     emit(j);
                 }
     };
+    // Each row as an interval [lo, hi] of keys when it is one (the kernels' masks read these,
+    // not the index arrays).
+    plan.row_lo.assign(static_cast<std::size_t>(support.n_q()), -1);
+    plan.row_hi.assign(static_cast<std::size_t>(support.n_q()), -1);
+    parallel_for_tiles(n, [&](std::int64_t b, int) {
+        for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i) {
+            const auto row = support.row(i);
+            const auto at = static_cast<std::size_t>(i);
+            if (row.empty()) {
+                plan.row_lo[at] = 0;
+                plan.row_hi[at] = -1;
+            } else if (row.back() - row.front() + 1 == static_cast<std::int64_t>(row.size())) {
+                plan.row_lo[at] = row.front();
+                plan.row_hi[at] = row.back();
+            }
+        }
+    });
     // A block whose rows are intervals that chain into one interval sees exactly that interval
     // (windows, bands, causal): no stamps, no sort.
     std::vector<std::int64_t> interval_lo(static_cast<std::size_t>(n), -1);
     const auto as_interval = [&](std::int64_t b) -> std::pair<std::int64_t, std::int64_t> {
         std::int64_t lo = -1, hi = -2;
         for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i) {
-            const auto row = support.row(i);
-            if (row.empty())
-                continue;
-            if (row.back() - row.front() + 1 != static_cast<std::int64_t>(row.size()))
+            const auto at = static_cast<std::size_t>(i);
+            const std::int64_t front = plan.row_lo[at], back = plan.row_hi[at];
+            if (front < 0)
                 return {-1, -2};
+            if (back < front)
+                continue; // empty row
             if (lo < 0) {
-                lo = row.front();
-                hi = row.back();
-            } else if (row.front() >= lo && row.front() <= hi + 1) {
-                hi = std::max(hi, row.back());
+                lo = front;
+                hi = back;
+            } else if (front >= lo && front <= hi + 1) {
+                hi = std::max(hi, back);
             } else {
                 return {-1, -2};
             }

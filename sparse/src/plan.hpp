@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace ioattn::sparse::detail {
@@ -17,6 +18,8 @@ struct FusedPlan {
     std::vector<std::int64_t> bounds;      ///< n_blocks + 1 row boundaries
     std::vector<std::int64_t> key_offsets; ///< n_blocks + 1 offsets into keys
     std::vector<std::int64_t> keys;        ///< per block, sorted unique visible keys
+    std::vector<std::int64_t> row_lo;      ///< per query row: its keys are [lo, hi] (empty row:
+    std::vector<std::int64_t> row_hi;      ///< [0, -1]); lo = -1: not an interval
 
     [[nodiscard]] std::int64_t blocks() const {
         return static_cast<std::int64_t>(bounds.size()) - 1;
@@ -47,6 +50,39 @@ struct RowCursors {
     std::int64_t* lo = nullptr;
     std::int64_t* hi = nullptr;
 };
+
+/// The cursors of rows [i0, i0 + r) from the plan's row intervals (no access to the support's
+/// index arrays); positions in `base` (r words).
+inline RowCursors
+row_cursors(const FusedPlan& plan, std::int64_t i0, std::int64_t r, std::int64_t* base) {
+    std::fill(base, base + r, std::int64_t{0});
+    const auto at = static_cast<std::size_t>(i0);
+    return RowCursors{base,
+                      const_cast<std::int64_t*>(plan.row_lo.data() + at),
+                      const_cast<std::int64_t*>(plan.row_hi.data() + at)};
+}
+
+/// The entries [lo, hi) of the chunk keys[0, c) that some row of [x0, x1) may see (a superset:
+/// the whole chunk unless the chunk and those rows are intervals). Scores outside it are not
+/// computed for those rows: every one of them would be masked.
+inline std::pair<std::int64_t, std::int64_t> chunk_span(const RowCursors& cur,
+                                                        std::int64_t x0,
+                                                        std::int64_t x1,
+                                                        const std::int64_t* keys,
+                                                        std::int64_t c) {
+    if (keys[c - 1] - keys[0] + 1 != c)
+        return {0, c};
+    std::int64_t lo = c, hi = 0;
+    for (std::int64_t x = x0; x < x1; ++x) {
+        if (cur.lo[x] < 0)
+            return {0, c};
+        if (cur.hi[x] < cur.lo[x])
+            continue; // empty row
+        lo = std::min(lo, std::clamp<std::int64_t>(cur.lo[x] - keys[0], 0, c));
+        hi = std::max(hi, std::clamp<std::int64_t>(cur.hi[x] - keys[0] + 1, 0, c));
+    }
+    return {lo, std::max(lo, hi)};
+}
 
 /// Fills the cursors of rows [i0, i0 + r) in `base` (3 * capacity words, capacity >= r).
 inline RowCursors row_cursors(

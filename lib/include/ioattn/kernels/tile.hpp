@@ -197,14 +197,24 @@ inline void pvt_lane(const T* pt,
     }
 }
 
-/// Whether rows [0, n) of width w at stride ld are all finite.
+/// Whether rows [0, n) of width w at stride ld are all finite (x * 0 is 0 exactly for finite
+/// x and NaN for inf and NaN).
 template <typename T>
 inline bool all_finite(const T* a, std::int64_t ld, std::int64_t n, std::int64_t w) {
-    T sum = 0; // inf - inf and NaN propagate; finite rows sum to finite times zero
-    for (std::int64_t i = 0; i < n; ++i)
-        for (std::int64_t x = 0; x < w; ++x)
-            sum += a[i * ld + x] * T(0);
-    return sum == T(0);
+    constexpr int kL = Simd<T>::kLanes;
+    Vec<T> acc{};
+    T tail = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+        const T* row = a + i * ld;
+        std::int64_t x = 0;
+        for (; x + kL <= w; x += kL)
+            acc += load(row + x) * T(0);
+        for (; x < w; ++x)
+            tail += row[x] * T(0);
+    }
+    for (int l = 0; l < kL; ++l)
+        tail += acc[l];
+    return tail == T(0);
 }
 
 /// NR rows x NV vectors of O = alpha o O + Pt^T V over n_keys keys.
