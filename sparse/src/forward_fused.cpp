@@ -168,12 +168,7 @@ void row_block(const ForwardArgs<Scalar>& a,
         }
     }
     if constexpr (Counter::kComputes) {
-        for (std::int64_t x = 0; x < r; ++x) {
-            Scalar* o = a.o.row(b, h, i0 + x);
-            for (std::int64_t z = 0; z < p.d_v; ++z)
-                o[z] = w.ot[z * w.rp + x];
-            *a.lse.row(b, h, i0 + x) = kernels::finish_row(o, p.d_v, w.m[x], w.l[x]);
-        }
+        kernels::finish_rows(w.ot, w.rp, w.m, w.l, w.alpha, a.o, a.lse, b, h, i0, r);
     }
     io.write({Operand::o, slice, i0, r, 0, p.d_v});
     io.write({Operand::lse, slice, i0, r, 0, 1});

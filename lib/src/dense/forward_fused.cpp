@@ -90,11 +90,7 @@ void row_block(const ForwardArgs<Scalar>& a,
         w = Scratch<Scalar>(base, p, t);
         n_vec = w.rp / Simd<Scalar>::kLanes;
         const auto qs = static_cast<Scalar>(p.scale * 1.4426950408889634);
-        for (std::int64_t r = 0; r < w.rp; ++r) {
-            const Scalar* q = r < rows ? a.q.row(b, h, i0 + r) : nullptr;
-            for (std::int64_t k = 0; k < p.d; ++k)
-                w.qt[k * w.rp + r] = q ? q[k] * qs : Scalar(0);
-        }
+        kernels::pack_transposed(a.q, b, h, i0, rows, qs, w.qt, w.rp);
         std::fill(w.ot, w.ot + p.d_v * w.rp, Scalar(0));
         std::fill(w.m, w.m + w.rp, -std::numeric_limits<Scalar>::infinity());
         std::fill(w.l, w.l + w.rp, Scalar(0));
@@ -106,6 +102,10 @@ void row_block(const ForwardArgs<Scalar>& a,
         io.read({Operand::v, kv_slice, j0, c, 0, p.d_v});
         io.complete({Operand::scores, slice, i0, rows, j0, c});
         if constexpr (Counter::kComputes) {
+            const std::int64_t part = j0 / t.cols, parts = (kv_end + t.cols - 1) / t.cols;
+            const std::int64_t next = std::min(t.rows, p.n_q - i0 - rows); // next row block
+            kernels::prefetch_share(a.q, b, h, i0 + rows, next, part, parts, false);
+            kernels::prefetch_share(a.o, b, h, i0, rows, part, parts, true);
             const Scalar* k = a.k.row(b, g, j0);
             const Scalar* v = a.v.row(b, g, j0);
             // --- St = K_j Qt (scores of the block, transposed) ---
@@ -141,12 +141,7 @@ void row_block(const ForwardArgs<Scalar>& a,
 
     // --- write O_i / l_i and L_i ---
     if constexpr (Counter::kComputes) {
-        for (std::int64_t r = 0; r < rows; ++r) {
-            Scalar* o = a.o.row(b, h, i0 + r);
-            for (std::int64_t x = 0; x < p.d_v; ++x)
-                o[x] = w.ot[x * w.rp + r];
-            *a.lse.row(b, h, i0 + r) = kernels::finish_row(o, p.d_v, w.m[r], w.l[r]);
-        }
+        kernels::finish_rows(w.ot, w.rp, w.m, w.l, w.alpha, a.o, a.lse, b, h, i0, rows);
     }
     io.write({Operand::o, slice, i0, rows, 0, p.d_v});
     io.write({Operand::lse, slice, i0, rows, 0, 1});

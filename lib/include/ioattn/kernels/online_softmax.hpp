@@ -11,8 +11,11 @@
 //                                                  scores give P = 1, not inf - inf = NaN)
 //   l = alpha * l + sum_c Pt[c][r]
 
+#include <ioattn/kernels/pack.hpp>
 #include <ioattn/kernels/simd.hpp>
+#include <ioattn/view.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -72,19 +75,30 @@ inline void online_softmax_block(
         online_softmax_vecs<T, 1>(st + v * kL, lds, n_keys, m + v * kL, l + v * kL, alpha + v * kL);
 }
 
-/// Final normalisation of one query row: O = O / l and L = ln(2) (m + log2 l); a row that saw no
-/// key (l = 0) gets O = 0 and L = -inf.
+/// Final normalisation of rows [row0, row0 + n) of slice (b, h) from the block's O^T (d_v x ld
+/// lanes): O = O^T / l and L = ln(2) (m + log2 l); a row that saw no key (l = 0) gets O = 0 and
+/// L = -inf. inv: scratch of n values.
 template <typename T>
-inline T finish_row(T* o, std::int64_t d_v, T m, T l) {
-    if (l == T(0)) {
-        for (std::int64_t x = 0; x < d_v; ++x)
-            o[x] = T(0);
-        return -std::numeric_limits<T>::infinity();
+inline void finish_rows(const T* ot,
+                        std::int64_t ld,
+                        const T* m,
+                        const T* l,
+                        T* inv,
+                        const TensorView<T>& o,
+                        const TensorView<T>& lse,
+                        std::int64_t b,
+                        std::int64_t h,
+                        std::int64_t row0,
+                        std::int64_t n) {
+    for (std::int64_t r = 0; r < n; ++r) {
+        inv[r] = l[r] == T(0) ? T(0) : T(1) / l[r];
+        *lse.row(b, h, row0 + r) = l[r] == T(0) ? -std::numeric_limits<T>::infinity()
+                                                : T(0.6931471805599453) * (m[r] + std::log2(l[r]));
     }
-    const T inv = T(1) / l;
-    for (std::int64_t x = 0; x < d_v; ++x)
-        o[x] *= inv;
-    return T(0.6931471805599453) * (m + std::log2(l));
+    unpack_transposed(ot, ld, inv, o, b, h, row0, n);
+    for (std::int64_t r = 0; r < n; ++r) // 0, not 0 * (a NaN of a hidden key's V row)
+        if (l[r] == T(0))
+            std::fill_n(o.row(b, h, row0 + r), o.cols, T(0));
 }
 
 } // namespace ioattn::kernels

@@ -7,8 +7,15 @@
 // 2^f = e^(f ln 2) of degree 7 (float, truncation error < 6e-9) or 13 (double, < 5e-18).
 // Inputs below the smallest normal exponent give exactly 0, so exp2(-inf) = 0; NaN stays NaN.
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#define IOATTN_EXP2_UNROLL _Pragma("GCC unroll 16")
 
 namespace ioattn::kernels {
 
@@ -73,40 +80,72 @@ inline Vec<T> max_ignoring_nan(Vec<T> a, Vec<T> b) {
     return b > a ? b : a;
 }
 
+/// Taylor coefficients ln2^k / k! of 2^f, and the degree used per type.
+template <typename T>
+inline constexpr T kExp2Taylor[] = {T(1.0),
+                                    T(0.6931471805599453),
+                                    T(0.2402265069591007),
+                                    T(0.05550410866482158),
+                                    T(0.009618129107628477),
+                                    T(0.0013333558146428443),
+                                    T(0.00015403530393381608),
+                                    T(1.525273380405984e-05),
+                                    T(1.3215486790144307e-06),
+                                    T(1.0178086009239699e-07),
+                                    T(7.054911620801123e-09),
+                                    T(4.445538271870811e-10),
+                                    T(2.567843599348821e-11),
+                                    T(1.3691488853904124e-12)};
+template <typename T>
+inline constexpr int kExp2Degree = sizeof(T) == 4 ? 7 : 13;
+
+/// p(f) ~ 2^f on [-1/2, 1/2] by Horner's rule (unrolled: GCC left the loop with a branch per
+/// term, 27% of the softmax).
+template <typename T>
+inline Vec<T> exp2_poly(Vec<T> f) {
+    Vec<T> p = splat<T>(kExp2Taylor<T>[kExp2Degree<T>]);
+    IOATTN_EXP2_UNROLL
+    for (int k = kExp2Degree<T> - 1; k >= 0; --k)
+        p = p * f + kExp2Taylor<T>[k];
+    return p;
+}
+
 /// 2^x lane-wise (see the header comment).
 template <typename T>
 inline Vec<T> exp2(Vec<T> x) {
     using S = Simd<T>;
+#if defined(__AVX512F__)
+    // vrndscale for n and vscalef for 2^n p(f): no upper clamp and no integer exponent
+    // arithmetic (12 instructions per vector instead of 17; the softmax is ~9% of the fused
+    // forward). x below the smallest normal exponent becomes -2048, where scalef gives exactly
+    // 0, as on the portable path; NaN stays NaN. (Full-mask forms: the unmasked intrinsics
+    // trip GCC 12's -Wmaybe-uninitialized on their undefined pass-through operand.)
+    x = x < S::kMinExp ? splat<T>(T(-2048)) : x;
+    constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    if constexpr (sizeof(T) == 4) {
+        const auto xv = std::bit_cast<__m512>(x);
+        const __m512 n = _mm512_mask_roundscale_ps(xv, 0xFFFF, xv, kNearest);
+        const auto p = std::bit_cast<__m512>(exp2_poly<T>(x - std::bit_cast<Vec<T>>(n)));
+        return std::bit_cast<Vec<T>>(_mm512_mask_scalef_ps(p, 0xFFFF, p, n));
+    } else {
+        const auto xv = std::bit_cast<__m512d>(x);
+        const __m512d n = _mm512_mask_roundscale_pd(xv, 0xFF, xv, kNearest);
+        const auto p = std::bit_cast<__m512d>(exp2_poly<T>(x - std::bit_cast<Vec<T>>(n)));
+        return std::bit_cast<Vec<T>>(_mm512_mask_scalef_pd(p, 0xFF, p, n));
+    }
+#else
     using I = typename S::I;
     const auto underflow = x < S::kMinExp;
     x = x < S::kMinExp ? splat<T>(S::kMinExp) : x;
     x = x > S::kMaxExp ? splat<T>(S::kMaxExp) : x;
     const Vec<T> n = (x + S::kRound) - S::kRound; // round to nearest
-    const Vec<T> f = x - n;
-    // Taylor coefficients ln2^k / k!
-    constexpr T kC[] = {T(1.0),
-                        T(0.6931471805599453),
-                        T(0.2402265069591007),
-                        T(0.05550410866482158),
-                        T(0.009618129107628477),
-                        T(0.0013333558146428443),
-                        T(0.00015403530393381608),
-                        T(1.525273380405984e-05),
-                        T(1.3215486790144307e-06),
-                        T(1.0178086009239699e-07),
-                        T(7.054911620801123e-09),
-                        T(4.445538271870811e-10),
-                        T(2.567843599348821e-11),
-                        T(1.3691488853904124e-12)};
-    constexpr int kDegree = sizeof(T) == 4 ? 7 : 13;
-    Vec<T> p = splat<T>(kC[kDegree]);
-    _Pragma("GCC unroll 16") // GCC left this a loop with a branch per term: 27% of the softmax
-        for (int k = kDegree - 1; k >= 0; --k) p = p * f + kC[k];
+    const Vec<T> p = exp2_poly<T>(x - n);
     const I bits = (__builtin_convertvector(n, I) + S::kBias) << S::kMantissa;
     Vec<T> scale;
     std::memcpy(&scale, &bits, sizeof(scale));
     const Vec<T> r = p * scale;
     return underflow ? Vec<T>{} : r;
+#endif
 }
 
 } // namespace ioattn::kernels

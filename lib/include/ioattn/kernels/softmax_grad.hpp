@@ -1,8 +1,9 @@
 #pragma once
-/// Building blocks of the fused backward kernels (dense and sparse): packing, base-2 L, the
+/// Building blocks of the fused backward kernels (dense and sparse): base-2 L, the
 /// softmax probabilities from L, the softmax gradient dS = P o (dP - D), and D itself.
 
 #include <ioattn/kernels/online_softmax.hpp>
+#include <ioattn/kernels/pack.hpp>
 #include <ioattn/kernels/simd.hpp>
 #include <ioattn/view.hpp>
 
@@ -12,23 +13,6 @@
 namespace ioattn::kernels {
 
 inline constexpr double kLog2e = 1.4426950408889634;
-
-/// Packs rows [row0, row0 + n) of a view, transposed and scaled, into t (cols x ld), zero-padded.
-template <typename Scalar>
-void pack_transposed(const TensorView<const Scalar>& x,
-                     std::int64_t b,
-                     std::int64_t h,
-                     std::int64_t row0,
-                     std::int64_t n,
-                     Scalar scale,
-                     Scalar* t,
-                     std::int64_t ld) {
-    for (std::int64_t r = 0; r < ld; ++r) {
-        const Scalar* row = r < n ? x.row(b, h, row0 + r) : nullptr;
-        for (std::int64_t k = 0; k < x.cols; ++k)
-            t[k * ld + r] = row ? row[k] * scale : Scalar(0);
-    }
-}
 
 /// L in base 2 per row, +inf for a row that saw no key (so that P = 2^(S - L) = 0 there).
 template <typename Scalar>
