@@ -19,7 +19,8 @@
 // Resident: max(pass 0: R(2 d_v + 1), pass A: R(2d + 2d_v) + C(d + d_v + 2) + 2RC,
 //               pass B: R(2d + d_v + 2) + C(d + d_v) + 2RC) <= M
 // I/O = io_cost_backward_fused. Flops: 2*allowed_pairs*(4d + 3d_v) per query head.
-// Masked entries have P = dS = 0 exactly and their rows of Q, dO, K, V are never multiplied.
+// Masked entries have P = dS = 0 exactly; on a mask edge whose streamed rows hold a non-finite
+// value, those rows are never multiplied into a gradient that cannot see them.
 // Tests: tests/lib/dense/backward_fused_test.cpp
 
 #include <ioattn/dense/backward.hpp>
@@ -91,7 +92,9 @@ void fill_ranges(Scalar* t, std::int64_t ld, std::int64_t n, Range range, Scalar
 }
 
 /// Scratch of one task: two packed transposed operands (a: d x rp, b: d_v x rp), two score tiles
-/// (C x rp), an accumulator pair (R x d and R x d_v), and per-lane L, D and ones (rp each).
+/// (C x rp), two transposed accumulators (a: d x rp, b: d_v x rp; lanes are the resident rows,
+/// so every gradient product is the score kernel's broadcast form, see kernels/tile.hpp), and
+/// per-lane L, D and ones.
 template <typename Scalar>
 struct Scratch {
     std::int64_t rp = 0;
@@ -108,7 +111,7 @@ struct Scratch {
     static std::int64_t words(const Problem& p, const Tiling& t) {
         const std::int64_t rp = padded(t.rows, Simd<Scalar>::kLanes);
         const std::int64_t cp = padded(t.cols, Simd<Scalar>::kLanes);
-        return (p.d + p.d_v) * rp + 2 * cp * rp + t.rows * (p.d + p.d_v) + 3 * std::max(rp, cp);
+        return 2 * (p.d + p.d_v) * rp + 2 * cp * rp + 3 * std::max(rp, cp);
     }
 
     Scratch() = default;
@@ -121,8 +124,8 @@ struct Scratch {
         s = tb + p.d_v * rp;
         dp = s + cp * rp;
         acc_a = dp + cp * rp;
-        acc_b = acc_a + t.rows * p.d;
-        l2 = acc_b + t.rows * p.d_v;
+        acc_b = acc_a + p.d * rp;
+        l2 = acc_b + p.d_v * rp;
         dd = l2 + std::max(rp, cp);
         ones = dd + std::max(rp, cp);
         std::fill(ones, ones + std::max(rp, cp), Scalar(1));
@@ -159,10 +162,10 @@ void key_block(const BackwardArgs<Scalar>& a,
         kernels::pack_transposed(
             a.k, b, g, j0, r, static_cast<Scalar>(p.scale * kernels::kLog2e), w.ta, w.rp);
         kernels::pack_transposed(a.v, b, g, j0, r, Scalar(1), w.tb, w.rp);
-        std::fill(w.acc_a, w.acc_a + r * (p.d + p.d_v), Scalar(0));
+        std::fill(w.acc_a, w.acc_a + (p.d + p.d_v) * w.rp, Scalar(0));
     }
-    Scalar* dk = w.acc_a;
-    Scalar* dv = w.acc_a + r * p.d;
+    Scalar* dkt = w.acc_a;
+    Scalar* dvt = w.acc_b;
     for (std::int64_t hh = 0; hh < p.group(); ++hh) {
         const std::int64_t h = g * p.group() + hh, slice = b * p.heads + h;
         for (std::int64_t i0 = first_row(p, j0); i0 < p.n_q; i0 += t.cols) {
@@ -197,37 +200,45 @@ void key_block(const BackwardArgs<Scalar>& a,
                 w.s, w.dp, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.dd);
             if (diagonal)
                 fill_ranges(w.dp, w.rp, c, hidden, Scalar(0));
-            // --- dV_j += P^T dO_i, dK_j += dS^T Q_i (scale applied at the end) ---
-            if (!diagonal) {
-                kernels::pv_block(w.s, w.rp, d_o, ldo, c, r, p.d_v, w.ones, dv, p.d_v);
-                kernels::pv_block(w.dp, w.rp, q, ldq, c, r, p.d, w.ones, dk, p.d);
+            // --- dV_j^T += dO_i^T P, dK_j^T += Q_i^T dS (scale applied at the end); hidden
+            // pairs have P = dS = 0: exact while the streamed rows are finite, otherwise each
+            // key lane on the mask edge starts at the first query row that sees it ---
+            if (!diagonal ||
+                (kernels::all_finite(d_o, ldo, c, p.d_v) && kernels::all_finite(q, ldq, c, p.d))) {
+                kernels::pvt_block(w.s, w.rp, d_o, ldo, c, p.d_v, n_vec, w.ones, dvt, w.rp);
+                kernels::pvt_block(w.dp, w.rp, q, ldq, c, p.d, n_vec, w.ones, dkt, w.rp);
             } else {
                 for (std::int64_t y = 0; y < r; ++y) { // key y is seen from query row `from`
                     const std::int64_t from =
                         std::clamp<std::int64_t>(j0 + y - p.causal_offset() - i0, 0, c);
-                    kernels::pv_row(w.s + from * w.rp + y,
-                                    w.rp,
-                                    d_o + from * ldo,
-                                    ldo,
-                                    c - from,
-                                    p.d_v,
-                                    w.ones,
-                                    dv + y * p.d_v);
-                    kernels::pv_row(w.dp + from * w.rp + y,
-                                    w.rp,
-                                    q + from * ldq,
-                                    ldq,
-                                    c - from,
-                                    p.d,
-                                    w.ones,
-                                    dk + y * p.d);
+                    kernels::pvt_lane(w.s + from * w.rp + y,
+                                      w.rp,
+                                      d_o + from * ldo,
+                                      ldo,
+                                      c - from,
+                                      p.d_v,
+                                      Scalar(1),
+                                      dvt + y,
+                                      w.rp);
+                    kernels::pvt_lane(w.dp + from * w.rp + y,
+                                      w.rp,
+                                      q + from * ldq,
+                                      ldq,
+                                      c - from,
+                                      p.d,
+                                      Scalar(1),
+                                      dkt + y,
+                                      w.rp);
                 }
             }
         }
     }
     if constexpr (Counter::kComputes) {
-        kernels::store_scaled_rows(a.d_k, b, g, j0, r, dk, static_cast<Scalar>(p.scale)); // dK
-        kernels::store_scaled_rows(a.d_v, b, g, j0, r, dv, Scalar(1));                    // dV
+        const auto scale = static_cast<Scalar>(p.scale);
+        kernels::unpack_transposed(
+            dkt, w.rp, [scale](std::int64_t) { return scale; }, a.d_k, b, g, j0, r);
+        kernels::unpack_transposed(
+            dvt, w.rp, [](std::int64_t) { return Scalar(1); }, a.d_v, b, g, j0, r);
     }
     io.write({Operand::d_k, kv_slice, j0, r, 0, p.d});
     io.write({Operand::d_v, kv_slice, j0, r, 0, p.d_v});
@@ -261,7 +272,7 @@ void query_block(const BackwardArgs<Scalar>& a,
         kernels::pack_transposed(
             a.q, s.b, s.h, i0, r, static_cast<Scalar>(p.scale * kernels::kLog2e), w.ta, w.rp);
         kernels::pack_transposed(a.d_o, s.b, s.h, i0, r, Scalar(1), w.tb, w.rp);
-        std::fill(w.acc_a, w.acc_a + r * p.d, Scalar(0));
+        std::fill(w.acc_a, w.acc_a + p.d * w.rp, Scalar(0));
         for (std::int64_t x = 0; x < w.rp; ++x) {
             w.l2[x] = x < r ? kernels::lse2(*a.lse.row(s.b, s.h, i0 + x))
                             : std::numeric_limits<Scalar>::infinity();
@@ -292,20 +303,23 @@ void query_block(const BackwardArgs<Scalar>& a,
         kernels::softmax_grad(w.s, w.dp, w.rp, c, n_vec, w.dd, static_cast<const Scalar*>(nullptr));
         if (diagonal)
             fill_ranges(w.dp, w.rp, c, hidden, Scalar(0));
-        // --- dQ_i += dS K_j (scale applied at the end) ---
-        if (!diagonal) {
-            kernels::pv_block(w.dp, w.rp, k, a.k.stride_row, c, r, p.d, w.ones, w.acc_a, p.d);
+        // --- dQ_i^T += K_j^T dS^T (scale applied at the end; hidden pairs as in pass A) ---
+        if (!diagonal || kernels::all_finite(k, a.k.stride_row, c, p.d)) {
+            kernels::pvt_block(w.dp, w.rp, k, a.k.stride_row, c, p.d, n_vec, w.ones, w.acc_a, w.rp);
         } else {
             for (std::int64_t x = 0; x < r; ++x) {
                 const std::int64_t seen =
                     std::clamp<std::int64_t>(i0 + x + p.causal_offset() + 1 - j0, 0, c);
-                kernels::pv_row(
-                    w.dp + x, w.rp, k, a.k.stride_row, seen, p.d, w.ones, w.acc_a + x * p.d);
+                kernels::pvt_lane(
+                    w.dp + x, w.rp, k, a.k.stride_row, seen, p.d, Scalar(1), w.acc_a + x, w.rp);
             }
         }
     }
-    if constexpr (Counter::kComputes) // dQ = scale dS K
-        kernels::store_scaled_rows(a.d_q, s.b, s.h, i0, r, w.acc_a, static_cast<Scalar>(p.scale));
+    if constexpr (Counter::kComputes) { // dQ = scale dS K
+        const auto scale = static_cast<Scalar>(p.scale);
+        kernels::unpack_transposed(
+            w.acc_a, w.rp, [scale](std::int64_t) { return scale; }, a.d_q, s.b, s.h, i0, r);
+    }
     io.write({Operand::d_q, slice, i0, r, 0, p.d});
     io.release(resident);
 }

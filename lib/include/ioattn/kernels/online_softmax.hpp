@@ -95,7 +95,8 @@ inline void finish_rows(const T* ot,
         *lse.row(b, h, row0 + r) = l[r] == T(0) ? -std::numeric_limits<T>::infinity()
                                                 : T(0.6931471805599453) * (m[r] + std::log2(l[r]));
     }
-    unpack_transposed(ot, ld, inv, o, b, h, row0, n);
+    unpack_transposed(
+        ot, ld, [inv](std::int64_t r) { return inv[r]; }, o, b, h, row0, n);
     for (std::int64_t r = 0; r < n; ++r) // 0, not 0 * (a NaN of a hidden key's V row)
         if (l[r] == T(0))
             std::fill_n(o.row(b, h, row0 + r), o.cols, T(0));

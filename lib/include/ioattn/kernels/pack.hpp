@@ -40,12 +40,12 @@ void pack_transposed(const TensorView<const Scalar>& x,
     }
 }
 
-/// The inverse of pack_transposed for the forward's output: rows [row0, row0 + n) of a view
-/// (cols wide) = t^T, row r scaled by scale[r], in the same 16 x 16 blocks.
-template <typename Scalar>
+/// The inverse of pack_transposed: rows [row0, row0 + n) of a view (cols wide) = t^T, row r
+/// scaled by scale_of(r), in the same 16 x 16 blocks (O from O^T, dK/dV/dQ from theirs).
+template <typename Scalar, typename ScaleOf>
 void unpack_transposed(const Scalar* t,
                        std::int64_t ld,
-                       const Scalar* scale,
+                       ScaleOf scale_of,
                        const TensorView<Scalar>& x,
                        std::int64_t b,
                        std::int64_t h,
@@ -58,8 +58,9 @@ void unpack_transposed(const Scalar* t,
             const std::int64_t k1 = std::min(x.cols, k0 + kBlock);
             for (std::int64_t r = r0; r < r1; ++r) {
                 Scalar* row = x.row(b, h, row0 + r);
+                const Scalar scale = scale_of(r);
                 for (std::int64_t k = k0; k < k1; ++k)
-                    row[k] = t[k * ld + r] * scale[r];
+                    row[k] = t[k * ld + r] * scale;
             }
         }
     }
