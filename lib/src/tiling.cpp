@@ -205,11 +205,18 @@ Tiling::tuned(Schedule schedule, const MemoryModel& memory, const Problem& probl
         // and B=1, H=8, N=4096 still gives 176 tasks. Measured on a quiet machine (fp32,
         // 2 threads, N=4096, H=8, best of 5, GFLOP/s; SGEMM 2048^3 about 250 in the same minute):
         // d=128: 128x128 211, 192x96 232, 96x96 232, 144x96 238 (not reproduced: 220);
-        // d=64: 128x128 223, 192x96 223, 96x96 230, 144x96 243 (not reproduced: 228). The
-        // backward keeps 128 x 128 (not re-measured). `ioattn bench --suite dense` re-measures.
+        // d=64: 128x128 223, 192x96 223, 96x96 230, 144x96 243 (not reproduced: 228). Re-run
+        // after the O^T kernel (d=128, 2 threads): 192x96 235/229/226, 192x192 227/226/216,
+        // 128x192 231/224/210, 256x128 238/225/216, 128x96 226/224/221.
+        // Backward R x C (R resident keys in pass A, queries in pass B), same setting, three
+        // interleaved rounds: d=128: 128x128 191/186/183, 64x128 204/200/195, 64x96
+        // 206/204/195, 64x64 210/194/195, 64x192 196/190/196, 32x128 173/168/170; d=64: 128x128
+        // 186/188, 64x128 182/202, 64x96 188/196. One 64-lane slab of resident rows keeps
+        // the transposed accumulators and packed operands small and gives twice the tasks.
+        // `ioattn bench --suite dense` re-measures.
         const bool fwd = pass == Pass::forward;
         const Tiling hw{Schedule::fused,
-                        std::min<std::int64_t>(fwd ? 192 : 128, p.n_q),
+                        std::min<std::int64_t>(fwd ? 192 : 64, p.n_q),
                         std::min<std::int64_t>(fwd ? 96 : 128, p.n_k)};
         if (hw.resident_words(p, pass) <= memory.fast_words)
             t = hw;
