@@ -50,7 +50,8 @@ std::int64_t padded(std::int64_t n, int lanes) {
 }
 
 /// Per-worker scratch: packed resident operands (d x rp, d_v x rp), score tiles (C x rp), the
-/// accumulators (R x d, R x d_v), gathered streamed rows (C x d, C x d_v), lanes (4 x cp).
+/// transposed accumulators (d x rp, d_v x rp: resident rows are lanes, as in the dense
+/// backward), gathered streamed rows (C x d, C x d_v), lanes (3 x cp).
 template <typename Scalar>
 struct Scratch {
     std::int64_t rp = 0;
@@ -61,8 +62,7 @@ struct Scratch {
     static std::int64_t words(const Problem& p, const Tiling& t) {
         const std::int64_t rp = padded(t.rows, Simd<Scalar>::kLanes);
         const std::int64_t cp = padded(std::max(t.cols, t.rows), Simd<Scalar>::kLanes);
-        return (p.d + p.d_v) * rp + 2 * cp * rp + t.rows * (p.d + p.d_v) + t.cols * (p.d + p.d_v) +
-               3 * cp;
+        return 2 * (p.d + p.d_v) * rp + 2 * cp * rp + t.cols * (p.d + p.d_v) + 3 * cp;
     }
 
     Scratch() = default;
@@ -75,8 +75,8 @@ struct Scratch {
         s = tb + p.d_v * rp;
         dp = s + cp * rp;
         acc_a = dp + cp * rp;
-        acc_b = acc_a + t.rows * p.d;
-        ga = acc_b + t.rows * p.d_v;
+        acc_b = acc_a + p.d * rp;
+        ga = acc_b + p.d_v * rp;
         gb = ga + t.cols * p.d;
         l2 = gb + t.cols * p.d_v;
         dd = l2 + cp;
@@ -113,19 +113,16 @@ Rows<Scalar> stream_rows(const detail::RowSource<Scalar>& src,
     const bool direct = idx[c - 1] - idx[0] + 1 == c;
     rows.p = direct ? x.row(b, h, idx[0]) : g;
     rows.ld = direct ? x.stride_row : x.cols;
-    for (std::int64_t y = 0; y < c; ++y) {
-        const Scalar* row = x.row(b, h, idx[y]);
-        for (std::int64_t z = 0; z < x.cols; ++z) {
-            if (!direct)
-                g[y * x.cols + z] = row[z];
-            rows.finite = rows.finite && std::isfinite(row[z]);
-        }
-    }
+    if (!direct)
+        for (std::int64_t y = 0; y < c; ++y)
+            std::copy_n(x.row(b, h, idx[y]), x.cols, g + y * x.cols);
+    rows.finite = kernels::all_finite(rows.p, rows.ld, c, x.cols);
     return rows;
 }
 
-/// acc[x][:] += sum over allowed (x, y) of t[y][x] g[y][:] (the careful path for non-finite
-/// streamed rows): `allowed(x, y)` says whether lane x and chunk entry y form a pair of Omega.
+/// acc^T[:][x] += sum over allowed (x, y) of t[y][x] g[y][:] (the careful path for non-finite
+/// streamed rows; acc^T at stride ld): `allowed(x, y)` says whether lane x and chunk entry y
+/// form a pair of Omega.
 template <typename Scalar, typename Allowed>
 void accumulate_allowed(const Scalar* t,
                         std::int64_t ld,
@@ -139,7 +136,7 @@ void accumulate_allowed(const Scalar* t,
         for (std::int64_t y = 0; y < c; ++y)
             if (allowed(x, y))
                 for (std::int64_t z = 0; z < cols; ++z)
-                    acc[x * cols + z] += t[y * ld + x] * g.p[y * g.ld + z];
+                    acc[z * ld + x] += t[y * ld + x] * g.p[y * g.ld + z];
 }
 
 // --- pass 0: D_i = rowsum(dO_i o O_i) ---
@@ -195,10 +192,10 @@ void key_block(const BackwardArgs<Scalar>& a,
         detail::pack_transposed(
             src.k, b, g, j0, r, static_cast<Scalar>(p.scale * kernels::kLog2e), w.ta, w.rp);
         detail::pack_transposed(src.v, b, g, j0, r, Scalar(1), w.tb, w.rp);
-        std::fill(w.acc_a, w.acc_a + r * (p.d + p.d_v), Scalar(0));
+        std::fill(w.acc_a, w.acc_a + (p.d + p.d_v) * w.rp, Scalar(0));
     }
-    Scalar* dk = w.acc_a;
-    Scalar* dv = w.acc_a + r * p.d;
+    Scalar* dkt = w.acc_a;
+    Scalar* dvt = w.acc_b;
     detail::RowCursors cur;
     if constexpr (Counter::kComputes)
         cur = detail::row_cursors(st, j0, r, cursor, t.rows);
@@ -231,22 +228,25 @@ void key_block(const BackwardArgs<Scalar>& a,
             kernels::scores_block(dor.p, dor.ld, c, w.tb, w.rp, p.d_v, n_vec, w.dp, w.rp);
             kernels::softmax_grad<Scalar, true>(
                 w.s, w.dp, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.dd);
-            // --- dV_j += P^T dO, dK_j += dS^T Q (scale at the end) ---
+            // --- dV_j^T += dO^T P, dK_j^T += Q^T dS (scale at the end) ---
             if (finite || !partial) {
-                kernels::pv_block(w.s, w.rp, dor.p, dor.ld, c, r, p.d_v, w.ones, dv, p.d_v);
-                kernels::pv_block(w.dp, w.rp, qr.p, qr.ld, c, r, p.d, w.ones, dk, p.d);
+                kernels::pvt_block(w.s, w.rp, dor.p, dor.ld, c, p.d_v, n_vec, w.ones, dvt, w.rp);
+                kernels::pvt_block(w.dp, w.rp, qr.p, qr.ld, c, p.d, n_vec, w.ones, dkt, w.rp);
             } else {
                 const auto allowed = [&](std::int64_t x, std::int64_t y) {
                     return st.contains(j0 + x, qc[y]);
                 };
-                accumulate_allowed(w.s, w.rp, dor, p.d_v, r, c, dv, allowed);
-                accumulate_allowed(w.dp, w.rp, qr, p.d, r, c, dk, allowed);
+                accumulate_allowed(w.s, w.rp, dor, p.d_v, r, c, dvt, allowed);
+                accumulate_allowed(w.dp, w.rp, qr, p.d, r, c, dkt, allowed);
             }
         }
     }
     if constexpr (Counter::kComputes) {
-        kernels::store_scaled_rows(a.d_k, b, g, j0, r, dk, static_cast<Scalar>(p.scale)); // dK
-        kernels::store_scaled_rows(a.d_v, b, g, j0, r, dv, Scalar(1));                    // dV
+        const auto scale = static_cast<Scalar>(p.scale);
+        kernels::unpack_transposed(
+            dkt, w.rp, [scale](std::int64_t) { return scale; }, a.d_k, b, g, j0, r);
+        kernels::unpack_transposed(
+            dvt, w.rp, [](std::int64_t) { return Scalar(1); }, a.d_v, b, g, j0, r);
     }
     io.write({Operand::d_k, kv_slice, j0, r, 0, p.d});
     io.write({Operand::d_v, kv_slice, j0, r, 0, p.d_v});
@@ -288,7 +288,7 @@ void query_block(const BackwardArgs<Scalar>& a,
         detail::pack_transposed(
             src.q, b, h, i0, r, static_cast<Scalar>(p.scale * kernels::kLog2e), w.ta, w.rp);
         kernels::pack_transposed(a.d_o, b, h, i0, r, Scalar(1), w.tb, w.rp);
-        std::fill(w.acc_a, w.acc_a + r * p.d, Scalar(0));
+        std::fill(w.acc_a, w.acc_a + p.d * w.rp, Scalar(0));
         cur = detail::row_cursors(s, i0, r, cursor, t.rows);
         for (std::int64_t x = 0; x < w.rp; ++x) {
             w.l2[x] = x < r ? kernels::lse2(*a.lse.row(b, h, i0 + x))
@@ -316,15 +316,18 @@ void query_block(const BackwardArgs<Scalar>& a,
             w.s, w.dp, w.rp, c, n_vec, w.dd, static_cast<const Scalar*>(nullptr));
         // --- dQ_i += dS K (scale at the end) ---
         if (finite || !partial)
-            kernels::pv_block(w.dp, w.rp, kr.p, kr.ld, c, r, p.d, w.ones, w.acc_a, p.d);
+            kernels::pvt_block(w.dp, w.rp, kr.p, kr.ld, c, p.d, n_vec, w.ones, w.acc_a, w.rp);
         else
             accumulate_allowed(
                 w.dp, w.rp, kr, p.d, r, c, w.acc_a, [&](std::int64_t x, std::int64_t y) {
                     return s.contains(i0 + x, kc[y]);
                 });
     }
-    if constexpr (Counter::kComputes) // dQ = scale dS K
-        kernels::store_scaled_rows(a.d_q, b, h, i0, r, w.acc_a, static_cast<Scalar>(p.scale));
+    if constexpr (Counter::kComputes) { // dQ = scale dS K
+        const auto scale = static_cast<Scalar>(p.scale);
+        kernels::unpack_transposed(
+            w.acc_a, w.rp, [scale](std::int64_t) { return scale; }, a.d_q, b, h, i0, r);
+    }
     io.write({Operand::d_q, slice, i0, r, 0, p.d});
     io.release(resident);
 }

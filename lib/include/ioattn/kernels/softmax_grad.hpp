@@ -22,23 +22,6 @@ Scalar lse2(Scalar lse) {
                : static_cast<Scalar>(static_cast<double>(lse) * kLog2e);
 }
 
-/// out rows [row0, row0 + rows) of slice (b, h) = scale * acc (row-major, out.cols wide): the
-/// final store of a resident gradient accumulator (dQ, dK: scale; dV: 1).
-template <typename Scalar>
-void store_scaled_rows(const TensorView<Scalar>& out,
-                       std::int64_t b,
-                       std::int64_t h,
-                       std::int64_t row0,
-                       std::int64_t rows,
-                       const Scalar* acc,
-                       Scalar scale) {
-    for (std::int64_t y = 0; y < rows; ++y) {
-        Scalar* o = out.row(b, h, row0 + y);
-        for (std::int64_t x = 0; x < out.cols; ++x)
-            o[x] = scale * acc[y * out.cols + x];
-    }
-}
-
 /// D = dO . O for one row, accumulated in double.
 template <typename Scalar>
 Scalar row_delta(const Scalar* o, const Scalar* d_o, std::int64_t d_v) {

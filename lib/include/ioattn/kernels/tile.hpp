@@ -5,15 +5,14 @@
 //
 //   scores_block:  St[c][r] = sum_k K[c][k] Qt[k][r]                (S^T = K Q^T)
 //   pvt_block:     Ot[x][r] = alpha[r] Ot[x][r] + sum_c V[c][x] Pt[c][r]   (O^T += V^T P^T)
-//   pv_block:      O[r][:]  = alpha[r] O[r][:] + sum_c Pt[c][r] V[c][:]    (row-major O)
 //
 // Keeping S^T (keys x queries) makes every softmax reduction over keys a vertical vector
-// operation. scores_block and pvt_block are one broadcast kernel (a scalar of A times a vector of
-// query lanes of B): the query lanes are always the contiguous, vector-loaded operand, so the
-// forward's P V reads P^T rows as the score kernel reads Q^T rows. pv_block (rows of O, for the
-// backward's dV and dK, whose rows are keys) broadcasts from P^T instead; it measured 27% slower
-// per flop than scores_block as the forward's P V (perf, N=4096 d=128, 1 thread), which is why
-// the forward keeps O transposed.
+// operation. Both are one broadcast kernel (a scalar of A times a vector of lanes of B): the
+// lanes, the rows resident in a fused kernel, are always the vector-loaded operand, so every
+// product of the fused kernels (the forward's P V, the backward's dV, dK and dQ) keeps its
+// output transposed and reads P^T or dS^T rows as the score kernel reads Q^T rows. The row-major
+// form (broadcasting from strided P^T lines) measured 27% slower per flop (perf, N=4096 d=128,
+// 1 thread).
 // Blocking (AVX-512): 6 rows x 4 vectors = 24 accumulators; AVX2 halves the rows for its 16
 // registers.
 
@@ -215,104 +214,6 @@ inline bool all_finite(const T* a, std::int64_t ld, std::int64_t n, std::int64_t
     for (int l = 0; l < kL; ++l)
         tail += acc[l];
     return tail == T(0);
-}
-
-/// NR rows x NV vectors of O = alpha o O + Pt^T V over n_keys keys.
-template <typename T, int NR, int NV>
-inline void pv_tile(const T* pt,
-                    std::int64_t ldp,
-                    const T* v,
-                    std::int64_t ldv,
-                    std::int64_t n_keys,
-                    const T* alpha,
-                    T* o,
-                    std::int64_t ldo) {
-    constexpr int kL = Simd<T>::kLanes;
-    Vec<T> acc[static_cast<std::size_t>(NR)][static_cast<std::size_t>(NV)];
-    IOATTN_UNROLL
-    for (int r = 0; r < NR; ++r)
-        IOATTN_UNROLL
-    for (int x = 0; x < NV; ++x)
-        acc[r][x] = load(o + r * ldo + x * kL) * alpha[r]; // O = O * exp(m_old - m_new)
-    for (std::int64_t c = 0; c < n_keys; ++c) {
-        Vec<T> vv[static_cast<std::size_t>(NV)];
-        IOATTN_UNROLL
-        for (int x = 0; x < NV; ++x)
-            vv[x] = load(v + c * ldv + x * kL);
-        IOATTN_UNROLL
-        for (int r = 0; r < NR; ++r) {
-            const T p = pt[c * ldp + r];
-            IOATTN_UNROLL
-            for (int x = 0; x < NV; ++x)
-                acc[r][x] += p * vv[x]; // O += P V
-        }
-    }
-    IOATTN_UNROLL
-    for (int r = 0; r < NR; ++r)
-        IOATTN_UNROLL
-    for (int x = 0; x < NV; ++x)
-        store(o + r * ldo + x * kL, acc[r][x]);
-}
-
-/// NR rows of O over all d_v columns: whole vectors by pv_tile, the rest scalar.
-template <typename T, int NR>
-inline void pv_rows(const T* pt,
-                    std::int64_t ldp,
-                    const T* v,
-                    std::int64_t ldv,
-                    std::int64_t n_keys,
-                    std::int64_t d_v,
-                    const T* alpha,
-                    T* o,
-                    std::int64_t ldo) {
-    constexpr int kL = Simd<T>::kLanes;
-    const std::int64_t n_vec = d_v / kL;
-    for (std::int64_t x = 0; x < n_vec; x += kTileVecs)
-        with_count<kTileVecs>(std::min<std::int64_t>(kTileVecs, n_vec - x), [&](auto nv) {
-            pv_tile<T, NR, nv>(pt, ldp, v + x * kL, ldv, n_keys, alpha, o + x * kL, ldo);
-        });
-    for (std::int64_t col = n_vec * kL; col < d_v; ++col) { // columns past the last vector
-        IOATTN_UNROLL
-        for (int r = 0; r < NR; ++r) {
-            T acc = o[r * ldo + col] * alpha[r];
-            for (std::int64_t c = 0; c < n_keys; ++c)
-                acc += pt[c * ldp + r] * v[c * ldv + col];
-            o[r * ldo + col] = acc;
-        }
-    }
-}
-
-/// O[0..n_rows) = alpha o O + Pt^T V, every row over the same n_keys keys.
-template <typename T>
-inline void pv_block(const T* pt,
-                     std::int64_t ldp,
-                     const T* v,
-                     std::int64_t ldv,
-                     std::int64_t n_keys,
-                     std::int64_t n_rows,
-                     std::int64_t d_v,
-                     const T* alpha,
-                     T* o,
-                     std::int64_t ldo) {
-    std::int64_t r = 0;
-    for (; r + kTileRows <= n_rows; r += kTileRows)
-        pv_rows<T, kTileRows>(pt + r, ldp, v, ldv, n_keys, d_v, alpha + r, o + r * ldo, ldo);
-    for (; r < n_rows; ++r)
-        pv_rows<T, 1>(pt + r, ldp, v, ldv, n_keys, d_v, alpha + r, o + r * ldo, ldo);
-}
-
-/// One row of pv_block over its own key count (rows on a mask boundary, so that a masked
-/// key's V row, even NaN, is never touched).
-template <typename T>
-inline void pv_row(const T* pt,
-                   std::int64_t ldp,
-                   const T* v,
-                   std::int64_t ldv,
-                   std::int64_t n_keys,
-                   std::int64_t d_v,
-                   const T* alpha,
-                   T* o) {
-    pv_rows<T, 1>(pt, ldp, v, ldv, n_keys, d_v, alpha, o, 0);
 }
 
 } // namespace ioattn::kernels
