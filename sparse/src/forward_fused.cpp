@@ -22,6 +22,7 @@
 
 #include <ioattn/error.hpp>
 #include <ioattn/kernels/online_softmax.hpp>
+#include <ioattn/kernels/softmax_grad.hpp>
 #include <ioattn/kernels/tile.hpp>
 #include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
@@ -102,10 +103,8 @@ void row_block(const ForwardArgs<Scalar>& a,
     if constexpr (Counter::kComputes) {
         w = Scratch<Scalar>(base, p, t);
         n_vec = w.rp / Simd<Scalar>::kLanes;
-        const auto qs = static_cast<Scalar>(p.scale * 1.4426950408889634);
-        std::fill(w.qt, w.qt + p.d * w.rp, Scalar(0));
-        for (std::int64_t x = 0; x < r; ++x)
-            src.q.copy(b, h, i0 + x, qs, w.qt + x, w.rp);
+        const auto qs = static_cast<Scalar>(p.scale * kernels::kLog2e);
+        detail::pack_transposed(src.q, b, h, i0, r, qs, w.qt, w.rp);
         std::fill(w.ot, w.ot + p.d_v * w.rp, Scalar(0));
         std::fill(w.m, w.m + w.rp, -std::numeric_limits<Scalar>::infinity());
         std::fill(w.l, w.l + w.rp, Scalar(0));

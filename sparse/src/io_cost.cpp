@@ -157,11 +157,14 @@ Tiling
 tuned_tiling(Schedule schedule, const MemoryModel& memory, const Problem& problem, Pass pass) {
     const Problem p = problem.resolved("ioattn::sparse::tuned_tiling");
     if (schedule == Schedule::fused) {
-        // window:256, N=16384, d=64, fp32, 2 threads, GFLOP/s (4 Z_QK d), one quiet run each:
-        // 48x96 137, 64x96 129, 96x96 137, 96x192 130, 128x128 126, 192x96 110: the block of
-        // Br rows sees Br + 2W keys, so smaller Br computes fewer masked scores.
+        // window:256, N=16384, d=64, fp32, 2 threads, GFLOP/s (4 Z_QK d). Before the per-slab
+        // key spans, one quiet run each: 48x96 137, 64x96 129, 96x96 137, 96x192 130, 128x128
+        // 126, 192x96 110. With them (a block's masked triangles are one 64-lane slab wide
+        // whatever Br is), three interleaved rounds: 96x96 149/170/165, 128x96 161/171/166,
+        // 128x128 170/175/173, 64x96 173/180/171; Br = 64 is one whole slab (96 left a
+        // half-efficient 2-vector slab) and the smallest working set.
         const Tiling t{
-            Schedule::fused, std::min<std::int64_t>(96, p.n_q), std::min<std::int64_t>(96, p.n_k)};
+            Schedule::fused, std::min<std::int64_t>(64, p.n_q), std::min<std::int64_t>(96, p.n_k)};
         if (t.resident_words(p, pass) <= memory.fast_words)
             return t;
     }
