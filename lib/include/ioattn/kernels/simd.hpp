@@ -122,6 +122,9 @@ inline Vec<T> exp2(Vec<T> x) {
     // trip GCC 12's -Wmaybe-uninitialized on their undefined pass-through operand.)
     x = x < S::kMinExp ? splat<T>(T(-2048)) : x;
     constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    // At -O0 these intrinsics are macros that narrow the mask to a signed type.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wsign-conversion"
     if constexpr (sizeof(T) == 4) {
         const auto xv = std::bit_cast<__m512>(x);
         const __m512 n = _mm512_mask_roundscale_ps(xv, 0xFFFF, xv, kNearest);
@@ -133,6 +136,7 @@ inline Vec<T> exp2(Vec<T> x) {
         const auto p = std::bit_cast<__m512d>(exp2_poly<T>(x - std::bit_cast<Vec<T>>(n)));
         return std::bit_cast<Vec<T>>(_mm512_mask_scalef_pd(p, 0xFF, p, n));
     }
+#pragma GCC diagnostic pop
 #else
     using I = typename S::I;
     const auto underflow = x < S::kMinExp;
