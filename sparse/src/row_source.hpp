@@ -9,6 +9,7 @@
 #include <ioattn/error.hpp>
 #include <ioattn/io_counter.hpp>
 #include <ioattn/kernels/softmax_grad.hpp>
+#include <ioattn/kernels/tile.hpp>
 #include <ioattn/sparse/forward.hpp>
 #include <ioattn/sparse/sparse_rows.hpp>
 #include <ioattn/view.hpp>
@@ -53,6 +54,15 @@ struct RowSource {
         const auto* a = std::lower_bound(first, idx.data() + hi, c0);
         const auto* z = std::lower_bound(a, idx.data() + hi, c0 + cw);
         return {lo + (a - first), lo + (z - first)};
+    }
+
+    /// Row (b, h, i) of a sparse operand as stored (precondition: sparse != nullptr).
+    [[nodiscard]] kernels::SparseRow<Scalar>
+    stored(std::int64_t b, std::int64_t h, std::int64_t i) const {
+        const auto at = static_cast<std::size_t>(index(b, h, i));
+        const std::int64_t lo = sparse->offsets()[at], hi = sparse->offsets()[at + 1];
+        const auto from = static_cast<std::size_t>(lo);
+        return {sparse->indices().data() + from, sparse->values().data() + from, hi - lo};
     }
 
     /// Words stored for row (b, h, i).

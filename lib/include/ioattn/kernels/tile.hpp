@@ -175,6 +175,74 @@ inline void pvt_block(const T* pt,
     broadcast_block(v, std::int64_t{1}, ldv, d_v, pt, ldp, n_keys, n_vec, alpha, ot, ldo);
 }
 
+/// One stored row of a sparse operand: values val[0, n) at sorted columns idx[0, n).
+template <typename T>
+struct SparseRow {
+    const std::int64_t* idx = nullptr;
+    const T* val = nullptr;
+    std::int64_t n = 0;
+};
+
+/// C[y][0..n_vec lanes) = sum over the stored (k, a) of row_of(y) of a B[k][lanes], y < rows:
+/// scores_block for an A given as sparse rows (a sparse dot product per lane vector, 2 flops
+/// per stored entry and lane, B rows gathered by the entries' columns).
+template <typename T, typename RowOf>
+inline void sparse_rows_block(std::int64_t rows,
+                              RowOf row_of,
+                              const T* b,
+                              std::int64_t ldb,
+                              std::int64_t n_vec,
+                              T* c,
+                              std::int64_t ldc) {
+    constexpr int kL = Simd<T>::kLanes;
+    for (std::int64_t v = 0; v < n_vec; v += kTileVecs) {
+        with_count<kTileVecs>(std::min<std::int64_t>(kTileVecs, n_vec - v), [&](auto nv) {
+            constexpr int kN = decltype(nv)::value;
+            for (std::int64_t y = 0; y < rows; ++y) {
+                const SparseRow<T> row = row_of(y);
+                Vec<T> acc[static_cast<std::size_t>(kN)] = {};
+                for (std::int64_t e = 0; e < row.n; ++e) {
+                    const T s = row.val[e];
+                    const T* bk = b + row.idx[e] * ldb + v * kL;
+                    IOATTN_UNROLL
+                    for (int x = 0; x < kN; ++x)
+                        acc[x] += s * load(bk + x * kL);
+                }
+                IOATTN_UNROLL
+                for (int x = 0; x < kN; ++x)
+                    store(c + y * ldc + v * kL + x * kL, acc[x]);
+            }
+        });
+    }
+}
+
+/// pvt_block for V given as sparse rows: Ot = alpha o Ot, then for each key c and stored
+/// (x, a) of its V row, Ot[x][lanes] += a Pt[c][lanes].
+template <typename T, typename RowOf>
+inline void sparse_pvt_block(const T* pt,
+                             std::int64_t ldp,
+                             RowOf row_of,
+                             std::int64_t n_keys,
+                             std::int64_t d_v,
+                             std::int64_t n_vec,
+                             const T* alpha,
+                             T* ot,
+                             std::int64_t ldo) {
+    constexpr int kL = Simd<T>::kLanes;
+    for (std::int64_t x = 0; x < d_v; ++x)
+        for (std::int64_t v = 0; v < n_vec; ++v)
+            store(ot + x * ldo + v * kL, load(ot + x * ldo + v * kL) * load(alpha + v * kL));
+    for (std::int64_t c = 0; c < n_keys; ++c) {
+        const SparseRow<T> row = row_of(c);
+        for (std::int64_t e = 0; e < row.n; ++e) {
+            const T s = row.val[e];
+            T* o = ot + row.idx[e] * ldo;
+            for (std::int64_t v = 0; v < n_vec; ++v)
+                store(o + v * kL, load(o + v * kL) + s * load(pt + c * ldp + v * kL));
+        }
+    }
+}
+
 /// One lane r of pvt_block over its own key count, scalar: Ot[x][r] = alpha Ot[x][r] +
 /// sum_{c < n_keys} V[c][x] Pt[c][r] (pt and ot point at lane r). For lanes on a mask edge of a
 /// block whose V rows are not all finite, so that a hidden key's V row is never touched.
