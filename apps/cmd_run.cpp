@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -28,6 +29,7 @@ struct RunOptions {
     bool check = false;
     bool count_io = false;
     int repeat = 1;
+    double input_density = 1.0;
 };
 
 struct Plan {
@@ -168,12 +170,17 @@ void print_text(const nlohmann::json& j, const RunOptions& o) {
     }
     os << "  time     " << sig(j["seconds"].get<double>()) << " s ("
        << (o.repeat > 1 ? "median of " + std::to_string(o.repeat) : std::string("one run")) << "), "
-       << fixed(j["gflops"].get<double>(), 2) << " GFLOP/s (4 B H n_q n_k d"
+       << fixed(j["gflops"].get<double>(), 2)
+       << (j.contains("z_qk") ? " GFLOP/s (4 B H Z_QK d" : " GFLOP/s (4 B H n_q n_k d")
        << (j["causal"].get<bool>() ? " / 2" : "") << ")\n";
     const auto& b = j["bound"];
+    const auto d = j["d"].get<std::int64_t>();
     os << "  bound    " << b["regime"].get<std::string>() << " (M "
        << (b["regime"] == "large-cache" ? ">=" : "<")
-       << " d^2 = " << grouped(j["d"].get<std::int64_t>() * j["d"].get<std::int64_t>())
+       << (j.contains("z_qk") // sparse: the crossover M* = Z_input^2 / Z_QK
+               ? " Z_input^2/Z_QK = " +
+                     sig(std::pow(j["z_input"].get<double>(), 2) / j["z_qk"].get<double>())
+               : " d^2 = " + grouped(d * d))
        << "): compulsory " << sig(b["compulsory"].get<double>()) << ", leading "
        << sig(b["leading"].get<double>()) << ", max " << sig(b["asymptotic"].get<double>())
        << "; explicit " << sig(b["explicit"].get<double>()) << " words\n";
@@ -220,7 +227,10 @@ void print_csv(const nlohmann::json& j) {
 
 nlohmann::json run_json(const RunOptions& o) {
     const Pass pass = pass_of(o.shared, kWhere);
-    if (pass == Pass::forward && o.shared.pattern == "dense") {
+    if (!(o.input_density > 0.0 && o.input_density <= 1.0)) // NaN too
+        throw UsageError(std::string(kWhere) + ": --input-density " + sig(o.input_density) +
+                         " (expected 0 < density <= 1)");
+    if (pass == Pass::forward && o.shared.pattern == "dense" && o.input_density == 1.0) {
         const Plan plan = plan_of(o);
         return o.shared.dtype == "double" ? run_typed<double>(o, plan) : run_typed<float>(o, plan);
     }
@@ -236,6 +246,7 @@ nlohmann::json run_json(const RunOptions& o) {
     r.check = o.check;
     r.count_io = o.count_io;
     r.repeat = o.repeat;
+    r.input_density = o.input_density;
     return o.shared.dtype == "double" ? run_variant<double>(r) : run_variant<float>(r);
 }
 
@@ -279,6 +290,12 @@ void register_run(CLI::App& app) {
                   "the same tiling, against io_cost and the bounds");
     cmd->add_option("--repeat", o->repeat, "Timed runs (after one warm-up if > 1); median")
         ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str();
+    cmd->add_option("--input-density",
+                    o->input_density,
+                    "Sparse inputs: Q, K and V keep each entry with this probability (the rest "
+                    "are zeros, as after a ReLU) and reach the sparse kernels as CSR rows over d; "
+                    "I/O counts their stored entries (Z_input). 1: dense inputs")
         ->capture_default_str();
     cmd->callback([o] { run(*o); });
 }

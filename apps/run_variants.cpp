@@ -177,7 +177,7 @@ template <typename Scalar>
 nlohmann::json run_variant(const VariantRun& r) {
     const Problem& p = r.problem;
     const bool backward = r.pass == Pass::backward;
-    const bool is_sparse = r.pattern != "dense";
+    const bool is_sparse = r.pattern != "dense" || r.input_density < 1.0;
     std::optional<sparse::Support> support;
     if (is_sparse) {
         if (p.causal)
@@ -185,11 +185,33 @@ nlohmann::json run_variant(const VariantRun& r) {
                              ": --causal with --pattern: use the 'causal' pattern (or '&causal')");
         support = sparse::parse_pattern(r.pattern, p.n_q, p.n_k, r.seed);
     }
+    Data<Scalar> data(p, r.seed);
+    // --- sparse inputs: Q, K, V keep each entry with probability input_density (the rest are
+    // exact zeros) and reach the kernels as CSR rows; the dense views hold the same values ---
+    using Rows = sparse::SparseRows<Scalar>;
+    std::optional<Rows> sq, sk, sv;
+    sparse::SparseInputs<Scalar> inputs;
+    std::int64_t z_in = sparse::z_input(p, r.pass); // per (batch, head)
+    if (r.input_density < 1.0) {
+        std::mt19937_64 rng(r.seed + 11);
+        std::bernoulli_distribution keep(r.input_density);
+        for (auto* x : {&data.q, &data.k, &data.v})
+            for (Scalar& e : *x)
+                e = keep(rng) ? e : Scalar(0);
+        const std::int64_t qs = p.batch * p.heads, ks = p.batch * p.kv_heads;
+        sq.emplace(Rows::from_dense_threshold(data.q, qs * p.n_q, p.d, Scalar(0)));
+        sk.emplace(Rows::from_dense_threshold(data.k, ks * p.n_k, p.d, Scalar(0)));
+        sv.emplace(Rows::from_dense_threshold(data.v, ks * p.n_k, p.d_v, Scalar(0)));
+        inputs = {&*sq, &*sk, &*sv};
+        z_in = sparse::z_input(
+            sparse::InputNonzeros{
+                sq->nonzeros() / qs, sk->nonzeros() / ks, sv->nonzeros() / ks, p.n_q * p.d_v},
+            r.pass);
+    }
     // --- the schedule and its tiling ---
     Schedule schedule = Schedule::fused;
     nlohmann::json selected_by = nullptr;
     if (r.schedule == "auto") {
-        const std::int64_t z_in = sparse::z_input(p, r.pass);
         schedule = is_sparse && !backward
                        ? sparse::select_schedule(p, *support, r.memory, r.select, z_in)
                        : select_schedule(p, r.memory, r.select, r.pass);
@@ -197,8 +219,9 @@ nlohmann::json run_variant(const VariantRun& r) {
             const auto f = Tiling::try_for_memory(Schedule::fused, r.memory, p, r.pass);
             const auto m = Tiling::try_for_memory(Schedule::materialized, r.memory, p, r.pass);
             schedule =
-                !m || (f && sparse::io_cost_backward_fused(p, *support, *f).total() <=
-                                sparse::io_cost_backward_materialized(p, *support, *m).total())
+                !m || (f &&
+                       sparse::io_cost_backward_fused(p, *support, inputs, *f).total() <=
+                           sparse::io_cost_backward_materialized(p, *support, inputs, *m).total())
                     ? Schedule::fused
                     : Schedule::materialized;
         }
@@ -213,11 +236,10 @@ nlohmann::json run_variant(const VariantRun& r) {
     if (is_sparse && schedule != Schedule::reference)
         tiling = sparse::tuned_tiling(schedule, r.memory, p, r.pass);
 
-    Data<Scalar> data(p, r.seed);
     // the forward outputs the backward needs (untimed)
     const auto run_forward = [&](Data<Scalar>& x, const Tiling& t, auto& counter) {
         if (is_sparse)
-            sparse::forward(x.forward(), *support, t, r.memory, counter);
+            sparse::forward(x.forward(), *support, inputs, t, r.memory, counter);
         else
             dense::forward(x.forward(), t, r.memory, counter);
     };
@@ -225,11 +247,11 @@ nlohmann::json run_variant(const VariantRun& r) {
         if (!is_sparse)
             dense::backward(x.backward(), t, r.memory, counter);
         else if (t.schedule == Schedule::reference)
-            sparse::backward_reference(x.backward(), *support);
+            sparse::backward_reference(x.backward(), *support, inputs);
         else if (t.schedule == Schedule::materialized)
-            sparse::backward_materialized(x.backward(), *support, t, r.memory, counter);
+            sparse::backward_materialized(x.backward(), *support, inputs, t, r.memory, counter);
         else
-            sparse::backward_fused(x.backward(), *support, t, r.memory, counter);
+            sparse::backward_fused(x.backward(), *support, inputs, t, r.memory, counter);
     };
     if (backward) {
         NullCounter c;
@@ -253,9 +275,8 @@ nlohmann::json run_variant(const VariantRun& r) {
     const double flops =
         is_sparse ? 4.0 * z * static_cast<double>(p.d * p.batch_heads()) * (backward ? 2.5 : 1.0)
                   : flop_count_convention(p, r.pass);
-    const Bound b = is_sparse
-                        ? sparse::forward_bound(p, *support, r.memory, sparse::z_input(p, r.pass))
-                        : bound(p, r.memory, r.pass);
+    const Bound b =
+        is_sparse ? sparse::forward_bound(p, *support, r.memory, z_in) : bound(p, r.memory, r.pass);
 
     nlohmann::json j = {{"batch", p.batch},
                         {"heads", p.heads},
@@ -268,8 +289,11 @@ nlohmann::json run_variant(const VariantRun& r) {
                         {"scale", p.scale}};
     j["pass"] = std::string(to_string(r.pass));
     j["pattern"] = r.pattern;
-    if (is_sparse)
+    if (is_sparse) {
         j["z_qk"] = support->z_qk();
+        j["input_density"] = r.input_density;
+        j["z_input"] = z_in; // per (batch, head)
+    }
     j["dtype"] = sizeof(Scalar) == 4 ? "float" : "double";
     j["schedule"] = std::string(to_string(schedule));
     j["selected_by"] = selected_by;
@@ -333,10 +357,10 @@ nlohmann::json run_variant(const VariantRun& r) {
         });
         const IoReport got = counter.report();
         const IoReport closed =
-            is_sparse ? (!backward ? sparse::io_cost_forward(p, *support, tiling)
+            is_sparse ? (!backward ? sparse::io_cost_forward(p, *support, inputs, tiling)
                          : tiling.schedule == Schedule::fused
-                             ? sparse::io_cost_backward_fused(p, *support, tiling)
-                             : sparse::io_cost_backward_materialized(p, *support, tiling))
+                             ? sparse::io_cost_backward_fused(p, *support, inputs, tiling)
+                             : sparse::io_cost_backward_materialized(p, *support, inputs, tiling))
                       : io_cost(p, tiling, r.pass);
         j["io"] = {{"reads", got.reads},
                    {"writes", got.writes},

@@ -1,6 +1,6 @@
 #pragma once
 // `ioattn run` beyond the dense forward: the backward pass (--pass backward) and sparse patterns
-// (--pattern SPEC), with the same JSON keys as the dense forward (schedule, seconds, gflops,
+// (--pattern SPEC, --input-density P), with the same JSON keys as the dense forward (schedule, seconds, gflops,
 // io{reads, writes, total, peak_resident}, bound{regime, leading, explicit}, check{...}).
 
 #include "options.hpp"
@@ -25,6 +25,7 @@ struct VariantRun {
     bool check = false;
     bool count_io = false;
     int repeat = 1;
+    double input_density = 1.0; ///< < 1: Q, K, V as SparseInputs (run --input-density)
 };
 
 /// Runs the problem and returns the JSON document `ioattn run` prints. Throws UsageError for
