@@ -108,28 +108,32 @@ inline void broadcast_block(const T* a,
     for (std::int64_t v = 0; v < n_vec; v += kTileVecs) {
         const T* al = alpha != nullptr ? alpha + v * kL : nullptr;
         with_count<kTileVecs>(std::min<std::int64_t>(kTileVecs, n_vec - v), [&](auto nv) {
+            const auto tile = [&](std::int64_t r, auto nr) {
+                broadcast_tile<T, decltype(nr)::value, decltype(nv)::value>(a + r * a_row,
+                                                                            a_row,
+                                                                            a_step,
+                                                                            b + v * kL,
+                                                                            ldb,
+                                                                            depth,
+                                                                            al,
+                                                                            c + r * ldc + v * kL,
+                                                                            ldc);
+            };
+            // A short remainder (fewer than half a tile) joins the last whole tile and the two
+            // split evenly: d = 128 leaves 2 rows, run as 4 + 4 instead of 6 + 2 (a 2-row tile
+            // is load-bound: 4 loads for 8 FMAs).
+            const std::int64_t rem = rows % kTileRows;
+            const bool merge = rem != 0 && rem <= kTileRows / 2 && rows > kTileRows;
+            const std::int64_t whole = rows - rem - (merge ? kTileRows : 0);
             std::int64_t r = 0;
-            for (; r + kTileRows <= rows; r += kTileRows)
-                broadcast_tile<T, kTileRows, nv>(a + r * a_row,
-                                                 a_row,
-                                                 a_step,
-                                                 b + v * kL,
-                                                 ldb,
-                                                 depth,
-                                                 al,
-                                                 c + r * ldc + v * kL,
-                                                 ldc);
-            with_count<kTileRows - 1>(rows - r, [&](auto nr) {
-                broadcast_tile<T, nr, nv>(a + r * a_row,
-                                          a_row,
-                                          a_step,
-                                          b + v * kL,
-                                          ldb,
-                                          depth,
-                                          al,
-                                          c + r * ldc + v * kL,
-                                          ldc);
-            });
+            for (; r < whole; r += kTileRows)
+                tile(r, std::integral_constant<int, kTileRows>{});
+            const std::int64_t first = (rows - r + 1) / 2;
+            if (merge) {
+                with_count<kTileRows - 1>(first, [&](auto nr) { tile(r, nr); });
+                r += first;
+            }
+            with_count<kTileRows>(rows - r, [&](auto nr) { tile(r, nr); });
         });
     }
 }
