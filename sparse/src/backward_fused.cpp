@@ -120,6 +120,56 @@ Rows<Scalar> stream_rows(const detail::RowSource<Scalar>& src,
     return rows;
 }
 
+/// Scores of the streamed rows idx[0, c) of src against a packed tile t (depth x rp lanes):
+/// sparse dot products over a sparse operand's stored entries, the dense kernel otherwise.
+template <typename Scalar>
+void streamed_scores(const detail::RowSource<Scalar>& src,
+                     std::int64_t b,
+                     std::int64_t h,
+                     const std::int64_t* idx,
+                     const Rows<Scalar>& rows,
+                     std::int64_t c,
+                     const Scalar* t,
+                     std::int64_t rp,
+                     std::int64_t depth,
+                     std::int64_t n_vec,
+                     Scalar* out) {
+    if (src.sparse != nullptr)
+        kernels::sparse_rows_block(
+            c, [&](std::int64_t y) { return src.stored(b, h, idx[y]); }, t, rp, n_vec, out, rp);
+    else
+        kernels::scores_block(rows.p, rows.ld, c, t, rp, depth, n_vec, out, rp);
+}
+
+/// acc^T (cols x rp lanes) += rows^T tile over the same streamed rows, likewise.
+template <typename Scalar>
+void streamed_accumulate(const detail::RowSource<Scalar>& src,
+                         std::int64_t b,
+                         std::int64_t h,
+                         const std::int64_t* idx,
+                         const Rows<Scalar>& rows,
+                         std::int64_t c,
+                         const Scalar* tile,
+                         std::int64_t rp,
+                         std::int64_t cols,
+                         std::int64_t n_vec,
+                         const Scalar* ones,
+                         Scalar* acc) {
+    if (src.sparse != nullptr)
+        kernels::sparse_pvt_block(
+            tile,
+            rp,
+            [&](std::int64_t y) { return src.stored(b, h, idx[y]); },
+            c,
+            cols,
+            n_vec,
+            ones,
+            acc,
+            rp);
+    else
+        kernels::pvt_block(tile, rp, rows.p, rows.ld, c, cols, n_vec, ones, acc, rp);
+}
+
 /// acc^T[:][x] += sum over allowed (x, y) of t[y][x] g[y][:] (the careful path for non-finite
 /// streamed rows; acc^T at stride ld): `allowed(x, y)` says whether lane x and chunk entry y
 /// form a pair of Omega.
@@ -221,7 +271,7 @@ void key_block(const BackwardArgs<Scalar>& a,
                 w.dd[y] = delta[slice * p.n_q + qc[y]];
             }
             // --- S = scale Q K_j^T on Omega (queries x keys), P = exp(S - L) ---
-            kernels::scores_block(qr.p, qr.ld, c, w.ta, w.rp, p.d, n_vec, w.s, w.rp);
+            streamed_scores(src.q, b, h, qc, qr, c, w.ta, w.rp, p.d, n_vec, w.s);
             const bool partial = detail::mask_chunk(st, j0, r, qc, c, cur, w.s, w.rp);
             kernels::probabilities(w.s, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.l2);
             // --- dP = dO V_j^T, dS = P o (dP - D) ---
@@ -231,7 +281,7 @@ void key_block(const BackwardArgs<Scalar>& a,
             // --- dV_j^T += dO^T P, dK_j^T += Q^T dS (scale at the end) ---
             if (finite || !partial) {
                 kernels::pvt_block(w.s, w.rp, dor.p, dor.ld, c, p.d_v, n_vec, w.ones, dvt, w.rp);
-                kernels::pvt_block(w.dp, w.rp, qr.p, qr.ld, c, p.d, n_vec, w.ones, dkt, w.rp);
+                streamed_accumulate(src.q, b, h, qc, qr, c, w.dp, w.rp, p.d, n_vec, w.ones, dkt);
             } else {
                 const auto allowed = [&](std::int64_t x, std::int64_t y) {
                     return st.contains(j0 + x, qc[y]);
@@ -307,16 +357,16 @@ void query_block(const BackwardArgs<Scalar>& a,
         const Rows<Scalar> vr = stream_rows(src.v, b, g, kc, c, w.gb);
         const bool finite = kr.finite;
         // --- S^T = scale K Q_i^T on Omega (keys x queries), P^T = exp(S^T - L) ---
-        kernels::scores_block(kr.p, kr.ld, c, w.ta, w.rp, p.d, n_vec, w.s, w.rp);
+        streamed_scores(src.k, b, g, kc, kr, c, w.ta, w.rp, p.d, n_vec, w.s);
         const bool partial = detail::mask_chunk(s, i0, r, kc, c, cur, w.s, w.rp);
         kernels::probabilities(w.s, w.rp, c, n_vec, w.l2, static_cast<const Scalar*>(nullptr));
         // --- dP^T = V dO_i^T, dS^T = P^T o (dP^T - D) ---
-        kernels::scores_block(vr.p, vr.ld, c, w.tb, w.rp, p.d_v, n_vec, w.dp, w.rp);
+        streamed_scores(src.v, b, g, kc, vr, c, w.tb, w.rp, p.d_v, n_vec, w.dp);
         kernels::softmax_grad<Scalar, true>(
             w.s, w.dp, w.rp, c, n_vec, w.dd, static_cast<const Scalar*>(nullptr));
         // --- dQ_i += dS K (scale at the end) ---
         if (finite || !partial)
-            kernels::pvt_block(w.dp, w.rp, kr.p, kr.ld, c, p.d, n_vec, w.ones, w.acc_a, w.rp);
+            streamed_accumulate(src.k, b, g, kc, kr, c, w.dp, w.rp, p.d, n_vec, w.ones, w.acc_a);
         else
             accumulate_allowed(
                 w.dp, w.rp, kr, p.d, r, c, w.acc_a, [&](std::int64_t x, std::int64_t y) {

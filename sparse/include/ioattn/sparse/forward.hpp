@@ -22,11 +22,12 @@ namespace ioattn::sparse {
 /// used). Slices are stacked: Q has batch*heads*n_q rows (row (b*heads + h)*n_q + i), K and V
 /// have batch*kv_heads*n_k rows; columns d (Q, K) or d_v (V). The dense view of a sparse operand
 /// still gives its shape and may have null data. Kernels read only the stored entries (counted
-/// as such: Z_input), and their residency is that of dense inputs. The fused forward multiplies
-/// a sparse K (scores) and V (P V) as stored: sparse dot products, 2 flops per stored entry and
-/// query; a sparse Q, the resident operand, is scattered into its dense lane tile. The other
-/// kernels scatter each row (or column chunk of a row) into a dense fast-memory buffer; the
-/// references take sparse dot products.
+/// as such: Z_input), and their residency is that of dense inputs. The fused kernels multiply
+/// a sparse streamed operand as stored: sparse dot products, 2 flops per stored entry and lane
+/// (K and V in the forward and in the backward's pass B, Q in its pass A); a sparse resident
+/// operand is scattered into its dense lane tile. The materializing kernels scatter each row
+/// (or column chunk of a row) into a dense fast-memory buffer; the references take sparse dot
+/// products.
 /// Accepted by every forward and backward kernel (backward.hpp), whose outputs stay dense. A
 /// sparse operand whose shape does not match throws InvalidArgument naming the kernel and both
 /// shapes. Non-finite stored values are treated as the same values given densely.
