@@ -88,20 +88,13 @@ struct Scratch {
 /// Streamed rows idx[0, c) of a view: read in place when they are consecutive, else gathered
 /// into g (c x cols); `finite` says whether every value is finite.
 template <typename Scalar>
-struct Rows {
-    const Scalar* p = nullptr;
-    std::int64_t ld = 0;
-    bool finite = true;
-};
-
-template <typename Scalar>
-Rows<Scalar> stream_rows(const detail::RowSource<Scalar>& src,
-                         std::int64_t b,
-                         std::int64_t h,
-                         const std::int64_t* idx,
-                         std::int64_t c,
-                         Scalar* g) {
-    Rows<Scalar> rows;
+detail::Rows<Scalar> stream_rows(const detail::RowSource<Scalar>& src,
+                                 std::int64_t b,
+                                 std::int64_t h,
+                                 const std::int64_t* idx,
+                                 std::int64_t c,
+                                 Scalar* g) {
+    detail::Rows<Scalar> rows;
     const TensorView<const Scalar>& x = src.dense;
     if (src.sparse != nullptr) { // scattered into g
         rows.p = g;
@@ -120,63 +113,13 @@ Rows<Scalar> stream_rows(const detail::RowSource<Scalar>& src,
     return rows;
 }
 
-/// Scores of the streamed rows idx[0, c) of src against a packed tile t (depth x rp lanes):
-/// sparse dot products over a sparse operand's stored entries, the dense kernel otherwise.
-template <typename Scalar>
-void streamed_scores(const detail::RowSource<Scalar>& src,
-                     std::int64_t b,
-                     std::int64_t h,
-                     const std::int64_t* idx,
-                     const Rows<Scalar>& rows,
-                     std::int64_t c,
-                     const Scalar* t,
-                     std::int64_t rp,
-                     std::int64_t depth,
-                     std::int64_t n_vec,
-                     Scalar* out) {
-    if (src.sparse != nullptr)
-        kernels::sparse_rows_block(
-            c, [&](std::int64_t y) { return src.stored(b, h, idx[y]); }, t, rp, n_vec, out, rp);
-    else
-        kernels::scores_block(rows.p, rows.ld, c, t, rp, depth, n_vec, out, rp);
-}
-
-/// acc^T (cols x rp lanes) += rows^T tile over the same streamed rows, likewise.
-template <typename Scalar>
-void streamed_accumulate(const detail::RowSource<Scalar>& src,
-                         std::int64_t b,
-                         std::int64_t h,
-                         const std::int64_t* idx,
-                         const Rows<Scalar>& rows,
-                         std::int64_t c,
-                         const Scalar* tile,
-                         std::int64_t rp,
-                         std::int64_t cols,
-                         std::int64_t n_vec,
-                         const Scalar* ones,
-                         Scalar* acc) {
-    if (src.sparse != nullptr)
-        kernels::sparse_pvt_block(
-            tile,
-            rp,
-            [&](std::int64_t y) { return src.stored(b, h, idx[y]); },
-            c,
-            cols,
-            n_vec,
-            ones,
-            acc,
-            rp);
-    else
-        kernels::pvt_block(tile, rp, rows.p, rows.ld, c, cols, n_vec, ones, acc, rp);
-}
-
 /// acc^T[:][x] += sum over allowed (x, y) of t[y][x] g[y][:] (the careful path for non-finite
 /// streamed rows; acc^T at stride ld): `allowed(x, y)` says whether lane x and chunk entry y
 /// form a pair of Omega.
 template <typename Scalar, typename Allowed>
 void accumulate_allowed(const Scalar* t,
                         std::int64_t ld,
-                        const Rows<Scalar>& g,
+                        const detail::Rows<Scalar>& g,
                         std::int64_t cols,
                         std::int64_t n_lanes,
                         std::int64_t c,
@@ -248,7 +191,7 @@ void key_block(const BackwardArgs<Scalar>& a,
     Scalar* dvt = w.acc_b;
     detail::RowCursors cur;
     if constexpr (Counter::kComputes)
-        cur = detail::row_cursors(st, j0, r, cursor, t.rows);
+        cur = detail::row_cursors(plan, j0, r, cursor);
     for (std::int64_t hh = 0; hh < p.group(); ++hh) {
         const std::int64_t h = g * p.group() + hh, slice = b * p.heads + h;
         if constexpr (Counter::kComputes)
@@ -262,8 +205,8 @@ void key_block(const BackwardArgs<Scalar>& a,
             io.read({Operand::delta, slice, qc[0], c, 0, 1});
             if constexpr (!Counter::kComputes)
                 continue;
-            const Rows<Scalar> qr = stream_rows(src.q, b, h, qc, c, w.ga);
-            const Rows<Scalar> dor =
+            const detail::Rows<Scalar> qr = stream_rows(src.q, b, h, qc, c, w.ga);
+            const detail::Rows<Scalar> dor =
                 stream_rows(detail::RowSource<Scalar>{a.d_o, nullptr}, b, h, qc, c, w.gb);
             const bool finite = qr.finite && dor.finite;
             for (std::int64_t y = 0; y < c; ++y) {
@@ -271,7 +214,7 @@ void key_block(const BackwardArgs<Scalar>& a,
                 w.dd[y] = delta[slice * p.n_q + qc[y]];
             }
             // --- S = scale Q K_j^T on Omega (queries x keys), P = exp(S - L) ---
-            streamed_scores(src.q, b, h, qc, qr, c, w.ta, w.rp, p.d, n_vec, w.s);
+            detail::streamed_scores(src.q, b, h, qc, qr, c, w.ta, w.rp, p.d, n_vec, w.s);
             const bool partial = detail::mask_chunk(st, j0, r, qc, c, cur, w.s, w.rp);
             kernels::probabilities(w.s, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.l2);
             // --- dP = dO V_j^T, dS = P o (dP - D) ---
@@ -281,7 +224,8 @@ void key_block(const BackwardArgs<Scalar>& a,
             // --- dV_j^T += dO^T P, dK_j^T += Q^T dS (scale at the end) ---
             if (finite || !partial) {
                 kernels::pvt_block(w.s, w.rp, dor.p, dor.ld, c, p.d_v, n_vec, w.ones, dvt, w.rp);
-                streamed_accumulate(src.q, b, h, qc, qr, c, w.dp, w.rp, p.d, n_vec, w.ones, dkt);
+                detail::streamed_accumulate(
+                    src.q, b, h, qc, qr, c, w.dp, w.rp, p.d, n_vec, w.ones, dkt);
             } else {
                 const auto allowed = [&](std::int64_t x, std::int64_t y) {
                     return st.contains(j0 + x, qc[y]);
@@ -339,7 +283,7 @@ void query_block(const BackwardArgs<Scalar>& a,
             src.q, b, h, i0, r, static_cast<Scalar>(p.scale * kernels::kLog2e), w.ta, w.rp);
         kernels::pack_transposed(a.d_o, b, h, i0, r, Scalar(1), w.tb, w.rp);
         std::fill(w.acc_a, w.acc_a + p.d * w.rp, Scalar(0));
-        cur = detail::row_cursors(s, i0, r, cursor, t.rows);
+        cur = detail::row_cursors(plan, i0, r, cursor);
         for (std::int64_t x = 0; x < w.rp; ++x) {
             w.l2[x] = x < r ? kernels::lse2(*a.lse.row(b, h, i0 + x))
                             : std::numeric_limits<Scalar>::infinity();
@@ -353,20 +297,21 @@ void query_block(const BackwardArgs<Scalar>& a,
         detail::read_gathered(io, Operand::v, kv_slice, src.v, b, g, kc, c);
         if constexpr (!Counter::kComputes)
             continue;
-        const Rows<Scalar> kr = stream_rows(src.k, b, g, kc, c, w.ga);
-        const Rows<Scalar> vr = stream_rows(src.v, b, g, kc, c, w.gb);
+        const detail::Rows<Scalar> kr = stream_rows(src.k, b, g, kc, c, w.ga);
+        const detail::Rows<Scalar> vr = stream_rows(src.v, b, g, kc, c, w.gb);
         const bool finite = kr.finite;
         // --- S^T = scale K Q_i^T on Omega (keys x queries), P^T = exp(S^T - L) ---
-        streamed_scores(src.k, b, g, kc, kr, c, w.ta, w.rp, p.d, n_vec, w.s);
+        detail::streamed_scores(src.k, b, g, kc, kr, c, w.ta, w.rp, p.d, n_vec, w.s);
         const bool partial = detail::mask_chunk(s, i0, r, kc, c, cur, w.s, w.rp);
         kernels::probabilities(w.s, w.rp, c, n_vec, w.l2, static_cast<const Scalar*>(nullptr));
         // --- dP^T = V dO_i^T, dS^T = P^T o (dP^T - D) ---
-        streamed_scores(src.v, b, g, kc, vr, c, w.tb, w.rp, p.d_v, n_vec, w.dp);
+        detail::streamed_scores(src.v, b, g, kc, vr, c, w.tb, w.rp, p.d_v, n_vec, w.dp);
         kernels::softmax_grad<Scalar, true>(
             w.s, w.dp, w.rp, c, n_vec, w.dd, static_cast<const Scalar*>(nullptr));
         // --- dQ_i += dS K (scale at the end) ---
         if (finite || !partial)
-            streamed_accumulate(src.k, b, g, kc, kr, c, w.dp, w.rp, p.d, n_vec, w.ones, w.acc_a);
+            detail::streamed_accumulate(
+                src.k, b, g, kc, kr, c, w.dp, w.rp, p.d, n_vec, w.ones, w.acc_a);
         else
             accumulate_allowed(
                 w.dp, w.rp, kr, p.d, r, c, w.acc_a, [&](std::int64_t x, std::int64_t y) {
@@ -403,7 +348,7 @@ void backward_fused(const BackwardArgs<Scalar>& args,
     const int workers = Counter::kComputes ? max_concurrency() : 0;
     const kernels::Workspace<Scalar> delta(Counter::kComputes ? 1 : 0, p.batch_heads() * p.n_q);
     const kernels::Workspace<Scalar> ws(workers, Scratch<Scalar>::words(p, tiling));
-    const kernels::Workspace<std::int64_t> cursors(workers, 3 * tiling.rows);
+    const kernels::Workspace<std::int64_t> cursors(workers, tiling.rows);
     const std::int64_t qb = qplan.blocks(), kb = kplan.blocks();
     parallel_for_counted(p.batch_heads() * qb, counter, [&](std::int64_t task, int, Counter& io) {
         delta_block(a, qplan, task / qb, task % qb, delta.slab(0), io);

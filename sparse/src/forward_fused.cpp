@@ -11,8 +11,8 @@
 // With the full pattern and equal Br this is exactly dense::io_cost_forward_fused.
 // Per 64-lane slab only the chunk entries some row of the slab may see are computed.
 // Flops: 2*Z_QK*(d + d_v) useful; computed tiles also cover pairs outside Omega inside a chunk.
-// A sparse K or V (SparseInputs) is multiplied as stored (kernels::sparse_rows_block,
-// sparse_pvt_block): its d or d_v becomes the row's stored entries.
+// A sparse K or V (SparseInputs) is multiplied as stored (detail::streamed_scores,
+// streamed_accumulate): its d or d_v becomes the row's stored entries.
 // Masking walks each row's sorted keys with a cursor: a row whose keys cover the whole chunk is
 // not touched. If a gathered V chunk holds a non-finite value, rows whose chunk is partial
 // accumulate over their allowed keys only, so NaN never reaches a row that cannot see it.
@@ -135,8 +135,6 @@ void row_block(const ForwardArgs<Scalar>& a,
                 finite_v = src.v.copy(b, g, kc[y], Scalar(1), w.vg + y * p.d_v, 1) && finite_v;
             }
         }
-        const auto k_row = [&](std::int64_t y) { return src.k.stored(b, g, kc[y]); };
-        const auto v_row = [&](std::int64_t y) { return src.v.stored(b, g, kc[y]); };
         // --- per slab of 64 lanes, over the chunk entries [lo, hi) some row of the slab may
         // see: St = K Qt, mask to Omega, online softmax, O^T = alpha O^T + V^T P^T ---
         for (std::int64_t u = 0; u < n_vec; u += kSlabVecs) {
@@ -151,37 +149,25 @@ void row_block(const ForwardArgs<Scalar>& a,
             Scalar* st = w.st + lo * w.rp + x0;
             Scalar* ot = w.ot + x0;
             const Scalar* vs = vp + lo * ldv;
-            if (src.k.sparse != nullptr) // sparse dot products over K's stored entries
-                kernels::sparse_rows_block(
-                    hi - lo,
-                    [&](std::int64_t y) { return k_row(lo + y); },
-                    w.qt + x0,
-                    w.rp,
-                    nv,
-                    st,
-                    w.rp);
-            else
-                kernels::scores_block(
-                    kp + lo * ldk, ldk, hi - lo, w.qt + x0, w.rp, p.d, nv, st, w.rp);
+            detail::streamed_scores( // sparse dot products over a sparse K's stored entries
+                src.k,
+                b,
+                g,
+                kc + lo,
+                {kp + lo * ldk, ldk},
+                hi - lo,
+                w.qt + x0,
+                w.rp,
+                p.d,
+                nv,
+                st);
             const detail::RowCursors slab{cur.pos + x0, cur.lo + x0, cur.hi + x0};
             const bool partial =
                 detail::mask_chunk(s, i0 + x0, x1 - x0, kc + lo, hi - lo, slab, st, w.rp);
             kernels::online_softmax_block(st, w.rp, hi - lo, nv, w.m + x0, w.l + x0, alpha);
-            if ((finite_v || !partial) && src.v.sparse != nullptr) { // V's stored entries only
-                kernels::sparse_pvt_block(
-                    st,
-                    w.rp,
-                    [&](std::int64_t y) { return v_row(lo + y); },
-                    hi - lo,
-                    p.d_v,
-                    nv,
-                    alpha,
-                    ot,
-                    w.rp);
-                continue;
-            }
-            if (finite_v || !partial) { // P = 0 outside Omega
-                kernels::pvt_block(st, w.rp, vs, ldv, hi - lo, p.d_v, nv, alpha, ot, w.rp);
+            if (finite_v || !partial) { // P = 0 outside Omega; a sparse V as stored
+                detail::streamed_accumulate(
+                    src.v, b, g, kc + lo, {vs, ldv}, hi - lo, st, w.rp, p.d_v, nv, alpha, ot);
                 continue;
             }
             for (std::int64_t x = 0; x < x1 - x0; ++x) { // non-finite V: allowed keys only

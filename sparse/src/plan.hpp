@@ -84,21 +84,6 @@ inline std::pair<std::int64_t, std::int64_t> chunk_span(const RowCursors& cur,
     return {lo, std::max(lo, hi)};
 }
 
-/// Fills the cursors of rows [i0, i0 + r) in `base` (3 * capacity words, capacity >= r).
-inline RowCursors row_cursors(
-    const Support& s, std::int64_t i0, std::int64_t r, std::int64_t* base, std::int64_t capacity) {
-    const RowCursors cur{base, base + capacity, base + 2 * capacity};
-    for (std::int64_t x = 0; x < r; ++x) {
-        const auto row = s.row(i0 + x);
-        const auto n = static_cast<std::int64_t>(row.size());
-        cur.pos[x] = 0;
-        const bool interval = n > 0 && row.back() - row.front() + 1 == n;
-        cur.lo[x] = interval ? row.front() : -1;
-        cur.hi[x] = interval ? row.back() : -1;
-    }
-    return cur;
-}
-
 /// Applies Omega to the chunk keys[0, c) of St (st[y * ld + x] for chunk entry y and row x):
 /// entries outside Omega become -inf. Interval rows against an interval chunk mask a prefix and
 /// a suffix; other rows merge their sorted keys from their cursor. Rows whose keys cover the

@@ -346,4 +346,63 @@ void axpy(double* acc,
         acc[idx[e]] += alpha * static_cast<double>(val[e]);
 }
 
+/// Dense rows of a streamed operand as a kernel reads them: at p with leading dimension ld
+/// (in place or gathered); `finite` says whether every value is finite.
+template <typename Scalar>
+struct Rows {
+    const Scalar* p = nullptr;
+    std::int64_t ld = 0;
+    bool finite = true;
+};
+
+/// Scores of the streamed rows idx[0, c) of src against a packed tile t (depth x rp lanes):
+/// sparse dot products over a sparse operand's stored entries, the dense kernel otherwise.
+template <typename Scalar>
+void streamed_scores(const RowSource<Scalar>& src,
+                     std::int64_t b,
+                     std::int64_t h,
+                     const std::int64_t* idx,
+                     const Rows<Scalar>& rows,
+                     std::int64_t c,
+                     const Scalar* t,
+                     std::int64_t rp,
+                     std::int64_t depth,
+                     std::int64_t n_vec,
+                     Scalar* out) {
+    if (src.sparse != nullptr)
+        kernels::sparse_rows_block(
+            c, [&](std::int64_t y) { return src.stored(b, h, idx[y]); }, t, rp, n_vec, out, rp);
+    else
+        kernels::scores_block(rows.p, rows.ld, c, t, rp, depth, n_vec, out, rp);
+}
+
+/// acc^T (cols x rp lanes) += rows^T tile over the same streamed rows, likewise.
+template <typename Scalar>
+void streamed_accumulate(const RowSource<Scalar>& src,
+                         std::int64_t b,
+                         std::int64_t h,
+                         const std::int64_t* idx,
+                         const Rows<Scalar>& rows,
+                         std::int64_t c,
+                         const Scalar* tile,
+                         std::int64_t rp,
+                         std::int64_t cols,
+                         std::int64_t n_vec,
+                         const Scalar* ones,
+                         Scalar* acc) {
+    if (src.sparse != nullptr)
+        kernels::sparse_pvt_block(
+            tile,
+            rp,
+            [&](std::int64_t y) { return src.stored(b, h, idx[y]); },
+            c,
+            cols,
+            n_vec,
+            ones,
+            acc,
+            rp);
+    else
+        kernels::pvt_block(tile, rp, rows.p, rows.ld, c, cols, n_vec, ones, acc, rp);
+}
+
 } // namespace ioattn::sparse::detail
