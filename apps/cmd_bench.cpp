@@ -156,7 +156,7 @@ void run(const BenchOptions& o) {
             for (std::size_t i = rows.size() - 3; i < rows.size() - 1; ++i)
                 rows[i].speedup = best_naive / rows[i].seconds;
 
-            // --- backward: fused (dQ in a second sweep) against naive OpenBLAS (P in memory) ---
+            // --- backward: fused (dQ in partial sums) against naive OpenBLAS (P in memory) ---
             const double bflops = flop_count_convention(p, Pass::backward);
             std::vector<float> d_o(data.o.size(), 0.5F), d_q(data.q.size()), d_k(data.k.size()),
                 d_v(data.v.size());

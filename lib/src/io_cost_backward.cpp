@@ -3,6 +3,7 @@
 
 #include <ioattn/error.hpp>
 #include <ioattn/io_cost.hpp>
+#include <ioattn/tiling.hpp>
 
 #include <algorithm>
 #include <string>
@@ -30,25 +31,28 @@ std::int64_t first_row(const Problem& p, std::int64_t j) {
 
 } // namespace
 
-// backward_fused.cpp: R = tiling.rows resident, C = tiling.cols streamed.
+// backward_fused.cpp: R = tiling.rows resident, C = tiling.cols streamed, G dQ partials.
 //   pass 0, per row block:  read O_i, dO_i                 write D_i
-//   pass A, per kv slice and key block j: read K_j, V_j; per query head of the group, per
-//           streamed query block from first_row(j0): read Q_i, dO_i, L_i, D_i
+//   pass A, per kv slice and key block j (group j mod G): read K_j, V_j; per query head of the
+//           group, per streamed query block from first_row(j0): read Q_i, dO_i, L_i, D_i (and
+//           the partial dQ_i unless j is the group's first block)   write the partial dQ_i
 //                                                           write dK_j, dV_j
-//   pass B, per row block i: read Q_i, dO_i, L_i, D_i; per key block up to kv_end(i): read K_j,
-//           V_j                                             write dQ_i
+//   pass R, per row: read the partials of the groups whose first block reaches it   write dQ
 IoReport io_cost_backward_fused(const Problem& problem, const Tiling& tiling) {
     const Problem p = problem.resolved("ioattn::io_cost_backward_fused");
     require_schedule(tiling, Schedule::fused, "ioattn::io_cost_backward_fused");
     const std::int64_t rs = tiling.rows;
-    std::int64_t slice_reads = 2 * p.n_q * p.d_v + p.n_q * (p.d + p.d_v + 2); // pass 0, B own
-    for (std::int64_t i0 = 0; i0 < p.n_q; i0 += rs) {
-        const std::int64_t r = std::min(rs, p.n_q - i0);
-        slice_reads += p.visible_keys(i0 + r - 1) * (p.d + p.d_v); // pass B streams K, V
+    const std::int64_t k_blocks = ceil_div(p.n_k, rs);
+    const std::int64_t groups = backward_dq_groups(p, k_blocks);
+    std::int64_t slice_reads = 2 * p.n_q * p.d_v;    // pass 0
+    std::int64_t slice_writes = p.n_q + p.n_q * p.d; // D, dQ
+    for (std::int64_t jb = 0; jb < k_blocks; ++jb) {
+        const std::int64_t rows = p.n_q - first_row(p, jb * rs); // streamed past key block j
+        slice_reads += rows * (p.d + p.d_v + 2) + (jb >= groups ? rows * p.d : 0);
+        slice_writes += rows * p.d;
+        if (jb < groups)
+            slice_reads += rows * p.d; // pass R reads what the group's first block reaches
     }
-    for (std::int64_t j0 = 0; j0 < p.n_k; j0 += rs)
-        slice_reads += (p.n_q - first_row(p, j0)) * (p.d + p.d_v + 2); // pass A streams queries
-    const std::int64_t slice_writes = p.n_q + p.n_q * p.d;             // D, dQ
     const std::int64_t kv_words = p.batch * p.kv_heads * p.n_k * (p.d + p.d_v);
     return {slice_reads * p.batch_heads() + kv_words,
             slice_writes * p.batch_heads() + kv_words,

@@ -48,15 +48,15 @@ std::int64_t materialized_forward_resident(const Problem& p, std::int64_t b) {
 
 /// Fused backward residency, R = tiling.rows resident, C = tiling.cols streamed (see
 /// backward_fused.cpp): the largest of pass 0 (O_i, dO_i, D_i), pass A (K_j, V_j, dK_j, dV_j
-/// resident; Q_i, dO_i, L_i, D_i streamed; S/P and dP/dS tiles) and pass B (Q_i, dO_i, L_i, D_i,
-/// dQ_i resident; K_j, V_j streamed; S/P and dP/dS tiles).
+/// resident; Q_i, dO_i, L_i, D_i and the partial dQ_i streamed; S/P and dP/dS tiles) and pass R
+/// (a dQ row block and one partial).
 std::int64_t fused_backward_resident(const Problem& p, std::int64_t res, std::int64_t str) {
     const std::int64_t ra = std::min(res, p.n_k), ca = std::min(str, p.n_q);
-    const std::int64_t rb = std::min(res, p.n_q), cb = std::min(str, p.n_k);
+    const std::int64_t rb = std::min(res, p.n_q);
     const std::int64_t pass0 = rb * (2 * p.d_v + 1);
-    const std::int64_t pass_a = ra * (2 * p.d + 2 * p.d_v) + ca * (p.d + p.d_v + 2) + 2 * ra * ca;
-    const std::int64_t pass_b = rb * (2 * p.d + p.d_v + 2) + cb * (p.d + p.d_v) + 2 * rb * cb;
-    return std::max({pass0, pass_a, pass_b});
+    const std::int64_t pass_a =
+        ra * (2 * p.d + 2 * p.d_v) + ca * (2 * p.d + p.d_v + 2) + 2 * ra * ca;
+    return std::max({pass0, pass_a, 2 * rb * p.d});
 }
 
 /// Materialized backward residency (see backward_materialized.cpp), the largest phase:
@@ -208,12 +208,16 @@ Tiling::tuned(Schedule schedule, const MemoryModel& memory, const Problem& probl
         // d=64: 128x128 223, 192x96 223, 96x96 230, 144x96 243 (not reproduced: 228). Re-run
         // after the O^T kernel (d=128, 2 threads): 192x96 235/229/226, 192x192 227/226/216,
         // 128x192 231/224/210, 256x128 238/225/216, 128x96 226/224/221.
-        // Backward R x C (R resident keys in pass A, queries in pass B), same setting, three
-        // interleaved rounds: d=128: 128x128 191/186/183, 64x128 204/200/195, 64x96
-        // 206/204/195, 64x64 210/194/195, 64x192 196/190/196, 32x128 173/168/170; d=64: 128x128
-        // 186/188, 64x128 182/202, 64x96 188/196. One 64-lane slab of resident rows keeps
-        // the transposed accumulators and packed operands small and gives twice the tasks.
-        // `ioattn bench --suite dense` re-measures.
+        // Backward R x C (R resident keys, C streamed queries), same setting, three
+        // interleaved rounds, of the two-sweep schedule: d=128: 128x128 191/186/183, 64x128
+        // 204/200/195, 64x96 206/204/195, 64x64 210/194/195, 64x192 196/190/196, 32x128
+        // 173/168/170; d=64: 128x128 186/188, 64x128 182/202, 64x96 188/196. One 64-lane slab of
+        // resident rows keeps the transposed accumulators and packed operands small. Re-run for
+        // the one-sweep schedule (dQ partials), five rounds: d=128: 64x128 282/264/280/261/279,
+        // 64x64 301/271/260/257/278, 128x128 287/275/249/264/280, 128x64 272/269/249/271/273;
+        // d=64: 64x128 265/270/250/271/277, 64x64 275/273/263/272/288, 128x128
+        // 261/269/262/269/276, 128x64 265/285/247/280/276: no tiling stands out of the noise,
+        // 64x128 stays. `ioattn bench --suite dense` re-measures.
         const bool fwd = pass == Pass::forward;
         const Tiling hw{Schedule::fused,
                         std::min<std::int64_t>(fwd ? 192 : 64, p.n_q),
@@ -258,6 +262,13 @@ void Tiling::validate(std::string_view where,
 
 std::ostream& operator<<(std::ostream& os, const Tiling& t) {
     return os << to_string(t.schedule) << ' ' << t.rows << 'x' << t.cols;
+}
+
+std::int64_t backward_dq_groups(const Problem& problem, std::int64_t key_blocks) {
+    constexpr std::int64_t kTasks = 16, kMaxGroups = 8;
+    const std::int64_t kv = std::max<std::int64_t>(1, problem.batch * problem.kv_heads);
+    const std::int64_t g = std::min((kTasks + kv - 1) / kv, kMaxGroups);
+    return std::clamp<std::int64_t>(std::min(g, key_blocks), 1, kMaxGroups);
 }
 
 } // namespace ioattn

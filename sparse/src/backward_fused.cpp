@@ -1,23 +1,27 @@
-// ioattn::sparse::backward_fused: fused sparse backward (FlashAttention-2 over Omega, dQ sweep)
-// Per (batch, head): dQ, dK, dV of O = softmax(scale*Q K^T on Omega) V. Reference:
-// backward_reference.cpp. R = tiling.rows (resident block, also cut by nonzeros), C = tiling.cols.
+// ioattn::sparse::backward_fused: fused sparse backward (FlashAttention-2 over Omega) in one
+// sweep over key blocks, dQ in G partial sums (as dense/backward_fused.cpp, whose schedule this
+// is on the full pattern). Per (batch, head): dQ, dK, dV of O = softmax(scale*Q K^T on Omega) V.
+// Reference: backward_reference.cpp. R = tiling.rows (resident block, also cut by nonzeros),
+// C = tiling.cols, G = backward_dq_groups(problem, key blocks of Omega^T's plan).
 //   pass 0, parallel for each query block i: read O_i, dO_i; D_i = rowsum(dO_i o O_i); write D_i
-//   pass A, parallel for each (kv head, key block j of Omega^T's plan): read K_j, V_j
+//   pass A, parallel for each (kv head, group g): for each key block j = g, g + G, ... of
+//     Omega^T's plan: read K_j, V_j
 //     for each query head of the group, for each chunk of C queries that see a key of j:
 //       read (gather) Q, dO rows, L, D;  S = scale Q K_j^T on Omega; P = exp(S - L)
 //       dV_j += P^T dO; dP = dO V_j^T; dS = P o (dP - D); dK_j += scale dS^T Q
+//       dQ^g rows += scale dS K_j: a row group g reached before is read, added and written,
+//       a row reached for the first time only written
 //     write dK_j, dV_j
-//   pass B, parallel for each query block i of Omega's plan: read Q_i, dO_i, L_i, D_i
-//     for each chunk of C keys the block sees: read (gather) K, V rows; S, P, dP, dS as above
-//       (keys x queries); dQ_i += scale dS K
-//     write dQ_i
-// Resident: max(pass 0: r(2 d_v + 1), pass A: r(2d + 2d_v) + c(d + d_v + 2) + 2rc,
-//               pass B: r(2d + d_v + 2) + c(d + d_v) + 2rc) <= M, c = min(C, streamed set)
-// I/O = io_cost_backward_fused (per head): 2 n_q d_v + n_q (D) + sum_j |queries(j)|(d + d_v + 2)
-//   + n_q(d + d_v + 2) + sum_i |keys(i)|(d + d_v) + n_q d, and n_k(d + d_v) read and written per
-//   kv head; with the full or causal pattern it equals ioattn::io_cost_backward_fused.
-// Masked entries: P = dS = 0; a gathered chunk with a non-finite value multiplies only allowed
-// pairs. One task per block; no atomics; thread-count invariant.
+//   pass R, parallel for each query block i: read the partials dQ^g of the rows g reached;
+//     dQ_i = their sum in group order (0 for a row no group reached); write dQ_i
+// Resident: max(pass 0: r(2 d_v + 1), pass A: r(2d + 2d_v) + c(2d + d_v + 2) + 2rc,
+//               pass R: 2 r d) <= M, c = min(C, streamed set)
+// I/O = io_cost_backward_fused (per head): 2 n_q d_v + n_q (D) + sum_j |queries(j)|(2d + d_v + 2)
+//   - (first reaches) d + sum_g |rows g reaches| d + n_q d, and n_k(d + d_v) read and written
+//   per kv head; with the full or causal pattern it equals ioattn::io_cost_backward_fused.
+// Masked entries: P = dS = 0; a gathered chunk, or a resident K block, with a non-finite value
+// multiplies only allowed pairs. One task per (kv head, group); no atomics; thread-count
+// invariant.
 // Sparse inputs (Q, K, V as CSR rows over d, SparseInputs): each read of a sparse operand's
 // rows counts their stored words (nnz instead of d or d_v per row; io_cost_backward_fused with
 // the inputs); rows are scattered into the same dense buffers, so residency is unchanged, and a
@@ -36,6 +40,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -51,24 +57,33 @@ std::int64_t padded(std::int64_t n, int lanes) {
 
 /// Per-worker scratch: packed resident operands (d x rp, d_v x rp), score tiles (C x rp), the
 /// transposed accumulators (d x rp, d_v x rp: resident rows are lanes, as in the dense
-/// backward), gathered streamed rows (C x d, C x d_v), lanes (3 x cp).
+/// backward), the resident K rows row-major (rp x dw, d padded to whole vectors: the lanes of
+/// dQ = dS K) and a dQ tile (C x dw), gathered streamed rows (C x d, C x d_v), lanes (3 x cp).
 template <typename Scalar>
 struct Scratch {
-    std::int64_t rp = 0;
+    std::int64_t rp = 0, dw = 0;
     Scalar *ta = nullptr, *tb = nullptr, *s = nullptr, *dp = nullptr, *acc_a = nullptr,
-           *acc_b = nullptr, *ga = nullptr, *gb = nullptr, *l2 = nullptr, *dd = nullptr,
-           *ones = nullptr;
+           *acc_b = nullptr, *k_rows = nullptr, *dq = nullptr, *ga = nullptr, *gb = nullptr,
+           *l2 = nullptr, *dd = nullptr, *ones = nullptr;
+
+    static std::int64_t lanes(const Problem& p, const Tiling& t) {
+        constexpr int kL = Simd<Scalar>::kLanes;
+        return std::max(padded(std::max(t.cols, t.rows), kL), padded(p.d, kL));
+    }
 
     static std::int64_t words(const Problem& p, const Tiling& t) {
         const std::int64_t rp = padded(t.rows, Simd<Scalar>::kLanes);
         const std::int64_t cp = padded(std::max(t.cols, t.rows), Simd<Scalar>::kLanes);
-        return 2 * (p.d + p.d_v) * rp + 2 * cp * rp + t.cols * (p.d + p.d_v) + 3 * cp;
+        const std::int64_t dw = padded(p.d, Simd<Scalar>::kLanes);
+        return 2 * (p.d + p.d_v) * rp + 2 * cp * rp + (rp + t.cols) * dw + t.cols * (p.d + p.d_v) +
+               3 * lanes(p, t);
     }
 
     Scratch() = default;
 
     Scratch(Scalar* base, const Problem& p, const Tiling& t)
-        : rp(padded(t.rows, Simd<Scalar>::kLanes)) {
+        : rp(padded(t.rows, Simd<Scalar>::kLanes))
+        , dw(padded(p.d, Simd<Scalar>::kLanes)) {
         const std::int64_t cp = padded(std::max(t.cols, t.rows), Simd<Scalar>::kLanes);
         ta = base;
         tb = ta + p.d * rp;
@@ -76,12 +91,31 @@ struct Scratch {
         dp = s + cp * rp;
         acc_a = dp + cp * rp;
         acc_b = acc_a + p.d * rp;
-        ga = acc_b + p.d_v * rp;
+        k_rows = acc_b + p.d_v * rp;
+        dq = k_rows + rp * dw;
+        ga = dq + t.cols * dw;
         gb = ga + t.cols * p.d;
         l2 = gb + t.cols * p.d_v;
-        dd = l2 + cp;
-        ones = dd + cp;
-        std::fill(ones, ones + cp, Scalar(1));
+        dd = l2 + lanes(p, t);
+        ones = dd + lanes(p, t);
+        std::fill(ones, ones + lanes(p, t), Scalar(1));
+    }
+};
+
+/// The dQ partial sums: G x batch_heads x n_q rows of dw words, and which rows each (group,
+/// slice) has reached (a row reached for the first time is written, later ones added).
+template <typename Scalar>
+struct Partials {
+    std::int64_t groups, dw, n_q, slices;
+    Scalar* data;
+    std::uint8_t* reached;
+
+    [[nodiscard]] std::int64_t at(std::int64_t g, std::int64_t slice, std::int64_t i) const {
+        return (g * slices + slice) * n_q + i;
+    }
+
+    Scalar* row(std::int64_t g, std::int64_t slice, std::int64_t i) const {
+        return data + at(g, slice, i) * dw;
     }
 };
 
@@ -154,7 +188,27 @@ void delta_block(const BackwardArgs<Scalar>& a,
     io.release(r * (2 * p.d_v + 1));
 }
 
-// --- pass A: a key block resident with dK, dV; the queries that see it streamed ---
+/// T[y][:] = sum over the allowed (x, y) of ds[y][x] k[x][:] (y < c, x < r, rows of dw): dQ's
+/// careful path, for a resident K block with a non-finite value on a chunk with masked pairs.
+template <typename Scalar, typename Allowed>
+void rows_allowed(const Scalar* ds,
+                  std::int64_t ld,
+                  const Scalar* k,
+                  std::int64_t dw,
+                  std::int64_t r,
+                  std::int64_t c,
+                  Scalar* t,
+                  Allowed allowed) {
+    std::fill(t, t + c * dw, Scalar(0));
+    for (std::int64_t y = 0; y < c; ++y)
+        for (std::int64_t x = 0; x < r; ++x)
+            if (allowed(x, y))
+                for (std::int64_t z = 0; z < dw; ++z)
+                    t[y * dw + z] += ds[y * ld + x] * k[x * dw + z];
+}
+
+// --- pass A: a key block resident with dK, dV; the queries that see it streamed; dS K added
+// into the partial dQ^group ---
 template <typename Scalar, typename Counter>
 void key_block(const BackwardArgs<Scalar>& a,
                const detail::Operands<Scalar>& src,
@@ -163,6 +217,8 @@ void key_block(const BackwardArgs<Scalar>& a,
                const Tiling& t,
                std::int64_t kv_slice,
                std::int64_t blk,
+               std::int64_t group,
+               const Partials<Scalar>& dq,
                const Scalar* delta,
                Scalar* base,
                std::int64_t* cursor,
@@ -173,18 +229,22 @@ void key_block(const BackwardArgs<Scalar>& a,
     const auto queries = plan.keys_of(blk);
     const auto nq = static_cast<std::int64_t>(queries.size());
     const std::int64_t cs = std::min(t.cols, nq);
-    const std::int64_t resident = r * (2 * p.d + 2 * p.d_v) + cs * (p.d + p.d_v + 2) + 2 * r * cs;
+    const std::int64_t resident =
+        r * (2 * p.d + 2 * p.d_v) + cs * (2 * p.d + p.d_v + 2) + 2 * r * cs;
     io.acquire(resident);
     detail::read_rows(io, Operand::k, kv_slice, src.k, b, g, j0, r);
     detail::read_rows(io, Operand::v, kv_slice, src.v, b, g, j0, r);
     Scratch<Scalar> w;
     std::int64_t n_vec = 0;
+    bool k_finite = true;
     if constexpr (Counter::kComputes) {
         w = Scratch<Scalar>(base, p, t);
         n_vec = w.rp / Simd<Scalar>::kLanes;
         detail::pack_transposed(
             src.k, b, g, j0, r, static_cast<Scalar>(p.scale * kernels::kLog2e), w.ta, w.rp);
         detail::pack_transposed(src.v, b, g, j0, r, Scalar(1), w.tb, w.rp);
+        k_finite =
+            detail::pack_rows(src.k, b, g, j0, r, static_cast<Scalar>(p.scale), w.k_rows, w.dw);
         std::fill(w.acc_a, w.acc_a + (p.d + p.d_v) * w.rp, Scalar(0));
     }
     Scalar* dkt = w.acc_a;
@@ -203,8 +263,20 @@ void key_block(const BackwardArgs<Scalar>& a,
             io.read({Operand::d_o, slice, qc[0], c, 0, p.d_v});
             io.read({Operand::lse, slice, qc[0], c, 0, 1});
             io.read({Operand::delta, slice, qc[0], c, 0, 1});
-            if constexpr (!Counter::kComputes)
+            std::uint8_t* reached = dq.reached + dq.at(group, slice, 0);
+            std::int64_t before = 0; // rows of the chunk this group has reached before
+            for (std::int64_t y = 0; y < c; ++y)
+                before += reached[qc[y]];
+            const Block part{
+                Operand::d_q_partial, group * p.batch_heads() + slice, qc[0], c, 0, p.d};
+            if (before > 0)
+                io.read({part.operand, part.slice, qc[0], before, 0, p.d});
+            io.write(part);
+            if constexpr (!Counter::kComputes) {
+                for (std::int64_t y = 0; y < c; ++y)
+                    reached[qc[y]] = 1;
                 continue;
+            }
             const detail::Rows<Scalar> qr = stream_rows(src.q, b, h, qc, c, w.ga);
             const detail::Rows<Scalar> dor =
                 stream_rows(detail::RowSource<Scalar>{a.d_o, nullptr}, b, h, qc, c, w.gb);
@@ -233,6 +305,56 @@ void key_block(const BackwardArgs<Scalar>& a,
                 accumulate_allowed(w.s, w.rp, dor, p.d_v, r, c, dvt, allowed);
                 accumulate_allowed(w.dp, w.rp, qr, p.d, r, c, dkt, allowed);
             }
+            // --- dQ^g rows (+)= dS (scale K_j), d as the lanes: in place for a run of rows all
+            // new or all reached before, else through the dQ tile ---
+            const std::int64_t d_vec = w.dw / Simd<Scalar>::kLanes;
+            const bool exact = !k_finite && partial;
+            if (!exact && qc[c - 1] - qc[0] + 1 == c && (before == 0 || before == c)) {
+                kernels::broadcast_block(w.dp,
+                                         w.rp,
+                                         1,
+                                         c,
+                                         w.k_rows,
+                                         w.dw,
+                                         r,
+                                         d_vec,
+                                         before == 0 ? nullptr : w.ones,
+                                         dq.row(group, slice, qc[0]),
+                                         w.dw);
+            } else {
+                if (exact)
+                    rows_allowed(
+                        w.dp,
+                        w.rp,
+                        w.k_rows,
+                        w.dw,
+                        r,
+                        c,
+                        w.dq,
+                        [&](std::int64_t x, std::int64_t y) { return st.contains(j0 + x, qc[y]); });
+                else
+                    kernels::broadcast_block(w.dp,
+                                             w.rp,
+                                             1,
+                                             c,
+                                             w.k_rows,
+                                             w.dw,
+                                             r,
+                                             d_vec,
+                                             static_cast<const Scalar*>(nullptr),
+                                             w.dq,
+                                             w.dw);
+                for (std::int64_t y = 0; y < c; ++y) {
+                    Scalar* out = dq.row(group, slice, qc[y]);
+                    const Scalar* in = w.dq + y * w.dw;
+                    if (reached[qc[y]] != 0)
+                        std::transform(out, out + w.dw, in, out, std::plus<>());
+                    else
+                        std::copy_n(in, w.dw, out);
+                }
+            }
+            for (std::int64_t y = 0; y < c; ++y)
+                reached[qc[y]] = 1;
         }
     }
     if constexpr (Counter::kComputes) {
@@ -247,84 +369,35 @@ void key_block(const BackwardArgs<Scalar>& a,
     io.release(resident);
 }
 
-// --- pass B: a query block resident with dQ; the keys it sees streamed ---
+// --- pass R: dQ_i = the partial sums of the groups that reached each row, in group order ---
 template <typename Scalar, typename Counter>
-void query_block(const BackwardArgs<Scalar>& a,
-                 const detail::Operands<Scalar>& src,
-                 const Support& s,
-                 const detail::FusedPlan& plan,
-                 const Tiling& t,
-                 std::int64_t slice,
-                 std::int64_t blk,
-                 const Scalar* delta,
-                 Scalar* base,
-                 std::int64_t* cursor,
-                 Counter& io) {
+void reduce_block(const BackwardArgs<Scalar>& a,
+                  const detail::FusedPlan& plan,
+                  std::int64_t slice,
+                  std::int64_t blk,
+                  const Partials<Scalar>& dq,
+                  Counter& io) {
     const Problem& p = a.problem;
-    const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
-    const std::int64_t kv_slice = b * p.kv_heads + g;
+    const std::int64_t b = slice / p.heads, h = slice % p.heads;
     const std::int64_t i0 = plan.row0(blk), r = plan.rows(blk);
-    const auto keys = plan.keys_of(blk);
-    const auto nk = static_cast<std::int64_t>(keys.size());
-    const std::int64_t cs = std::min(t.cols, nk);
-    const std::int64_t resident = r * (2 * p.d + p.d_v + 2) + cs * (p.d + p.d_v) + 2 * r * cs;
-    io.acquire(resident);
-    detail::read_rows(io, Operand::q, slice, src.q, b, h, i0, r);
-    io.read({Operand::d_o, slice, i0, r, 0, p.d_v});
-    io.read({Operand::lse, slice, i0, r, 0, 1});
-    io.read({Operand::delta, slice, i0, r, 0, 1});
-    detail::RowCursors cur;
-    Scratch<Scalar> w;
-    std::int64_t n_vec = 0;
+    io.acquire(2 * r * p.d);
+    for (std::int64_t g = 0; g < dq.groups; ++g) {
+        const std::uint8_t* reached = dq.reached + dq.at(g, slice, i0);
+        const auto n = static_cast<std::int64_t>(std::count(reached, reached + r, 1));
+        if (n > 0)
+            io.read({Operand::d_q_partial, g * p.batch_heads() + slice, i0, n, 0, p.d});
+    }
     if constexpr (Counter::kComputes) {
-        w = Scratch<Scalar>(base, p, t);
-        n_vec = w.rp / Simd<Scalar>::kLanes;
-        detail::pack_transposed(
-            src.q, b, h, i0, r, static_cast<Scalar>(p.scale * kernels::kLog2e), w.ta, w.rp);
-        kernels::pack_transposed(a.d_o, b, h, i0, r, Scalar(1), w.tb, w.rp);
-        std::fill(w.acc_a, w.acc_a + p.d * w.rp, Scalar(0));
-        cur = detail::row_cursors(plan, i0, r, cursor);
-        for (std::int64_t x = 0; x < w.rp; ++x) {
-            w.l2[x] = x < r ? kernels::lse2(*a.lse.row(b, h, i0 + x))
-                            : std::numeric_limits<Scalar>::infinity();
-            w.dd[x] = x < r ? delta[slice * p.n_q + i0 + x] : Scalar(0);
+        for (std::int64_t x = i0; x < i0 + r; ++x) {
+            Scalar* out = a.d_q.row(b, h, x);
+            std::fill(out, out + p.d, Scalar(0));
+            for (std::int64_t g = 0; g < dq.groups; ++g)
+                if (dq.reached[dq.at(g, slice, x)] != 0)
+                    std::transform(out, out + p.d, dq.row(g, slice, x), out, std::plus<>());
         }
     }
-    for (std::int64_t x0 = 0; x0 < nk; x0 += t.cols) {
-        const std::int64_t c = std::min(t.cols, nk - x0);
-        const std::int64_t* kc = keys.data() + x0;
-        detail::read_gathered(io, Operand::k, kv_slice, src.k, b, g, kc, c);
-        detail::read_gathered(io, Operand::v, kv_slice, src.v, b, g, kc, c);
-        if constexpr (!Counter::kComputes)
-            continue;
-        const detail::Rows<Scalar> kr = stream_rows(src.k, b, g, kc, c, w.ga);
-        const detail::Rows<Scalar> vr = stream_rows(src.v, b, g, kc, c, w.gb);
-        const bool finite = kr.finite;
-        // --- S^T = scale K Q_i^T on Omega (keys x queries), P^T = exp(S^T - L) ---
-        detail::streamed_scores(src.k, b, g, kc, kr, c, w.ta, w.rp, p.d, n_vec, w.s);
-        const bool partial = detail::mask_chunk(s, i0, r, kc, c, cur, w.s, w.rp);
-        kernels::probabilities(w.s, w.rp, c, n_vec, w.l2, static_cast<const Scalar*>(nullptr));
-        // --- dP^T = V dO_i^T, dS^T = P^T o (dP^T - D) ---
-        detail::streamed_scores(src.v, b, g, kc, vr, c, w.tb, w.rp, p.d_v, n_vec, w.dp);
-        kernels::softmax_grad<Scalar, true>(
-            w.s, w.dp, w.rp, c, n_vec, w.dd, static_cast<const Scalar*>(nullptr));
-        // --- dQ_i += dS K (scale at the end) ---
-        if (finite || !partial)
-            detail::streamed_accumulate(
-                src.k, b, g, kc, kr, c, w.dp, w.rp, p.d, n_vec, w.ones, w.acc_a);
-        else
-            accumulate_allowed(
-                w.dp, w.rp, kr, p.d, r, c, w.acc_a, [&](std::int64_t x, std::int64_t y) {
-                    return s.contains(i0 + x, kc[y]);
-                });
-    }
-    if constexpr (Counter::kComputes) { // dQ = scale dS K
-        const auto scale = static_cast<Scalar>(p.scale);
-        kernels::unpack_transposed(
-            w.acc_a, w.rp, [scale](std::int64_t) { return scale; }, a.d_q, b, h, i0, r);
-    }
     io.write({Operand::d_q, slice, i0, r, 0, p.d});
-    io.release(resident);
+    io.release(2 * r * p.d);
 }
 
 } // namespace
@@ -345,42 +418,43 @@ void backward_fused(const BackwardArgs<Scalar>& args,
     const Support& transposed = support.transposed();
     const detail::FusedPlan qplan = detail::FusedPlan::build(support, tiling.rows);
     const detail::FusedPlan kplan = detail::FusedPlan::build(transposed, tiling.rows);
+    const std::int64_t qb = qplan.blocks(), kb = kplan.blocks();
+    const std::int64_t groups = backward_dq_groups(p, kb);
     const int workers = Counter::kComputes ? max_concurrency() : 0;
     const kernels::Workspace<Scalar> delta(Counter::kComputes ? 1 : 0, p.batch_heads() * p.n_q);
     const kernels::Workspace<Scalar> ws(workers, Scratch<Scalar>::words(p, tiling));
     const kernels::Workspace<std::int64_t> cursors(workers, tiling.rows);
-    const std::int64_t qb = qplan.blocks(), kb = kplan.blocks();
+    const std::int64_t rows = groups * p.batch_heads() * p.n_q;
+    const std::int64_t dw = padded(p.d, Simd<Scalar>::kLanes);
+    const kernels::Workspace<Scalar> partials(Counter::kComputes ? 1 : 0, rows * dw);
+    const kernels::Workspace<std::uint8_t> reached(1, rows);
+    const Partials<Scalar> dq{
+        groups, dw, p.n_q, p.batch_heads(), partials.slab(0), reached.slab(0)};
     parallel_for_counted(p.batch_heads() * qb, counter, [&](std::int64_t task, int, Counter& io) {
         delta_block(a, qplan, task / qb, task % qb, delta.slab(0), io);
     });
-    parallel_for_counted(
-        p.batch * p.kv_heads * kb, counter, [&](std::int64_t task, int worker, Counter& io) {
-            key_block(a,
-                      src,
-                      transposed,
-                      kplan,
-                      tiling,
-                      task / kb,
-                      task % kb,
-                      delta.slab(0),
-                      ws.slab(worker),
-                      cursors.slab(worker),
-                      io);
+    parallel_for_counted( // group g takes the key blocks g, g + G, ... in order
+        p.batch * p.kv_heads * groups,
+        counter,
+        [&](std::int64_t task, int worker, Counter& io) {
+            for (std::int64_t j = task % groups; j < kb; j += groups)
+                key_block(a,
+                          src,
+                          transposed,
+                          kplan,
+                          tiling,
+                          task / groups,
+                          j,
+                          task % groups,
+                          dq,
+                          delta.slab(0),
+                          ws.slab(worker),
+                          cursors.slab(worker),
+                          io);
         });
-    parallel_for_counted(
-        p.batch_heads() * qb, counter, [&](std::int64_t task, int worker, Counter& io) {
-            query_block(a,
-                        src,
-                        support,
-                        qplan,
-                        tiling,
-                        task / qb,
-                        task % qb,
-                        delta.slab(0),
-                        ws.slab(worker),
-                        cursors.slab(worker),
-                        io);
-        });
+    parallel_for_counted(p.batch_heads() * qb, counter, [&](std::int64_t task, int, Counter& io) {
+        reduce_block(a, qplan, task / qb, task % qb, dq, io);
+    });
 }
 
 template <typename Scalar, typename Counter>

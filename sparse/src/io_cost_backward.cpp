@@ -27,17 +27,28 @@ IoReport io_cost_backward_fused(const Problem& problem,
         detail::shape_operands(p, inputs, "ioattn::sparse::io_cost_backward_fused");
     const detail::FusedPlan qplan = detail::FusedPlan::build(support, tiling.rows);
     const detail::FusedPlan kplan = detail::FusedPlan::build(support.transposed(), tiling.rows);
+    const std::int64_t groups = backward_dq_groups(p, kplan.blocks());
+    // the dQ partials, the same in every slice: each streamed row is written; read when its
+    // group reached it before; pass R reads every row a group reached
+    std::int64_t partial_words = 0, partial_reads = 0;
+    for (std::int64_t g = 0; g < groups; ++g) {
+        std::vector<std::uint8_t> reached(static_cast<std::size_t>(p.n_q), 0);
+        for (std::int64_t j = g; j < kplan.blocks(); j += groups)
+            for (const std::int64_t i : kplan.keys_of(j)) {
+                auto& seen = reached[static_cast<std::size_t>(i)];
+                partial_reads += seen;
+                partial_words += 1;
+                seen = 1;
+            }
+        partial_reads += std::count(reached.begin(), reached.end(), 1);
+    }
     // dense operands cost the same in every slice: count one and multiply
     const std::int64_t slices = detail::any_sparse(inputs) ? p.batch_heads() : 1;
     std::int64_t reads = 0, peak = 0;
     for (std::int64_t slice = 0; slice < slices; ++slice) {
-        const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
-        // pass 0: O, dO; pass B: Q_i, dO_i, L_i, D_i and the keys' K, V rows
-        reads += 2 * p.n_q * p.d_v + q.words(b, h, 0, p.n_q) + p.n_q * (p.d_v + 2);
-        for (std::int64_t i = 0; i < qplan.blocks(); ++i)
-            for (const std::int64_t j : qplan.keys_of(i))
-                reads += k.words(b, g, j) + v.words(b, g, j);
-        // pass A: the streamed queries' Q, dO, L, D rows
+        const std::int64_t b = slice / p.heads, h = slice % p.heads;
+        // pass 0: O, dO; pass A: the streamed queries' Q, dO, L, D rows; the partials
+        reads += 2 * p.n_q * p.d_v + partial_reads * p.d;
         for (std::int64_t j = 0; j < kplan.blocks(); ++j) {
             const auto queries = kplan.keys_of(j);
             reads += static_cast<std::int64_t>(queries.size()) * (p.d_v + 2);
@@ -47,22 +58,21 @@ IoReport io_cost_backward_fused(const Problem& problem,
     }
     reads *= p.batch_heads() / slices;
     for (std::int64_t i = 0; i < qplan.blocks(); ++i) {
-        const auto nk = static_cast<std::int64_t>(qplan.keys_of(i).size());
-        const std::int64_t r = qplan.rows(i), c = std::min(tiling.cols, nk);
-        peak = std::max(
-            {peak, r * (2 * p.d_v + 1), r * (2 * p.d + p.d_v + 2) + c * (p.d + p.d_v) + 2 * r * c});
+        const std::int64_t r = qplan.rows(i);
+        peak = std::max({peak, r * (2 * p.d_v + 1), 2 * r * p.d});
     }
     for (std::int64_t j = 0; j < kplan.blocks(); ++j) {
         const auto nq = static_cast<std::int64_t>(kplan.keys_of(j).size());
         const std::int64_t r = kplan.rows(j), c = std::min(tiling.cols, nq);
-        peak = std::max(peak, r * (2 * p.d + 2 * p.d_v) + c * (p.d + p.d_v + 2) + 2 * r * c);
+        peak = std::max(peak, r * (2 * p.d + 2 * p.d_v) + c * (2 * p.d + p.d_v + 2) + 2 * r * c);
     }
     for (std::int64_t kv = 0; kv < p.batch * p.kv_heads; ++kv) { // pass A: K_j, V_j resident
         const std::int64_t b = kv / p.kv_heads, g = kv % p.kv_heads;
         reads += k.words(b, g, 0, p.n_k) + v.words(b, g, 0, p.n_k);
     }
-    const std::int64_t kv_words = p.batch * p.kv_heads * p.n_k * (p.d + p.d_v); // dK, dV
-    return {reads, (p.n_q + p.n_q * p.d) * p.batch_heads() + kv_words, peak};
+    const std::int64_t kv_words = p.batch * p.kv_heads * p.n_k * (p.d + p.d_v);  // dK, dV
+    const std::int64_t slice_writes = p.n_q + p.n_q * p.d + partial_words * p.d; // D, dQ, partials
+    return {reads, slice_writes * p.batch_heads() + kv_words, peak};
 }
 
 template IoReport io_cost_backward_fused<float>(const Problem&,

@@ -283,6 +283,28 @@ bool pack_transposed(const RowSource<Scalar>& src,
     return finite;
 }
 
+/// Packs rows [row0, row0 + n) scaled into t (n x ld, columns zero-padded to ld): as
+/// kernels::pack_rows, through the row source. Returns whether every value is finite.
+template <typename Scalar>
+bool pack_rows(const RowSource<Scalar>& src,
+               std::int64_t b,
+               std::int64_t h,
+               std::int64_t row0,
+               std::int64_t n,
+               Scalar scale,
+               Scalar* t,
+               std::int64_t ld) {
+    if (src.sparse == nullptr) {
+        kernels::pack_rows(src.dense, b, h, row0, n, scale, t, ld);
+        return kernels::all_finite(t, ld, n, src.dense.cols);
+    }
+    std::fill(t, t + n * ld, Scalar(0));
+    bool finite = true;
+    for (std::int64_t r = 0; r < n; ++r)
+        finite = src.copy(b, h, row0 + r, scale, t + r * ld, 1) && finite;
+    return finite;
+}
+
 /// x . y in double for row (b, h, i) of x and row (b, g, j) of y; merges when both are sparse.
 template <typename Scalar>
 double dot(const RowSource<Scalar>& x,

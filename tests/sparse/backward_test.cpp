@@ -14,6 +14,7 @@
 #include <catch2/catch.hpp>
 #include <tbb/global_control.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -152,14 +153,27 @@ TEST_CASE("sparse backward counted I/O equals the cost, the dry run, and the den
         }
 }
 
-TEST_CASE("sparse backward: empty rows contribute zero, results thread-count invariant",
+TEST_CASE("sparse backward: empty rows contribute zero, no NaN leak, results thread-count "
+          "invariant",
           "[sparse][backward][determinism]") {
+    constexpr std::int64_t kHidden = 7; // a key no query may see: NaN in its K and V rows
     const Problem p = shape(16, 12, 5);
-    const Support s = ioattn::sparse::test::from_predicate(
-        16, 12, [](std::int64_t i, std::int64_t j) { return i % 3 != 0 && (i + j) % 4 != 0; });
+    const Support s =
+        ioattn::sparse::test::from_predicate(16, 12, [](std::int64_t i, std::int64_t j) {
+            return i % 3 != 0 && (i + j) % 4 != 0 && j != kHidden;
+        });
     Case<float> one(p, 3), two(p, 3);
-    forward(one, s);
-    forward(two, s);
+    for (Case<float>* c : {&one, &two}) {
+        for (std::int64_t g = 0; g < p.batch * p.kv_heads; ++g) {
+            for (std::int64_t x = 0; x < p.d; ++x)
+                c->k[static_cast<std::size_t>((g * p.n_k + kHidden) * p.d + x)] =
+                    std::numeric_limits<float>::quiet_NaN();
+            for (std::int64_t x = 0; x < p.d_v; ++x)
+                c->v[static_cast<std::size_t>((g * p.n_k + kHidden) * p.d_v + x)] =
+                    std::numeric_limits<float>::quiet_NaN();
+        }
+        forward(*c, s);
+    }
     {
         tbb::global_control gc(tbb::global_control::max_allowed_parallelism, 1);
         NullCounter io;
@@ -181,6 +195,10 @@ TEST_CASE("sparse backward: empty rows contribute zero, results thread-count inv
                 const float g = one.d_q[static_cast<std::size_t>((sl * 16 + i) * p.d + x)];
                 CHECK(g == 0.0F);
             }
-    for (const float g : one.d_k)
-        CHECK(std::isfinite(g));
+    for (const auto* grad : {&one.d_q, &one.d_k, &one.d_v})
+        for (const float g : *grad)
+            CHECK(std::isfinite(g));
+    for (std::int64_t g = 0; g < p.batch * p.kv_heads; ++g)
+        for (std::int64_t x = 0; x < p.d; ++x)
+            CHECK(one.d_k[static_cast<std::size_t>((g * p.n_k + kHidden) * p.d + x)] == 0.0F);
 }

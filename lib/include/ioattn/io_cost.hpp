@@ -25,8 +25,8 @@ IoReport io_cost_forward_materialized(const Problem& problem, const Tiling& tili
 /// Dispatches on tiling.schedule (reference: throws InvalidArgument, it has no I/O model).
 IoReport io_cost_forward(const Problem& problem, const Tiling& tiling);
 
-/// Fused backward (pass 0: D; pass A: K/V blocks resident, query blocks streamed; pass B: query
-/// blocks resident, K/V streamed), per query-head slice; see backward_fused.cpp.
+/// Fused backward (pass 0: D; pass A: K/V blocks resident, query blocks and their dQ partial
+/// sums streamed; pass R: the partials summed), per query-head slice; see backward_fused.cpp.
 IoReport io_cost_backward_fused(const Problem& problem, const Tiling& tiling);
 
 /// Materialized backward (P and dS in slow memory, square tiles); see backward_materialized.cpp.

@@ -27,7 +27,8 @@ enum class Operand : std::uint8_t {
     d_v,
     delta,
     probs,
-    d_scores
+    d_scores,
+    d_q_partial ///< a partial sum of dQ; Block::slice = group * batch_heads + slice
 };
 
 /// A rectangular block of an operand of one (batch, head) slice: rows [row0, row0 + rows),

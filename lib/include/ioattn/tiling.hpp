@@ -77,4 +77,10 @@ struct Tiling {
 
 std::ostream& operator<<(std::ostream& os, const Tiling& t);
 
+/// G, the number of dQ partial sums of the fused backward (key block j adds into partial
+/// j mod G; see dense/backward_fused.cpp): enough (kv slice, group) tasks to keep 16 workers
+/// busy, at most 8 and at most the number of key blocks. A function of the shape only, so the
+/// results do not depend on the thread count.
+std::int64_t backward_dq_groups(const Problem& problem, std::int64_t key_blocks);
+
 } // namespace ioattn

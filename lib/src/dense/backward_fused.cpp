@@ -1,26 +1,29 @@
-// ioattn::dense::backward_fused: fused backward (FlashAttention-2, Dao 2023, Alg. 2), with dQ in a
-// second sweep so that no two tasks ever add into the same output (no atomics; bitwise
-// thread-count invariant). R = tiling.rows (resident block), C = tiling.cols (streamed block).
+// ioattn::dense::backward_fused: fused backward (FlashAttention-2, Dao 2023, Alg. 2) in one
+// sweep over key blocks, with dQ accumulated in G partial sums reduced in a fixed order (no
+// atomics; bitwise thread-count invariant). R = tiling.rows (resident key block), C =
+// tiling.cols (streamed query block), G = backward_dq_groups (a function of the shape only).
 // Reference: backward_reference.cpp.
 //   pass 0, parallel for each row block i: read O_i, dO_i; D_i = rowsum(dO_i o O_i); write D_i
-//   pass A, parallel for each (kv head, key block j): read K_j, V_j; dK_j = dV_j = 0
+//   pass A, parallel for each (kv head, group g): for each key block j = g, g + G, ...:
+//     read K_j, V_j; dK_j = dV_j = 0
 //     for each query head of the group, for each query block i from first_row(j): read Q_i,
 //       dO_i, L_i, D_i
 //       S = scale Q_i K_j^T; P = exp(S - L_i); dV_j += P^T dO_i
 //       dP = dO_i V_j^T; dS = P o (dP - D_i); dK_j += scale dS^T Q_i
+//       dQ^g_i = scale dS K_j (j the first block of g), else read dQ^g_i, add, write dQ^g_i
 //     write dK_j, dV_j
-//   pass B, parallel for each row block i: read Q_i, dO_i, L_i, D_i; dQ_i = 0
-//     for each key block j up to kv_end(i): read K_j, V_j
-//       S, P, dP, dS as above (transposed: keys x queries); dQ_i += scale dS K_j
-//     write dQ_i
-// Why a second sweep: partial dQ per key block would need n_k/C copies of dQ (O(N^2 d / C)
-// memory, against the O(N d) promise); atomics would break bitwise reproducibility. The sweep
-// costs one more S and dP product (7 GEMM-like products instead of 5).
-// Resident: max(pass 0: R(2 d_v + 1), pass A: R(2d + 2d_v) + C(d + d_v + 2) + 2RC,
-//               pass B: R(2d + d_v + 2) + C(d + d_v) + 2RC) <= M
-// I/O = io_cost_backward_fused. Flops: 2*allowed_pairs*(4d + 3d_v) per query head.
-// Masked entries have P = dS = 0 exactly; on a mask edge whose streamed rows hold a non-finite
-// value, those rows are never multiplied into a gradient that cannot see them.
+//   pass R, parallel for each row block i: read dQ^g_i for each group g that reached it;
+//     dQ_i = sum over g in order (0 where none did); write dQ_i
+// Why partial sums: the FlashAttention-2 paper's single sweep adds dQ with atomics (not
+// reproducible); a second sweep over row blocks (the previous schedule) recomputes S and dP,
+// 7 products instead of 5. G partials cost G N d words of memory and one reduction; the sweep
+// measured 1.32x faster than the two-sweep schedule at N=4096, d=128 (ioattn run --pass backward,
+// H=8, 2 threads, alternated runs).
+// Resident: max(pass 0: R(2 d_v + 1), pass A: R(2d + 2d_v) + C(2d + d_v + 2) + 2RC,
+//               pass R: 2 R d) <= M
+// I/O = io_cost_backward_fused. Flops: 2*allowed_pairs*(3d + 2d_v) per query head.
+// Masked entries have P = dS = 0 exactly; on a mask edge whose streamed or resident rows hold a
+// non-finite value, those rows are never multiplied into a gradient that cannot see them.
 // Tests: tests/lib/dense/backward_fused_test.cpp
 
 #include <ioattn/dense/backward.hpp>
@@ -93,31 +96,41 @@ void fill_ranges(Scalar* t, std::int64_t ld, std::int64_t n, Range range, Scalar
 
 /// Scratch of one task: two packed transposed operands (a: d x rp, b: d_v x rp), two score tiles
 /// (C x rp), two transposed accumulators (a: d x rp, b: d_v x rp; lanes are the resident rows,
-/// so every gradient product is the score kernel's broadcast form, see kernels/tile.hpp), and
-/// per-lane L, D and ones.
+/// so every gradient product is the score kernel's broadcast form, see kernels/tile.hpp), the
+/// resident K rows row-major (rp x dp, for dQ = dS K with d as the lanes), and per-lane L, D and
+/// ones.
 template <typename Scalar>
 struct Scratch {
     std::int64_t rp = 0;
+    std::int64_t dw = 0; // d padded to whole vectors
     Scalar* ta = nullptr;
     Scalar* tb = nullptr;
     Scalar* s = nullptr;
     Scalar* dp = nullptr;
     Scalar* acc_a = nullptr;
     Scalar* acc_b = nullptr;
+    Scalar* k_rows = nullptr;
     Scalar* l2 = nullptr;
     Scalar* dd = nullptr;
     Scalar* ones = nullptr;
 
+    static std::int64_t lanes(const Problem& p, const Tiling& t) {
+        constexpr int kL = Simd<Scalar>::kLanes;
+        return std::max({padded(t.rows, kL), padded(t.cols, kL), padded(p.d, kL)});
+    }
+
     static std::int64_t words(const Problem& p, const Tiling& t) {
         const std::int64_t rp = padded(t.rows, Simd<Scalar>::kLanes);
         const std::int64_t cp = padded(t.cols, Simd<Scalar>::kLanes);
-        return 2 * (p.d + p.d_v) * rp + 2 * cp * rp + 3 * std::max(rp, cp);
+        const std::int64_t dw = padded(p.d, Simd<Scalar>::kLanes);
+        return 2 * (p.d + p.d_v) * rp + 2 * cp * rp + rp * dw + 3 * lanes(p, t);
     }
 
     Scratch() = default;
 
     Scratch(Scalar* base, const Problem& p, const Tiling& t)
-        : rp(padded(t.rows, Simd<Scalar>::kLanes)) {
+        : rp(padded(t.rows, Simd<Scalar>::kLanes))
+        , dw(padded(p.d, Simd<Scalar>::kLanes)) {
         const std::int64_t cp = padded(t.cols, Simd<Scalar>::kLanes);
         ta = base;
         tb = ta + p.d * rp;
@@ -125,10 +138,22 @@ struct Scratch {
         dp = s + cp * rp;
         acc_a = dp + cp * rp;
         acc_b = acc_a + p.d * rp;
-        l2 = acc_b + p.d_v * rp;
-        dd = l2 + std::max(rp, cp);
-        ones = dd + std::max(rp, cp);
-        std::fill(ones, ones + std::max(rp, cp), Scalar(1));
+        k_rows = acc_b + p.d_v * rp;
+        l2 = k_rows + rp * dw;
+        dd = l2 + lanes(p, t);
+        ones = dd + lanes(p, t);
+        std::fill(ones, ones + lanes(p, t), Scalar(1));
+    }
+};
+
+/// The dQ partial sums: G x batch_heads x n_q rows of dw (d padded to whole vectors).
+template <typename Scalar>
+struct Partials {
+    std::int64_t groups, dw, n_q, slices;
+    Scalar* data;
+
+    Scalar* row(std::int64_t g, std::int64_t slice, std::int64_t i) const {
+        return data + ((g * slices + slice) * n_q + i) * dw;
     }
 };
 
@@ -137,12 +162,16 @@ std::int64_t first_row(const Problem& p, std::int64_t j) {
     return p.causal ? std::clamp<std::int64_t>(j - p.causal_offset(), 0, p.n_q) : 0;
 }
 
-// --- pass A: one key block j resident with dK_j, dV_j; query blocks streamed ---
+// --- pass A: one key block j resident with dK_j, dV_j; query blocks streamed; dS K_j added
+// into the partial dQ^group (written, not added, by the group's first block) ---
 template <typename Scalar, typename Counter>
 void key_block(const BackwardArgs<Scalar>& a,
                const Tiling& t,
                std::int64_t kv_slice,
                std::int64_t j0,
+               std::int64_t group,
+               bool first,
+               const Partials<Scalar>& dq,
                const Scalar* delta,
                Scalar* base,
                Counter& io) {
@@ -150,20 +179,25 @@ void key_block(const BackwardArgs<Scalar>& a,
     const std::int64_t b = kv_slice / p.kv_heads, g = kv_slice % p.kv_heads;
     const std::int64_t r = std::min(t.rows, p.n_k - j0);
     const std::int64_t cs = std::min(t.cols, p.n_q);
-    const std::int64_t resident = r * (2 * p.d + 2 * p.d_v) + cs * (p.d + p.d_v + 2) + 2 * r * cs;
+    const std::int64_t resident =
+        r * (2 * p.d + 2 * p.d_v) + cs * (2 * p.d + p.d_v + 2) + 2 * r * cs;
     io.acquire(resident);
     io.read({Operand::k, kv_slice, j0, r, 0, p.d});
     io.read({Operand::v, kv_slice, j0, r, 0, p.d_v});
     Scratch<Scalar> w;
     std::int64_t n_vec = 0;
+    bool k_finite = true;
     if constexpr (Counter::kComputes) {
         w = Scratch<Scalar>(base, p, t);
         n_vec = w.rp / Simd<Scalar>::kLanes;
         kernels::pack_transposed(
             a.k, b, g, j0, r, static_cast<Scalar>(p.scale * kernels::kLog2e), w.ta, w.rp);
         kernels::pack_transposed(a.v, b, g, j0, r, Scalar(1), w.tb, w.rp);
+        kernels::pack_rows(a.k, b, g, j0, r, static_cast<Scalar>(p.scale), w.k_rows, w.dw);
+        k_finite = kernels::all_finite(w.k_rows, w.dw, r, p.d);
         std::fill(w.acc_a, w.acc_a + (p.d + p.d_v) * w.rp, Scalar(0));
     }
+    const Scalar* keep = first ? nullptr : w.ones; // dQ^g: written by the first block, then added
     Scalar* dkt = w.acc_a;
     Scalar* dvt = w.acc_b;
     for (std::int64_t hh = 0; hh < p.group(); ++hh) {
@@ -174,7 +208,11 @@ void key_block(const BackwardArgs<Scalar>& a,
             io.read({Operand::d_o, slice, i0, c, 0, p.d_v});
             io.read({Operand::lse, slice, i0, c, 0, 1});
             io.read({Operand::delta, slice, i0, c, 0, 1});
+            const Block part{Operand::d_q_partial, group * p.batch_heads() + slice, i0, c, 0, p.d};
+            if (!first)
+                io.read(part);
             io.complete({Operand::scores, slice, i0, c, j0, r});
+            io.write(part);
             if constexpr (!Counter::kComputes)
                 continue;
             const Scalar* q = a.q.row(b, h, i0);
@@ -231,6 +269,30 @@ void key_block(const BackwardArgs<Scalar>& a,
                                       w.rp);
                 }
             }
+            // --- dQ^g_i (+)= dS (scale K_j): rows of dS broadcast, d as the lanes; a K row
+            // that is not finite is never multiplied into a query row that cannot see it ---
+            Scalar* out = dq.row(group, slice, i0);
+            const std::int64_t d_vec = w.dw / Simd<Scalar>::kLanes;
+            if (!diagonal || k_finite) {
+                kernels::broadcast_block(
+                    w.dp, w.rp, 1, c, w.k_rows, w.dw, r, d_vec, keep, out, w.dw);
+            } else {
+                for (std::int64_t x = 0; x < c; ++x) {
+                    const std::int64_t seen =
+                        std::clamp<std::int64_t>(i0 + x + p.causal_offset() + 1 - j0, 0, r);
+                    kernels::broadcast_block(w.dp + x * w.rp,
+                                             w.rp,
+                                             1,
+                                             1,
+                                             w.k_rows,
+                                             w.dw,
+                                             seen,
+                                             d_vec,
+                                             keep,
+                                             out + x * w.dw,
+                                             w.dw);
+                }
+            }
         }
     }
     if constexpr (Counter::kComputes) {
@@ -245,83 +307,38 @@ void key_block(const BackwardArgs<Scalar>& a,
     io.release(resident);
 }
 
-// --- pass B: one query block i resident with dQ_i; key blocks streamed ---
+// --- pass R: dQ_i = the partial sums of the groups that reached row block i, in group order ---
 template <typename Scalar, typename Counter>
-void query_block(const BackwardArgs<Scalar>& a,
-                 const Tiling& t,
-                 std::int64_t slice,
-                 std::int64_t i0,
-                 const Scalar* delta,
-                 Scalar* base,
-                 Counter& io) {
+void reduce_block(const BackwardArgs<Scalar>& a,
+                  std::int64_t rs,
+                  std::int64_t slice,
+                  std::int64_t i0,
+                  const Partials<Scalar>& dq,
+                  Counter& io) {
     const Problem& p = a.problem;
     const Slice s(p, slice);
-    const std::int64_t r = std::min(t.rows, p.n_q - i0);
-    const std::int64_t cs = std::min(t.cols, p.n_k);
-    const std::int64_t resident = r * (2 * p.d + p.d_v + 2) + cs * (p.d + p.d_v) + 2 * r * cs;
-    io.acquire(resident);
-    io.read({Operand::q, slice, i0, r, 0, p.d});
-    io.read({Operand::d_o, slice, i0, r, 0, p.d_v});
-    io.read({Operand::lse, slice, i0, r, 0, 1});
-    io.read({Operand::delta, slice, i0, r, 0, 1});
-    Scratch<Scalar> w;
-    std::int64_t n_vec = 0;
-    if constexpr (Counter::kComputes) {
-        w = Scratch<Scalar>(base, p, t);
-        n_vec = w.rp / Simd<Scalar>::kLanes;
-        kernels::pack_transposed(
-            a.q, s.b, s.h, i0, r, static_cast<Scalar>(p.scale * kernels::kLog2e), w.ta, w.rp);
-        kernels::pack_transposed(a.d_o, s.b, s.h, i0, r, Scalar(1), w.tb, w.rp);
-        std::fill(w.acc_a, w.acc_a + p.d * w.rp, Scalar(0));
-        for (std::int64_t x = 0; x < w.rp; ++x) {
-            w.l2[x] = x < r ? kernels::lse2(*a.lse.row(s.b, s.h, i0 + x))
-                            : std::numeric_limits<Scalar>::infinity();
-            w.dd[x] = x < r ? delta[slice * p.n_q + i0 + x] : Scalar(0);
-        }
+    const std::int64_t r = std::min(rs, p.n_q - i0);
+    io.acquire(2 * r * p.d);
+    std::int64_t reached = 0; // groups g < reached reach rows from first_row(g R) on
+    while (reached < dq.groups && first_row(p, reached * rs) < i0 + r)
+        ++reached;
+    for (std::int64_t g = 0; g < reached; ++g) {
+        const std::int64_t from = std::max(i0, first_row(p, g * rs));
+        io.read({Operand::d_q_partial, g * p.batch_heads() + slice, from, i0 + r - from, 0, p.d});
     }
-    const std::int64_t kv_end = p.visible_keys(i0 + r - 1);
-    for (std::int64_t j0 = 0; j0 < kv_end; j0 += t.cols) {
-        const std::int64_t c = std::min(t.cols, kv_end - j0);
-        io.read({Operand::k, s.kv, j0, c, 0, p.d});
-        io.read({Operand::v, s.kv, j0, c, 0, p.d_v});
-        if constexpr (!Counter::kComputes)
-            continue;
-        const Scalar* k = a.k.row(s.b, s.g, j0);
-        const Scalar* v = a.v.row(s.b, s.g, j0);
-        const bool diagonal = p.causal && j0 + c - 1 > i0 + p.causal_offset();
-        const auto hidden = [&](std::int64_t y) { // query rows that cannot see key j0 + y
-            return std::pair{std::int64_t{0},
-                             std::clamp<std::int64_t>(j0 + y - p.causal_offset() - i0, 0, r)};
-        };
-        // --- S^T = scale K_j Q_i^T (keys x queries), P^T = exp(S^T - L_i) ---
-        kernels::scores_block(k, a.k.stride_row, c, w.ta, w.rp, p.d, n_vec, w.s, w.rp);
-        if (diagonal)
-            fill_ranges(w.s, w.rp, c, hidden, -std::numeric_limits<Scalar>::infinity());
-        kernels::probabilities(w.s, w.rp, c, n_vec, w.l2, static_cast<const Scalar*>(nullptr));
-        // --- dP^T = V_j dO_i^T, dS^T = P^T o (dP^T - D_i) ---
-        kernels::scores_block(v, a.v.stride_row, c, w.tb, w.rp, p.d_v, n_vec, w.dp, w.rp);
-        kernels::softmax_grad(w.s, w.dp, w.rp, c, n_vec, w.dd, static_cast<const Scalar*>(nullptr));
-        if (diagonal)
-            fill_ranges(w.dp, w.rp, c, hidden, Scalar(0));
-        // --- dQ_i^T += K_j^T dS^T (scale applied at the end; hidden pairs as in pass A) ---
-        if (!diagonal || kernels::all_finite(k, a.k.stride_row, c, p.d)) {
-            kernels::pvt_block(w.dp, w.rp, k, a.k.stride_row, c, p.d, n_vec, w.ones, w.acc_a, w.rp);
-        } else {
-            for (std::int64_t x = 0; x < r; ++x) {
-                const std::int64_t seen =
-                    std::clamp<std::int64_t>(i0 + x + p.causal_offset() + 1 - j0, 0, c);
-                kernels::pvt_lane(
-                    w.dp + x, w.rp, k, a.k.stride_row, seen, p.d, Scalar(1), w.acc_a + x, w.rp);
+    if constexpr (Counter::kComputes) {
+        for (std::int64_t x = i0; x < i0 + r; ++x) {
+            Scalar* out = a.d_q.row(s.b, s.h, x);
+            std::fill(out, out + p.d, Scalar(0));
+            for (std::int64_t g = 0; g < reached && first_row(p, g * rs) <= x; ++g) {
+                const Scalar* in = dq.row(g, slice, x);
+                for (std::int64_t z = 0; z < p.d; ++z)
+                    out[z] += in[z];
             }
         }
     }
-    if constexpr (Counter::kComputes) { // dQ = scale dS K
-        const auto scale = static_cast<Scalar>(p.scale);
-        kernels::unpack_transposed(
-            w.acc_a, w.rp, [scale](std::int64_t) { return scale; }, a.d_q, s.b, s.h, i0, r);
-    }
     io.write({Operand::d_q, slice, i0, r, 0, p.d});
-    io.release(resident);
+    io.release(2 * r * p.d);
 }
 
 } // namespace
@@ -341,32 +358,38 @@ void backward_fused(const BackwardArgs<Scalar>& args,
     const Problem& p = a.problem;
     const std::int64_t rs = tiling.rows;
     const std::int64_t q_blocks = (p.n_q + rs - 1) / rs, k_blocks = (p.n_k + rs - 1) / rs;
+    const std::int64_t groups = backward_dq_groups(p, k_blocks);
     const int workers = Counter::kComputes ? max_concurrency() : 0;
     const kernels::Workspace<Scalar> delta(Counter::kComputes ? 1 : 0, p.batch_heads() * p.n_q);
     const kernels::Workspace<Scalar> ws(workers, Scratch<Scalar>::words(p, tiling));
+    const std::int64_t dw = padded(p.d, Simd<Scalar>::kLanes);
+    const kernels::Workspace<Scalar> partials(Counter::kComputes ? 1 : 0,
+                                              groups * p.batch_heads() * p.n_q * dw);
+    const Partials<Scalar> dq{groups, dw, p.n_q, p.batch_heads(), partials.slab(0)};
     parallel_for_counted(
         p.batch_heads() * q_blocks, counter, [&](std::int64_t task, int, Counter& io) {
             delta_block(a, rs, task / q_blocks, task % q_blocks * rs, delta.slab(0), io);
         });
-    parallel_for_counted(
-        p.batch * p.kv_heads * k_blocks, counter, [&](std::int64_t task, int worker, Counter& io) {
-            key_block(a,
-                      tiling,
-                      task / k_blocks,
-                      task % k_blocks * rs,
-                      delta.slab(0),
-                      ws.slab(worker),
-                      io);
+    parallel_for_counted( // group g takes key blocks g, g + G, ... in order
+        p.batch * p.kv_heads * groups,
+        counter,
+        [&](std::int64_t task, int worker, Counter& io) {
+            const std::int64_t g = task % groups;
+            for (std::int64_t j = g; j < k_blocks; j += groups)
+                key_block(a,
+                          tiling,
+                          task / groups,
+                          j * rs,
+                          g,
+                          j == g,
+                          dq,
+                          delta.slab(0),
+                          ws.slab(worker),
+                          io);
         });
     parallel_for_counted(
-        p.batch_heads() * q_blocks, counter, [&](std::int64_t task, int worker, Counter& io) {
-            query_block(a,
-                        tiling,
-                        task / q_blocks,
-                        task % q_blocks * rs,
-                        delta.slab(0),
-                        ws.slab(worker),
-                        io);
+        p.batch_heads() * q_blocks, counter, [&](std::int64_t task, int, Counter& io) {
+            reduce_block(a, rs, task / q_blocks, task % q_blocks * rs, dq, io);
         });
 }
 

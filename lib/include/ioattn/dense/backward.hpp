@@ -21,10 +21,12 @@ namespace ioattn::dense {
 template <typename Scalar>
 void backward_reference(const BackwardArgs<Scalar>& args);
 
-/// FlashAttention-2 backward with a second sweep for dQ (so no atomics and no thread-count
-/// dependence): pass 0 computes D; pass A keeps K_j, V_j, dK_j, dV_j resident and streams the
-/// query row blocks; pass B keeps Q_i, dO_i, dQ_i resident and streams K/V. tiling.rows is the
-/// resident block, tiling.cols the streamed block. I/O = io_cost_backward_fused.
+/// FlashAttention-2 backward in one sweep, dQ in G partial sums (so no atomics and no
+/// thread-count dependence): pass 0 computes D; pass A keeps K_j, V_j, dK_j, dV_j resident,
+/// streams the query row blocks and adds dS K_j into the partial dQ of key block j's group
+/// (j mod G, G = backward_dq_groups); pass R sums the partials in group order. tiling.rows is
+/// the resident block, tiling.cols the streamed block. Extra memory: G * batch * heads * n_q * d
+/// words. I/O = io_cost_backward_fused.
 template <typename Scalar, typename Counter>
 void backward_fused(const BackwardArgs<Scalar>& args,
                     const Tiling& tiling,

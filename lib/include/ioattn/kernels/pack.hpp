@@ -1,6 +1,7 @@
 #pragma once
 /// Transposed packing between row-major views and the fused kernels' lane-major fast-memory
-/// tiles (Q^T, K^T, dO^T, O^T: columns x padded rows), in 16 x 16 blocks.
+/// tiles (Q^T, K^T, dO^T, O^T: columns x padded rows), in 16 x 16 blocks; and row-major packing
+/// with the columns padded to whole vectors (K rows as the lanes of dQ = dS K).
 
 #include <ioattn/view.hpp>
 
@@ -37,6 +38,24 @@ void pack_transposed(const TensorView<const Scalar>& x,
                     t[k * ld + r] = row[k] * scale;
             }
         }
+    }
+}
+
+/// Packs rows [row0, row0 + n) of a view, scaled, into t (n x ld), columns zero-padded to ld.
+template <typename Scalar>
+void pack_rows(const TensorView<const Scalar>& x,
+               std::int64_t b,
+               std::int64_t h,
+               std::int64_t row0,
+               std::int64_t n,
+               Scalar scale,
+               Scalar* t,
+               std::int64_t ld) {
+    for (std::int64_t r = 0; r < n; ++r) {
+        const Scalar* row = x.row(b, h, row0 + r);
+        for (std::int64_t k = 0; k < x.cols; ++k)
+            t[r * ld + k] = row[k] * scale;
+        std::fill(t + r * ld + x.cols, t + (r + 1) * ld, Scalar(0));
     }
 }
 

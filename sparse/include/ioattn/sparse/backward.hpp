@@ -30,10 +30,11 @@ void backward_reference(const BackwardArgs<Scalar>& args,
                         const Support& support,
                         const SparseInputs<Scalar>& inputs);
 
-/// Fused sparse backward: pass 0 computes D; pass A keeps a block of keys with dK, dV resident
-/// and streams only the queries that see them (the transposed structure); pass B keeps a block
-/// of queries with dQ resident and streams only the keys it sees. tiling.rows: resident block
-/// (at most; cut by nonzeros too), tiling.cols: streamed chunk.
+/// Fused sparse backward, the dense one's schedule over Omega: pass 0 computes D; pass A keeps
+/// a block of keys with dK, dV resident, streams only the queries that see them (the
+/// transposed structure) and adds dS K into the dQ partial sum of the block's group; pass R
+/// sums the partials in group order. tiling.rows: resident block (at most; cut by nonzeros
+/// too), tiling.cols: streamed chunk.
 /// I/O = io_cost_backward_fused(problem, support, tiling).
 template <typename Scalar, typename Counter>
 void backward_fused(const BackwardArgs<Scalar>& args,
@@ -91,10 +92,9 @@ IoReport dry_run_backward(const Problem& problem,
 IoReport
 io_cost_backward_fused(const Problem& problem, const Support& support, const Tiling& tiling);
 
-/// Exact I/O of backward_fused with some operands stored sparse: per query head, nnz(Q) once
-/// (pass B) plus the stored words of every streamed Q row (pass A), the stored words of every
-/// streamed K, V row (pass B), and nnz(K) + nnz(V) per kv head (pass A); dO, O, L, D, the
-/// writes and the peak as with dense inputs.
+/// Exact I/O of backward_fused with some operands stored sparse: per query head, the stored
+/// words of every streamed Q row, and nnz(K) + nnz(V) per kv head (resident blocks); dO, O, L,
+/// D, the dQ partials, the writes and the peak as with dense inputs.
 template <typename Scalar>
 IoReport io_cost_backward_fused(const Problem& problem,
                                 const Support& support,

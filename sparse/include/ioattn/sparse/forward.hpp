@@ -24,7 +24,7 @@ namespace ioattn::sparse {
 /// still gives its shape and may have null data. Kernels read only the stored entries (counted
 /// as such: Z_input), and their residency is that of dense inputs. The fused kernels multiply
 /// a sparse streamed operand as stored: sparse dot products, 2 flops per stored entry and lane
-/// (K and V in the forward and in the backward's pass B, Q in its pass A); a sparse resident
+/// (K and V in the forward, Q in the backward); a sparse resident
 /// operand is scattered into its dense lane tile. The materializing kernels scatter each row
 /// (or column chunk of a row) into a dense fast-memory buffer; the references take sparse dot
 /// products.
