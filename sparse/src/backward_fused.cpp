@@ -32,6 +32,7 @@
 #include "row_source.hpp"
 #include "validate.hpp"
 
+#include <ioattn/kernels/dq_partials.hpp>
 #include <ioattn/kernels/softmax_grad.hpp>
 #include <ioattn/kernels/tile.hpp>
 #include <ioattn/kernels/workspace.hpp>
@@ -102,22 +103,8 @@ struct Scratch {
     }
 };
 
-/// The dQ partial sums: G x batch_heads x n_q rows of dw words, and which rows each (group,
-/// slice) has reached (a row reached for the first time is written, later ones added).
 template <typename Scalar>
-struct Partials {
-    std::int64_t groups, dw, n_q, slices;
-    Scalar* data;
-    std::uint8_t* reached;
-
-    [[nodiscard]] std::int64_t at(std::int64_t g, std::int64_t slice, std::int64_t i) const {
-        return (g * slices + slice) * n_q + i;
-    }
-
-    Scalar* row(std::int64_t g, std::int64_t slice, std::int64_t i) const {
-        return data + at(g, slice, i) * dw;
-    }
-};
+using Partials = kernels::DqPartials<Scalar>;
 
 /// Streamed rows idx[0, c) of a view: read in place when they are consecutive, else gathered
 /// into g (c x cols); `finite` says whether every value is finite.

@@ -27,6 +27,7 @@
 // Tests: tests/lib/dense/backward_fused_test.cpp
 
 #include <ioattn/dense/backward.hpp>
+#include <ioattn/kernels/dq_partials.hpp>
 #include <ioattn/kernels/online_softmax.hpp>
 #include <ioattn/kernels/softmax_grad.hpp>
 #include <ioattn/kernels/tile.hpp>
@@ -146,16 +147,8 @@ struct Scratch {
     }
 };
 
-/// The dQ partial sums: G x batch_heads x n_q rows of dw (d padded to whole vectors).
 template <typename Scalar>
-struct Partials {
-    std::int64_t groups, dw, n_q, slices;
-    Scalar* data;
-
-    Scalar* row(std::int64_t g, std::int64_t slice, std::int64_t i) const {
-        return data + ((g * slices + slice) * n_q + i) * dw;
-    }
-};
+using Partials = kernels::DqPartials<Scalar>;
 
 /// First query row that sees key j (n_q if none).
 std::int64_t first_row(const Problem& p, std::int64_t j) {
