@@ -400,8 +400,8 @@ void backward_materialized(const BackwardArgs<Scalar>& args,
         a, support, &tiling, Schedule::materialized, memory, kWhere, true, Pass::backward);
     const Problem& p = a.problem;
     const std::int64_t b = tiling.rows;
-    const BlockView rows_view = support.block_view(b, b);
-    const BlockView keys_view = support.transposed().block_view(b, b);
+    const BlockView& rows_view = support.cached_block_view(b, b);
+    const BlockView& keys_view = support.transposed().cached_block_view(b, b);
     const std::int64_t row_tiles = rows_view.row_blocks, key_tiles = keys_view.row_blocks;
     const std::int64_t dch = (p.d + b - 1) / b, vch = (p.d_v + b - 1) / b;
     // fast memory: D_i, one tile and one chunk per worker; slow memory: P, then dS (CSR order)

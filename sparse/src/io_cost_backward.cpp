@@ -109,7 +109,7 @@ IoReport io_cost_backward_materialized(const Problem& problem,
     // dense operands cost the same in every slice: count one and multiply
     const std::int64_t slices = detail::any_sparse(inputs) ? p.batch_heads() : 1;
     const std::int64_t b = tiling.rows;
-    const BlockView view = support.block_view(b, b);
+    const BlockView& view = support.cached_block_view(b, b);
     const std::int64_t vch = (p.d_v + b - 1) / b, dch = (p.d + b - 1) / b;
     const std::int64_t kd = std::min(b, p.d), kv = std::min(b, p.d_v);
     std::vector<std::int64_t> tallest(static_cast<std::size_t>(view.col_blocks), 0);

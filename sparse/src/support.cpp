@@ -18,10 +18,21 @@ namespace ioattn::sparse {
 struct Support::Cache {
     std::once_flag once;
     std::unique_ptr<Support> transposed;
+    std::mutex views_mutex;
+    std::vector<std::unique_ptr<BlockView>> views; ///< stable addresses: references stay valid
 };
 
 std::shared_ptr<Support::Cache> Support::make_cache() {
     return std::make_shared<Cache>();
+}
+
+const BlockView& Support::cached_block_view(std::int64_t br, std::int64_t bc) const {
+    const std::lock_guard<std::mutex> lock(cache_->views_mutex);
+    for (const auto& v : cache_->views)
+        if (v->rows == br && v->cols == bc)
+            return *v;
+    cache_->views.push_back(std::make_unique<BlockView>(block_view(br, bc)));
+    return *cache_->views.back();
 }
 
 const Support& Support::transposed() const {

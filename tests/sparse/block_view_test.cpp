@@ -98,3 +98,16 @@ TEST_CASE("block_view: non-positive tile sizes throw", "[block_view][throws]") {
     CHECK_THROWS_WITH(s.block_view(2, -1), Catch::Contains("Bc = -1"));
     CHECK_THROWS_AS(s.block_view(0, 2), ioattn::InvalidArgument);
 }
+
+TEST_CASE("cached_block_view: built once per tiling, shared by copies, equal to block_view",
+          "[block_view]") {
+    const Support s = ioattn::sparse::pattern_random(40, 30, 0.2, 5);
+    const BlockView& a = s.cached_block_view(4, 8);
+    const Support copy = s; // NOLINT(performance-unnecessary-copy-initialization): shares the cache
+    CHECK(&copy.cached_block_view(4, 8) == &a);
+    CHECK(&s.cached_block_view(8, 4) != &a);
+    check_against_brute_force(s, a);
+    check_against_brute_force(s, s.cached_block_view(8, 4));
+    CHECK(&s.cached_block_view(4, 8) == &a); // still the first one after another was added
+    CHECK_THROWS_AS(s.cached_block_view(0, 2), ioattn::InvalidArgument);
+}

@@ -1,0 +1,144 @@
+#pragma once
+/// Vector kernels over contiguous runs of values, for the materializing sparse kernels, whose
+/// stored scores of a row are a contiguous strip (CSR order) and whose products touch one
+/// allowed entry at a time: dot products, axpy, and the row softmax pieces (max, sum of 2^(s -
+/// m), probabilities). Tails run in a vector padded with the operation's neutral value, so
+/// every entry takes the same exp2 as in a whole vector. Sums are in a fixed order (vector
+/// partials, then lanes 0..L-1): results do not depend on the thread count.
+
+#include <ioattn/kernels/online_softmax.hpp>
+#include <ioattn/kernels/simd.hpp>
+#include <ioattn/kernels/tile.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+namespace ioattn::kernels {
+
+/// The lanes of v summed in order.
+template <typename T>
+inline T lane_sum(Vec<T> v) {
+    T s = 0;
+    for (int l = 0; l < Simd<T>::kLanes; ++l)
+        s += v[l];
+    return s;
+}
+
+/// The first n < kLanes values of p in a vector, the other lanes `fill`.
+template <typename T>
+inline Vec<T> load_tail(const T* p, std::int64_t n, T fill) {
+    Vec<T> v = splat<T>(fill);
+    for (std::int64_t l = 0; l < n; ++l)
+        v[l] = p[l];
+    return v;
+}
+
+/// sum_z a[z] b[z], z < n.
+template <typename T>
+inline T dot(const T* a, const T* b, std::int64_t n) {
+    constexpr int kL = Simd<T>::kLanes;
+    Vec<T> acc0{}, acc1{};
+    std::int64_t z = 0;
+    for (; z + 2 * kL <= n; z += 2 * kL) {
+        acc0 += load(a + z) * load(b + z);
+        acc1 += load(a + z + kL) * load(b + z + kL);
+    }
+    for (; z + kL <= n; z += kL)
+        acc0 += load(a + z) * load(b + z);
+    if (z < n)
+        acc1 += load_tail(a + z, n - z, T(0)) * load_tail(b + z, n - z, T(0));
+    return lane_sum<T>(acc0 + acc1);
+}
+
+/// y[z] += alpha x[z], z < n.
+template <typename T>
+inline void axpy(T alpha, const T* x, T* y, std::int64_t n) {
+    constexpr int kL = Simd<T>::kLanes;
+    std::int64_t z = 0;
+    for (; z + kL <= n; z += kL)
+        store(y + z, load(y + z) + alpha * load(x + z));
+    for (; z < n; ++z)
+        y[z] += alpha * x[z];
+}
+
+/// max(init, s[0..n)), NaN ignored (it reaches the row through the probabilities instead).
+template <typename T>
+inline T strip_max(const T* s, std::int64_t n, T init) {
+    constexpr int kL = Simd<T>::kLanes;
+    constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+    Vec<T> m = splat<T>(init);
+    std::int64_t z = 0;
+    for (; z + kL <= n; z += kL)
+        m = max_ignoring_nan<T>(m, load(s + z));
+    if (z < n)
+        m = max_ignoring_nan<T>(m, load_tail(s + z, n - z, kNegInf));
+    T out = init;
+    for (int l = 0; l < kL; ++l)
+        out = m[l] > out ? m[l] : out;
+    return out;
+}
+
+/// sum_z 2^(s[z] - m_safe) (1 where s[z] = m_safe), z < n.
+template <typename T>
+inline T strip_exp2_sum(const T* s, std::int64_t n, T m_safe) {
+    constexpr int kL = Simd<T>::kLanes;
+    const Vec<T> m = splat<T>(m_safe);
+    Vec<T> acc{};
+    std::int64_t z = 0;
+    for (; z + kL <= n; z += kL)
+        acc += exp2_diff<T>(load(s + z), m);
+    if (z < n)
+        acc += exp2_diff<T>(load_tail(s + z, n - z, -std::numeric_limits<T>::infinity()), m);
+    return lane_sum<T>(acc);
+}
+
+/// p[z] = 2^(s[z] - m_safe) * scale (1 * scale where s[z] = m_safe), z < n.
+template <typename T>
+inline void strip_probabilities(const T* s, std::int64_t n, T m_safe, T scale, T* p) {
+    constexpr int kL = Simd<T>::kLanes;
+    const Vec<T> m = splat<T>(m_safe);
+    std::int64_t z = 0;
+    for (; z + kL <= n; z += kL)
+        store(p + z, exp2_diff<T>(load(s + z), m) * scale);
+    if (z < n) {
+        const Vec<T> v =
+            exp2_diff<T>(load_tail(s + z, n - z, -std::numeric_limits<T>::infinity()), m) * scale;
+        for (std::int64_t l = 0; l < n - z; ++l)
+            p[z + l] = v[l];
+    }
+}
+
+/// y[0..n) += sum_{e < m} p[e] row(e)[0..n): one row of a sparse-times-dense product, y held in
+/// registers over all m terms, kTileVecs vectors at a time (an axpy per term stored y after
+/// every term: store-forwarding-bound, 21% of the materializing sparse forward).
+template <typename T, typename RowOf>
+inline void spmm_row(const T* p, std::int64_t m, RowOf row, T* y, std::int64_t n) {
+    constexpr int kL = Simd<T>::kLanes;
+    const std::int64_t full = n / kL; // whole vectors; the rest lane by lane
+    for (std::int64_t v0 = 0; v0 < full; v0 += kTileVecs) {
+        with_count<kTileVecs>(std::min<std::int64_t>(kTileVecs, full - v0), [&](auto nv) {
+            constexpr int kV = decltype(nv)::value;
+            T* out = y + v0 * kL;
+            Vec<T> acc[static_cast<std::size_t>(kV)];
+            for (int v = 0; v < kV; ++v)
+                acc[v] = load(out + v * kL);
+            for (std::int64_t e = 0; e < m; ++e) {
+                const T* x = row(e) + v0 * kL;
+                for (int v = 0; v < kV; ++v)
+                    acc[v] += p[e] * load(x + v * kL);
+            }
+            for (int v = 0; v < kV; ++v)
+                store(out + v * kL, acc[v]);
+        });
+    }
+    for (std::int64_t z = full * kL; z < n; ++z) {
+        T acc = y[z];
+        for (std::int64_t e = 0; e < m; ++e)
+            acc += p[e] * row(e)[z];
+        y[z] = acc;
+    }
+}
+
+} // namespace ioattn::kernels
