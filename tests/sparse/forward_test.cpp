@@ -42,15 +42,7 @@ const std::vector<std::string> kPatterns = {"dense",
                                             "window:3&causal"};
 
 Problem shape(std::int64_t n_q, std::int64_t n_k, std::int64_t d) {
-    Problem p;
-    p.batch = 2;
-    p.heads = 4;
-    p.kv_heads = 2;
-    p.n_q = n_q;
-    p.n_k = n_k;
-    p.d = d;
-    p.d_v = 5;
-    return p.resolved();
+    return ioattn::sparse::test::kernel_shape(2, n_q, n_k, d);
 }
 
 template <typename T, typename Kernel>

@@ -1,16 +1,27 @@
 #pragma once
 // Owned operands of one sparse attention problem, a naive working-type oracle (for the error
-// rule), and small comparison helpers for the sparse kernel tests.
+// rule), small comparison helpers for the sparse kernel tests, and the checks the backward
+// kernels' tests share.
+
+#include "brute_force.hpp"
 
 #include <ioattn/problem.hpp>
+#include <ioattn/sparse/backward.hpp>
+#include <ioattn/sparse/forward.hpp>
 #include <ioattn/sparse/support.hpp>
 #include <ioattn/view.hpp>
+
+#include <catch2/catch.hpp>
+#include <tbb/global_control.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace ioattn::sparse::test {
@@ -112,10 +123,11 @@ std::vector<double> as_double(const std::vector<T>& x) {
     return {x.begin(), x.end()};
 }
 
-/// One batch, 4 query heads on 2 key/value heads, d_v = 5: the backward tests' shape.
-inline Problem backward_shape(std::int64_t n_q, std::int64_t n_k, std::int64_t d) {
+/// `batch` batches of 4 query heads on 2 key/value heads, d_v = 5: the kernel tests' shape.
+inline Problem
+kernel_shape(std::int64_t batch, std::int64_t n_q, std::int64_t n_k, std::int64_t d) {
     Problem p;
-    p.batch = 1;
+    p.batch = batch;
     p.heads = 4;
     p.kv_heads = 2;
     p.n_q = n_q;
@@ -123,6 +135,97 @@ inline Problem backward_shape(std::int64_t n_q, std::int64_t n_k, std::int64_t d
     p.d = d;
     p.d_v = 5;
     return p.resolved();
+}
+
+/// One batch: the backward tests' shape.
+inline Problem backward_shape(std::int64_t n_q, std::int64_t n_k, std::int64_t d) {
+    return kernel_shape(1, n_q, n_k, d);
+}
+
+// --- shared by the backward kernels' tests -------------------------------------------------------
+
+/// Runs the forward reference so that o and lse hold the forward's outputs.
+template <typename T>
+void run_forward_reference(Case<T>& c, const Support& s) {
+    ioattn::sparse::forward_reference(c.forward(), s);
+}
+
+/// The pattern families and (n_q, n_k) of the backward agreement tests.
+inline const std::vector<std::string> kBackwardPatterns = {"dense",
+                                                           "causal",
+                                                           "window:2",
+                                                           "global:1+window:2",
+                                                           "bigbird:2:1:2",
+                                                           "random:0.3",
+                                                           "strided:3",
+                                                           "block:3:0.5"};
+inline const std::vector<std::pair<int, int>> kBackwardSizes = {{11, 11}, {7, 13}, {13, 6}};
+
+/// A backward kernel, run by `run(c, s)` on the case of p with `seed`, agrees with
+/// backward_reference in double on the same inputs (Q, K, V, dO rounded to T): dQ, dK and dV
+/// within 2e-5 (float) or 1e-13 (double).
+template <typename T, typename Run>
+void check_backward_agrees(const Problem& p, const Support& s, std::uint64_t seed, const Run& run) {
+    Case<T> c(p, seed);
+    Case<double> ref(p, seed);
+    std::copy(c.q.begin(), c.q.end(), ref.q.begin());
+    std::copy(c.k.begin(), c.k.end(), ref.k.begin());
+    std::copy(c.v.begin(), c.v.end(), ref.v.begin());
+    std::copy(c.d_o.begin(), c.d_o.end(), ref.d_o.begin());
+    run_forward_reference(c, s);
+    run_forward_reference(ref, s);
+    ioattn::sparse::backward_reference(ref.backward(), s);
+    run(c, s);
+    const double tol = std::is_same_v<T, float> ? 2e-5 : 1e-13;
+    CHECK(max_error(c.d_q, ref.d_q) < tol);
+    CHECK(max_error(c.d_k, ref.d_k) < tol);
+    CHECK(max_error(c.d_v, ref.d_v) < tol);
+}
+
+/// Empty rows and a hidden key: on 16 x 12 with rows i % 3 == 0 empty and key 7 allowed to no
+/// query (NaN in its K and V rows), a backward kernel run by `run(c, s)` with at most 1 thread and
+/// with at most 2 gives bitwise equal gradients, dQ = 0 on the empty rows, no NaN anywhere, and
+/// dK = 0 on the hidden key.
+template <typename Run>
+void check_empty_rows_and_hidden_key(const Run& run) {
+    constexpr std::int64_t kHidden = 7; // a key no query may see: NaN in its K and V rows
+    const Problem p = backward_shape(16, 12, 5);
+    const Support s = from_predicate(16, 12, [](std::int64_t i, std::int64_t j) {
+        return i % 3 != 0 && (i + j) % 4 != 0 && j != kHidden;
+    });
+    Case<float> one(p, 3), two(p, 3);
+    for (Case<float>* c : {&one, &two}) {
+        for (std::int64_t g = 0; g < p.batch * p.kv_heads; ++g) {
+            for (std::int64_t x = 0; x < p.d; ++x)
+                c->k[static_cast<std::size_t>((g * p.n_k + kHidden) * p.d + x)] =
+                    std::numeric_limits<float>::quiet_NaN();
+            for (std::int64_t x = 0; x < p.d_v; ++x)
+                c->v[static_cast<std::size_t>((g * p.n_k + kHidden) * p.d_v + x)] =
+                    std::numeric_limits<float>::quiet_NaN();
+        }
+        run_forward_reference(*c, s);
+    }
+    {
+        tbb::global_control gc(tbb::global_control::max_allowed_parallelism, 1);
+        run(one, s);
+    }
+    {
+        tbb::global_control gc(tbb::global_control::max_allowed_parallelism, 2);
+        run(two, s);
+    }
+    CHECK(one.d_q == two.d_q);
+    CHECK(one.d_k == two.d_k);
+    CHECK(one.d_v == two.d_v);
+    for (std::int64_t sl = 0; sl < p.batch_heads(); ++sl)
+        for (std::int64_t i = 0; i < 16; i += 3)
+            for (std::int64_t x = 0; x < p.d; ++x)
+                CHECK(one.d_q[static_cast<std::size_t>((sl * 16 + i) * p.d + x)] == 0.0F);
+    for (const auto* grad : {&one.d_q, &one.d_k, &one.d_v})
+        for (const float g : *grad)
+            CHECK(std::isfinite(g));
+    for (std::int64_t g = 0; g < p.batch * p.kv_heads; ++g)
+        for (std::int64_t x = 0; x < p.d; ++x)
+            CHECK(one.d_k[static_cast<std::size_t>((g * p.n_k + kHidden) * p.d + x)] == 0.0F);
 }
 
 } // namespace ioattn::sparse::test

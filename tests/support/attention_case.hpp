@@ -81,8 +81,8 @@ struct Buffer {
         return out;
     }
 
-    /// Whether every element outside the logical tensor still holds `fill` (bitwise).
-    [[nodiscard]] bool padding_intact(T fill) const {
+    /// Which elements of `data` belong to the logical tensor (the others are padding).
+    [[nodiscard]] std::vector<bool> logical_mask() const {
         std::vector<bool> logical(data.size(), false);
         for (std::int64_t b = 0; b < view.batch; ++b)
             for (std::int64_t h = 0; h < view.heads; ++h)
@@ -91,12 +91,33 @@ struct Buffer {
                         logical[static_cast<std::size_t>(b * view.stride_batch +
                                                          h * view.stride_head +
                                                          i * view.stride_row + c)] = true;
+        return logical;
+    }
+
+    /// Sets every element outside the logical tensor to `fill`.
+    void fill_padding(T fill) {
+        const std::vector<bool> logical = logical_mask();
+        for (std::size_t e = 0; e < data.size(); ++e)
+            if (!logical[e])
+                data[e] = fill;
+    }
+
+    /// Whether every element outside the logical tensor still holds `fill` (bitwise).
+    [[nodiscard]] bool padding_intact(T fill) const {
+        const std::vector<bool> logical = logical_mask();
         for (std::size_t e = 0; e < data.size(); ++e)
             if (!logical[e] && std::memcmp(&data[e], &fill, sizeof(T)) != 0)
                 return false;
         return true;
     }
 };
+
+/// Whether two buffers hold the same bits.
+template <typename T>
+bool bitwise_equal(const Buffer<T>& x, const Buffer<T>& y) {
+    return x.data.size() == y.data.size() &&
+           std::memcmp(x.data.data(), y.data.data(), x.data.size() * sizeof(T)) == 0;
+}
 
 /// Sentinel written into output padding; kernels must leave it alone.
 template <typename T>

@@ -6,8 +6,10 @@
 // backward_*_test.cpp instantiates them for float and double.
 
 #include "attention_case.hpp"
+#include "case_data.hpp"
 #include "random.hpp"
 #include "reference.hpp"
+#include "suite_checks.hpp"
 #include "tolerance.hpp"
 
 #include <ioattn/dense/backward.hpp>
@@ -21,12 +23,10 @@
 #include <ioattn/view.hpp>
 
 #include <catch2/catch.hpp>
-#include <tbb/global_control.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <iomanip>
 #include <limits>
 #include <sstream>
@@ -111,22 +111,6 @@ NaiveGrads<Acc> naive_backward(const Problem& problem,
 
 // --- operands of one backward problem ----------------------------------------------------------
 
-/// Sets every element of `buf` outside its logical tensor to `fill`.
-template <typename T>
-void fill_padding(Buffer<T>& buf, T fill) {
-    std::vector<bool> logical(buf.data.size(), false);
-    const TensorView<T>& v = buf.view;
-    for (std::int64_t b = 0; b < v.batch; ++b)
-        for (std::int64_t h = 0; h < v.heads; ++h)
-            for (std::int64_t i = 0; i < v.rows; ++i)
-                for (std::int64_t c = 0; c < v.cols; ++c)
-                    logical[static_cast<std::size_t>(b * v.stride_batch + h * v.stride_head +
-                                                     i * v.stride_row + c)] = true;
-    for (std::size_t e = 0; e < buf.data.size(); ++e)
-        if (!logical[e])
-            buf.data[e] = fill;
-}
-
 /// Q, K, V, dO seeded uniform in [-1, 1); O and L from the naive forward in the oracle's
 /// precision, rounded to T (so every kernel and the naive backward see the same inputs). Input
 /// padding holds NaN, gradient padding a sentinel.
@@ -156,8 +140,8 @@ struct BackwardCase {
               kSentinel) {
         Rng rng(seed * 7919 + 13);
         d_o.randomize(rng);
-        fill_padding(fwd.o, kNaN);
-        fill_padding(fwd.lse, kNaN);
+        fwd.o.fill_padding(kNaN);
+        fwd.lse.fill_padding(kNaN);
         refresh_forward();
     }
 
@@ -208,11 +192,8 @@ struct BackwardCase {
 
     /// Whether the gradients of two runs are bitwise equal.
     [[nodiscard]] bool same_gradients(const BackwardCase& other) const {
-        const auto eq = [](const Buffer<T>& x, const Buffer<T>& y) {
-            return x.data.size() == y.data.size() &&
-                   std::memcmp(x.data.data(), y.data.data(), x.data.size() * sizeof(T)) == 0;
-        };
-        return eq(d_q, other.d_q) && eq(d_k, other.d_k) && eq(d_v, other.d_v);
+        return bitwise_equal(d_q, other.d_q) && bitwise_equal(d_k, other.d_k) &&
+               bitwise_equal(d_v, other.d_v);
     }
 
     static constexpr T kNaN = std::numeric_limits<T>::quiet_NaN();
@@ -220,18 +201,6 @@ struct BackwardCase {
 };
 
 // --- running a kernel ------------------------------------------------------------------------
-
-inline std::string backward_name(Schedule s) {
-    switch (s) {
-    case Schedule::reference:
-        return "backward_reference";
-    case Schedule::fused:
-        return "backward_fused";
-    case Schedule::materialized:
-        return "backward_materialized";
-    }
-    return "?";
-}
 
 /// Runs one backward kernel by its own name (the reference ignores tiling and memory).
 template <typename T, typename Counter>
@@ -256,35 +225,15 @@ void run_backward(const BackwardArgs<T>& args,
 template <typename T>
 void run_backward(const BackwardArgs<T>& args, const Tiling& tiling) {
     NullCounter counter;
-    const MemoryModel memory{tiling.schedule == Schedule::reference
-                                 ? std::int64_t{1} << 40
-                                 : tiling.resident_words(args.problem, Pass::backward)};
-    run_backward<T, NullCounter>(args, tiling, memory, counter);
+    run_backward<T, NullCounter>(
+        args, tiling, exact_memory(tiling, args.problem, Pass::backward), counter);
 }
 
 // --- shapes and tilings ----------------------------------------------------------------------
 
-struct BackwardShape {
-    std::int64_t batch, heads, kv_heads, n_q, n_k, d, d_v;
-    bool causal;
-
-    [[nodiscard]] Problem problem() const {
-        Problem p;
-        p.batch = batch;
-        p.heads = heads;
-        p.kv_heads = kv_heads;
-        p.n_q = n_q;
-        p.n_k = n_k;
-        p.d = d;
-        p.d_v = d_v;
-        p.causal = causal;
-        return p;
-    }
-};
-
 /// n_q != n_k both ways (causal: fully masked rows when n_q > n_k), n_q = 1, n_k = 1, d = 1,
 /// d_v != d both ways, sizes that are multiples of no tile, GQA and MQA, batch > 1.
-inline std::vector<BackwardShape> backward_edge_shapes() {
+inline std::vector<Shape> backward_edge_shapes() {
     return {
         {1, 1, 0, 1, 1, 1, 0, false},
         {1, 1, 0, 1, 37, 16, 0, true},
@@ -303,70 +252,8 @@ inline std::vector<BackwardShape> backward_edge_shapes() {
     };
 }
 
-/// Tilings worth trying: degenerate, odd, larger than the problem, and the for_memory one.
-inline std::vector<Tiling> backward_tilings(Schedule schedule, const Problem& problem) {
-    const Problem p = resolve(problem);
-    const std::int64_t big = std::max({p.n_q, p.n_k, p.d, p.d_v}) + 3;
-    switch (schedule) {
-    case Schedule::reference:
-        return {Tiling{Schedule::reference, p.n_q, p.n_k}};
-    case Schedule::fused: {
-        std::vector<Tiling> t = {{Schedule::fused, 1, 1},
-                                 {Schedule::fused, 3, 5},
-                                 {Schedule::fused, 8, 4},
-                                 {Schedule::fused, 16, 64},
-                                 {Schedule::fused, big, big}};
-        if (auto m = Tiling::try_for_memory(
-                Schedule::fused, MemoryModel{16 * (p.d + p.d_v) * 8}, p, Pass::backward))
-            t.push_back(*m);
-        return t;
-    }
-    case Schedule::materialized: {
-        std::vector<Tiling> t = {{Schedule::materialized, 1, 1},
-                                 {Schedule::materialized, 2, 2},
-                                 {Schedule::materialized, 5, 5},
-                                 {Schedule::materialized, 16, 16},
-                                 {Schedule::materialized, big, big}};
-        if (auto m = Tiling::try_for_memory(
-                Schedule::materialized, MemoryModel{1024}, p, Pass::backward))
-            t.push_back(*m);
-        return t;
-    }
-    }
-    return {};
-}
-
-/// A random problem (sizes up to ~60, GQA, causal, d_v != d, explicit scale sometimes).
-inline Problem random_backward_problem(Rng& rng) {
-    Problem p;
-    p.batch = rng.uniform_int(1, 2);
-    p.kv_heads = rng.uniform_int(1, 2);
-    p.heads = p.kv_heads * rng.uniform_int(1, 3);
-    p.n_q = rng.uniform_int(1, 60);
-    p.n_k = rng.uniform_int(1, 60);
-    p.d = rng.uniform_int(1, 32);
-    p.d_v = rng.uniform_int(0, 1) == 0 ? p.d : rng.uniform_int(1, 32);
-    p.causal = rng.uniform_int(0, 1) == 1;
-    if (rng.uniform_int(0, 3) == 0)
-        p.scale = rng.uniform(0.05, 2.0);
-    return p;
-}
-
-inline Tiling random_backward_tiling(Rng& rng, Schedule schedule, const Problem& problem) {
-    const Problem p = resolve(problem);
-    const std::int64_t n = std::max(p.n_q, p.n_k);
-    switch (schedule) {
-    case Schedule::reference:
-        return {Schedule::reference, p.n_q, p.n_k};
-    case Schedule::fused:
-        return {Schedule::fused, rng.uniform_int(1, n + 4), rng.uniform_int(1, n + 4)};
-    case Schedule::materialized: {
-        const std::int64_t b = rng.uniform_int(1, std::max({n, p.d, p.d_v}) + 2);
-        return {Schedule::materialized, b, b};
-    }
-    }
-    return {};
-}
+/// Random backward cases: sizes up to 60, d and d_v up to 32.
+inline constexpr RandomCases kBackwardRandom{Pass::backward, 60, 32};
 
 // --- checks ------------------------------------------------------------------------------------
 
@@ -413,42 +300,29 @@ void check_gradients(const BackwardCase<T>& c) {
 
 template <typename T>
 void backward_suite_edge_shapes(Schedule schedule) {
-    std::uint64_t seed = 2000;
-    for (const BackwardShape& s : backward_edge_shapes()) {
-        const Problem p = s.problem();
-        for (const Tiling& tiling : backward_tilings(schedule, p)) {
-            for (const bool padded : {false, true}) {
-                ++seed;
-                BackwardCase<T> c(p, seed, padded ? Padding{3, 5, 7} : Padding{});
-                CAPTURE(p, tiling, seed, padded);
-                BackwardArgs<T> args = c.args();
-                args.problem = p; // unresolved: the kernel fills kv_heads, d_v, scale itself
-                run_backward<T>(args, tiling);
-                check_gradients(c);
-            }
-        }
-    }
+    const auto agree = [](const Problem& p, const Tiling& tiling, std::uint64_t seed, bool padded) {
+        BackwardCase<T> c(p, seed, edge_padding(padded));
+        CAPTURE(p, tiling, seed, padded);
+        BackwardArgs<T> args = c.args();
+        args.problem = p; // unresolved: the kernel fills kv_heads, d_v, scale itself
+        run_backward<T>(args, tiling);
+        check_gradients(c);
+    };
+    for_each_edge_case(backward_edge_shapes(), schedule, Pass::backward, 2000, agree);
 }
 
 // --- kind 1: agreement on seeded random shapes -------------------------------------------------
 
 template <typename T>
 void backward_suite_random(Schedule schedule) {
-    const int cases = 24 * test_multiplier();
-    for (int n = 0; n < cases; ++n) {
-        const auto seed = static_cast<std::uint64_t>(8000 + n);
-        Rng rng(seed);
-        const Problem p = random_backward_problem(rng);
-        const Tiling tiling = random_backward_tiling(rng, schedule, p);
-        const Padding pad =
-            rng.uniform_int(0, 1) == 0
-                ? Padding{}
-                : Padding{rng.uniform_int(0, 3), rng.uniform_int(0, 9), rng.uniform_int(0, 9)};
+    const auto agree = [](Rng& rng, std::uint64_t seed, const Problem& p, const Tiling& tiling) {
+        const Padding pad = random_padding(rng);
         BackwardCase<T> c(p, seed, pad);
         CAPTURE(p, tiling, seed, pad.row, pad.head, pad.batch);
         run_backward<T>(c.args(), tiling);
         check_gradients(c);
-    }
+    };
+    for_each_random_case(kBackwardRandom, schedule, 24 * test_multiplier(), 8000, agree);
 }
 
 // --- kind 2: error ratio on a longer sequence with spread-out scores --------------------------
@@ -456,13 +330,8 @@ void backward_suite_random(Schedule schedule) {
 template <typename T>
 void backward_suite_error_ratio(const Tiling& tiling) {
     for (const bool causal : {false, true}) {
-        Problem p;
-        p.heads = 2;
-        p.kv_heads = 1;
-        p.n_q = 96;
-        p.n_k = 300;
-        p.d = 64;
-        p.causal = causal;
+        const Problem p{
+            .heads = 2, .kv_heads = 1, .n_q = 96, .n_k = 300, .d = 64, .causal = causal};
         BackwardCase<T> c(p, 42);
         for (T& x : c.fwd.q.data) // scores spread over about [-16, 16]
             x = static_cast<T>(x * T(4));
@@ -479,7 +348,7 @@ void backward_suite_error_ratio(const Tiling& tiling) {
 /// the backward of dO = W. Checks the kernel's dQ, dK, dV against central differences, which use
 /// no backward code at all.
 inline void backward_suite_finite_differences(Schedule schedule) {
-    const std::vector<BackwardShape> shapes = {
+    const std::vector<Shape> shapes = {
         {1, 1, 0, 3, 4, 2, 3, false},
         {1, 2, 1, 3, 4, 2, 0, false},
         {1, 1, 0, 5, 3, 3, 2, true},
@@ -488,9 +357,9 @@ inline void backward_suite_finite_differences(Schedule schedule) {
         {1, 4, 2, 4, 3, 3, 2, true},
     };
     std::uint64_t seed = 300;
-    for (const BackwardShape& s : shapes) {
+    for (const Shape& s : shapes) {
         const Problem p = s.problem();
-        for (const Tiling& tiling : backward_tilings(schedule, p)) {
+        for (const Tiling& tiling : edge_tilings(schedule, p, Pass::backward)) {
             ++seed;
             BackwardCase<double> c(p, seed);
             CAPTURE(p, tiling, seed);
@@ -536,12 +405,7 @@ inline void backward_suite_finite_differences(Schedule schedule) {
 
 template <typename T>
 void backward_suite_io_exact(Schedule schedule) {
-    const int cases = 30 * test_multiplier();
-    for (int n = 0; n < cases; ++n) {
-        const auto seed = static_cast<std::uint64_t>(9500 + n);
-        Rng rng(seed);
-        const Problem p = random_backward_problem(rng);
-        const Tiling tiling = random_backward_tiling(rng, schedule, p);
+    const auto exact = [](Rng& rng, std::uint64_t seed, const Problem& p, const Tiling& tiling) {
         const std::int64_t need = tiling.resident_words(p, Pass::backward);
         const MemoryModel memory{need + rng.uniform_int(0, 3)};
         CAPTURE(p, tiling, memory.fast_words, seed);
@@ -559,29 +423,30 @@ void backward_suite_io_exact(Schedule schedule) {
         run_backward<T>(plain.args(), tiling);
         CHECK(plain.same_gradients(c));
 
-        const MemoryModel short_memory{got.peak - 1};
-        IoCounter short_counter(short_memory.fast_words);
-        CHECK_THROWS_AS((run_backward<T, IoCounter>(c.args(), tiling, short_memory, short_counter)),
-                        CapacityError);
-        IoCounter small_counter(got.peak - 1); // the counter alone catches the excess
-        CHECK_THROWS_AS((run_backward<T, IoCounter>(c.args(), tiling, memory, small_counter)),
-                        CapacityError);
+        check_one_word_short(
+            [&](const MemoryModel& m, IoCounter& counted) {
+                run_backward<T, IoCounter>(c.args(), tiling, m, counted);
+            },
+            memory,
+            got.peak);
 
         DryRunCounter dry(memory.fast_words);
         run_backward<T, DryRunCounter>(c.args(), tiling, memory, dry);
         CHECK(dry.report() == expect);
         CHECK(dense::dry_run_backward(p, tiling, memory) == expect);
-        CHECK_THROWS_AS(dense::dry_run_backward(p, tiling, short_memory), CapacityError);
-    }
+        CHECK_THROWS_AS(dense::dry_run_backward(p, tiling, MemoryModel{got.peak - 1}),
+                        CapacityError);
+    };
+    for_each_random_case(kBackwardRandom, schedule, 30 * test_multiplier(), 9500, exact);
 }
 
 /// Counted I/O equals the closed form on every edge shape and tiling (including causal shapes
 /// with n_q > n_k where only a short last row tile sees a key, which sets the peak).
 template <typename T>
 void backward_suite_io_edge(Schedule schedule) {
-    for (const BackwardShape& s : backward_edge_shapes()) {
+    for (const Shape& s : backward_edge_shapes()) {
         const Problem p = s.problem();
-        for (const Tiling& tiling : backward_tilings(schedule, p)) {
+        for (const Tiling& tiling : edge_tilings(schedule, p, Pass::backward)) {
             const MemoryModel memory{tiling.resident_words(p, Pass::backward)};
             CAPTURE(p, tiling, memory.fast_words);
             BackwardCase<T> c(p, 31);
@@ -599,13 +464,7 @@ void backward_suite_io_edge(Schedule schedule) {
 /// The for_memory tiling fits every M it is given, and the dry run of a problem far too large to
 /// hold (data pointers null) walks the schedule with the closed-form counts.
 inline void backward_suite_io_for_memory(Schedule schedule) {
-    Problem p;
-    p.heads = 2;
-    p.kv_heads = 1;
-    p.n_q = 500;
-    p.n_k = 700;
-    p.d = 48;
-    p.d_v = 40;
+    Problem p{.heads = 2, .kv_heads = 1, .n_q = 500, .n_k = 700, .d = 48, .d_v = 40};
     for (const bool causal : {false, true}) {
         p.causal = causal;
         for (const std::int64_t m : {20, 100, 1000, 5000, 40000, 300000}) {
@@ -619,13 +478,7 @@ inline void backward_suite_io_for_memory(Schedule schedule) {
             CHECK(got.peak <= m);
         }
     }
-    Problem big;
-    big.heads = 4;
-    big.kv_heads = 2;
-    big.n_q = 6000;
-    big.n_k = 5000;
-    big.d = 64;
-    big.causal = true;
+    const Problem big{.heads = 4, .kv_heads = 2, .n_q = 6000, .n_k = 5000, .d = 64, .causal = true};
     const MemoryModel memory{1 << 16};
     const Tiling tiling = Tiling::for_memory(schedule, memory, big, Pass::backward);
     CAPTURE(big, tiling);
@@ -636,57 +489,36 @@ inline void backward_suite_io_for_memory(Schedule schedule) {
 /// of every query head becomes final exactly once.
 template <typename T>
 void backward_suite_io_trace(const Tiling& tiling) {
-    Problem p;
-    p.batch = 2;
-    p.heads = 2;
-    p.kv_heads = 1;
-    p.n_q = 37;
-    p.n_k = 29;
-    p.d = 8;
-    p.d_v = 5;
-    p.causal = true;
+    const Problem p{.batch = 2,
+                    .heads = 2,
+                    .kv_heads = 1,
+                    .n_q = 37,
+                    .n_k = 29,
+                    .d = 8,
+                    .d_v = 5,
+                    .causal = true};
     BackwardCase<T> c(p, 17);
     const Problem& r = c.problem();
     const MemoryModel memory{tiling.resident_words(r, Pass::backward)};
     IoCounter counter(memory.fast_words, true);
     run_backward<T, IoCounter>(c.args(), tiling, memory, counter);
-    std::int64_t reads = 0;
-    std::int64_t writes = 0;
-    std::vector<int> done(static_cast<std::size_t>(r.batch_heads() * r.n_q * r.n_k), 0);
+    ScoreCoverage coverage(r);
     std::int64_t completes = 0;
     for (const TraceEvent& e : counter.trace()) {
-        if (e.kind == TraceEvent::Kind::read)
-            reads += e.block.words();
-        else if (e.kind == TraceEvent::Kind::write)
-            writes += e.block.words();
         if (e.kind != TraceEvent::Kind::complete)
             continue;
         ++completes;
-        const Block& b = e.block;
-        REQUIRE(b.operand == Operand::scores);
-        REQUIRE((b.slice >= 0 && b.slice < r.batch_heads() && b.row0 >= 0 && b.col0 >= 0 &&
-                 b.row0 + b.rows <= r.n_q && b.col0 + b.cols <= r.n_k));
-        for (std::int64_t i = b.row0; i < b.row0 + b.rows; ++i)
-            for (std::int64_t j = b.col0; j < b.col0 + b.cols; ++j)
-                ++done[static_cast<std::size_t>((b.slice * r.n_q + i) * r.n_k + j)];
+        REQUIRE(e.block.operand == Operand::scores);
+        REQUIRE(coverage.contains(e.block));
+        coverage.add(e.block);
     }
-    CHECK(reads == counter.report().reads);
-    CHECK(writes == counter.report().writes);
+    CHECK(traced_words(counter, TraceEvent::Kind::read) == counter.report().reads);
+    CHECK(traced_words(counter, TraceEvent::Kind::write) == counter.report().writes);
     CHECK(counter.report() == io_cost_backward(r, tiling));
     if (tiling.schedule != Schedule::materialized)
         return;
     CHECK(completes > 0);
-    std::int64_t missing = 0;
-    std::int64_t repeated = 0;
-    for (std::int64_t s = 0; s < r.batch_heads(); ++s)
-        for (std::int64_t i = 0; i < r.n_q; ++i)
-            for (std::int64_t j = 0; j < r.n_k; ++j) {
-                const int n = done[static_cast<std::size_t>((s * r.n_q + i) * r.n_k + j)];
-                missing += (visible(r, i, j) && n == 0) ? 1 : 0;
-                repeated += n > 1 ? 1 : 0;
-            }
-    CHECK(missing == 0);
-    CHECK(repeated == 0);
+    coverage.check_each_allowed_once();
 }
 
 // --- kind 5: determinism across thread counts -----------------------------------------------
@@ -694,28 +526,20 @@ void backward_suite_io_trace(const Tiling& tiling) {
 template <typename T>
 void backward_suite_determinism(const Tiling& tiling) {
     for (const bool causal : {false, true}) {
-        Problem p;
-        p.batch = 2;
-        p.heads = 4;
-        p.kv_heads = 2;
-        p.n_q = 90;
-        p.n_k = 70;
-        p.d = 24;
-        p.d_v = 20;
-        p.causal = causal;
+        const Problem p{.batch = 2,
+                        .heads = 4,
+                        .kv_heads = 2,
+                        .n_q = 90,
+                        .n_k = 70,
+                        .d = 24,
+                        .d_v = 20,
+                        .causal = causal};
         CAPTURE(p, tiling);
         BackwardCase<T> one(p, 99);
         BackwardCase<T> two(p, 99);
         BackwardCase<T> arena(p, 99);
-        {
-            const tbb::global_control limit(tbb::global_control::max_allowed_parallelism, 1);
-            run_backward<T>(one.args(), tiling);
-        }
-        {
-            const tbb::global_control limit(tbb::global_control::max_allowed_parallelism, 2);
-            run_backward<T>(two.args(), tiling);
-        }
-        with_threads(1, [&] { run_backward<T>(arena.args(), tiling); });
+        run_at_thread_counts(
+            one, two, arena, [&](BackwardCase<T>& c) { run_backward<T>(c.args(), tiling); });
         CHECK(one.same_gradients(two));
         CHECK(one.same_gradients(arena));
         check_gradients(two);
@@ -728,15 +552,8 @@ void backward_suite_determinism(const Tiling& tiling) {
 /// and whatever their Q and dO hold (NaN included) changes no bit of dK and dV.
 template <typename T>
 void backward_suite_fully_masked(const Tiling& tiling) {
-    Problem p;
-    p.batch = 1;
-    p.heads = 2;
-    p.kv_heads = 1;
-    p.n_q = 30;
-    p.n_k = 12;
-    p.d = 6;
-    p.d_v = 5;
-    p.causal = true;
+    const Problem p{
+        .heads = 2, .kv_heads = 1, .n_q = 30, .n_k = 12, .d = 6, .d_v = 5, .causal = true};
     BackwardCase<T> clean(p, 21);
     BackwardCase<T> poisoned(p, 21);
     const std::int64_t masked = p.n_q - p.n_k;
@@ -760,15 +577,9 @@ void backward_suite_fully_masked(const Tiling& tiling) {
         for (const double x : c->d_q.packed())
             CHECK(std::isfinite(x));
     }
-    CHECK(std::memcmp(clean.d_k.data.data(),
-                      poisoned.d_k.data.data(),
-                      clean.d_k.data.size() * sizeof(T)) == 0);
-    CHECK(std::memcmp(clean.d_v.data.data(),
-                      poisoned.d_v.data.data(),
-                      clean.d_v.data.size() * sizeof(T)) == 0);
-    CHECK(std::memcmp(clean.d_q.data.data(),
-                      poisoned.d_q.data.data(),
-                      clean.d_q.data.size() * sizeof(T)) == 0);
+    CHECK(bitwise_equal(clean.d_k, poisoned.d_k));
+    CHECK(bitwise_equal(clean.d_v, poisoned.d_v));
+    CHECK(bitwise_equal(clean.d_q, poisoned.d_q));
     check_gradients(clean);
 }
 
@@ -776,14 +587,8 @@ void backward_suite_fully_masked(const Tiling& tiling) {
 /// (and correct), and the NaN reaches exactly the gradients the naive computation says.
 template <typename T>
 void backward_suite_nan_hidden_kv(const Tiling& tiling) {
-    Problem p;
-    p.heads = 2;
-    p.kv_heads = 1;
-    p.n_q = 24;
-    p.n_k = 40;
-    p.d = 8;
-    p.d_v = 5;
-    p.causal = true;
+    const Problem p{
+        .heads = 2, .kv_heads = 1, .n_q = 24, .n_k = 40, .d = 8, .d_v = 5, .causal = true};
     BackwardCase<T> c(p, 8);
     const std::int64_t j = 30; // seen by rows i >= j - (n_k - n_q) = 14
     for (std::int64_t col = 0; col < p.d; ++col)
@@ -807,17 +612,11 @@ void backward_suite_nan_hidden_kv(const Tiling& tiling) {
 
 template <typename T>
 void backward_suite_throws(Schedule schedule) {
-    Problem base;
-    base.batch = 2;
-    base.heads = 4;
-    base.kv_heads = 2;
-    base.n_q = 12;
-    base.n_k = 10;
-    base.d = 6;
-    base.d_v = 5;
+    const Problem base{
+        .batch = 2, .heads = 4, .kv_heads = 2, .n_q = 12, .n_k = 10, .d = 6, .d_v = 5};
     BackwardCase<T> c(base, 12);
-    const Tiling tiling = backward_tilings(schedule, base).back();
-    const std::string name = backward_name(schedule);
+    const Tiling tiling = edge_tilings(schedule, base, Pass::backward).back();
+    const std::string name = kernel_name(Pass::backward, schedule);
     const MemoryModel big{std::int64_t{1} << 30};
     const auto run = [&](const BackwardArgs<T>& args) {
         NullCounter counter;

@@ -3,9 +3,11 @@
 // bad-value cases of issue 2). Each kernel's *_test.cpp instantiates them for float and double.
 
 #include "attention_case.hpp"
+#include "case_data.hpp"
 #include "printing.hpp"
 #include "random.hpp"
 #include "reference.hpp"
+#include "suite_checks.hpp"
 #include "tolerance.hpp"
 
 #include <ioattn/dense/forward.hpp>
@@ -19,30 +21,15 @@
 #include <ioattn/view.hpp>
 
 #include <catch2/catch.hpp>
-#include <tbb/global_control.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
 namespace ioattn::test {
-
-/// The kernel's public name, as its messages must give it.
-inline std::string kernel_name(Schedule s) {
-    switch (s) {
-    case Schedule::reference:
-        return "forward_reference";
-    case Schedule::fused:
-        return "forward_fused";
-    case Schedule::materialized:
-        return "forward_materialized";
-    }
-    return "?";
-}
 
 /// Runs one kernel. The reference ignores tiling and memory.
 template <typename T, typename Counter>
@@ -67,30 +54,9 @@ void run_kernel(const ForwardArgs<T>& args,
 template <typename T>
 void run_kernel(const ForwardArgs<T>& args, const Tiling& tiling) {
     NullCounter counter;
-    const MemoryModel memory{tiling.schedule == Schedule::reference
-                                 ? std::int64_t{1} << 40
-                                 : tiling.resident_words(args.problem)};
-    run_kernel<T, NullCounter>(args, tiling, memory, counter);
+    run_kernel<T, NullCounter>(
+        args, tiling, exact_memory(tiling, args.problem, Pass::forward), counter);
 }
-
-/// A shape of the edge-case table.
-struct Shape {
-    std::int64_t batch, heads, kv_heads, n_q, n_k, d, d_v;
-    bool causal;
-
-    [[nodiscard]] Problem problem() const {
-        Problem p;
-        p.batch = batch;
-        p.heads = heads;
-        p.kv_heads = kv_heads;
-        p.n_q = n_q;
-        p.n_k = n_k;
-        p.d = d;
-        p.d_v = d_v;
-        p.causal = causal;
-        return p;
-    }
-};
 
 /// Edge shapes: n_q != n_k both ways, n_q = 1, n_k = 1, d = 1, d_v != d both ways, sizes that
 /// are multiples of no tile, causal both ways (fully masked rows when n_q > n_k), GQA/MQA, batch.
@@ -113,39 +79,6 @@ inline std::vector<Shape> edge_shapes() {
         {1, 1, 0, 7, 300, 64, 0, false},
         {1, 2, 1, 100, 100, 32, 0, true},
     };
-}
-
-/// Tilings of `schedule` worth trying on problem p: degenerate, odd, larger than the problem,
-/// and the for_memory tiling for a mid-sized M.
-inline std::vector<Tiling> edge_tilings(Schedule schedule, const Problem& problem) {
-    const Problem p = resolve(problem);
-    switch (schedule) {
-    case Schedule::reference:
-        return {Tiling{Schedule::reference, p.n_q, p.n_k}};
-    case Schedule::fused: {
-        std::vector<Tiling> t = {{Schedule::fused, 1, 1},
-                                 {Schedule::fused, 3, 5},
-                                 {Schedule::fused, 8, 4},
-                                 {Schedule::fused, 16, 64},
-                                 {Schedule::fused, p.n_q + 5, p.n_k + 5}};
-        if (auto m =
-                Tiling::try_for_memory(Schedule::fused, MemoryModel{16 * (p.d + p.d_v) * 8}, p))
-            t.push_back(*m);
-        return t;
-    }
-    case Schedule::materialized: {
-        const std::int64_t big = std::max({p.n_q, p.n_k, p.d, p.d_v}) + 3;
-        std::vector<Tiling> t = {{Schedule::materialized, 1, 1},
-                                 {Schedule::materialized, 2, 2},
-                                 {Schedule::materialized, 5, 5},
-                                 {Schedule::materialized, 16, 16},
-                                 {Schedule::materialized, big, big}};
-        if (auto m = Tiling::try_for_memory(Schedule::materialized, MemoryModel{1024}, p))
-            t.push_back(*m);
-        return t;
-    }
-    }
-    return {};
 }
 
 /// Checks a finished run of `c` against the naive oracle with the error rule, and that the
@@ -196,87 +129,41 @@ void check_masked_rows_exact(const AttentionCase<T>& c) {
 
 template <typename T>
 void suite_edge_shapes(Schedule schedule) {
-    std::uint64_t seed = 1000;
-    for (const Shape& s : edge_shapes()) {
-        const Problem p = s.problem();
-        for (const Tiling& tiling : edge_tilings(schedule, p)) {
-            for (const bool padded : {false, true}) {
-                ++seed;
-                const Padding pad = padded ? Padding{3, 5, 7} : Padding{};
-                AttentionCase<T> c(p, seed, pad);
-                CAPTURE(p, tiling, seed, padded);
-                // the unresolved problem: the kernel fills kv_heads, d_v, scale itself
-                ForwardArgs<T> args = c.args();
-                args.problem = p;
-                run_kernel<T>(args, tiling);
-                check_outputs(c);
-                check_masked_rows_exact(c);
-            }
-        }
-    }
+    const auto agree = [](const Problem& p, const Tiling& tiling, std::uint64_t seed, bool padded) {
+        AttentionCase<T> c(p, seed, edge_padding(padded));
+        CAPTURE(p, tiling, seed, padded);
+        // the unresolved problem: the kernel fills kv_heads, d_v, scale itself
+        ForwardArgs<T> args = c.args();
+        args.problem = p;
+        run_kernel<T>(args, tiling);
+        check_outputs(c);
+        check_masked_rows_exact(c);
+    };
+    for_each_edge_case(edge_shapes(), schedule, Pass::forward, 1000, agree);
 }
 
 // --- kind 1: agreement on seeded random shapes and tilings ---------------------------------------
 
-/// A random problem (sizes up to ~80, GQA, causal, d_v != d, explicit scale sometimes).
-inline Problem random_problem(Rng& rng) {
-    Problem p;
-    p.batch = rng.uniform_int(1, 2);
-    p.kv_heads = rng.uniform_int(1, 2);
-    p.heads = p.kv_heads * rng.uniform_int(1, 3);
-    p.n_q = rng.uniform_int(1, 80);
-    p.n_k = rng.uniform_int(1, 80);
-    p.d = rng.uniform_int(1, 40);
-    p.d_v = rng.uniform_int(0, 1) == 0 ? p.d : rng.uniform_int(1, 40);
-    p.causal = rng.uniform_int(0, 1) == 1;
-    if (rng.uniform_int(0, 3) == 0)
-        p.scale = rng.uniform(0.05, 2.0);
-    return p;
-}
-
-/// A random valid tiling of `schedule` for p.
-inline Tiling random_tiling(Rng& rng, Schedule schedule, const Problem& problem) {
-    const Problem p = resolve(problem);
-    switch (schedule) {
-    case Schedule::reference:
-        return {Schedule::reference, p.n_q, p.n_k};
-    case Schedule::fused:
-        return {Schedule::fused, rng.uniform_int(1, p.n_q + 4), rng.uniform_int(1, p.n_k + 4)};
-    case Schedule::materialized: {
-        const std::int64_t b = rng.uniform_int(1, std::max({p.n_q, p.n_k, p.d, p.d_v}) + 2);
-        return {Schedule::materialized, b, b};
-    }
-    }
-    return {};
-}
+/// Random forward cases: sizes up to 80, d and d_v up to 40.
+inline constexpr RandomCases kForwardRandom{Pass::forward, 80, 40};
 
 template <typename T>
 void suite_random(Schedule schedule) {
-    const int cases = 24 * test_multiplier();
-    for (int n = 0; n < cases; ++n) {
-        const auto seed = static_cast<std::uint64_t>(7000 + n);
-        Rng rng(seed);
-        const Problem p = random_problem(rng);
-        const Tiling tiling = random_tiling(rng, schedule, p);
-        const Padding pad =
-            rng.uniform_int(0, 1) == 0
-                ? Padding{}
-                : Padding{rng.uniform_int(0, 3), rng.uniform_int(0, 9), rng.uniform_int(0, 9)};
+    const auto agree = [](Rng& rng, std::uint64_t seed, const Problem& p, const Tiling& tiling) {
+        const Padding pad = random_padding(rng);
         AttentionCase<T> c(p, seed, pad);
         CAPTURE(p, tiling, seed, pad.row, pad.head, pad.batch);
         run_kernel<T>(c.args(), tiling);
         check_outputs(c);
-    }
+    };
+    for_each_random_case(kForwardRandom, schedule, 24 * test_multiplier(), 7000, agree);
 }
 
 // --- kind 2: error ratio on a longer sequence with spread-out scores --------------------------
 
 template <typename T>
 void suite_error_ratio(const Tiling& tiling) {
-    Problem p;
-    p.n_q = 96;
-    p.n_k = 700;
-    p.d = 64;
+    const Problem p{.n_q = 96, .n_k = 700, .d = 64};
     AttentionCase<T> c(p, 42);
     // Q scaled up: scores spread over about [-16, 16], so exp() and the rescaling matter.
     for (T& x : c.q.data)
@@ -291,33 +178,22 @@ void suite_error_ratio(const Tiling& tiling) {
 template <typename T>
 void suite_determinism(const Tiling& tiling) {
     for (const bool causal : {false, true}) {
-        Problem p;
-        p.batch = 2;
-        p.heads = 4;
-        p.kv_heads = 2;
-        p.n_q = 150;
-        p.n_k = 130;
-        p.d = 24;
-        p.causal = causal;
+        const Problem p{.batch = 2,
+                        .heads = 4,
+                        .kv_heads = 2,
+                        .n_q = 150,
+                        .n_k = 130,
+                        .d = 24,
+                        .causal = causal};
         CAPTURE(p, tiling);
         AttentionCase<T> one(p, 99);
         AttentionCase<T> two(p, 99);
         AttentionCase<T> arena(p, 99);
-        {
-            const tbb::global_control limit(tbb::global_control::max_allowed_parallelism, 1);
-            run_kernel<T>(one.args(), tiling);
-        }
-        {
-            const tbb::global_control limit(tbb::global_control::max_allowed_parallelism, 2);
-            run_kernel<T>(two.args(), tiling);
-        }
-        with_threads(1, [&] { run_kernel<T>(arena.args(), tiling); });
-        CHECK(std::memcmp(one.o.data.data(), two.o.data.data(), one.o.data.size() * sizeof(T)) ==
-              0);
-        CHECK(std::memcmp(
-                  one.lse.data.data(), two.lse.data.data(), one.lse.data.size() * sizeof(T)) == 0);
-        CHECK(std::memcmp(one.o.data.data(), arena.o.data.data(), one.o.data.size() * sizeof(T)) ==
-              0);
+        run_at_thread_counts(
+            one, two, arena, [&](AttentionCase<T>& c) { run_kernel<T>(c.args(), tiling); });
+        CHECK(bitwise_equal(one.o, two.o));
+        CHECK(bitwise_equal(one.lse, two.lse));
+        CHECK(bitwise_equal(one.o, arena.o));
         check_outputs(two);
     }
 }
@@ -335,14 +211,7 @@ count_nan(const std::vector<double>& x, std::int64_t first, std::int64_t count) 
 
 template <typename T>
 void suite_nan_in_q(const Tiling& tiling) {
-    Problem p;
-    p.batch = 2;
-    p.heads = 4;
-    p.kv_heads = 2;
-    p.n_q = 23;
-    p.n_k = 31;
-    p.d = 8;
-    p.d_v = 6;
+    Problem p{.batch = 2, .heads = 4, .kv_heads = 2, .n_q = 23, .n_k = 31, .d = 8, .d_v = 6};
     for (const bool causal : {false, true}) {
         p.causal = causal;
         AttentionCase<T> c(p, 5);
@@ -363,14 +232,7 @@ void suite_nan_in_q(const Tiling& tiling) {
 
 template <typename T>
 void suite_nan_in_k(const Tiling& tiling) {
-    Problem p;
-    p.batch = 1;
-    p.heads = 4;
-    p.kv_heads = 2;
-    p.n_q = 30;
-    p.n_k = 30;
-    p.d = 8;
-    p.causal = true;
+    const Problem p{.heads = 4, .kv_heads = 2, .n_q = 30, .n_k = 30, .d = 8, .causal = true};
     AttentionCase<T> c(p, 6);
     const std::int64_t kvh = 1, j = 17;
     c.k(0, kvh, j, 2) = std::numeric_limits<T>::quiet_NaN();
@@ -392,12 +254,7 @@ void suite_nan_in_k(const Tiling& tiling) {
 template <typename T>
 void suite_bad_v_masked(const Tiling& tiling, bool use_inf) {
     for (const std::int64_t n_q : {40, 24}) {
-        Problem p;
-        p.n_q = n_q;
-        p.n_k = 40;
-        p.d = 8;
-        p.d_v = 5;
-        p.causal = true;
+        const Problem p{.n_q = n_q, .n_k = 40, .d = 8, .d_v = 5, .causal = true};
         AttentionCase<T> c(p, 7);
         const std::int64_t j = 30; // seen by rows i >= j - (n_k - n_q)
         for (std::int64_t col = 0; col < p.d_v; ++col)
@@ -434,16 +291,22 @@ void suite_bad_v_masked(const Tiling& tiling, bool use_inf) {
     }
 }
 
+/// Every element of O and L is finite, and the outputs pass check_outputs.
+template <typename T>
+void check_finite_outputs(const AttentionCase<T>& c) {
+    for (const double x : c.o.packed())
+        CHECK(std::isfinite(x));
+    for (const double x : c.lse.packed())
+        CHECK(std::isfinite(x));
+    check_outputs(c);
+}
+
 /// -Inf in K makes one key's scores -inf for every row: it takes no part (weight exp(-inf) = 0)
 /// and nothing becomes NaN.
 template <typename T>
 void suite_minus_inf_scores(const Tiling& tiling) {
     for (const bool causal : {false, true}) {
-        Problem p;
-        p.n_q = 33;
-        p.n_k = 33;
-        p.d = 8;
-        p.causal = causal;
+        const Problem p{.n_q = 33, .n_k = 33, .d = 8, .causal = causal};
         AttentionCase<T> c(p, 8);
         Rng rng(81);
         for (std::int64_t i = 0; i < p.n_q; ++i)
@@ -452,11 +315,7 @@ void suite_minus_inf_scores(const Tiling& tiling) {
         c.k(0, 0, j, 0) = -std::numeric_limits<T>::infinity();
         CAPTURE(p, tiling);
         run_kernel<T>(c.args(), tiling);
-        for (const double x : c.o.packed())
-            CHECK(std::isfinite(x));
-        for (const double x : c.lse.packed())
-            CHECK(std::isfinite(x));
-        check_outputs(c);
+        check_finite_outputs(c);
     }
 }
 
@@ -466,21 +325,13 @@ template <typename T>
 void suite_huge_scores(const Tiling& tiling) {
     for (const bool causal : {false, true}) {
         for (const double sign : {1.0, -1.0}) {
-            Problem p;
-            p.n_q = 21;
-            p.n_k = 35;
-            p.d = 8;
-            p.causal = causal;
+            const Problem p{.n_q = 21, .n_k = 35, .d = 8, .causal = causal};
             AttentionCase<T> c(p, 9);
             for (T& x : c.q.data)
                 x = static_cast<T>(static_cast<double>(x) * sign * 1e30);
             CAPTURE(p, tiling, sign);
             run_kernel<T>(c.args(), tiling);
-            for (const double x : c.o.packed())
-                CHECK(std::isfinite(x));
-            for (const double x : c.lse.packed())
-                CHECK(std::isfinite(x));
-            check_outputs(c);
+            check_finite_outputs(c);
         }
     }
 }
@@ -489,14 +340,8 @@ void suite_huge_scores(const Tiling& tiling) {
 /// with NaN in V (no key is visible, so no V row is used).
 template <typename T>
 void suite_fully_masked(const Tiling& tiling) {
-    Problem p;
-    p.batch = 2;
-    p.heads = 2;
-    p.kv_heads = 1;
-    p.n_q = 40;
-    p.n_k = 16;
-    p.d = 8;
-    p.causal = true;
+    const Problem p{
+        .batch = 2, .heads = 2, .kv_heads = 1, .n_q = 40, .n_k = 16, .d = 8, .causal = true};
     AttentionCase<T> c(p, 10);
     CAPTURE(p, tiling);
     run_kernel<T>(c.args(), tiling);
@@ -517,12 +362,7 @@ void suite_fully_masked(const Tiling& tiling) {
 /// the dry run counts the same; counting does not change the result.
 template <typename T>
 void suite_io_exact(Schedule schedule) {
-    const int cases = 30 * test_multiplier();
-    for (int n = 0; n < cases; ++n) {
-        const auto seed = static_cast<std::uint64_t>(9000 + n);
-        Rng rng(seed);
-        const Problem p = random_problem(rng);
-        const Tiling tiling = random_tiling(rng, schedule, p);
+    const auto exact = [](Rng& rng, std::uint64_t seed, const Problem& p, const Tiling& tiling) {
         const std::int64_t need = tiling.resident_words(p);
         const MemoryModel memory{need + rng.uniform_int(0, 3)};
         CAPTURE(p, tiling, memory.fast_words, seed);
@@ -538,15 +378,14 @@ void suite_io_exact(Schedule schedule) {
 
         AttentionCase<T> plain(p, seed);
         run_kernel<T>(plain.args(), tiling);
-        CHECK(std::memcmp(plain.o.data.data(), c.o.data.data(), c.o.data.size() * sizeof(T)) == 0);
+        CHECK(bitwise_equal(plain.o, c.o));
 
-        const MemoryModel short_memory{got.peak - 1};
-        IoCounter short_counter(short_memory.fast_words);
-        CHECK_THROWS_AS((run_kernel<T, IoCounter>(c.args(), tiling, short_memory, short_counter)),
-                        CapacityError);
-        IoCounter small_counter(got.peak - 1); // the counter alone catches the excess
-        CHECK_THROWS_AS((run_kernel<T, IoCounter>(c.args(), tiling, memory, small_counter)),
-                        CapacityError);
+        check_one_word_short(
+            [&](const MemoryModel& m, IoCounter& counted) {
+                run_kernel<T, IoCounter>(c.args(), tiling, m, counted);
+            },
+            memory,
+            got.peak);
 
         CHECK(dense::dry_run_forward(p, tiling, memory) == expect);
 
@@ -568,85 +407,57 @@ void suite_io_exact(Schedule schedule) {
         CHECK(std::all_of(untouched.o.data.begin(), untouched.o.data.end(), [](T x) {
             return x == kOutputSentinel<T>;
         }));
-        CHECK_THROWS_AS(dense::dry_run_forward(p, tiling, short_memory), CapacityError);
-    }
+        CHECK_THROWS_AS(dense::dry_run_forward(p, tiling, MemoryModel{got.peak - 1}),
+                        CapacityError);
+    };
+    for_each_random_case(kForwardRandom, schedule, 30 * test_multiplier(), 9000, exact);
 }
 
 /// The recorded trace adds up to the counts.
 template <typename T>
 void suite_io_trace(const Tiling& tiling) {
-    Problem p;
-    p.batch = 2;
-    p.heads = 2;
-    p.kv_heads = 1;
-    p.n_q = 37;
-    p.n_k = 29;
-    p.d = 8;
-    p.d_v = 5;
-    p.causal = true;
+    const Problem p{.batch = 2,
+                    .heads = 2,
+                    .kv_heads = 1,
+                    .n_q = 37,
+                    .n_k = 29,
+                    .d = 8,
+                    .d_v = 5,
+                    .causal = true};
     AttentionCase<T> c(p, 17);
     const MemoryModel memory{tiling.resident_words(c.problem)};
     IoCounter counter(memory.fast_words, true);
     run_kernel<T, IoCounter>(c.args(), tiling, memory, counter);
-    std::int64_t reads = 0;
-    std::int64_t writes = 0;
-    for (const TraceEvent& e : counter.trace()) {
-        if (e.kind == TraceEvent::Kind::read)
-            reads += e.block.words();
-        else if (e.kind == TraceEvent::Kind::write)
-            writes += e.block.words();
-    }
-    CHECK(reads == counter.report().reads);
-    CHECK(writes == counter.report().writes);
+    CHECK(traced_words(counter, TraceEvent::Kind::read) == counter.report().reads);
+    CHECK(traced_words(counter, TraceEvent::Kind::write) == counter.report().writes);
     CHECK(counter.report() == io_cost_forward(p, tiling));
 
     // `complete` events: every allowed entry of S = Q K^T of every slice becomes final exactly
     // once (the epoch check of the ff verifier relies on this)
-    const Problem r = c.problem;
-    std::vector<int> done(static_cast<std::size_t>(r.batch_heads() * r.n_q * r.n_k), 0);
+    ScoreCoverage coverage(c.problem);
     bool in_range = true;
     for (const TraceEvent& e : counter.trace()) {
         if (e.kind != TraceEvent::Kind::complete)
             continue;
-        const Block& b = e.block;
-        CHECK(b.operand == Operand::scores);
-        if (b.slice < 0 || b.slice >= r.batch_heads() || b.row0 < 0 || b.col0 < 0 ||
-            b.row0 + b.rows > r.n_q || b.col0 + b.cols > r.n_k) {
+        CHECK(e.block.operand == Operand::scores);
+        if (!coverage.contains(e.block)) {
             in_range = false;
             continue;
         }
-        for (std::int64_t i = b.row0; i < b.row0 + b.rows; ++i)
-            for (std::int64_t j = b.col0; j < b.col0 + b.cols; ++j)
-                ++done[static_cast<std::size_t>((b.slice * r.n_q + i) * r.n_k + j)];
+        coverage.add(e.block);
     }
     CHECK(in_range);
-    std::int64_t missing = 0;
-    std::int64_t repeated = 0;
-    for (std::int64_t s = 0; s < r.batch_heads(); ++s)
-        for (std::int64_t i = 0; i < r.n_q; ++i)
-            for (std::int64_t j = 0; j < r.n_k; ++j) {
-                const int n = done[static_cast<std::size_t>((s * r.n_q + i) * r.n_k + j)];
-                missing += (visible(r, i, j) && n == 0) ? 1 : 0;
-                repeated += n > 1 ? 1 : 0;
-            }
-    CHECK(missing == 0);
-    CHECK(repeated == 0);
+    coverage.check_each_allowed_once();
 }
 
 // --- kind 6: every documented throw --------------------------------------------------------
 
 template <typename T>
 void suite_throws(Schedule schedule) {
-    Problem base;
-    base.batch = 2;
-    base.heads = 4;
-    base.kv_heads = 2;
-    base.n_q = 12;
-    base.n_k = 10;
-    base.d = 6;
+    const Problem base{.batch = 2, .heads = 4, .kv_heads = 2, .n_q = 12, .n_k = 10, .d = 6};
     AttentionCase<T> c(base, 12);
-    const Tiling tiling = edge_tilings(schedule, base).back();
-    const std::string name = kernel_name(schedule);
+    const Tiling tiling = edge_tilings(schedule, base, Pass::forward).back();
+    const std::string name = kernel_name(Pass::forward, schedule);
     const MemoryModel big{std::int64_t{1} << 30};
     const auto run = [&](const ForwardArgs<T>& args) {
         NullCounter counter;

@@ -5,6 +5,7 @@
 // (DESIGN.md §2.1). The measured crossover lies within a factor 4 of d^2.
 
 #include "attention_case.hpp"
+#include "bound_sweep.hpp"
 #include "forward_suite.hpp"
 
 #include <ioattn/dense/forward.hpp>
@@ -14,37 +15,19 @@
 
 #include <catch2/catch.hpp>
 
-#include <algorithm>
 #include <cstdint>
-#include <vector>
 
 using ioattn::MemoryModel;
 using ioattn::Problem;
 using ioattn::Schedule;
 using ioattn::Tiling;
-
-namespace {
-
-Problem square(std::int64_t n, std::int64_t d) {
-    Problem p;
-    p.n_q = n;
-    p.n_k = n;
-    p.d = d;
-    return p.resolved();
-}
-
-double spread(const std::vector<double>& ratios) {
-    const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
-    return *hi / *lo;
-}
-
-} // namespace
+using ioattn::test::spread;
+using ioattn::test::square;
 
 TEST_CASE("forward bound sweep: explicit bound and the factor-4 band", "[dense][bound]") {
-    for (const auto& [n, d] : {std::pair<std::int64_t, std::int64_t>{1024, 32}, {2048, 64}}) {
+    for (const auto& [n, d] : ioattn::test::kSweepSizes) {
         const Problem p = square(n, d);
-        std::vector<double> fused_ratios;
-        std::vector<double> materialized_ratios;
+        ioattn::test::Bands bands;
         for (std::int64_t m = 4 * d; m <= n * d; m *= 2) {
             const MemoryModel memory{m};
             const ioattn::Bound bound = ioattn::forward_bound(p, memory);
@@ -60,24 +43,21 @@ TEST_CASE("forward bound sweep: explicit bound and the factor-4 band", "[dense][
                           << " counted=" << counted << " explicit=" << bound.explicit_bound
                           << " asymptotic=" << bound.asymptotic() << " ratio=" << ratio);
                 CHECK(counted >= bound.explicit_bound);
-                if (s == Schedule::fused && m >= d * d)
-                    fused_ratios.push_back(ratio);
-                if (s == Schedule::materialized && m < d * d)
-                    materialized_ratios.push_back(ratio);
+                bands.add(s, m, d, ratio);
             }
         }
         CAPTURE(n, d);
-        REQUIRE(fused_ratios.size() >= 3);
-        REQUIRE(materialized_ratios.size() >= 3);
-        WARN("N=" << n << " d=" << d << " fused band (M >= d^2) max/min = " << spread(fused_ratios)
-                  << "; materialized band (M < d^2) max/min = " << spread(materialized_ratios));
-        CHECK(spread(fused_ratios) <= 4.0);
-        CHECK(spread(materialized_ratios) <= 4.0);
+        REQUIRE(bands.fused.size() >= 3);
+        REQUIRE(bands.materialized.size() >= 3);
+        WARN("N=" << n << " d=" << d << " fused band (M >= d^2) max/min = " << spread(bands.fused)
+                  << "; materialized band (M < d^2) max/min = " << spread(bands.materialized));
+        CHECK(spread(bands.fused) <= 4.0);
+        CHECK(spread(bands.materialized) <= 4.0);
     }
 }
 
 TEST_CASE("forward bound sweep: the dry run counts what io_cost says", "[dense][bound]") {
-    for (const auto& [n, d] : {std::pair<std::int64_t, std::int64_t>{1024, 32}, {2048, 64}}) {
+    for (const auto& [n, d] : ioattn::test::kSweepSizes) {
         const Problem p = square(n, d);
         for (const std::int64_t m : {4 * d, d * d, n * d}) {
             for (const Schedule s : {Schedule::fused, Schedule::materialized}) {
@@ -120,7 +100,7 @@ TEST_CASE("forward bound: real counted runs respect the explicit bound", "[dense
 }
 
 TEST_CASE("measured crossover lies within a factor 4 of d^2", "[dense][bound]") {
-    for (const auto& [n, d] : {std::pair<std::int64_t, std::int64_t>{1024, 32}, {2048, 64}}) {
+    for (const auto& [n, d] : ioattn::test::kSweepSizes) {
         const Problem p = square(n, d);
         const std::int64_t x = ioattn::measured_crossover(p, ioattn::Pass::forward, 4 * d, n * d);
         const double ratio = static_cast<double>(x) / static_cast<double>(d * d);
