@@ -41,8 +41,11 @@
 
 #include "plan.hpp"
 #include "row_source.hpp"
+#include "tile_ops.hpp"
 #include "validate.hpp"
 
+#include <ioattn/kernels/softmax_grad.hpp>
+#include <ioattn/kernels/strip.hpp>
 #include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
 #include <ioattn/sparse/backward.hpp>
@@ -60,9 +63,9 @@ namespace {
 
 /// One kv slice (batch bb, kv head g) and its group of query heads. `pds` is the slow-memory
 /// P/dS store [group][Z_QK] in CSR order; `fast` the per-worker scratch: D (rb), a dense tile
-/// (rb x cb), an accumulator (max(rb, cb) x wb) and the scattered chunks of sparse operands
-/// (rb x wb for Q, cb x wb for K or V), rb = min(b, n_q), cb = min(b, n_k),
-/// wb = min(b, max(d, d_v)).
+/// (rb x ld), an accumulator (max(rb, cb) x wb), the scattered chunks of sparse operands
+/// (rb x wb for Q, cb x wb for K or V), the B^T of a dense tile (wb x ld) and ones (ld),
+/// rb = min(b, n_q), cb = min(b, n_k), wb = min(b, max(d, d_v)), ld = cb padded to vectors.
 template <typename Scalar>
 struct Slice {
     const BackwardArgs<Scalar>* a;
@@ -74,20 +77,27 @@ struct Slice {
     Scalar* pds;
     const kernels::Workspace<Scalar>* fast;
 
+    [[nodiscard]] static std::int64_t lanes(const Problem& p, std::int64_t b) {
+        constexpr int kL = kernels::Simd<Scalar>::kLanes;
+        return (std::min(b, p.n_k) + kL - 1) / kL * kL;
+    }
+
     [[nodiscard]] static std::int64_t scratch_words(const Problem& p, std::int64_t b) {
         const std::int64_t rb = std::min(b, p.n_q), cb = std::min(b, p.n_k);
-        const std::int64_t wb = std::min(b, std::max(p.d, p.d_v));
-        return rb + rb * cb + std::max(rb, cb) * wb + (rb + cb) * wb;
+        const std::int64_t wb = std::min(b, std::max(p.d, p.d_v)), ld = lanes(p, b);
+        return rb + rb * ld + std::max(rb, cb) * wb + (rb + cb) * wb + wb * ld + ld;
     }
 
     [[nodiscard]] const Problem& p() const { return a->problem; }
+
+    [[nodiscard]] std::int64_t ld() const { return lanes(p(), b); }
 
     [[nodiscard]] Scalar* delta(int worker) const { return fast->slab(worker); }
 
     [[nodiscard]] Scalar* tile(int worker) const { return delta(worker) + std::min(b, p().n_q); }
 
     [[nodiscard]] Scalar* acc(int worker) const {
-        return tile(worker) + std::min(b, p().n_q) * std::min(b, p().n_k);
+        return tile(worker) + std::min(b, p().n_q) * ld();
     }
 
     [[nodiscard]] std::int64_t chunk_width() const { return std::min(b, std::max(p().d, p().d_v)); }
@@ -100,6 +110,23 @@ struct Slice {
     /// Scattered K or V chunk (keys x chunk_width) of a sparse K or V.
     [[nodiscard]] Scalar* kv_chunk(int worker) const {
         return q_chunk(worker) + std::min(b, p().n_q) * chunk_width();
+    }
+
+    /// B^T of a dense tile (chunk_width x ld), then ones (ld, set by the kernel's driver).
+    [[nodiscard]] Scalar* kt(int worker) const {
+        return kv_chunk(worker) + std::min(b, p().n_k) * chunk_width();
+    }
+
+    [[nodiscard]] Scalar* ones(int worker) const { return kt(worker) + chunk_width() * ld(); }
+
+    /// Where S_ij of rect (i0, r, j0, c) with nnz pairs goes in worker's scratch.
+    [[nodiscard]] detail::TileTarget<Scalar> target(int worker,
+                                                    std::int64_t i0,
+                                                    std::int64_t r,
+                                                    std::int64_t j0,
+                                                    std::int64_t c,
+                                                    std::int64_t nnz) const {
+        return {i0, r, j0, c, nnz, tile(worker), ld(), kt(worker), ones(worker)};
     }
 
     [[nodiscard]] std::int64_t head(std::int64_t k) const { return g * p().group() + k; }
@@ -115,11 +142,9 @@ struct Slice {
     /// CSR positions [lo, hi) of the keys of row i in [j0, j0 + c).
     [[nodiscard]] std::pair<std::int64_t, std::int64_t>
     segment(std::int64_t i, std::int64_t j0, std::int64_t c) const {
-        const auto row = s->row(i);
         const std::int64_t base = s->row_offsets()[static_cast<std::size_t>(i)];
-        const auto lo = std::lower_bound(row.begin(), row.end(), j0);
-        const auto hi = std::lower_bound(lo, row.end(), j0 + c);
-        return {base + (lo - row.begin()), base + (hi - row.begin())};
+        const auto [lo, hi] = detail::keys_in(s->row(i), j0, c, -1);
+        return {base + lo, base + hi};
     }
 
     /// Key of the CSR position e.
@@ -132,36 +157,6 @@ struct Slice {
         return pds[k * s->z_qk() + e];
     }
 };
-
-template <typename Scalar>
-Scalar dot(const Scalar* x, const Scalar* y, std::int64_t n) {
-    Scalar acc = 0;
-    for (std::int64_t z = 0; z < n; ++z)
-        acc += x[z] * y[z];
-    return acc;
-}
-
-/// A tile: query rows [i0, i0 + r), keys [j0, j0 + c).
-struct Rect {
-    std::int64_t i0, r, j0, c;
-};
-
-/// tile (r x c) += A_i[:,z] B_j[:,z]^T on Omega's entries only (the allowed pairs of the tile);
-/// a_row(i) and b_row(key) point at the chunk of query row i of A and of the key's row of B.
-template <typename Scalar, typename RowA, typename RowB>
-void add_on_omega(const Slice<Scalar>& w,
-                  const Rect& t,
-                  std::int64_t zw,
-                  const RowA& a_row,
-                  const RowB& b_row,
-                  Scalar* tile) {
-    for (std::int64_t x = 0; x < t.r; ++x) {
-        const auto [lo, hi] = w.segment(t.i0 + x, t.j0, t.c);
-        const Scalar* ar = a_row(t.i0 + x);
-        for (std::int64_t e = lo; e < hi; ++e)
-            tile[x * t.c + w.key(e) - t.j0] += dot(ar, b_row(w.key(e)), zw);
-    }
-}
 
 /// P phase for head k, row tile blk: P_ij = exp(scale * Q_i K_j^T - L_i) on Omega per tile.
 template <typename Scalar, typename Counter>
@@ -176,12 +171,7 @@ void probs_tile(const Slice<Scalar>& w, std::int64_t k, std::int64_t blk, int wo
     io.read({Operand::lse, qs, i0, r, 0, 1});
     for (const BlockTile& t : tiles) {
         const std::int64_t j0 = t.col_block * w.b, c = w.cols(j0);
-        Scalar* s = nullptr; // no scratch in a dry run
         io.acquire(r * c);
-        if constexpr (Counter::kComputes) {
-            s = w.tile(worker);
-            std::fill(s, s + r * c, Scalar(0));
-        }
         for (std::int64_t k0 = 0; k0 < p.d; k0 += w.b) {
             const std::int64_t kw = std::min(w.b, p.d - k0);
             io.acquire((r + c) * kw);
@@ -190,22 +180,25 @@ void probs_tile(const Slice<Scalar>& w, std::int64_t k, std::int64_t blk, int wo
             if constexpr (Counter::kComputes) { // --- S_ij += Q_i[:,k] K_j[:,k]^T on Omega ---
                 const auto qi = w.src->q.rows(w.bb, h, i0, r, k0, kw, w.q_chunk(worker));
                 const auto kj = w.src->k.rows(w.bb, w.g, j0, c, k0, kw, w.kv_chunk(worker));
-                const auto q_row = [&](std::int64_t i) { return qi.row(i - i0); };
-                const auto k_row = [&](std::int64_t j) { return kj.row(j - j0); };
-                add_on_omega(w, {i0, r, j0, c}, kw, q_row, k_row, s);
+                detail::sddmm_chunk(
+                    *w.s, w.target(worker, i0, r, j0, c, t.nonzeros), qi, kj, kw, k0 == 0, nullptr);
             }
             io.release((r + c) * kw);
         }
         if constexpr (Counter::kComputes) {
-            // --- P_ij = exp(scale * S_ij - L_i); a row with L = -inf: 0 ---
-            const auto scale = static_cast<Scalar>(p.scale);
+            // --- P_ij = 2^(scale log2(e) S_ij - log2(e) L_i); a row with L = -inf: 0 ---
+            const Scalar* s = w.tile(worker);
+            const auto scale = static_cast<Scalar>(p.scale * kernels::kLog2e);
             for (std::int64_t x = 0; x < r; ++x) {
-                const Scalar lse = *a.lse.row(w.bb, h, i0 + x);
-                const bool none = lse == -std::numeric_limits<Scalar>::infinity();
+                const Scalar l2 = kernels::lse2(*a.lse.row(w.bb, h, i0 + x));
                 const auto [lo, hi] = w.segment(i0 + x, j0, c);
+                Scalar* out = &w.store(k, lo);
                 for (std::int64_t e = lo; e < hi; ++e)
-                    w.store(k, e) =
-                        none ? Scalar(0) : std::exp(scale * s[x * c + w.key(e) - j0] - lse);
+                    out[e - lo] = s[x * w.ld() + w.key(e) - j0] * scale;
+                if (l2 == std::numeric_limits<Scalar>::infinity())
+                    std::fill(out, out + (hi - lo), Scalar(0));
+                else
+                    kernels::strip_probabilities(out, hi - lo, l2, Scalar(1), out);
             }
         }
         io.write({Operand::probs, qs, i0, t.nonzeros, j0, 1});
@@ -238,16 +231,14 @@ void d_scores_tile(
         io.read({Operand::d_o, qs, i0, r, x0, xw});
         if constexpr (Counter::kComputes)
             for (std::int64_t x = 0; x < r; ++x) // --- D_i += rowsum(dO_i o O_i) ---
-                delta[x] += dot(a.d_o.row(w.bb, h, i0 + x) + x0,
-                                static_cast<const Scalar*>(a.o.row(w.bb, h, i0 + x)) + x0,
-                                xw);
+                delta[x] += kernels::dot(a.d_o.row(w.bb, h, i0 + x) + x0,
+                                         static_cast<const Scalar*>(a.o.row(w.bb, h, i0 + x)) + x0,
+                                         xw);
         io.release(2 * r * xw);
     }
     for (const BlockTile& t : tiles) {
         const std::int64_t j0 = t.col_block * w.b, c = w.cols(j0);
         io.acquire(r * c);
-        if constexpr (Counter::kComputes)
-            std::fill(dp, dp + r * c, Scalar(0));
         for (std::int64_t x0 = 0; x0 < p.d_v; x0 += w.b) {
             const std::int64_t xw = std::min(w.b, p.d_v - x0);
             io.acquire((r + c) * xw);
@@ -255,9 +246,9 @@ void d_scores_tile(
             detail::read_cols(io, Operand::v, w.kv_slice(), w.src->v, w.bb, w.g, j0, c, x0, xw);
             if constexpr (Counter::kComputes) { // --- dP_ij += dO_i[:,x] V_j[:,x]^T on Omega ---
                 const auto vj = w.src->v.rows(w.bb, w.g, j0, c, x0, xw, w.kv_chunk(worker));
-                const auto o_row = [&](std::int64_t i) { return a.d_o.row(w.bb, h, i) + x0; };
-                const auto v_row = [&](std::int64_t j) { return vj.row(j - j0); };
-                add_on_omega(w, {i0, r, j0, c}, xw, o_row, v_row, dp);
+                const detail::RowBlock<Scalar> oi{a.d_o.row(w.bb, h, i0) + x0, a.d_o.stride_row};
+                detail::sddmm_chunk(
+                    *w.s, w.target(worker, i0, r, j0, c, t.nonzeros), oi, vj, xw, x0 == 0, nullptr);
             }
             io.release((r + c) * xw);
         }
@@ -267,7 +258,7 @@ void d_scores_tile(
             for (std::int64_t x = 0; x < r; ++x) { // --- dS_ij = P_ij o (dP_ij - D_i) ---
                 const auto [lo, hi] = w.segment(i0 + x, j0, c);
                 for (std::int64_t e = lo; e < hi; ++e)
-                    w.store(k, e) *= dp[x * c + w.key(e) - j0] - delta[x];
+                    w.store(k, e) *= dp[x * w.ld() + w.key(e) - j0] - delta[x];
             }
         io.write({Operand::d_scores, qs, i0, t.nonzeros, j0, 1});
         io.release(2 * r * c);
@@ -302,12 +293,12 @@ void d_q_chunk(const Slice<Scalar>& w,
             const auto kj = w.src->k.rows(w.bb, w.g, j0, c, k0, kw, w.kv_chunk(worker));
             for (std::int64_t x = 0; x < r; ++x) { // --- dQ_ik += dS_ij K_j[:,k] on Omega ---
                 const auto [lo, hi] = w.segment(i0 + x, j0, c);
-                for (std::int64_t e = lo; e < hi; ++e) {
-                    const Scalar ds = w.store(k, e);
-                    const Scalar* key = kj.row(w.key(e) - j0);
-                    for (std::int64_t z = 0; z < kw; ++z)
-                        acc[x * kw + z] += ds * key[z];
-                }
+                kernels::spmm_row(
+                    &w.store(k, lo),
+                    hi - lo,
+                    [&, lo = lo](std::int64_t e) { return kj.row(w.key(lo + e) - j0); },
+                    acc + x * kw,
+                    kw);
             }
         }
         io.release(r * c + c * kw);
@@ -359,12 +350,8 @@ void d_kv_chunk(const Slice<Scalar>& w,
                 for (std::int64_t x = 0; x < r; ++x) { // --- acc += P^T dO or dS^T Q on Omega ---
                     const Scalar* row = values ? a.d_o.row(w.bb, h, i0 + x) + z0 : qi.row(x);
                     const auto [lo, hi] = w.segment(i0 + x, j0, c);
-                    for (std::int64_t e = lo; e < hi; ++e) {
-                        const Scalar pv = w.store(k, e);
-                        Scalar* out = acc + (w.key(e) - j0) * zw;
-                        for (std::int64_t z = 0; z < zw; ++z)
-                            out[z] += pv * row[z];
-                    }
+                    for (std::int64_t e = lo; e < hi; ++e)
+                        kernels::axpy(w.store(k, e), row, acc + (w.key(e) - j0) * zw, zw);
                 }
             }
             io.release(r * c + r * zw);
@@ -406,11 +393,13 @@ void backward_materialized(const BackwardArgs<Scalar>& args,
     const std::int64_t dch = (p.d + b - 1) / b, vch = (p.d_v + b - 1) / b;
     // fast memory: D_i, one tile and one chunk per worker; slow memory: P, then dS (CSR order)
     const bool computes = Counter::kComputes;
-    const kernels::Workspace<Scalar> fast(computes ? max_concurrency() : 0,
-                                          Slice<Scalar>::scratch_words(p, b));
+    const int workers = computes ? max_concurrency() : 0;
+    const kernels::Workspace<Scalar> fast(workers, Slice<Scalar>::scratch_words(p, b));
     const kernels::Workspace<Scalar> slow(computes ? 1 : 0, p.group() * support.z_qk());
     Scalar* const pds = computes ? slow.slab(0) : nullptr;
     Slice<Scalar> w{&a, &src, &support, &rows_view, &keys_view, b, 0, 0, pds, &fast};
+    for (int worker = 0; worker < workers; ++worker)
+        std::fill(w.ones(worker), w.ones(worker) + w.ld(), Scalar(1));
     for (std::int64_t kv = 0; kv < p.batch * p.kv_heads; ++kv) { // kv slices in turn
         w.bb = kv / p.kv_heads;
         w.g = kv % p.kv_heads;

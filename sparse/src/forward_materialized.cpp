@@ -19,14 +19,14 @@
 // tiles; chunks are scattered into the same dense buffers (V_j[:,x] into the K^T buffer), so
 // the residency is unchanged. Only allowed entries are kept, so NaN in a row that no query of
 // the tile may see never reaches O, dense or sparse.
-// Arithmetic: a tile with at least 1/kDenseFill of its pairs allowed runs S_ij in the broadcast
-// micro-kernel (kernels/tile.hpp), a sparser one takes one dot product per allowed pair; the
-// row softmax and the SpMM run on kernels/strip.hpp over each row's run of stored scores (an
-// interval row's run is found without reading its indices).
+// Arithmetic: a tile with at least 1/kDenseTileFill of its pairs allowed runs S_ij in the
+// broadcast micro-kernel, a sparser one takes one dot product per allowed pair (tile_ops.hpp);
+// the row softmax and the SpMM run on kernels/strip.hpp over each row's run of stored scores.
 // One task per (batch, head, row block); thread-count invariant.
 // Tests: tests/sparse/forward_test.cpp, sparse_inputs_test.cpp
 
 #include "row_source.hpp"
+#include "tile_ops.hpp"
 #include "validate.hpp"
 
 #include <ioattn/kernels/strip.hpp>
@@ -48,18 +48,18 @@ namespace {
 template <typename Scalar>
 constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
 
-/// Per-worker buffers: dense b x bp tile (bp: b padded to whole vectors), the Q chunk (b x b),
-/// the K chunk (K^T, b x bp, or K rows, b x b), stats, probabilities of one row's run (bp),
-/// ones (bp), the block's score strip.
+/// Per-worker buffers: dense b x bp tile (bp: b padded to whole vectors), scattered Q and K
+/// chunks of sparse inputs (b x b each), K^T for a dense tile (b x bp), stats, probabilities of
+/// one row's run (bp), ones (bp), the block's score strip.
 template <typename Scalar>
 struct Buffers {
-    Scalar *tile, *q, *kt, *m, *l, *probs, *ones, *strip;
+    Scalar *tile, *q, *kr, *kt, *m, *l, *probs, *ones, *strip;
     std::int64_t* cursor;
     std::int64_t bp;
 
     static std::int64_t words(std::int64_t b, std::int64_t strip) {
         const std::int64_t bp = padded(b);
-        return 2 * b * bp + b * b + 2 * b + 2 * bp + strip;
+        return 2 * b * bp + 2 * b * b + 2 * b + 2 * bp + strip;
     }
 
     Buffers() = default;
@@ -69,7 +69,8 @@ struct Buffers {
         , bp(padded(b)) {
         tile = base;
         q = tile + b * bp;
-        kt = q + b * b;
+        kr = q + b * b;
+        kt = kr + b * b;
         m = kt + b * bp;
         l = m + b;
         probs = l + b;
@@ -84,33 +85,9 @@ struct Buffers {
     }
 };
 
-/// A tile with at least 1/kDenseFill of its pairs allowed computes all of S_ij in the
-/// broadcast micro-kernel; a sparser one takes a dot product per allowed pair, reading Q and K
-/// rows in place. Measured (N=16384, d=64, 2 threads, `ioattn run --schedule materialized
-/// --repeat 3`, GFLOP/s, shared machine): kDenseFill 2 / 4 / 8 / 16: window:256 63.8 / 66.6 /
-/// 68.7 / 32.1, bigbird:64:2:3 11.8 / 12.2 / 13.1 / 5.7, random:0.02 5.1 / 5.1 / 3.2 / 2.6,
-/// block:64:0.1 68.7 / 68.5 / 32.6 / 34.1; all tiles dense: 15.0, 1.6, 1.4, 15.7 (before the
-/// in-place reads); all per pair: 13.5, 3.7, 1.8, 12.4.
-constexpr std::int64_t kDenseFill = 4;
-
 struct Task {
     std::int64_t slice, b, h, g, kv, i0, r, blk;
 };
-
-/// The entries [first, last) of a row (sorted keys) that fall in [j0, j0 + c), the row's
-/// entries before `from` lying in earlier tiles: arithmetic for an interval row (banded
-/// patterns: no index is read; the scan missed on the index array, 17% of the forward).
-inline std::pair<std::int64_t, std::int64_t>
-run_in(std::span<const std::int64_t> row, std::int64_t from, std::int64_t j0, std::int64_t c) {
-    const auto n = static_cast<std::int64_t>(row.size());
-    if (n > 0 && row.back() - row.front() + 1 == n)
-        return {std::clamp<std::int64_t>(j0 - row.front(), 0, n),
-                std::clamp<std::int64_t>(j0 + c - row.front(), 0, n)};
-    std::int64_t e = from;
-    while (e < n && row[static_cast<std::size_t>(e)] < j0 + c)
-        ++e;
-    return {from, e};
-}
 
 template <typename Scalar, typename Counter>
 void sddmm_tile(const ForwardArgs<Scalar>& a,
@@ -124,8 +101,7 @@ void sddmm_tile(const ForwardArgs<Scalar>& a,
                 std::int64_t nnz,
                 Counter& io) {
     const Problem& p = a.problem;
-    const std::int64_t ld = w.bp, n_vec = ld / kernels::Simd<Scalar>::kLanes;
-    const bool dense = nnz * kDenseFill >= t.r * c;
+    const std::int64_t ld = w.bp;
     io.acquire(t.r * c);
     for (std::int64_t k0 = 0; k0 < p.d; k0 += bs) {
         const std::int64_t kw = std::min(bs, p.d - k0);
@@ -133,36 +109,17 @@ void sddmm_tile(const ForwardArgs<Scalar>& a,
         detail::read_cols(io, Operand::q, t.slice, src.q, t.b, t.h, t.i0, t.r, k0, kw);
         detail::read_cols(io, Operand::k, t.kv, src.k, t.b, t.g, j0, c, k0, kw);
         if constexpr (Counter::kComputes) {
-            // Q_i and (per pair) K_j chunks in place when dense, scattered when stored sparse
+            // --- S_ij (+)= Q_i[:,k] K_j[:,k]^T on Omega (chunks in place when dense) ---
             const detail::RowBlock<Scalar> qi = src.q.rows(t.b, t.h, t.i0, t.r, k0, kw, w.q);
-            if (dense) { // --- S_ij (+)= Q_i[:,k] K_j[:,k]^T, K^T lanes zero-padded ---
-                for (std::int64_t y = 0; y < c; ++y)
-                    src.k.copy(t.b, t.g, j0 + y, k0, kw, Scalar(1), w.kt + y, ld);
-                for (std::int64_t z = 0; z < kw; ++z)
-                    std::fill(w.kt + z * ld + c, w.kt + (z + 1) * ld, Scalar(0));
-                kernels::broadcast_block(qi.p,
-                                         qi.ld,
-                                         1,
-                                         t.r,
-                                         w.kt,
-                                         ld,
-                                         kw,
-                                         n_vec,
-                                         k0 == 0 ? static_cast<const Scalar*>(nullptr) : w.ones,
-                                         w.tile,
-                                         ld);
-            } else { // --- S_ij[x][y] (+)= Q_i[x,k] . K_j[y,k] for the allowed pairs only ---
-                const detail::RowBlock<Scalar> kj = src.k.rows(t.b, t.g, j0, c, k0, kw, w.kt);
-                for (std::int64_t x = 0; x < t.r; ++x) {
-                    const auto row = s.row(t.i0 + x);
-                    const auto [first, last] = run_in(row, w.cursor[x], j0, c);
-                    for (std::int64_t e = first; e < last; ++e) {
-                        const std::int64_t y = row[static_cast<std::size_t>(e)] - j0;
-                        const Scalar v = kernels::dot(qi.row(x), kj.row(y), kw);
-                        w.tile[x * ld + y] = k0 == 0 ? v : w.tile[x * ld + y] + v;
-                    }
-                }
-            }
+            const detail::RowBlock<Scalar> kj = src.k.rows(t.b, t.g, j0, c, k0, kw, w.kr);
+            detail::sddmm_chunk(
+                s,
+                detail::TileTarget<Scalar>{t.i0, t.r, j0, c, nnz, w.tile, w.bp, w.kt, w.ones},
+                qi,
+                kj,
+                kw,
+                k0 == 0,
+                w.cursor);
         }
         io.release((t.r + c) * kw);
     }
@@ -173,7 +130,7 @@ void sddmm_tile(const ForwardArgs<Scalar>& a,
         for (std::int64_t x = 0; x < t.r; ++x) {
             const auto row = s.row(t.i0 + x);
             const std::int64_t off = s.row_offsets()[static_cast<std::size_t>(t.i0 + x)] - base;
-            const auto [a0, e] = run_in(row, w.cursor[x], j0, c);
+            const auto [a0, e] = detail::keys_in(row, j0, c, w.cursor[x]);
             w.cursor[x] = e;
             if (a0 < e &&
                 row[static_cast<std::size_t>(e - 1)] - row[static_cast<std::size_t>(a0)] ==
@@ -229,7 +186,7 @@ void spmm_chunk(const ForwardArgs<Scalar>& a,
                 const auto row = s.row(t.i0 + x);
                 const std::int64_t off = s.row_offsets()[static_cast<std::size_t>(t.i0 + x)] - base;
                 const Scalar m_safe = w.m[x] == kNegInf<Scalar> ? Scalar(0) : w.m[x];
-                const auto [a0, e] = run_in(row, w.cursor[x], j0, c);
+                const auto [a0, e] = detail::keys_in(row, j0, c, w.cursor[x]);
                 w.cursor[x] = e;
                 kernels::strip_probabilities( // exp(S - m) / l of the run, then O += P V
                     w.strip + off + a0,
