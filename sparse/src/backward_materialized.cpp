@@ -64,7 +64,8 @@ namespace {
 /// One kv slice (batch bb, kv head g) and its group of query heads. `pds` is the slow-memory
 /// P/dS store [group][Z_QK] in CSR order; `fast` the per-worker scratch: D (rb), a dense tile
 /// (rb x ld), an accumulator (max(rb, cb) x wb), the scattered chunks of sparse operands
-/// (rb x wb for Q, cb x wb for K or V), the B^T of a dense tile (wb x ld) and ones (ld),
+/// (rb x wb for Q, cb x wb for K or V), the B^T of a dense tile (wb x ld), ones (ld) and one
+/// key's values down a row tile (rb),
 /// rb = min(b, n_q), cb = min(b, n_k), wb = min(b, max(d, d_v)), ld = cb padded to vectors.
 template <typename Scalar>
 struct Slice {
@@ -85,7 +86,7 @@ struct Slice {
     [[nodiscard]] static std::int64_t scratch_words(const Problem& p, std::int64_t b) {
         const std::int64_t rb = std::min(b, p.n_q), cb = std::min(b, p.n_k);
         const std::int64_t wb = std::min(b, std::max(p.d, p.d_v)), ld = lanes(p, b);
-        return rb + rb * ld + std::max(rb, cb) * wb + (rb + cb) * wb + wb * ld + ld;
+        return rb + rb * ld + std::max(rb, cb) * wb + (rb + cb) * wb + wb * ld + ld + rb;
     }
 
     [[nodiscard]] const Problem& p() const { return a->problem; }
@@ -118,6 +119,9 @@ struct Slice {
     }
 
     [[nodiscard]] Scalar* ones(int worker) const { return kt(worker) + chunk_width() * ld(); }
+
+    /// One key's stored values down a row tile (rb).
+    [[nodiscard]] Scalar* column(int worker) const { return ones(worker) + ld(); }
 
     /// Where S_ij of rect (i0, r, j0, c) with nnz pairs goes in worker's scratch.
     [[nodiscard]] detail::TileTarget<Scalar> target(int worker,
@@ -344,14 +348,27 @@ void d_kv_chunk(const Slice<Scalar>& w,
             else
                 detail::read_cols(io, Operand::q, qs, w.src->q, w.bb, h, i0, r, z0, zw);
             if constexpr (Counter::kComputes) {
-                detail::RowBlock<Scalar> qi;
-                if (!values)
-                    qi = w.src->q.rows(w.bb, h, i0, r, z0, zw, w.q_chunk(worker));
-                for (std::int64_t x = 0; x < r; ++x) { // --- acc += P^T dO or dS^T Q on Omega ---
-                    const Scalar* row = values ? a.d_o.row(w.bb, h, i0 + x) + z0 : qi.row(x);
-                    const auto [lo, hi] = w.segment(i0 + x, j0, c);
+                const detail::RowBlock<Scalar> rows =
+                    values ? detail::RowBlock<Scalar>{a.d_o.row(w.bb, h, i0) + z0, a.d_o.stride_row}
+                           : w.src->q.rows(w.bb, h, i0, r, z0, zw, w.q_chunk(worker));
+                const Support& st = w.s->transposed();
+                const auto positions = w.s->transposed_positions();
+                Scalar* pv = w.column(worker);
+                for (std::int64_t y = 0; y < c; ++y) { // --- acc_y += P^T dO or dS^T Q on Omega,
+                    // key y's stored values gathered down its column, its row in registers ---
+                    const auto col = st.row(j0 + y);
+                    const std::int64_t base = st.row_offsets()[static_cast<std::size_t>(j0 + y)];
+                    const auto [lo, hi] = detail::keys_in(col, i0, r, -1);
                     for (std::int64_t e = lo; e < hi; ++e)
-                        kernels::axpy(w.store(k, e), row, acc + (w.key(e) - j0) * zw, zw);
+                        pv[e - lo] = w.store(k, positions[static_cast<std::size_t>(base + e)]);
+                    kernels::spmm_row(
+                        pv,
+                        hi - lo,
+                        [&, lo = lo](std::int64_t e) {
+                            return rows.row(col[static_cast<std::size_t>(lo + e)] - i0);
+                        },
+                        acc + y * zw,
+                        zw);
                 }
             }
             io.release(r * c + r * zw);

@@ -18,6 +18,8 @@ namespace ioattn::sparse {
 struct Support::Cache {
     std::once_flag once;
     std::unique_ptr<Support> transposed;
+    std::vector<std::int64_t>
+        transposed_positions; ///< per entry of the transpose, its position here
     std::mutex views_mutex;
     std::vector<std::unique_ptr<BlockView>> views; ///< stable addresses: references stay valid
 };
@@ -43,14 +45,28 @@ const Support& Support::transposed() const {
         for (std::size_t j = 1; j < offsets.size(); ++j)
             offsets[j] += offsets[j - 1];
         std::vector<std::int64_t> rows(cols_.size());
+        std::vector<std::int64_t> positions(cols_.size());
         std::vector<std::int64_t> next(offsets.begin(), offsets.end() - 1);
-        for (std::int64_t i = 0; i < n_q_; ++i) // rows ascending: each column's list is sorted
-            for (const std::int64_t j : row(i))
-                rows[static_cast<std::size_t>(next[static_cast<std::size_t>(j)]++)] = i;
+        for (std::int64_t i = 0; i < n_q_; ++i) { // rows ascending: each column's list is sorted
+            for (std::int64_t e = offsets_[static_cast<std::size_t>(i)];
+                 e < offsets_[static_cast<std::size_t>(i) + 1];
+                 ++e) {
+                const auto at = static_cast<std::size_t>(
+                    next[static_cast<std::size_t>(cols_[static_cast<std::size_t>(e)])]++);
+                rows[at] = i;
+                positions[at] = e;
+            }
+        }
+        cache_->transposed_positions = std::move(positions);
         cache_->transposed =
             std::make_unique<Support>(n_k_, n_q_, std::move(offsets), std::move(rows));
     });
     return *cache_->transposed;
+}
+
+std::span<const std::int64_t> Support::transposed_positions() const {
+    static_cast<void>(transposed());
+    return cache_->transposed_positions;
 }
 
 namespace {

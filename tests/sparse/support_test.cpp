@@ -1,11 +1,13 @@
-// Tests of ioattn::sparse::Support (sparse/src/support.cpp): accessors and every validation
-// error of the CSR constructor.
+// Tests of ioattn::sparse::Support (sparse/src/support.cpp): accessors, every validation error
+// of the CSR constructor, and the cached transpose with its position map.
 
 #include <ioattn/error.hpp>
+#include <ioattn/sparse/pattern.hpp>
 #include <ioattn/sparse/support.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -108,5 +110,36 @@ TEST_CASE("Support: each malformed CSR throws InvalidArgument naming row and val
     SECTION("errors name the type") {
         CHECK_THROWS_WITH(Support(1, 5, V{0, 2}, V{1, 1}),
                           Catch::StartsWith("ioattn::sparse::Support: "));
+    }
+}
+
+TEST_CASE("Support: transposed() swaps every pair, transposed_positions() finds it here",
+          "[support]") {
+    for (const Support& s : {ioattn::sparse::pattern_random(23, 17, 0.3, 9),
+                             ioattn::sparse::pattern_causal(9, 14),
+                             Support::none(4, 6)}) {
+        const Support& t = s.transposed();
+        REQUIRE(t.n_q() == s.n_k());
+        REQUIRE(t.n_k() == s.n_q());
+        CHECK(t.z_qk() == s.z_qk());
+        const auto positions = s.transposed_positions();
+        REQUIRE(static_cast<std::int64_t>(positions.size()) == s.z_qk());
+        std::vector<int> hit(static_cast<std::size_t>(s.z_qk()), 0);
+        for (std::int64_t j = 0; j < t.n_q(); ++j) {
+            const std::int64_t base = t.row_offsets()[static_cast<std::size_t>(j)];
+            const auto row = t.row(j);
+            for (std::size_t e = 0; e < row.size(); ++e) {
+                const std::int64_t i = row[e];
+                CHECK(s.contains(i, j));
+                const std::int64_t at = positions[static_cast<std::size_t>(base) + e];
+                REQUIRE((at >= s.row_offsets()[static_cast<std::size_t>(i)] &&
+                         at < s.row_offsets()[static_cast<std::size_t>(i) + 1]));
+                CHECK(s.col_indices()[static_cast<std::size_t>(at)] == j);
+                ++hit[static_cast<std::size_t>(at)];
+            }
+        }
+        CHECK(std::count(hit.begin(), hit.end(), 1) == s.z_qk()); // each pair exactly once
+        const Support copy = s; // copies share the cached transpose
+        CHECK(&copy.transposed() == &t);
     }
 }

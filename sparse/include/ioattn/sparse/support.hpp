@@ -74,6 +74,11 @@ public:
     /// on first use (O(n_k + Z_QK)) and kept: copies share it; thread-safe.
     [[nodiscard]] const Support& transposed() const;
 
+    /// For each entry of transposed() in its CSR order, the position of the same pair in this
+    /// support's CSR order (built and kept with transposed()): how the materializing backward
+    /// walks its stored P and dS column by column.
+    [[nodiscard]] std::span<const std::int64_t> transposed_positions() const;
+
     /// Same shape and same allowed pairs.
     bool operator==(const Support& other) const {
         return n_q_ == other.n_q_ && n_k_ == other.n_k_ && offsets_ == other.offsets_ &&
