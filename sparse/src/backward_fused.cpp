@@ -413,7 +413,10 @@ void backward_fused(const BackwardArgs<Scalar>& args,
     const kernels::Workspace<std::int64_t> cursors(workers, tiling.rows);
     const std::int64_t rows = groups * p.batch_heads() * p.n_q;
     const std::int64_t dw = padded(p.d, Simd<Scalar>::kLanes);
-    const kernels::Workspace<Scalar> partials(Counter::kComputes ? 1 : 0, rows * dw);
+    const kernels::Workspace<Scalar> partials( // rows are read only where `reached` says written
+        Counter::kComputes ? 1 : 0,
+        rows * dw,
+        false);
     const kernels::Workspace<std::uint8_t> reached(1, rows);
     const Partials<Scalar> dq{
         groups, dw, p.n_q, p.batch_heads(), partials.slab(0), reached.slab(0)};

@@ -356,8 +356,10 @@ void backward_fused(const BackwardArgs<Scalar>& args,
     const kernels::Workspace<Scalar> delta(Counter::kComputes ? 1 : 0, p.batch_heads() * p.n_q);
     const kernels::Workspace<Scalar> ws(workers, Scratch<Scalar>::words(p, tiling));
     const std::int64_t dw = padded(p.d, Simd<Scalar>::kLanes);
-    const kernels::Workspace<Scalar> partials(Counter::kComputes ? 1 : 0,
-                                              groups * p.batch_heads() * p.n_q * dw);
+    const kernels::Workspace<Scalar> partials( // every row is written before it is read
+        Counter::kComputes ? 1 : 0,
+        groups * p.batch_heads() * p.n_q * dw,
+        false);
     const Partials<Scalar> dq{groups, dw, p.n_q, p.batch_heads(), partials.slab(0)};
     parallel_for_counted(
         p.batch_heads() * q_blocks, counter, [&](std::int64_t task, int, Counter& io) {
