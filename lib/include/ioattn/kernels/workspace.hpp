@@ -17,18 +17,25 @@ class ScratchPool {
 public:
     static constexpr std::size_t kKeep = 8;
 
-    static void* take(std::size_t bytes) {
+    /// The smallest kept block of at least `bytes`, and its size (best fit, and the size kept
+    /// with the block: with first fit and the requested size given back, a small request took
+    /// the 32 MiB block of the backward's dQ partials and returned it as a small one, so the
+    /// partials faulted fresh pages in on every call, 5% of a sparse backward), else a new one.
+    static std::pair<void*, std::size_t> take(std::size_t bytes) {
         auto& blocks = free_blocks();
+        std::size_t best = blocks.size();
         for (std::size_t i = 0; i < blocks.size(); ++i)
-            if (blocks[i].first >= bytes) {
-                void* p = blocks[i].second;
-                blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
-                return p;
-            }
-        return ::operator new[](bytes, std::align_val_t{64});
+            if (blocks[i].first >= bytes &&
+                (best == blocks.size() || blocks[i].first < blocks[best].first))
+                best = i;
+        if (best == blocks.size())
+            return {::operator new[](bytes, std::align_val_t{64}), bytes};
+        const auto block = blocks[best];
+        blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(best));
+        return {block.second, block.first};
     }
 
-    /// Returns a block of `bytes` (as taken) to the pool, or frees it when the pool is full.
+    /// Returns a block of `bytes` (the size take() reported) to the pool, or frees it when the pool is full.
     static void give(void* p, std::size_t bytes) {
         auto& blocks = free_blocks();
         if (blocks.size() < kKeep) {
@@ -67,7 +74,9 @@ public:
         , count_(static_cast<std::size_t>(workers) * static_cast<std::size_t>(words_)) {
         if (count_ == 0)
             return;
-        data_ = static_cast<T*>(ScratchPool::take(count_ * sizeof(T)));
+        const auto [block, bytes] = ScratchPool::take(count_ * sizeof(T));
+        data_ = static_cast<T*>(block);
+        bytes_ = bytes;
         if (zeroed)
             for (std::size_t i = 0; i < count_; ++i)
                 data_[i] = T(0);
@@ -75,7 +84,7 @@ public:
 
     ~Workspace() {
         if (data_ != nullptr)
-            ScratchPool::give(data_, count_ * sizeof(T));
+            ScratchPool::give(data_, bytes_);
     }
 
     Workspace(const Workspace&) = delete;
@@ -87,6 +96,7 @@ public:
 private:
     std::int64_t words_;
     std::size_t count_;
+    std::size_t bytes_ = 0; ///< the block's size, at least count_ * sizeof(T)
     T* data_ = nullptr;
 };
 
