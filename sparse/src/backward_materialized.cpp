@@ -30,8 +30,9 @@
 // With the full pattern (Z = r C) this is dense::io_cost_backward_materialized.
 // Sparse inputs (Q, K, V as CSR rows over d, SparseInputs): a chunk of a sparse operand is read
 // as the nonzeros stored in it, so T r d (twice), C d (twice) and C d_v become T nnz(Q_i) and
-// the sums of nnz(K_j), nnz(V_j) over the row tile's tiles (per query head); chunks are
-// scattered into per-worker buffers, residency is unchanged, gradients are written dense.
+// the sums of nnz(K_j), nnz(V_j) over the row tile's tiles (per query head); a tile with few
+// pairs takes S and dP as dot products over the stored entries, other chunks are scattered
+// into per-worker buffers; residency is unchanged, gradients are written dense.
 // Pairs outside Omega are never multiplied (NaN in a key or value row a query cannot see does
 // not reach its gradient); a row with L = -inf has P = 0 and contributes zero.
 // Flops: about 4 Z_QK (d + d_v) per head. Every output chunk is written by one task that sums
@@ -182,10 +183,15 @@ void probs_tile(const Slice<Scalar>& w, std::int64_t k, std::int64_t blk, int wo
             detail::read_cols(io, Operand::q, qs, w.src->q, w.bb, h, i0, r, k0, kw);
             detail::read_cols(io, Operand::k, w.kv_slice(), w.src->k, w.bb, w.g, j0, c, k0, kw);
             if constexpr (Counter::kComputes) { // --- S_ij += Q_i[:,k] K_j[:,k]^T on Omega ---
-                const auto qi = w.src->q.rows(w.bb, h, i0, r, k0, kw, w.q_chunk(worker));
-                const auto kj = w.src->k.rows(w.bb, w.g, j0, c, k0, kw, w.kv_chunk(worker));
                 detail::sddmm_chunk(
-                    *w.s, w.target(worker, i0, r, j0, c, t.nonzeros), qi, kj, kw, k0 == 0, nullptr);
+                    *w.s,
+                    w.target(worker, i0, r, j0, c, t.nonzeros),
+                    detail::ChunkRows<Scalar>{&w.src->q, w.bb, h, i0, r, w.q_chunk(worker)},
+                    detail::ChunkRows<Scalar>{&w.src->k, w.bb, w.g, j0, c, w.kv_chunk(worker)},
+                    k0,
+                    kw,
+                    k0 == 0,
+                    nullptr);
             }
             io.release((r + c) * kw);
         }
@@ -249,10 +255,16 @@ void d_scores_tile(
             io.read({Operand::d_o, qs, i0, r, x0, xw});
             detail::read_cols(io, Operand::v, w.kv_slice(), w.src->v, w.bb, w.g, j0, c, x0, xw);
             if constexpr (Counter::kComputes) { // --- dP_ij += dO_i[:,x] V_j[:,x]^T on Omega ---
-                const auto vj = w.src->v.rows(w.bb, w.g, j0, c, x0, xw, w.kv_chunk(worker));
-                const detail::RowBlock<Scalar> oi{a.d_o.row(w.bb, h, i0) + x0, a.d_o.stride_row};
+                const detail::RowSource<Scalar> d_o{a.d_o, nullptr};
                 detail::sddmm_chunk(
-                    *w.s, w.target(worker, i0, r, j0, c, t.nonzeros), oi, vj, xw, x0 == 0, nullptr);
+                    *w.s,
+                    w.target(worker, i0, r, j0, c, t.nonzeros),
+                    detail::ChunkRows<Scalar>{&d_o, w.bb, h, i0, r, nullptr},
+                    detail::ChunkRows<Scalar>{&w.src->v, w.bb, w.g, j0, c, w.kv_chunk(worker)},
+                    x0,
+                    xw,
+                    x0 == 0,
+                    nullptr);
             }
             io.release((r + c) * xw);
         }

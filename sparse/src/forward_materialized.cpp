@@ -16,7 +16,8 @@
 //   exactly dense::io_cost_forward_materialized. Stored scores: Z_QK words per head.
 // Sparse inputs (CSR rows over d): a chunk of a sparse operand is read as the nonzeros stored
 // in it, so r*d, C*d, C*d_v become nnz(Q_i), the sum of nnz(K_j) and of nnz(V_j) over the
-// tiles; chunks are scattered into the same dense buffers (V_j[:,x] into the K^T buffer), so
+// tiles; a tile with few pairs takes its scores as dot products over the stored entries,
+// other chunks are scattered into the same dense buffers (V_j[:,x] into the K^T buffer), so
 // the residency is unchanged. Only allowed entries are kept, so NaN in a row that no query of
 // the tile may see never reaches O, dense or sparse.
 // Arithmetic: a tile with at least 1/kDenseTileFill of its pairs allowed runs S_ij in the
@@ -109,14 +110,13 @@ void sddmm_tile(const ForwardArgs<Scalar>& a,
         detail::read_cols(io, Operand::q, t.slice, src.q, t.b, t.h, t.i0, t.r, k0, kw);
         detail::read_cols(io, Operand::k, t.kv, src.k, t.b, t.g, j0, c, k0, kw);
         if constexpr (Counter::kComputes) {
-            // --- S_ij (+)= Q_i[:,k] K_j[:,k]^T on Omega (chunks in place when dense) ---
-            const detail::RowBlock<Scalar> qi = src.q.rows(t.b, t.h, t.i0, t.r, k0, kw, w.q);
-            const detail::RowBlock<Scalar> kj = src.k.rows(t.b, t.g, j0, c, k0, kw, w.kr);
+            // --- S_ij (+)= Q_i[:,k] K_j[:,k]^T on Omega ---
             detail::sddmm_chunk(
                 s,
                 detail::TileTarget<Scalar>{t.i0, t.r, j0, c, nnz, w.tile, w.bp, w.kt, w.ones},
-                qi,
-                kj,
+                detail::ChunkRows<Scalar>{&src.q, t.b, t.h, t.i0, t.r, w.q},
+                detail::ChunkRows<Scalar>{&src.k, t.b, t.g, j0, c, w.kr},
+                k0,
                 kw,
                 k0 == 0,
                 w.cursor);

@@ -24,9 +24,10 @@ namespace ioattn::sparse {
 /// still gives its shape and may have null data. Kernels read only the stored entries (counted
 /// as such: Z_input), and their residency is that of dense inputs. The fused kernels multiply
 /// a sparse streamed operand as stored: sparse dot products, 2 flops per stored entry and lane
-/// (K and V in the forward, Q in the backward); a sparse resident
-/// operand is scattered into its dense lane tile. The materializing kernels scatter each row
-/// (or column chunk of a row) into a dense fast-memory buffer; the references take sparse dot
+/// (K and V in the forward, Q in the backward); a sparse resident operand is scattered into
+/// its dense lane tile. The materializing kernels take the scores (and the backward's dP) of
+/// a tile with few pairs as dot products over the stored entries, and scatter the column
+/// chunks of fuller tiles into dense fast-memory buffers; the references take sparse dot
 /// products.
 /// Accepted by every forward and backward kernel (backward.hpp), whose outputs stay dense. A
 /// sparse operand whose shape does not match throws InvalidArgument naming the kernel and both
