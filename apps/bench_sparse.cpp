@@ -1,5 +1,5 @@
 // ioattn bench --suite sparse: patterns x N x d x {fused, materialized} x threads {1, 2}, forward
-// and (fused) backward, each beside the dense fused kernel on the same shape, the GraphBLAS
+// and backward, each beside the dense fused kernel on the same shape, the GraphBLAS
 // pipeline (graphblas_peer.hpp) and the SGEMM 2048^3 roofline, all measured in this run.
 // GFLOP/s counts 4 Z_QK d (backward 2.5x); medians of --repeat runs after a warm-up; B = H = 1.
 
@@ -297,39 +297,42 @@ void run_sparse_suite(const SparseSuiteOptions& o) {
                         }
                         rows.push_back(r);
                     }
-                for (const int threads : {1, 2}) {
-                    const Tiling t = sparse::tuned_tiling(Schedule::fused, mem, p, Pass::backward);
-                    progress(spec + " N=" + std::to_string(n) + " d=" + std::to_string(d) +
-                             " fused backward t=" + std::to_string(threads));
-                    const double sec = bench::median_seconds(repeat, [&] {
-                        NullCounter c;
-                        with_threads(threads, [&] {
-                            sparse::backward_fused(data.backward(), s, t, mem, c);
+                for (const Schedule sch : {Schedule::fused, Schedule::materialized})
+                    for (const int threads : {1, 2}) {
+                        const Tiling t = sparse::tuned_tiling(sch, mem, p, Pass::backward);
+                        progress(spec + " N=" + std::to_string(n) + " d=" + std::to_string(d) +
+                                 " " + std::string(to_string(sch)) +
+                                 " backward t=" + std::to_string(threads));
+                        const double sec = bench::median_seconds(repeat, [&] {
+                            NullCounter c;
+                            with_threads(threads,
+                                         [&] { sparse::backward(data.backward(), s, t, mem, c); });
                         });
-                    });
-                    Row r{spec,
-                          n,
-                          d,
-                          s.z_qk(),
-                          sparse::density(s),
-                          "fused",
-                          "backward",
-                          threads,
-                          sec,
-                          2.5 * flops / sec * 1e-9,
-                          0,
-                          0,
-                          0,
-                          theory,
-                          cost,
-                          -1,
-                          0};
-                    r.roofline = r.gflops / peak;
-                    r.vs_dense = r.gflops / (dense_b * 1e-9);
-                    if (o.count_io)
-                        r.io = sparse::io_cost_backward_fused(p, s, t).total();
-                    rows.push_back(r);
-                }
+                        Row r{spec,
+                              n,
+                              d,
+                              s.z_qk(),
+                              sparse::density(s),
+                              std::string(to_string(sch)),
+                              "backward",
+                              threads,
+                              sec,
+                              2.5 * flops / sec * 1e-9,
+                              0,
+                              0,
+                              0,
+                              theory,
+                              cost,
+                              -1,
+                              0};
+                        r.roofline = r.gflops / peak;
+                        r.vs_dense = r.gflops / (dense_b * 1e-9);
+                        if (o.count_io)
+                            r.io = sch == Schedule::fused
+                                       ? sparse::io_cost_backward_fused(p, s, t).total()
+                                       : sparse::io_cost_backward_materialized(p, s, t).total();
+                        rows.push_back(r);
+                    }
             }
         }
     if (isatty(STDERR_FILENO) != 0)

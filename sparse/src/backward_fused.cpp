@@ -16,9 +16,10 @@
 //     dQ_i = their sum in group order (0 for a row no group reached); write dQ_i
 // Resident: max(pass 0: r(2 d_v + 1), pass A: r(2d + 2d_v) + c(2d + d_v + 2) + 2rc,
 //               pass R: 2 r d) <= M, c = min(C, streamed set)
-// I/O = io_cost_backward_fused (per head): 2 n_q d_v + n_q (D) + sum_j |queries(j)|(2d + d_v + 2)
-//   - (first reaches) d + sum_g |rows g reaches| d + n_q d, and n_k(d + d_v) read and written
-//   per kv head; with the full or causal pattern it equals ioattn::io_cost_backward_fused.
+// I/O = io_cost_backward_fused, per head with S = sum_j |queries(j)| and F the rows reached for
+//   the first time by their group: reads 2 n_q d_v + S (d + d_v + 2) + (S - F) d + F d (pass
+//   R), writes n_q (D) + S d (partials) + n_q d (dQ); and n_k (d + d_v) read and written per kv
+//   head. With the full or causal pattern it equals ioattn::io_cost_backward_fused.
 // Masked entries: P = dS = 0; a gathered chunk, or a resident K block, with a non-finite value
 // multiplies only allowed pairs. One task per (kv head, group); no atomics; thread-count
 // invariant.

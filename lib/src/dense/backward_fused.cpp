@@ -16,9 +16,10 @@
 //     dQ_i = sum over g in order (0 where none did); write dQ_i
 // Why partial sums: the FlashAttention-2 paper's single sweep adds dQ with atomics (not
 // reproducible); a second sweep over row blocks (the previous schedule) recomputes S and dP,
-// 7 products instead of 5. G partials cost G N d words of memory and one reduction; the sweep
-// measured 1.32x faster than the two-sweep schedule at N=4096, d=128 (ioattn run --pass backward,
-// H=8, 2 threads, alternated runs).
+// 7 products instead of 5. G partials cost G N d words of memory (written before they are
+// read, never zeroed) and one reduction; the one sweep measured 1.25x-1.35x faster than the
+// two-sweep schedule at N=4096, d in {64, 128} (`ioattn run --pass backward --heads 8
+// --threads 2`, alternated runs of the two builds).
 // Resident: max(pass 0: R(2 d_v + 1), pass A: R(2d + 2d_v) + C(2d + d_v + 2) + 2RC,
 //               pass R: 2 R d) <= M
 // I/O = io_cost_backward_fused. Flops: 2*allowed_pairs*(3d + 2d_v) per query head.
