@@ -9,6 +9,7 @@
 #include <ioattn/error.hpp>
 #include <ioattn/io_counter.hpp>
 #include <ioattn/kernels/softmax_grad.hpp>
+#include <ioattn/kernels/strip.hpp>
 #include <ioattn/kernels/tile.hpp>
 #include <ioattn/sparse/forward.hpp>
 #include <ioattn/sparse/sparse_rows.hpp>
@@ -19,6 +20,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace ioattn::sparse::detail {
@@ -305,7 +307,57 @@ bool pack_rows(const RowSource<Scalar>& src,
     return finite;
 }
 
-/// x . y in double for row (b, h, i) of x and row (b, g, j) of y; merges when both are sparse.
+/// Row (b, h, i) of x dotted with row (b, g, j) of y over columns [c0, c0 + cw), accumulated
+/// in Acc: over the stored entries of a sparse side (merged when both are sparse); two dense
+/// rows by vector loads when Acc is Scalar (the kernels), term by term otherwise.
+template <typename Acc, typename Scalar>
+Acc chunk_dot(const RowSource<Scalar>& x,
+              std::int64_t b,
+              std::int64_t h,
+              std::int64_t i,
+              const RowSource<Scalar>& y,
+              std::int64_t g,
+              std::int64_t j,
+              std::int64_t c0,
+              std::int64_t cw) {
+    Acc acc = 0;
+    if (x.sparse == nullptr && y.sparse == nullptr) {
+        const Scalar* u = x.dense.row(b, h, i) + c0;
+        const Scalar* v = y.dense.row(b, g, j) + c0;
+        if constexpr (std::is_same_v<Acc, Scalar>)
+            return kernels::dot(u, v, cw);
+        for (std::int64_t z = 0; z < cw; ++z)
+            acc += static_cast<Acc>(u[z]) * static_cast<Acc>(v[z]);
+        return acc;
+    }
+    if (x.sparse != nullptr && y.sparse != nullptr) {
+        const auto [xlo, xhi] = x.range(x.index(b, h, i), c0, cw);
+        const auto [ylo, yhi] = y.range(y.index(b, g, j), c0, cw);
+        const std::int64_t *xi = x.sparse->indices().data(), *yi = y.sparse->indices().data();
+        const Scalar *xv = x.sparse->values().data(), *yv = y.sparse->values().data();
+        for (std::int64_t u = xlo, v = ylo; u < xhi && v < yhi;) {
+            if (xi[u] < yi[v])
+                ++u;
+            else if (yi[v] < xi[u])
+                ++v;
+            else
+                acc += static_cast<Acc>(xv[u++]) * static_cast<Acc>(yv[v++]);
+        }
+        return acc;
+    }
+    const bool xs = x.sparse != nullptr;
+    const RowSource<Scalar>& sp = xs ? x : y;
+    const auto [lo, hi] =
+        xs ? x.range(x.index(b, h, i), c0, cw) : y.range(y.index(b, g, j), c0, cw);
+    const Scalar* d = xs ? y.dense.row(b, g, j) : x.dense.row(b, h, i);
+    const std::int64_t* si = sp.sparse->indices().data();
+    const Scalar* sv = sp.sparse->values().data();
+    for (std::int64_t e = lo; e < hi; ++e)
+        acc += static_cast<Acc>(sv[e]) * static_cast<Acc>(d[si[e]]);
+    return acc;
+}
+
+/// x . y in double for row (b, h, i) of x and row (b, g, j) of y (the references).
 template <typename Scalar>
 double dot(const RowSource<Scalar>& x,
            std::int64_t b,
@@ -314,37 +366,7 @@ double dot(const RowSource<Scalar>& x,
            const RowSource<Scalar>& y,
            std::int64_t g,
            std::int64_t j) {
-    const auto entries = [](const RowSource<Scalar>& s, std::int64_t r) {
-        return std::pair{s.sparse->row_indices(r), s.sparse->row_values(r)};
-    };
-    double acc = 0.0;
-    if (x.sparse != nullptr && y.sparse != nullptr) {
-        const auto [xi, xv] = entries(x, x.index(b, h, i));
-        const auto [yi, yv] = entries(y, y.index(b, g, j));
-        for (std::size_t u = 0, v = 0; u < xi.size() && v < yi.size();) {
-            if (xi[u] < yi[v]) {
-                ++u;
-            } else if (yi[v] < xi[u]) {
-                ++v;
-            } else {
-                acc += static_cast<double>(xv[u++]) * static_cast<double>(yv[v++]);
-            }
-        }
-        return acc;
-    }
-    if (x.sparse != nullptr || y.sparse != nullptr) {
-        const bool xs = x.sparse != nullptr;
-        const auto [si, sv] = xs ? entries(x, x.index(b, h, i)) : entries(y, y.index(b, g, j));
-        const Scalar* d = xs ? y.dense.row(b, g, j) : x.dense.row(b, h, i);
-        for (std::size_t u = 0; u < si.size(); ++u)
-            acc += static_cast<double>(sv[u]) * static_cast<double>(d[si[u]]);
-        return acc;
-    }
-    const Scalar* u = x.dense.row(b, h, i);
-    const Scalar* v = y.dense.row(b, g, j);
-    for (std::int64_t z = 0; z < x.dense.cols; ++z)
-        acc += static_cast<double>(u[z]) * static_cast<double>(v[z]);
-    return acc;
+    return chunk_dot<double>(x, b, h, i, y, g, j, 0, x.dense.cols);
 }
 
 /// acc[x] += alpha * row(b, h, i)[x] in double, over the stored entries only.

@@ -63,49 +63,6 @@ struct TileTarget {
     const Scalar* ones;
 };
 
-/// Row (b, h, i) of x dotted with row (b, g, j) of y over columns [c0, c0 + cw), in Scalar, as
-/// the kernels take it: over the stored entries of a sparse side (merged when both are
-/// sparse), vector loads when both are dense.
-template <typename Scalar>
-Scalar chunk_dot(const RowSource<Scalar>& x,
-                 std::int64_t b,
-                 std::int64_t h,
-                 std::int64_t i,
-                 const RowSource<Scalar>& y,
-                 std::int64_t g,
-                 std::int64_t j,
-                 std::int64_t c0,
-                 std::int64_t cw) {
-    if (x.sparse == nullptr && y.sparse == nullptr)
-        return kernels::dot(x.dense.row(b, h, i) + c0, y.dense.row(b, g, j) + c0, cw);
-    Scalar acc = 0;
-    if (x.sparse != nullptr && y.sparse != nullptr) {
-        const auto [xlo, xhi] = x.range(x.index(b, h, i), c0, cw);
-        const auto [ylo, yhi] = y.range(y.index(b, g, j), c0, cw);
-        const std::int64_t *xi = x.sparse->indices().data(), *yi = y.sparse->indices().data();
-        const Scalar *xv = x.sparse->values().data(), *yv = y.sparse->values().data();
-        for (std::int64_t u = xlo, v = ylo; u < xhi && v < yhi;) {
-            if (xi[u] < yi[v])
-                ++u;
-            else if (yi[v] < xi[u])
-                ++v;
-            else
-                acc += xv[u++] * yv[v++];
-        }
-        return acc;
-    }
-    const bool xs = x.sparse != nullptr;
-    const RowSource<Scalar>& sp = xs ? x : y;
-    const auto [lo, hi] =
-        xs ? x.range(x.index(b, h, i), c0, cw) : y.range(y.index(b, g, j), c0, cw);
-    const Scalar* d = xs ? y.dense.row(b, g, j) : x.dense.row(b, h, i);
-    const std::int64_t* si = sp.sparse->indices().data();
-    const Scalar* sv = sp.sparse->values().data();
-    for (std::int64_t e = lo; e < hi; ++e)
-        acc += sv[e] * d[si[e]];
-    return acc;
-}
-
 /// Rows [row0, row0 + n) of one operand of slice (b, h), as a tile product reads them: in
 /// place when dense, scattered into buf (n x chunk width) when a dense product needs them.
 template <typename Scalar>
@@ -169,7 +126,8 @@ void sddmm_chunk(const Support& s,
         for (std::int64_t e = lo; e < hi; ++e) {
             const std::int64_t y = row[static_cast<std::size_t>(e)] - t.j0;
             const Scalar v =
-                stored ? chunk_dot(*a.src, a.b, a.h, a.row0 + x, *b.src, b.h, b.row0 + y, c0, zw)
+                stored ? chunk_dot<Scalar>(
+                             *a.src, a.b, a.h, a.row0 + x, *b.src, b.h, b.row0 + y, c0, zw)
                        : kernels::dot(ra.row(x), rb.row(y), zw);
             t.tile[x * t.ld + y] = first ? v : t.tile[x * t.ld + y] + v;
         }
