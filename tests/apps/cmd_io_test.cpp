@@ -1,0 +1,153 @@
+// Tests of apps/cmd_io.cpp through the built program: `ioattn io` sweeps M in powers of two,
+// prints a CSV header and rows of equal width, JSON rows whose counts are consistent with the
+// bounds and the selection rule, and an SVG plot; forward and backward.
+
+#include "cli.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+using ioattn::app::test::command_of;
+using ioattn::app::test::csv_fields;
+using ioattn::app::test::lines_of;
+using ioattn::app::test::Outcome;
+using ioattn::app::test::require_one_line_error;
+using ioattn::app::test::run_ioattn;
+using ioattn::app::test::scratch_dir;
+using nlohmann::json;
+
+namespace {
+
+Outcome run_ok(const std::vector<std::string>& args) {
+    const auto r = run_ioattn(args);
+    INFO("command: " << command_of(args));
+    INFO("stderr: " << r.err);
+    REQUIRE(r.status == 0);
+    return r;
+}
+
+} // namespace
+
+TEST_CASE("io --csv prints a header and one row per M", "[apps][io]") {
+    const std::string pass = GENERATE("forward", "backward");
+    CAPTURE(pass);
+    const auto r = run_ok({"io", "--N", "128", "--d", "16", "--pass", pass, "--csv"});
+    CHECK(r.err.empty());
+    const auto lines = lines_of(r.out);
+    // default sweep 4d .. N d = 64, 128, ..., 2048
+    REQUIRE(lines.size() == 1 + 6);
+    const auto head = csv_fields(lines[0]);
+    REQUIRE(head.size() >= 2);
+    CHECK(head[0] == "M");
+    std::int64_t m = 64;
+    for (std::size_t i = 1; i < lines.size(); ++i, m *= 2) {
+        const auto row = csv_fields(lines[i]);
+        INFO("row: " << lines[i]);
+        REQUIRE(row.size() == head.size());
+        CHECK(row[0] == std::to_string(m));
+        for (std::size_t c = 0; c < row.size(); ++c) {
+            INFO("column: " << head[c]);
+            CHECK(!row[c].empty());
+            if (head[c] == "fused dry" || head[c] == "mat dry")
+                CHECK((row[c] == "=" || row[c] == "-"));
+        }
+    }
+}
+
+TEST_CASE("io --M-range sweeps the given powers of two", "[apps][io]") {
+    const auto r = run_ok({"io", "--N", "128", "--d", "16", "--M-range", "256:1024", "--csv"});
+    const auto lines = lines_of(r.out);
+    REQUIRE(lines.size() == 4);
+    CHECK(csv_fields(lines[1])[0] == "256");
+    CHECK(csv_fields(lines[2])[0] == "512");
+    CHECK(csv_fields(lines[3])[0] == "1024");
+    require_one_line_error({"io", "--N", "128", "--d", "16", "--M-range", "100:50"}, "100:50");
+    require_one_line_error({"io", "--N", "128", "--d", "16", "--M-range", "5"}, "'5'");
+}
+
+TEST_CASE("io --json rows: counts agree with the dry runs and sit above the bounds", "[apps][io]") {
+    const std::string pass = GENERATE("forward", "backward");
+    CAPTURE(pass);
+    const auto r = run_ok({"io", "--N", "128", "--d", "16", "--pass", pass, "--json"});
+    CHECK(r.err.empty());
+    json j;
+    REQUIRE_NOTHROW(j = json::parse(r.out));
+    CHECK(j.at("pass") == pass);
+    CHECK(j.at("d_squared") == 256);
+    CHECK(j.at("problem").at("n_q") == 128);
+    const json& rows = j.at("rows");
+    REQUIRE(rows.size() == 6);
+    REQUIRE(j.at("crossover").is_number_integer());
+    const auto crossover = j.at("crossover").get<std::int64_t>();
+    CHECK(crossover >= 64);
+    CHECK(crossover <= 2048);
+    std::int64_t with_explicit = 0;
+    for (const json& row : rows) {
+        const auto m = row.at("M").get<std::int64_t>();
+        CAPTURE(m);
+        const json& b = row.at("bound");
+        CHECK(b.at("regime") == (m < 256 ? "small-cache" : "large-cache"));
+        with_explicit += b.at("explicit").get<double>() > 0.0 ? 1 : 0;
+        for (const char* s : {"fused", "materialized"}) {
+            const json& pt = row.at(s);
+            if (pt.is_null())
+                continue;
+            CAPTURE(s);
+            const auto total = pt.at("total").get<std::int64_t>();
+            CHECK(total ==
+                  pt.at("reads").get<std::int64_t>() + pt.at("writes").get<std::int64_t>());
+            CHECK(static_cast<double>(total) >= b.at("explicit").get<double>());
+            CHECK(static_cast<double>(total) >= b.at("compulsory").get<double>());
+            CHECK(pt.at("peak_resident").get<std::int64_t>() <= m);
+            CHECK(pt.at("dry_run") == "agrees");
+        }
+        // --select cost picks the schedule that moves fewer words
+        const json& f = row.at("fused");
+        const json& mat = row.at("materialized");
+        const std::string cost = row.at("choice").at("cost").get<std::string>();
+        if (!f.is_null() && !mat.is_null()) {
+            const auto ft = f.at("total").get<std::int64_t>();
+            const auto mt = mat.at("total").get<std::int64_t>();
+            if (ft < mt)
+                CHECK(cost == "fused");
+            if (mt < ft)
+                CHECK(cost == "materialized");
+            if (m >= crossover)
+                CHECK(ft <= mt); // the measured crossover: fused from here on
+        } else if (!mat.is_null()) {
+            CHECK(cost == "materialized");
+        }
+        // --select theory: fused iff M >= d^2
+        CHECK(row.at("choice").at("theory") == (m >= 256 ? "fused" : "materialized"));
+    }
+    CHECK(with_explicit > 0); // the explicit-bound check above is not vacuous
+}
+
+TEST_CASE("io --plot writes an SVG and says so on stderr", "[apps][io]") {
+    const std::string svg = (scratch_dir() / "io.svg").string();
+    const auto r = run_ok({"io", "--N", "128", "--d", "16", "--plot", svg});
+    CHECK(r.out.find("measured crossover") != std::string::npos);
+    CHECK(lines_of(r.err).size() == 1);
+    CHECK(r.err.find(svg) != std::string::npos);
+    std::ifstream in(svg);
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    CHECK(text.rfind("<svg", 0) == 0);
+    CHECK(text.find("</svg>") != std::string::npos);
+    CHECK(text.find("polyline") != std::string::npos);
+}
+
+TEST_CASE("io --plot into a missing directory is a runtime error in one line", "[apps][io]") {
+    const std::string svg = (scratch_dir() / "no_such_dir" / "io.svg").string();
+    const auto r = run_ioattn({"io", "--N", "128", "--d", "16", "--plot", svg});
+    INFO("stderr: " << r.err);
+    CHECK(r.status == 1);
+    CHECK(lines_of(r.err).size() == 1);
+    CHECK(r.err.find(svg) != std::string::npos);
+}
