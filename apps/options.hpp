@@ -89,6 +89,14 @@ Tiling tiling_for(Schedule schedule,
                   const char* where,
                   Pass pass = Pass::forward);
 
+/// Throws InvalidArgument (usage) naming the smallest M that works when neither the fused nor
+/// the materialized schedule has a tiling of `pass` for M: the check `--schedule auto` makes
+/// before any selection, so that every run path reports a too-small M the same way.
+void require_some_tiling(const MemoryModel& memory,
+                         const Problem& problem,
+                         Pass pass,
+                         const char* where);
+
 /// Parses "lo:hi" (each a positive integer, lo <= hi); throws InvalidArgument.
 std::pair<std::int64_t, std::int64_t> parse_range(const std::string& text, const char* what);
 

@@ -212,6 +212,7 @@ nlohmann::json run_variant(const VariantRun& r) {
     Schedule schedule = Schedule::fused;
     nlohmann::json selected_by = nullptr;
     if (r.schedule == "auto") {
+        require_some_tiling(r.memory, p, r.pass, kWhere);
         schedule = is_sparse && !backward
                        ? sparse::select_schedule(p, *support, r.memory, r.select, z_in)
                        : select_schedule(p, r.memory, r.select, r.pass);
@@ -253,11 +254,17 @@ nlohmann::json run_variant(const VariantRun& r) {
         else
             sparse::backward_fused(x.backward(), *support, inputs, t, r.memory, counter);
     };
-    if (backward) {
-        NullCounter c;
+    if (backward) {    // O and L are the backward's inputs, made under an ample M whatever M is
+        NullCounter c; // under test
+        const MemoryModel ample{std::max<std::int64_t>(r.memory.fast_words, std::int64_t{1} << 22)};
         const Tiling ft =
-            schedule == Schedule::reference ? tiling : Tiling::tuned(Schedule::fused, r.memory, p);
-        with_threads(r.threads, [&] { run_forward(data, ft, c); });
+            schedule == Schedule::reference ? tiling : Tiling::tuned(Schedule::fused, ample, p);
+        with_threads(r.threads, [&] {
+            if (is_sparse)
+                sparse::forward(data.forward(), *support, inputs, ft, ample, c);
+            else
+                dense::forward(data.forward(), ft, ample, c);
+        });
     }
     const double seconds = bench::median_seconds(
         r.repeat,

@@ -11,6 +11,7 @@
 #include <vector>
 
 using ioattn::app::test::require_one_line_error;
+using ioattn::app::test::run_ioattn;
 using ioattn::app::test::write_scratch;
 
 namespace {
@@ -53,23 +54,25 @@ TEST_CASE("run: --M below every tiling is a usage error naming the smallest M", 
     require_one_line_error(small_run({"--M", "4"}), "M = 4 words");
     require_one_line_error(small_run({"--M", "4"}), "needs M >= 5");
     require_one_line_error(small_run({"--M", "66", "--schedule", "fused"}), "needs M >= 67");
-    require_one_line_error(small_run({"--M", "66", "--schedule", "fused", "--pass", "backward"}),
-                           "needs M >= 67");
+    require_one_line_error( // the backward's own smallest fused tiling, not the forward's
+        small_run({"--M", "115", "--schedule", "fused", "--pass", "backward"}),
+        "needs M >= 116");
+    CHECK(ioattn::app::test::run_ioattn(
+              small_run({"--M", "116", "--schedule", "fused", "--pass", "backward"}))
+              .status == 0); // and that M is enough
     require_one_line_error(
         small_run({"--M", "4", "--schedule", "materialized", "--pattern", "window:8"}),
         "needs M >= 5");
 }
 
-// Known bug, kept failing on purpose ([!shouldfail]; drop the tag once fixed): under
-// --schedule auto the paths of apps/run_variants.cpp (a sparse pattern, sparse inputs, the
-// backward) let CapacityError / Error escape, so the same too-small M exits 1 with a library
-// message naming no smallest M ("ioattn::sparse::select_schedule: M = 4 words is too small for
-// any tiling", "ioattn::Tiling::for_memory: ... any fused tiling") instead of exit 2.
-TEST_CASE("run: --M below every tiling is a usage error on every run path",
-          "[apps][options][!shouldfail]") {
+// Under --schedule auto every run path (a sparse pattern, sparse inputs, the backward) checks
+// that some tiling fits M before it selects, so a too-small M is a usage error naming M (it
+// exited 1 with a library message on those paths before require_some_tiling).
+TEST_CASE("run: --M below every tiling is a usage error on every run path", "[apps][options]") {
     require_one_line_error(small_run({"--M", "4", "--pattern", "window:8"}), "M = 4 words");
     require_one_line_error(small_run({"--M", "4", "--input-density", "0.5"}), "M = 4 words");
-    require_one_line_error(small_run({"--M", "4", "--pass", "backward"}), "M = 4 words");
+    require_one_line_error(small_run({"--M", "3", "--pass", "backward"}), "needs M >= 4");
+    CHECK(run_ioattn(small_run({"--M", "4", "--pass", "backward"})).status == 0);
 }
 
 TEST_CASE("bad --pattern specs are usage errors naming the token", "[apps][options]") {
