@@ -9,8 +9,8 @@
 //     for each query head of the group, for each chunk of C queries that see a key of j:
 //       read (gather) Q, dO rows, L, D;  S = scale Q K_j^T on Omega; P = exp(S - L)
 //       dV_j += P^T dO; dP = dO V_j^T; dS = P o (dP - D); dK_j += scale dS^T Q
-//       dQ^g rows += scale dS K_j: a row group g reached before is read, added and written,
-//       a row reached for the first time only written
+//       dQ^g rows += scale dS K_j: a row that group g has reached before is read, added and
+//       written, a row it reaches for the first time only written
 //     write dK_j, dV_j
 //   pass R, parallel for each query block i: read the partials dQ^g of the rows g reached;
 //     dQ_i = their sum in group order (0 for a row no group reached); write dQ_i
