@@ -17,7 +17,20 @@
 
 #define IOATTN_EXP2_UNROLL _Pragma("GCC unroll 16")
 
-namespace ioattn::kernels {
+// The instruction set names an inline namespace around every kernel that depends on it, so
+// translation units built for different instruction sets (the library with -march=native, a
+// test or an installed consumer without) never share a definition of these inline functions:
+// sharing one is an ODR violation, and at -O0 the linker kept a 16-byte-vector copy that the
+// library's 64-byte-vector code then called (wrong results in the Debug build).
+#if defined(__AVX512F__)
+#define IOATTN_ISA isa_avx512
+#elif defined(__AVX2__)
+#define IOATTN_ISA isa_avx2
+#else
+#define IOATTN_ISA isa_sse2
+#endif
+
+namespace ioattn::kernels::inline IOATTN_ISA {
 
 #if defined(__AVX512F__)
 inline constexpr int kVectorBytes = 64;
@@ -152,4 +165,4 @@ inline Vec<T> exp2(Vec<T> x) {
 #endif
 }
 
-} // namespace ioattn::kernels
+} // namespace ioattn::kernels::inline IOATTN_ISA

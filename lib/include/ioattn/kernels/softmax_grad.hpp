@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <limits>
 
-namespace ioattn::kernels {
+namespace ioattn::kernels::inline IOATTN_ISA {
 
 inline constexpr double kLog2e = 1.4426950408889634;
 
@@ -73,4 +73,4 @@ void probabilities(Scalar* s,
         }
 }
 
-} // namespace ioattn::kernels
+} // namespace ioattn::kernels::inline IOATTN_ISA

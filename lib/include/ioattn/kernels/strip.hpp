@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <limits>
 
-namespace ioattn::kernels {
+namespace ioattn::kernels::inline IOATTN_ISA {
 
 /// The lanes of v summed in order.
 template <typename T>
@@ -141,4 +141,4 @@ inline void spmm_row(const T* p, std::int64_t m, RowOf row, T* y, std::int64_t n
     }
 }
 
-} // namespace ioattn::kernels
+} // namespace ioattn::kernels::inline IOATTN_ISA

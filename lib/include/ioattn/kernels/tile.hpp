@@ -25,7 +25,7 @@
 
 #define IOATTN_UNROLL _Pragma("GCC unroll 8")
 
-namespace ioattn::kernels {
+namespace ioattn::kernels::inline IOATTN_ISA {
 
 #if defined(__AVX512F__)
 inline constexpr int kTileRows = 6;
@@ -288,4 +288,4 @@ inline bool all_finite(const T* a, std::int64_t ld, std::int64_t n, std::int64_t
     return tail == T(0);
 }
 
-} // namespace ioattn::kernels
+} // namespace ioattn::kernels::inline IOATTN_ISA
