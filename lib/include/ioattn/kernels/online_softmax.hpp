@@ -20,7 +20,8 @@
 #include <cstdint>
 #include <limits>
 
-namespace ioattn::kernels::inline IOATTN_ISA {
+namespace ioattn::kernels {
+inline namespace IOATTN_ISA {
 
 template <typename T>
 inline Vec<T> exp2_diff(Vec<T> x, Vec<T> m_safe) {
@@ -102,4 +103,5 @@ inline void finish_rows(const T* ot,
             std::fill_n(o.row(b, h, row0 + r), o.cols, T(0));
 }
 
-} // namespace ioattn::kernels::inline IOATTN_ISA
+} // namespace IOATTN_ISA
+} // namespace ioattn::kernels

@@ -30,7 +30,8 @@
 #define IOATTN_ISA isa_sse2
 #endif
 
-namespace ioattn::kernels::inline IOATTN_ISA {
+namespace ioattn::kernels {
+inline namespace IOATTN_ISA {
 
 #if defined(__AVX512F__)
 inline constexpr int kVectorBytes = 64;
@@ -165,4 +166,5 @@ inline Vec<T> exp2(Vec<T> x) {
 #endif
 }
 
-} // namespace ioattn::kernels::inline IOATTN_ISA
+} // namespace IOATTN_ISA
+} // namespace ioattn::kernels

@@ -10,7 +10,8 @@
 #include <cstdint>
 #include <limits>
 
-namespace ioattn::kernels::inline IOATTN_ISA {
+namespace ioattn::kernels {
+inline namespace IOATTN_ISA {
 
 inline constexpr double kLog2e = 1.4426950408889634;
 
@@ -73,4 +74,5 @@ void probabilities(Scalar* s,
         }
 }
 
-} // namespace ioattn::kernels::inline IOATTN_ISA
+} // namespace IOATTN_ISA
+} // namespace ioattn::kernels

@@ -15,7 +15,8 @@
 #include <cstdint>
 #include <limits>
 
-namespace ioattn::kernels::inline IOATTN_ISA {
+namespace ioattn::kernels {
+inline namespace IOATTN_ISA {
 
 /// The lanes of v summed in order.
 template <typename T>
@@ -141,4 +142,5 @@ inline void spmm_row(const T* p, std::int64_t m, RowOf row, T* y, std::int64_t n
     }
 }
 
-} // namespace ioattn::kernels::inline IOATTN_ISA
+} // namespace IOATTN_ISA
+} // namespace ioattn::kernels

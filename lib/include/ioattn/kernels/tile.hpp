@@ -25,7 +25,8 @@
 
 #define IOATTN_UNROLL _Pragma("GCC unroll 8")
 
-namespace ioattn::kernels::inline IOATTN_ISA {
+namespace ioattn::kernels {
+inline namespace IOATTN_ISA {
 
 #if defined(__AVX512F__)
 inline constexpr int kTileRows = 6;
@@ -288,4 +289,5 @@ inline bool all_finite(const T* a, std::int64_t ld, std::int64_t n, std::int64_t
     return tail == T(0);
 }
 
-} // namespace ioattn::kernels::inline IOATTN_ISA
+} // namespace IOATTN_ISA
+} // namespace ioattn::kernels
