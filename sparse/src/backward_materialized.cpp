@@ -198,13 +198,14 @@ void probs_tile(const Slice<Scalar>& w, std::int64_t k, std::int64_t blk, int wo
         if constexpr (Counter::kComputes) {
             // --- P_ij = 2^(scale log2(e) S_ij - log2(e) L_i); a row with L = -inf: 0 ---
             const Scalar* s = w.tile(worker);
+            const std::int64_t ld = w.ld();
             const auto scale = static_cast<Scalar>(p.scale * kernels::kLog2e);
             for (std::int64_t x = 0; x < r; ++x) {
                 const Scalar l2 = kernels::lse2(*a.lse.row(w.bb, h, i0 + x));
                 const auto [lo, hi] = w.segment(i0 + x, j0, c);
                 Scalar* out = &w.store(k, lo);
                 for (std::int64_t e = lo; e < hi; ++e)
-                    out[e - lo] = s[x * w.ld() + w.key(e) - j0] * scale;
+                    out[e - lo] = s[x * ld + w.key(e) - j0] * scale;
                 if (l2 == std::numeric_limits<Scalar>::infinity())
                     std::fill(out, out + (hi - lo), Scalar(0));
                 else
@@ -270,12 +271,14 @@ void d_scores_tile(
         }
         io.acquire(r * c);
         io.read({Operand::probs, qs, i0, t.nonzeros, j0, 1});
-        if constexpr (Counter::kComputes)
+        if constexpr (Counter::kComputes) {
+            const std::int64_t ld = w.ld();
             for (std::int64_t x = 0; x < r; ++x) { // --- dS_ij = P_ij o (dP_ij - D_i) ---
                 const auto [lo, hi] = w.segment(i0 + x, j0, c);
                 for (std::int64_t e = lo; e < hi; ++e)
-                    w.store(k, e) *= dp[x * w.ld() + w.key(e) - j0] - delta[x];
+                    w.store(k, e) *= dp[x * ld + w.key(e) - j0] - delta[x];
             }
+        }
         io.write({Operand::d_scores, qs, i0, t.nonzeros, j0, 1});
         io.release(2 * r * c);
     }
@@ -348,6 +351,8 @@ void d_kv_chunk(const Slice<Scalar>& w,
         acc = w.acc(worker);
         std::fill(acc, acc + c * zw, Scalar(0));
     }
+    const Support& st = w.s->transposed(); // keys' columns, and each entry's place in Omega
+    const auto positions = w.s->transposed_positions();
     io.acquire(c * zw);
     for (std::int64_t k = 0; k < p.group(); ++k) {
         const std::int64_t qs = w.q_slice(k), h = w.head(k);
@@ -363,8 +368,6 @@ void d_kv_chunk(const Slice<Scalar>& w,
                 const detail::RowBlock<Scalar> rows =
                     values ? detail::RowBlock<Scalar>{a.d_o.row(w.bb, h, i0) + z0, a.d_o.stride_row}
                            : w.src->q.rows(w.bb, h, i0, r, z0, zw, w.q_chunk(worker));
-                const Support& st = w.s->transposed();
-                const auto positions = w.s->transposed_positions();
                 Scalar* pv = w.column(worker);
                 for (std::int64_t y = 0; y < c; ++y) { // --- acc_y += P^T dO or dS^T Q on Omega,
                     // key y's stored values gathered down its column, its row in registers ---
