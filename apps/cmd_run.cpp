@@ -9,6 +9,7 @@
 #include "run_variants.hpp"
 
 #include <ioattn/dense.hpp>
+#include <ioattn/isa.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -155,7 +156,7 @@ void print_text(const nlohmann::json& j, const RunOptions& o) {
     const auto m = j["M"].get<std::int64_t>();
     os << "  M        " << grouped(m) << " words (" << bytes_of(m, wb) << ", "
        << (memory_given(o.shared) ? "given" : "per-core L2") << "); threads " << j["threads"]
-       << '\n';
+       << "; kernels " << j["isa"].get<std::string>() << '\n';
     os << "  schedule " << j["schedule"].get<std::string>();
     if (!j["selected_by"].is_null())
         os << " (auto chose it with --select " << j["selected_by"].get<std::string>() << ")";
@@ -251,7 +252,8 @@ nlohmann::json run_json(const RunOptions& o) {
 }
 
 void run(const RunOptions& o) {
-    const nlohmann::json j = run_json(o);
+    nlohmann::json j = run_json(o);
+    j["isa"] = std::string(to_string(active_isa())); // the kernels' instruction set
     if (o.shared.json)
         std::cout << j.dump(2) << '\n';
     else if (o.shared.csv)

@@ -14,6 +14,8 @@ target_include_directories(ioattn_bench_util PUBLIC ${CMAKE_CURRENT_LIST_DIR})
 target_link_libraries(ioattn_bench_util
   PUBLIC ioattn::core
   PRIVATE ioattn_openblas $<BUILD_INTERFACE:ioattn_warnings> $<BUILD_INTERFACE:ioattn_isa>)
+# The peers' loops are cloned per instruction set (target_clones in bench_util.cpp), so a
+# default build's peers run at this CPU's best one.
 # The naive peer's row softmax calls expf in a loop: -ffast-math lets GCC use glibc's vector
 # expf (libmvec), so the peer is not handicapped by scalar exp. The code never relies on
 # infinities (masked entries are skipped, not set to -inf).

@@ -28,10 +28,6 @@
 // Tests: tests/lib/dense/backward_fused_test.cpp
 
 #include <ioattn/dense/backward.hpp>
-#include <ioattn/kernels/dq_partials.hpp>
-#include <ioattn/kernels/online_softmax.hpp>
-#include <ioattn/kernels/softmax_grad.hpp>
-#include <ioattn/kernels/tile.hpp>
 #include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
 
@@ -40,7 +36,15 @@
 #include <string>
 #include <utility>
 
-namespace ioattn::dense {
+// The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
+#include <ioattn/kernels/target_begin.hpp>
+// The kernels it uses, compiled for that instruction set:
+#include <ioattn/kernels/dq_partials.hpp>
+#include <ioattn/kernels/online_softmax.hpp>
+#include <ioattn/kernels/softmax_grad.hpp>
+#include <ioattn/kernels/tile.hpp>
+
+namespace ioattn::dense::IOATTN_ISA {
 
 namespace {
 
@@ -400,4 +404,4 @@ IOATTN_INSTANTIATE(double, IoCounter)
 IOATTN_INSTANTIATE(double, DryRunCounter)
 #undef IOATTN_INSTANTIATE
 
-} // namespace ioattn::dense
+} // namespace ioattn::dense::IOATTN_ISA

@@ -46,7 +46,12 @@
 #include <limits>
 #include <string>
 
-namespace ioattn::dense {
+// The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
+#include <ioattn/kernels/target_begin.hpp>
+
+// The kernels it uses, compiled for that instruction set:
+
+namespace ioattn::dense::IOATTN_ISA {
 
 namespace {
 
@@ -447,4 +452,4 @@ IOATTN_INSTANTIATE(double, DryRunCounter)
 #undef IOATTN_INSTANTIATE
 // NOLINTEND(bugprone-macro-parentheses)
 
-} // namespace ioattn::dense
+} // namespace ioattn::dense::IOATTN_ISA

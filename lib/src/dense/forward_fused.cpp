@@ -14,15 +14,19 @@
 // Tests: tests/lib/dense/forward_fused_test.cpp
 
 #include <ioattn/dense/forward.hpp>
-#include <ioattn/kernels/online_softmax.hpp>
-#include <ioattn/kernels/tile.hpp>
 #include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
 
 #include <algorithm>
 #include <limits>
 
-namespace ioattn::dense {
+// The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
+#include <ioattn/kernels/target_begin.hpp>
+// The kernels it uses, compiled for that instruction set:
+#include <ioattn/kernels/online_softmax.hpp>
+#include <ioattn/kernels/tile.hpp>
+
+namespace ioattn::dense::IOATTN_ISA {
 
 namespace {
 
@@ -183,4 +187,4 @@ IOATTN_INSTANTIATE(double, IoCounter)
 IOATTN_INSTANTIATE(double, DryRunCounter)
 #undef IOATTN_INSTANTIATE
 
-} // namespace ioattn::dense
+} // namespace ioattn::dense::IOATTN_ISA

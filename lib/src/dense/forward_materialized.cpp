@@ -21,7 +21,6 @@
 // Tests: tests/lib/dense/forward_materialized_test.cpp
 
 #include <ioattn/dense/forward.hpp>
-#include <ioattn/kernels/simd.hpp>
 #include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
 
@@ -29,7 +28,12 @@
 #include <cmath>
 #include <limits>
 
-namespace ioattn::dense {
+// The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
+#include <ioattn/kernels/target_begin.hpp>
+// The kernels it uses, compiled for that instruction set:
+#include <ioattn/kernels/simd.hpp>
+
+namespace ioattn::dense::IOATTN_ISA {
 
 namespace {
 
@@ -258,4 +262,4 @@ IOATTN_INSTANTIATE(double, IoCounter)
 IOATTN_INSTANTIATE(double, DryRunCounter)
 #undef IOATTN_INSTANTIATE
 
-} // namespace ioattn::dense
+} // namespace ioattn::dense::IOATTN_ISA

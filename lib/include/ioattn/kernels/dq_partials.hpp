@@ -4,9 +4,12 @@
 /// a row in group order. Rows are d padded to whole vectors (dw), so the broadcast micro-kernel
 /// writes them in place.
 
+#include <ioattn/kernels/target.hpp>
+
 #include <cstdint>
 
 namespace ioattn::kernels {
+inline namespace IOATTN_ISA {
 
 template <typename Scalar>
 struct DqPartials {
@@ -28,4 +31,5 @@ struct DqPartials {
     }
 };
 
+} // namespace IOATTN_ISA
 } // namespace ioattn::kernels
