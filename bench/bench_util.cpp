@@ -51,15 +51,19 @@ int blas_int(std::int64_t n) {
 
 /// row[0, vis) = softmax(row[0, vis)), row[vis, n_k) = 0 (the keys a causal row does not see).
 IOATTN_PEER_CLONES void softmax_row(float* row, std::int64_t vis, std::int64_t n_k) {
+    // `omp simd` (-fopenmp-simd): GCC 12 at -O2 left these loops scalar, expf included
     float mx = vis > 0 ? row[0] : 0.0F;
+#pragma omp simd reduction(max : mx)
     for (std::int64_t j = 1; j < vis; ++j)
         mx = std::max(mx, row[j]);
     float sum = 0.0F;
+#pragma omp simd reduction(+ : sum)
     for (std::int64_t j = 0; j < vis; ++j) {
         row[j] = std::exp(row[j] - mx);
         sum += row[j];
     }
     const float inv = vis > 0 ? 1.0F / sum : 0.0F;
+#pragma omp simd
     for (std::int64_t j = 0; j < vis; ++j)
         row[j] *= inv;
     for (std::int64_t j = vis; j < n_k; ++j)
@@ -74,8 +78,10 @@ IOATTN_PEER_CLONES void d_scores_row(const float* p,
                                      const float* o,
                                      std::int64_t d_v) {
     float delta = 0.0F;
+#pragma omp simd reduction(+ : delta)
     for (std::int64_t x = 0; x < d_v; ++x)
         delta += d_o[x] * o[x];
+#pragma omp simd
     for (std::int64_t j = 0; j < n_k; ++j)
         dp[j] = p[j] * (dp[j] - delta);
 }
