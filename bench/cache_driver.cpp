@@ -124,14 +124,14 @@ int run(const Args& a) {
         }
     };
     ioattn::with_threads(1, [&] {
-        if (a.pass == ioattn::Pass::backward) { // O and L for the backward
-            const ioattn::Tiling ft =
-                ioattn::Tiling::for_memory(ioattn::Schedule::fused, mem, p, ioattn::Pass::forward);
+        if (a.pass == ioattn::Pass::backward) { // O and L for the backward, outside the region
+            const ioattn::MemoryModel big{std::int64_t{1} << 22};
+            const ioattn::Tiling ft = ioattn::Tiling::for_memory(ioattn::Schedule::fused, big, p);
             NullCounter none;
             if (support)
-                ioattn::sparse::forward(fwd, *support, ft, mem, none);
+                ioattn::sparse::forward(fwd, *support, ft, big, none);
             else
-                ioattn::dense::forward(fwd, ft, mem, none);
+                ioattn::dense::forward(fwd, ft, big, none);
         }
         IoCounter counted(mem.fast_words);
         pass(counted);

@@ -90,11 +90,10 @@ def configs(n, d, patterns):
                 yield pas, schedule, pattern
 
 
-def check(driver, workers):
-    n, d = 192, 16
-    patterns = ["dense", "window:24", "random:0.1"]
-    m_fit = 4096                            # the 2M / 4M agreement at one M of each schedule
-    sweep = [256, 512, 1024, 2048, 4096]    # the crossover
+def check(driver, workers, patterns):
+    n, d = 512, 16
+    m_fit = 2048                            # the 2M / 4M agreement at one M of each schedule
+    sweep = [256, 512, 1024, 2048, 4096, 8192]  # the crossover
     jobs = set()
     for pas, schedule, pattern in configs(n, d, patterns):
         for f in (2, 4):
@@ -215,7 +214,8 @@ def main():
     ap.add_argument("--check", action="store_true", help="the ctest assertions")
     ap.add_argument("--N", type=int, default=512)
     ap.add_argument("--d", type=int, default=32)
-    ap.add_argument("--patterns", default="dense,window:64,random:0.05")
+    ap.add_argument("--patterns", default="dense,window:48,random:0.1",
+                    help="dense and sparse specs (--check: N = 512, d = 16, M = 2048)")
     ap.add_argument("--M-range", default="256:16384", help="powers of two lo:hi")
     ap.add_argument("--jobs", type=int, default=2, help="valgrind processes at once")
     ap.add_argument("--csv")
@@ -224,7 +224,7 @@ def main():
     if shutil.which("valgrind") is None:
         sys.exit("cache_validate: valgrind not found (Debian package valgrind)")
     if a.check:
-        sys.exit(check(a.driver, a.jobs))
+        sys.exit(check(a.driver, a.jobs, a.patterns.split(",")))
     lo, hi = (int(x) for x in a.M_range.split(":"))
     ms = [1 << k for k in range(lo.bit_length() - 1, hi.bit_length())]
     table(a.driver, a.jobs, a.N, a.d, a.patterns.split(","), ms, a.csv, a.plot)

@@ -387,8 +387,7 @@ void backward_materialized(const BackwardArgs<Scalar>& args,
     const bool computes = Counter::kComputes;
     const kernels::Workspace<Scalar> fast(computes ? max_concurrency() : 0,
                                           Group<Scalar>::scratch_words(p, b));
-    const kernels::Workspace<Scalar> slow(computes ? 1 : 0,
-                                          p.group() * p.n_q * lane_padded(p.n_k));
+    const kernels::Workspace<Scalar> slow(computes ? 1 : 0, p.group() * p.n_q * lane_padded(p.n_k));
     for (std::int64_t kv = 0; kv < p.batch * p.kv_heads; ++kv) {
         const Group<Scalar> w{
             &a, b, kv / p.kv_heads, kv % p.kv_heads, computes ? slow.slab(0) : nullptr, &fast};
