@@ -153,9 +153,9 @@ namespace {
 
 /// The smallest M for which `schedule` has a tiling of `pass` on `p` (by doubling, then
 /// bisection).
-std::int64_t smallest_memory(Schedule schedule, const Problem& p, Pass pass) {
+std::int64_t smallest_memory(Schedule schedule, const Problem& p, Pass pass, Structure st) {
     const auto fits = [&](std::int64_t m) {
-        return Tiling::try_for_memory(schedule, MemoryModel{m}, p, pass).has_value();
+        return Tiling::try_for_memory(schedule, MemoryModel{m}, p, pass, st).has_value();
     };
     std::int64_t hi = 1;
     while (!fits(hi)) {
@@ -178,29 +178,28 @@ Tiling tiling_for(Schedule schedule,
                   const Problem& problem,
                   bool tuned,
                   const char* where,
-                  Pass pass) {
+                  Pass pass,
+                  Structure st) {
     if (schedule == Schedule::reference)
         return Tiling{Schedule::reference, problem.n_q, problem.n_k};
-    if (!Tiling::try_for_memory(schedule, memory, problem, pass).has_value())
+    if (!Tiling::try_for_memory(schedule, memory, problem, pass, st).has_value())
         throw InvalidArgument(std::string(where) + ": M = " + std::to_string(memory.fast_words) +
                               " words is below the smallest " + std::string(to_string(schedule)) +
                               " tiling for d = " + std::to_string(problem.d) + " (needs M >= " +
-                              std::to_string(smallest_memory(schedule, problem, pass)) + ")");
-    return tuned ? Tiling::tuned(schedule, memory, problem, pass)
-                 : Tiling::for_memory(schedule, memory, problem, pass);
+                              std::to_string(smallest_memory(schedule, problem, pass, st)) + ")");
+    return tuned ? Tiling::tuned(schedule, memory, problem, pass, st)
+                 : Tiling::for_memory(schedule, memory, problem, pass, st);
 }
 
-void require_some_tiling(const MemoryModel& memory,
-                         const Problem& problem,
-                         Pass pass,
-                         const char* where) {
+void require_some_tiling(
+    const MemoryModel& memory, const Problem& problem, Pass pass, const char* where, Structure st) {
     const auto fits = [&](Schedule s) {
-        return Tiling::try_for_memory(s, memory, problem, pass).has_value();
+        return Tiling::try_for_memory(s, memory, problem, pass, st).has_value();
     };
     if (fits(Schedule::fused) || fits(Schedule::materialized))
         return;
-    const std::int64_t need = std::min(smallest_memory(Schedule::fused, problem, pass),
-                                       smallest_memory(Schedule::materialized, problem, pass));
+    const std::int64_t need = std::min(smallest_memory(Schedule::fused, problem, pass, st),
+                                       smallest_memory(Schedule::materialized, problem, pass, st));
     throw InvalidArgument(std::string(where) + ": M = " + std::to_string(memory.fast_words) +
                           " words is below the smallest " + std::string(to_string(pass)) +
                           " tiling for d = " + std::to_string(problem.d) +

@@ -88,7 +88,8 @@ Tiling tiling_for(Schedule schedule,
                   const Problem& problem,
                   bool tuned,
                   const char* where,
-                  Pass pass = Pass::forward);
+                  Pass pass = Pass::forward,
+                  Structure structure = Structure::dense);
 
 /// Throws InvalidArgument (usage) naming the smallest M that works when neither the fused nor
 /// the materialized schedule has a tiling of `pass` for M: the check `--schedule auto` makes
@@ -96,7 +97,8 @@ Tiling tiling_for(Schedule schedule,
 void require_some_tiling(const MemoryModel& memory,
                          const Problem& problem,
                          Pass pass,
-                         const char* where);
+                         const char* where,
+                         Structure structure = Structure::dense);
 
 /// Parses "lo:hi" (each a positive integer, lo <= hi); throws InvalidArgument.
 std::pair<std::int64_t, std::int64_t> parse_range(const std::string& text, const char* what);

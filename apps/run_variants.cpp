@@ -209,16 +209,18 @@ nlohmann::json run_variant(const VariantRun& r) {
             r.pass);
     }
     // --- the schedule and its tiling ---
+    const Structure structure = is_sparse ? Structure::sparse : Structure::dense;
     Schedule schedule = Schedule::fused;
     nlohmann::json selected_by = nullptr;
     if (r.schedule == "auto") {
-        require_some_tiling(r.memory, p, r.pass, kWhere);
+        require_some_tiling(r.memory, p, r.pass, kWhere, structure);
         schedule = is_sparse && !backward
                        ? sparse::select_schedule(p, *support, r.memory, r.select, z_in)
                        : select_schedule(p, r.memory, r.select, r.pass);
         if (is_sparse && backward) { // the sparse backward's cost selection
-            const auto f = Tiling::try_for_memory(Schedule::fused, r.memory, p, r.pass);
-            const auto m = Tiling::try_for_memory(Schedule::materialized, r.memory, p, r.pass);
+            const auto f = Tiling::try_for_memory(Schedule::fused, r.memory, p, r.pass, structure);
+            const auto m =
+                Tiling::try_for_memory(Schedule::materialized, r.memory, p, r.pass, structure);
             schedule =
                 !m || (f &&
                        sparse::io_cost_backward_fused(p, *support, inputs, *f).total() <=
@@ -233,7 +235,7 @@ nlohmann::json run_variant(const VariantRun& r) {
     if (r.count_io && schedule == Schedule::reference)
         throw UsageError(std::string(kWhere) +
                          ": --count-io needs a fused or materialized schedule");
-    Tiling tiling = tiling_for(schedule, r.memory, p, true, kWhere, r.pass);
+    Tiling tiling = tiling_for(schedule, r.memory, p, true, kWhere, r.pass, structure);
     if (is_sparse && schedule != Schedule::reference)
         tiling = sparse::tuned_tiling(schedule, r.memory, p, r.pass);
 
@@ -257,8 +259,9 @@ nlohmann::json run_variant(const VariantRun& r) {
     if (backward) {    // O and L are the backward's inputs, made under an ample M whatever M is
         NullCounter c; // under test
         const MemoryModel ample{std::max<std::int64_t>(r.memory.fast_words, std::int64_t{1} << 22)};
-        const Tiling ft =
-            schedule == Schedule::reference ? tiling : Tiling::tuned(Schedule::fused, ample, p);
+        const Tiling ft = schedule == Schedule::reference
+                              ? tiling
+                              : Tiling::tuned(Schedule::fused, ample, p, Pass::forward, structure);
         with_threads(r.threads, [&] {
             if (is_sparse)
                 sparse::forward(data.forward(), *support, inputs, ft, ample, c);

@@ -123,6 +123,20 @@ FusedPlan FusedPlan::build(const Support& support, std::int64_t max_rows) {
         visit(b, stamps.slab(w), -(b + 1), [&](std::int64_t j) { out[c++] = j; });
         std::sort(out, out + c);
     });
+    plan.index_reads.assign(static_cast<std::size_t>(n), 0);
+    parallel_for_tiles(n, [&](std::int64_t b, int) {
+        const auto at = static_cast<std::size_t>(b);
+        const auto keys = plan.keys_of(b);
+        const auto count = static_cast<std::int64_t>(keys.size());
+        bool simple = count == 0 || keys.back() - keys.front() + 1 == count;
+        std::int64_t words = 0;
+        for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i)
+            if (plan.row_lo[static_cast<std::size_t>(i)] < 0) {
+                words += support.row_nonzeros(i);
+                simple = false;
+            }
+        plan.index_reads[at] = words + (simple ? 0 : count);
+    });
     return plan;
 }
 

@@ -5,6 +5,7 @@
 // Tests: tests/sparse/support_test.cpp
 
 #include "fail.hpp"
+#include "plan.hpp"
 
 #include <ioattn/error.hpp>
 #include <ioattn/sparse/support.hpp>
@@ -22,6 +23,9 @@ struct Support::Cache {
         transposed_positions; ///< per entry of the transpose, its position here
     std::mutex views_mutex;
     std::vector<std::unique_ptr<BlockView>> views; ///< stable addresses: references stay valid
+    std::mutex plans_mutex;
+    std::vector<std::unique_ptr<detail::FusedPlan>> plans; ///< stable addresses, as views
+    std::vector<std::int64_t> plan_rows;                   ///< the rows of each plan
 };
 
 std::shared_ptr<Support::Cache> Support::make_cache() {
@@ -35,6 +39,25 @@ const BlockView& Support::cached_block_view(std::int64_t br, std::int64_t bc) co
             return *v;
     cache_->views.push_back(std::make_unique<BlockView>(block_view(br, bc)));
     return *cache_->views.back();
+}
+
+const detail::FusedPlan& Support::cached_fused_plan(std::int64_t rows) const {
+    {
+        const std::lock_guard<std::mutex> lock(cache_->plans_mutex);
+        for (std::size_t k = 0; k < cache_->plans.size(); ++k)
+            if (cache_->plan_rows[k] == rows)
+                return *cache_->plans[k];
+    }
+    // Built unlocked (it runs parallel loops: a worker waiting on the lock here could be the
+    // one the build needs); of two concurrent builds the first stored is kept.
+    auto plan = std::make_unique<detail::FusedPlan>(detail::FusedPlan::build(*this, rows));
+    const std::lock_guard<std::mutex> lock(cache_->plans_mutex);
+    for (std::size_t k = 0; k < cache_->plans.size(); ++k)
+        if (cache_->plan_rows[k] == rows)
+            return *cache_->plans[k];
+    cache_->plans.push_back(std::move(plan));
+    cache_->plan_rows.push_back(rows);
+    return *cache_->plans.back();
 }
 
 const Support& Support::transposed() const {

@@ -28,7 +28,9 @@ enum class Operand : std::uint8_t {
     delta,
     probs,
     d_scores,
-    d_q_partial ///< a partial sum of dQ; Block::slice = group * batch_heads + slice
+    d_q_partial, ///< a partial sum of dQ; Block::slice = group * batch_heads + slice
+    index ///< the sparse kernels' index arrays (a block's keys, rows' column indices): one row
+          ///< of `cols` words per read, Block::row0 = the kernel's block
 };
 
 /// A rectangular block of an operand of one (batch, head) slice: rows [row0, row0 + rows),
