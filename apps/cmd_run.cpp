@@ -8,6 +8,7 @@
 #include "output.hpp"
 #include "run_variants.hpp"
 
+#include <ioattn/attention.hpp>
 #include <ioattn/dense.hpp>
 
 #include <nlohmann/json.hpp>
@@ -32,37 +33,16 @@ struct RunOptions {
     double input_density = 1.0;
 };
 
-struct Plan {
-    Problem problem;
-    MemoryModel memory;
-    Schedule schedule = Schedule::fused;
-    std::optional<Select> selected_by; ///< set when --schedule auto chose
-    Tiling tiling;
-    int threads = 1;
-};
-
-Plan plan_of(const RunOptions& o) {
-    Plan plan;
-    plan.problem = problem_of(o.shared, kWhere);
-    plan.memory = memory_of(o.shared, kWhere);
-    plan.threads = with_threads(o.shared.threads, [] { return max_concurrency(); });
-    if (const auto s = schedule_of(o.shared)) {
-        plan.schedule = *s;
-    } else {
-        const Select select = select_of(o.shared);
-        const bool any = Tiling::try_for_memory(Schedule::fused, plan.memory, plan.problem) ||
-                         Tiling::try_for_memory(Schedule::materialized, plan.memory, plan.problem);
-        if (!any) // let tiling_for name the smallest M
-            (void)tiling_for(Schedule::materialized, plan.memory, plan.problem, false, kWhere);
-        plan.schedule = select_schedule(plan.problem, plan.memory, select);
-        plan.selected_by = select;
-    }
-    if (o.count_io && plan.schedule == Schedule::reference)
-        throw UsageError(std::string(kWhere) +
-                         ": --count-io needs --schedule fused, materialized or auto (the "
-                         "reference schedule has no I/O model)");
-    plan.tiling = tiling_for(plan.schedule, plan.memory, plan.problem, true, kWhere);
-    return plan;
+/// The options of the entry point (ioattn/attention.hpp) for the dense forward run: it plans
+/// the schedule and tiling and names the smallest M when the given one is too small.
+AttentionOptions attention_options(const RunOptions& o) {
+    AttentionOptions a;
+    a.schedule = schedule_of(o.shared);
+    a.select = select_of(o.shared);
+    a.memory = memory_of(o.shared, kWhere);
+    a.threads = o.shared.threads;
+    a.where = kWhere;
+    return a;
 }
 
 nlohmann::json problem_json(const Problem& p) {
@@ -78,17 +58,20 @@ nlohmann::json problem_json(const Problem& p) {
 }
 
 template <typename Scalar>
-nlohmann::json run_typed(const RunOptions& o, const Plan& plan) {
+nlohmann::json run_typed(const RunOptions& o) {
+    const Problem problem = problem_of(o.shared, kWhere);
+    const AttentionOptions opts = attention_options(o);
+    const AttentionPlan plan = plan_attention<Scalar>(problem, Pass::forward, {}, opts);
+    if (o.count_io && plan.schedule == Schedule::reference)
+        throw UsageError(std::string(kWhere) +
+                         ": --count-io needs --schedule fused, materialized or auto (the "
+                         "reference schedule has no I/O model)");
     bench::ForwardData<Scalar> data(plan.problem, o.shared.seed);
     const ForwardArgs<Scalar> args = data.args();
-    const auto once = [&] {
-        NullCounter counter;
-        with_threads(o.shared.threads,
-                     [&] { dense::forward(args, plan.tiling, plan.memory, counter); });
-    };
+    const auto once = [&] { (void)attention(args, {}, plan, opts); };
     const double seconds = bench::median_seconds(o.repeat, once, o.repeat > 1);
     const double flops = flop_count_convention(plan.problem, Pass::forward);
-    const Bound bound = forward_bound(plan.problem, plan.memory);
+    const Bound& bound = plan.bound;
 
     nlohmann::json j = problem_json(plan.problem);
     j["pass"] = "forward";
@@ -98,7 +81,7 @@ nlohmann::json run_typed(const RunOptions& o, const Plan& plan) {
     j["selected_by"] = plan.selected_by ? nlohmann::json(std::string(to_string(*plan.selected_by)))
                                         : nlohmann::json(nullptr);
     j["M"] = plan.memory.fast_words;
-    j["threads"] = plan.threads;
+    j["threads"] = with_threads(o.shared.threads, [] { return max_concurrency(); });
     j["seed"] = o.shared.seed;
     j["repeat"] = o.repeat;
     j["seconds"] = seconds;
@@ -124,11 +107,11 @@ nlohmann::json run_typed(const RunOptions& o, const Plan& plan) {
                       {"passed", c.passed}};
     }
     if (o.count_io) {
-        IoCounter counter(plan.memory.fast_words);
-        with_threads(o.shared.threads,
-                     [&] { dense::forward(args, plan.tiling, plan.memory, counter); });
-        const IoReport r = counter.report();
-        const IoReport closed = io_cost_forward(plan.problem, plan.tiling);
+        AttentionOptions counted = opts;
+        counted.count_io = true;
+        const AttentionReport report = attention(args, {}, plan, counted);
+        const IoReport r = *report.io;
+        const IoReport closed = *report.closed_form;
         j["io"] = {{"reads", r.reads},
                    {"writes", r.writes},
                    {"total", r.total()},
@@ -231,8 +214,7 @@ nlohmann::json run_json(const RunOptions& o) {
         throw UsageError(std::string(kWhere) + ": --input-density " + sig(o.input_density) +
                          " (expected 0 < density <= 1)");
     if (pass == Pass::forward && o.shared.pattern == "dense" && o.input_density == 1.0) {
-        const Plan plan = plan_of(o);
-        return o.shared.dtype == "double" ? run_typed<double>(o, plan) : run_typed<float>(o, plan);
+        return o.shared.dtype == "double" ? run_typed<double>(o) : run_typed<float>(o);
     }
     VariantRun r;
     r.problem = problem_of(o.shared, kWhere);

@@ -47,8 +47,8 @@ TEST_CASE("a fast memory below one word is a usage error", "[apps][options]") {
     require_one_line_error(small_run({"--M-bytes", "2"}), "--M-bytes 2");
 }
 
-// options.hpp: tiling_for "throws InvalidArgument (usage) when M is below the smallest valid
-// tiling, naming that smallest M". For d = 16 the smallest materialized tiling needs M = 5 and
+// ioattn::plan_attention (the library's entry point, which `run` calls) "throws InvalidArgument
+// (usage) when M is below the smallest tiling of the schedule, naming the smallest M". For d = 16 the smallest materialized tiling needs M = 5 and
 // the smallest fused one M = 67.
 TEST_CASE("run: --M below every tiling is a usage error naming the smallest M", "[apps][options]") {
     require_one_line_error(small_run({"--M", "4"}), "M = 4 words");
@@ -67,7 +67,7 @@ TEST_CASE("run: --M below every tiling is a usage error naming the smallest M", 
 
 // Under --schedule auto every run path (a sparse pattern, sparse inputs, the backward) checks
 // that some tiling fits M before it selects, so a too-small M is a usage error naming M (it
-// exited 1 with a library message on those paths before require_some_tiling).
+// exited 1 with a library message on those paths before the check existed).
 TEST_CASE("run: --M below every tiling is a usage error on every run path", "[apps][options]") {
     require_one_line_error(small_run({"--M", "4", "--pattern", "window:8"}), "M = 4 words");
     require_one_line_error(small_run({"--M", "4", "--input-density", "0.5"}), "M = 4 words");
