@@ -7,6 +7,7 @@
 #include "arrays.hpp"
 #include "mask.hpp"
 #include "report.hpp"
+#include "settings.hpp"
 
 #include <ioattn/attention.hpp>
 #include <ioattn/error.hpp>
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <pybind11/stl.h>
@@ -36,33 +38,6 @@ struct Call {
     }
 };
 
-struct Settings {
-    std::optional<double> scale;
-    std::string schedule = "auto";
-    std::string select = "cost";
-    std::optional<std::int64_t> memory;
-    std::optional<int> threads;
-};
-
-AttentionOptions options_of(const Settings& s, Dtype dtype, const char* where) {
-    AttentionOptions o;
-    o.where = where;
-    if (s.schedule != "auto")
-        o.schedule = parse_schedule(s.schedule);
-    if (s.select != "cost" && s.select != "theory")
-        throw InvalidArgument(std::string(where) + ": select '" + s.select +
-                              "' (expected cost or theory)");
-    o.select = s.select == "theory" ? Select::theory : Select::cost;
-    o.memory = MemoryModel::per_core_l2(dtype == Dtype::f32 ? 4 : 8);
-    if (s.memory)
-        o.memory = MemoryModel{*s.memory};
-    if (s.threads && *s.threads < 1)
-        throw InvalidArgument(std::string(where) + ": num_threads = " + std::to_string(*s.threads) +
-                              " (expected >= 1 or None)");
-    o.threads = s.threads.value_or(0);
-    return o;
-}
-
 /// The problem of q [B, H, n_q, d], k [B, kv, n_k, d], v [B, kv, n_k, d_v].
 Problem problem_of(py::handle q,
                    py::handle k,
@@ -70,9 +45,6 @@ Problem problem_of(py::handle q,
                    bool causal,
                    std::optional<double> scale,
                    const char* where) {
-    if (scale && !(*scale > 0.0))
-        throw InvalidArgument(std::string(where) + ": scale = " + std::to_string(*scale) +
-                              " (expected > 0, or None for 1/sqrt(d))");
     Problem p;
     p.batch = extent(q, 0);
     p.heads = extent(q, 1);
@@ -82,7 +54,7 @@ Problem problem_of(py::handle q,
     p.d = extent(q, 3);
     p.d_v = extent(v, 3);
     p.causal = causal;
-    p.scale = scale.value_or(0.0);
+    p.scale = scale_of(scale, where);
     return p.resolved(where);
 }
 
@@ -101,26 +73,33 @@ TensorView<Scalar> writable(const TensorView<const Scalar>& v) {
             v.extent};
 }
 
+/// The views of one forward call: q, k, v read in place or copied, out and lse new arrays.
+template <typename Scalar>
+struct Forward {
+    Inputs<Scalar> in;
+    ForwardArgs<Scalar> args;
+    py::array_t<Scalar> out, lse;
+
+    Forward(const Problem& p, py::handle q, py::handle k, py::handle v) {
+        args.problem = p;
+        args.q = in.view(q);
+        args.k = in.view(k);
+        args.v = in.view(v);
+        std::tie(out, args.o) = output<Scalar>({p.batch, p.heads, p.n_q, p.d_v});
+        std::tie(lse, args.lse) = output<Scalar>({p.batch, p.heads, p.n_q});
+    }
+};
+
 template <typename Scalar>
 py::object forward(const Call& c, py::handle q, py::handle k, py::handle v, bool return_lse) {
-    const Problem& p = c.problem;
-    Inputs<Scalar> in;
-    ForwardArgs<Scalar> a;
-    a.problem = p;
-    a.q = in.view(q);
-    a.k = in.view(k);
-    a.v = in.view(v);
-    auto [out, o] = output<Scalar>({p.batch, p.heads, p.n_q, p.d_v});
-    auto [lse, l] = output<Scalar>({p.batch, p.heads, p.n_q});
-    a.o = o;
-    a.lse = l;
+    Forward<Scalar> f(c.problem, q, k, v);
     {
         py::gil_scoped_release release;
-        (void)attention(a, c.structure<Scalar>(), c.options);
+        (void)attention(f.args, c.structure<Scalar>(), c.options);
     }
     if (return_lse)
-        return py::make_tuple(out, lse);
-    return std::move(out);
+        return py::make_tuple(f.out, f.lse);
+    return std::move(f.out);
 }
 
 struct BackwardInputs {
@@ -165,7 +144,8 @@ py::object attention_call(py::handle q,
     const Dtype t = common_dtype(where, {{"q", q}, {"k", k}, {"v", v}});
     for (const Named& a : {Named{"q", q}, Named{"k", k}, Named{"v", v}})
         require_rank(where, a, 4, kLayout);
-    const Call c{problem_of(q, k, v, causal, s.scale, where), options_of(s, t, where), mask};
+    const Call c{
+        problem_of(q, k, v, causal, s.scale, where), options_of(s, t == Dtype::f64, where), mask};
     return t == Dtype::f32 ? forward<float>(c, q, k, v, return_lse)
                            : forward<double>(c, q, k, v, return_lse);
 }
@@ -181,7 +161,9 @@ py::tuple backward_call(const BackwardInputs& x, const Mask* mask, bool causal, 
                            Named{"out", x.o}})
         require_rank(where, a, 4, kLayout);
     require_rank(where, {"lse", x.lse}, 3, "[B, H, N]");
-    const Call c{problem_of(x.q, x.k, x.v, causal, s.scale, where), options_of(s, t, where), mask};
+    const Call c{problem_of(x.q, x.k, x.v, causal, s.scale, where),
+                 options_of(s, t == Dtype::f64, where),
+                 mask};
     return t == Dtype::f32 ? backward<float>(c, x) : backward<double>(c, x);
 }
 
@@ -200,24 +182,14 @@ std::vector<double> time_attention(py::handle q,
     Settings s;
     s.threads = threads;
     const Call c{
-        problem_of(q, k, v, causal, std::nullopt, where), options_of(s, Dtype::f32, where), mask};
-    const Problem& p = c.problem;
-    Inputs<float> in;
-    ForwardArgs<float> a;
-    a.problem = p;
-    a.q = in.view(q);
-    a.k = in.view(k);
-    a.v = in.view(v);
-    auto [out, o] = output<float>({p.batch, p.heads, p.n_q, p.d_v});
-    auto [lse, l] = output<float>({p.batch, p.heads, p.n_q});
-    a.o = o;
-    a.lse = l;
+        problem_of(q, k, v, causal, std::nullopt, where), options_of(s, false, where), mask};
+    Forward<float> f(c.problem, q, k, v);
     std::vector<double> seconds;
     py::gil_scoped_release release;
     const Structure<float> st = c.structure<float>();
     for (int r = 0; r < repeat; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
-        (void)attention(a, st, c.options);
+        (void)attention(f.args, st, c.options);
         const auto t1 = std::chrono::steady_clock::now();
         seconds.push_back(std::chrono::duration<double>(t1 - t0).count());
     }

@@ -4,6 +4,7 @@
 #include "report.hpp"
 
 #include "mask.hpp"
+#include "settings.hpp"
 
 #include <ioattn/attention.hpp>
 #include <ioattn/error.hpp>
@@ -134,8 +135,8 @@ Query query_of(const Sizes& z,
                const Mask* mask,
                std::string pattern,
                bool backward,
+               const Settings& settings,
                bool f64,
-               std::optional<std::int64_t> memory,
                const char* where) {
     Query q;
     q.problem.batch = z.batch;
@@ -146,18 +147,12 @@ Query query_of(const Sizes& z,
     q.problem.d = z.d;
     q.problem.d_v = z.d_v.value_or(0);
     q.problem.causal = z.causal;
-    if (z.scale && !(*z.scale > 0.0))
-        throw InvalidArgument(std::string(where) + ": scale = " + std::to_string(*z.scale) +
-                              " (expected > 0, or None for 1/sqrt(d))");
-    q.problem.scale = z.scale.value_or(0.0);
+    q.problem.scale = scale_of(z.scale, where);
     q.mask = mask;
     q.pattern = std::move(pattern);
     q.pass = backward ? Pass::backward : Pass::forward;
     q.f64 = f64;
-    q.options.where = where;
-    q.options.memory = MemoryModel::per_core_l2(f64 ? 8 : 4);
-    if (memory)
-        q.options.memory = MemoryModel{*memory};
+    q.options = options_of(settings, f64, where);
     return q;
 }
 
@@ -177,16 +172,14 @@ void register_reports(py::module_& m) {
            bool f64,
            bool tuned,
            std::optional<int> threads) {
-            Query q =
-                query_of(z, mask, std::move(pattern), backward, f64, memory, "ioattn.io_count");
-            if (schedule != "auto")
-                q.options.schedule = parse_schedule(schedule);
-            if (select != "cost" && select != "theory")
-                throw InvalidArgument("ioattn.io_count: select '" + select +
-                                      "' (expected cost or theory)");
-            q.options.select = select == "theory" ? Select::theory : Select::cost;
-            q.options.tuned = tuned;
-            q.options.threads = threads.value_or(0);
+            Settings s;
+            s.schedule = schedule;
+            s.select = select;
+            s.memory = memory;
+            s.threads = threads;
+            s.tuned = tuned;
+            const Query q =
+                query_of(z, mask, std::move(pattern), backward, s, f64, "ioattn.io_count");
             return f64 ? count<double>(q) : count<float>(q);
         },
         arg("sizes"),
@@ -207,8 +200,10 @@ void register_reports(py::module_& m) {
            bool backward,
            std::optional<std::int64_t> memory,
            bool f64) {
+            Settings s;
+            s.memory = memory;
             return bound_of(
-                query_of(z, mask, std::move(pattern), backward, f64, memory, "ioattn.bound"));
+                query_of(z, mask, std::move(pattern), backward, s, f64, "ioattn.bound"));
         },
         arg("sizes"),
         arg("mask").none(true),
