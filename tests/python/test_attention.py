@@ -105,3 +105,29 @@ def test_outputs_are_new_arrays():
     b = ioattn.attention(q, k, v)
     assert a.flags.c_contiguous and a.flags.writeable
     assert not np.shares_memory(a, b) and not np.shares_memory(a, q)
+
+
+def test_readme_numpy_example():
+    # --- README: numpy ---
+    import numpy as np
+    import ioattn
+
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((1, 8, 512, 64), dtype=np.float32)  # [B, H, N, d]
+    k = rng.standard_normal((1, 2, 512, 64), dtype=np.float32)  # 2 key/value heads: GQA
+    v = rng.standard_normal((1, 2, 512, 64), dtype=np.float32)
+
+    mask = "window:64+global:4"  # or an ioattn.Mask, a scipy.sparse matrix, a bool array
+    out, lse = ioattn.attention(q, k, v, mask=mask, return_lse=True)
+    dq, dk, dv = ioattn.attention_backward(np.ones_like(out), q, k, v, out, lse, mask=mask)
+
+    io = ioattn.io_count(n=512, d=64, heads=8, kv_heads=2, mask=mask, M=1 << 16)
+    print(io["schedule"], io["io"]["total"], io["bound"]["asymptotic"])
+    # --- end of the README example ---
+
+    allowed = ioattn.Mask(mask, (512, 512)).to_scipy().toarray()
+    want, want_lse, _ = reference(q, k, v, allowed)
+    assert_close(out, want, np.float32, "out")
+    assert_close(lse, want_lse, np.float32, "lse")
+    assert dk.shape == k.shape and np.all(np.isfinite(dq))
+    assert io["io"]["matches_closed_form"] and io["io"]["total"] >= io["bound"]["compulsory"]
