@@ -167,8 +167,8 @@ py::tuple backward_call(const BackwardInputs& x, const Mask* mask, bool causal, 
     return t == Dtype::f32 ? backward<float>(c, x) : backward<double>(c, x);
 }
 
-/// Median-free raw timings of `repeat` C++ calls of the entry point on the arrays' views, with
-/// the outputs allocated once: the benchmark's baseline for the Python call's overhead.
+/// The seconds of each of `repeat` C++ calls of the entry point on the arrays' views, the
+/// outputs allocated once: the benchmark's baseline for the Python call's overhead.
 std::vector<double> time_attention(py::handle q,
                                    py::handle k,
                                    py::handle v,
@@ -179,6 +179,8 @@ std::vector<double> time_attention(py::handle q,
     constexpr const char* where = "ioattn._time_attention";
     if (common_dtype(where, {{"q", q}, {"k", k}, {"v", v}}) != Dtype::f32)
         throw py::type_error(std::string(where) + ": float32 only");
+    for (const Named& a : {Named{"q", q}, Named{"k", k}, Named{"v", v}})
+        require_rank(where, a, 4, kLayout);
     Settings s;
     s.threads = threads;
     const Call c{
