@@ -10,6 +10,7 @@
 
 #include <ioattn/attention.hpp>
 #include <ioattn/dense.hpp>
+#include <ioattn/isa.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -18,6 +19,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 
 namespace ioattn::app {
 
@@ -33,13 +36,22 @@ struct RunOptions {
     double input_density = 1.0;
 };
 
+/// The memory the entry point plans for: --cache-bytes goes to the library as a cache size
+/// (it picks M for it), --M / --M-bytes as M; neither: M = the per-core L2.
+std::pair<std::optional<MemoryModel>, std::optional<std::int64_t>>
+memory_request(const SharedOptions& o) {
+    if (o.cache_bytes != kUnset)
+        return {std::nullopt, o.cache_bytes};
+    return {memory_of(o, kWhere), std::nullopt};
+}
+
 /// The options of the entry point (ioattn/attention.hpp) for the dense forward run: it plans
 /// the schedule and tiling and names the smallest M when the given one is too small.
 AttentionOptions attention_options(const RunOptions& o) {
     AttentionOptions a;
     a.schedule = schedule_of(o.shared);
     a.select = select_of(o.shared);
-    a.memory = memory_of(o.shared, kWhere);
+    std::tie(a.memory, a.cache_bytes) = memory_request(o.shared);
     a.threads = o.shared.threads;
     a.where = kWhere;
     return a;
@@ -137,8 +149,12 @@ void print_text(const nlohmann::json& j, const RunOptions& o) {
        << " causal=" << yes_no(j["causal"].get<bool>()) << '\n';
     const auto m = j["M"].get<std::int64_t>();
     os << "  M        " << grouped(m) << " words (" << bytes_of(m, wb) << ", "
-       << (memory_given(o.shared) ? "given" : "per-core L2") << "); threads " << j["threads"]
-       << '\n';
+       << (j.contains("cache_bytes")
+               ? "planned for a cache of " + std::to_string(j["cache_bytes"].get<std::int64_t>()) +
+                     " bytes"
+           : memory_given(o.shared) ? "given"
+                                    : "per-core L2")
+       << "); threads " << j["threads"] << "; kernels " << j["isa"].get<std::string>() << '\n';
     os << "  schedule " << j["schedule"].get<std::string>();
     if (!j["selected_by"].is_null())
         os << " (auto chose it with --select " << j["selected_by"].get<std::string>() << ")";
@@ -218,7 +234,7 @@ nlohmann::json run_json(const RunOptions& o) {
     }
     VariantRun r;
     r.problem = problem_of(o.shared, kWhere);
-    r.memory = memory_of(o.shared, kWhere);
+    std::tie(r.memory, r.cache_bytes) = memory_request(o.shared);
     r.pass = pass;
     r.pattern = o.shared.pattern;
     r.schedule = o.shared.schedule;
@@ -233,7 +249,10 @@ nlohmann::json run_json(const RunOptions& o) {
 }
 
 void run(const RunOptions& o) {
-    const nlohmann::json j = run_json(o);
+    nlohmann::json j = run_json(o);
+    j["isa"] = std::string(to_string(active_isa())); // the kernels' instruction set
+    if (o.shared.cache_bytes != kUnset)              // M was planned for a real cache of this size
+        j["cache_bytes"] = o.shared.cache_bytes;
     if (o.shared.json)
         std::cout << j.dump(2) << '\n';
     else if (o.shared.csv)

@@ -177,6 +177,7 @@ AttentionOptions attention_options(const VariantRun& r) {
         a.schedule = parse_schedule(r.schedule);
     a.select = r.select;
     a.memory = r.memory;
+    a.cache_bytes = r.cache_bytes;
     a.threads = r.threads;
     a.where = kWhere;
     return a;
@@ -319,7 +320,8 @@ nlohmann::json run_variant(const VariantRun& r) {
         AttentionOptions ample = opts; // under test
         ample.schedule =
             plan.schedule == Schedule::reference ? Schedule::reference : Schedule::fused;
-        ample.memory = MemoryModel{std::max<std::int64_t>(r.memory.fast_words, 1 << 22)};
+        ample.memory = MemoryModel{std::max<std::int64_t>(plan.memory.fast_words, 1 << 22)};
+        ample.cache_bytes.reset();
         (void)attention(data.forward(), structure, ample);
     }
     const double seconds = bench::median_seconds(

@@ -49,6 +49,23 @@ std::int64_t smallest_of(Schedule schedule, const Problem& p, Pass pass) {
         " (needs M >= " + std::to_string(smallest_memory(p, pass, schedule)) + ")");
 }
 
+/// The fast memory a call plans for: given, for a real cache of options.cache_bytes, or the L2.
+MemoryModel memory_of(const AttentionOptions& options, std::int64_t word_bytes) {
+    const std::string where(options.where);
+    if (!options.cache_bytes)
+        return options.memory.value_or(MemoryModel::per_core_l2(word_bytes));
+    const std::int64_t c = *options.cache_bytes;
+    if (options.memory)
+        throw InvalidArgument(where + ": a cache of " + std::to_string(c) +
+                              " bytes and M = " + std::to_string(options.memory->fast_words) +
+                              " words given together (give one)");
+    if (c / word_bytes / kCacheSlack < 1)
+        throw InvalidArgument(where + ": a cache of " + std::to_string(c) +
+                              " bytes leaves M = " + std::to_string(c / word_bytes / kCacheSlack) +
+                              " words of " + std::to_string(word_bytes) + " bytes (expected >= 1)");
+    return MemoryModel::for_cache(c, word_bytes);
+}
+
 std::string shape(std::int64_t rows, std::int64_t cols) {
     return std::to_string(rows) + " x " + std::to_string(cols);
 }
@@ -156,7 +173,7 @@ AttentionPlan plan_attention(const Problem& problem,
     AttentionPlan plan;
     plan.problem = problem.resolved(where);
     plan.pass = pass;
-    plan.memory = options.memory.value_or(MemoryModel::per_core_l2(sizeof(Scalar)));
+    plan.memory = memory_of(options, sizeof(Scalar));
     plan.memory.validate(where.c_str());
     const Problem& p = plan.problem;
     check_structure(p, structure, where);
@@ -175,9 +192,15 @@ AttentionPlan plan_attention(const Problem& problem,
         plan.selected_by = options.select;
     }
     plan.tiling = tiling_of(plan, options.tuned);
-    plan.bound = plan.sparse
-                     ? sparse::forward_bound(p, *structure.support, plan.memory, plan.z_input)
-                     : bound(p, plan.memory, pass);
+    plan.bound =
+        plan.sparse
+            ? sparse::bound(p,
+                            *structure.support,
+                            plan.memory,
+                            plan.z_input,
+                            sparse::used_input_words(p, *structure.support, structure.inputs, pass),
+                            pass)
+            : bound(p, plan.memory, pass);
     return plan;
 }
 

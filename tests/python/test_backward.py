@@ -38,7 +38,7 @@ def test_causal_both_alignments(dtype, n_q, n_k):
 @pytest.mark.parametrize("schedule", ["fused", "materialized"])
 def test_sparse(dtype, spec, schedule):
     q, k, v = qkv(b=1, h=4, g=2, n_q=12, n_k=15, d=6, dtype=dtype, seed=3)
-    check(q, k, v, dtype, allowed_of(spec, 12, 15), mask=spec, schedule=schedule, M=900)
+    check(q, k, v, dtype, allowed_of(spec, 12, 15), mask=spec, schedule=schedule, M=1400)
 
 
 def test_empty_rows_and_unseen_keys(dtype):

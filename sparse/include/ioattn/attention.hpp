@@ -44,7 +44,12 @@ struct Structure {
 struct AttentionOptions {
     std::optional<Schedule> schedule; ///< nullopt: auto, chosen by `select`
     Select select = Select::cost;
-    std::optional<MemoryModel> memory; ///< nullopt: MemoryModel::per_core_l2(sizeof(Scalar))
+    /// nullopt: MemoryModel::for_cache(cache_bytes, sizeof(Scalar)) when cache_bytes is given,
+    /// else MemoryModel::per_core_l2(sizeof(Scalar)).
+    std::optional<MemoryModel> memory;
+    /// Plan for a real cache of this many bytes (the tilings leave it the slack an LRU cache
+    /// needs: MemoryModel::for_cache); exclusive with `memory`.
+    std::optional<std::int64_t> cache_bytes;
     bool tuned = true;            ///< the tiling tuned for this CPU; false: Tiling::for_memory's
     bool count_io = false;        ///< count the run with an IoCounter of M
     IoCounter* counter = nullptr; ///< count into this one instead (e.g. one recording a trace)
@@ -64,8 +69,8 @@ struct AttentionPlan {
     bool sparse = false;      ///< the sparse kernels run (Structure::sparse())
     std::int64_t z_qk = 0;    ///< allowed pairs per (batch, head)
     std::int64_t z_input = 0; ///< Z_input per (batch, head): nnz of Q, K, V (backward: + dO)
-    /// Dense: bound(problem, memory, pass); sparse: sparse::forward_bound with z_input (Li et
-    /// al. Thm 4.5, for both passes).
+    /// Dense: bound(problem, memory, pass); sparse: sparse::bound of the pass with z_input and
+    /// the used input words (Li et al. Thm 4.5; compulsory counts only rows and keys in use).
     Bound bound;
 };
 
@@ -81,7 +86,8 @@ struct AttentionReport {
 /// sparse::select_schedule, the sparse backward by the exact costs of both schedules (cost) or
 /// M >= Z_input^2 / Z_QK (theory). The tiling is the tuned one (sparse::tuned_tiling for sparse
 /// plans) or Tiling::for_memory; the reference schedule's is n_q x n_k.
-/// Throws InvalidArgument naming options.where: a bad problem or M; M below the smallest tiling
+/// Throws InvalidArgument naming options.where: a bad problem or M; both memory and cache_bytes,
+/// or a cache below two words; M below the smallest tiling
 /// of the schedule (of either schedule under auto), naming the smallest M that fits; a support
 /// of another shape; a support with problem.causal (intersect it with sparse::pattern_causal);
 /// sparse operands without a support or of the wrong shape. Cost: O(1) dense; O(n_q + Z_QK)
