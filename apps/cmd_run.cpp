@@ -8,6 +8,7 @@
 #include "output.hpp"
 #include "run_variants.hpp"
 
+#include <ioattn/attention.hpp>
 #include <ioattn/dense.hpp>
 #include <ioattn/isa.hpp>
 
@@ -18,6 +19,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 
 namespace ioattn::app {
 
@@ -33,37 +36,25 @@ struct RunOptions {
     double input_density = 1.0;
 };
 
-struct Plan {
-    Problem problem;
-    MemoryModel memory;
-    Schedule schedule = Schedule::fused;
-    std::optional<Select> selected_by; ///< set when --schedule auto chose
-    Tiling tiling;
-    int threads = 1;
-};
+/// The memory the entry point plans for: --cache-bytes goes to the library as a cache size
+/// (it picks M for it), --M / --M-bytes as M; neither: M = the per-core L2.
+std::pair<std::optional<MemoryModel>, std::optional<std::int64_t>>
+memory_request(const SharedOptions& o) {
+    if (o.cache_bytes != kUnset)
+        return {std::nullopt, o.cache_bytes};
+    return {memory_of(o, kWhere), std::nullopt};
+}
 
-Plan plan_of(const RunOptions& o) {
-    Plan plan;
-    plan.problem = problem_of(o.shared, kWhere);
-    plan.memory = memory_of(o.shared, kWhere);
-    plan.threads = with_threads(o.shared.threads, [] { return max_concurrency(); });
-    if (const auto s = schedule_of(o.shared)) {
-        plan.schedule = *s;
-    } else {
-        const Select select = select_of(o.shared);
-        const bool any = Tiling::try_for_memory(Schedule::fused, plan.memory, plan.problem) ||
-                         Tiling::try_for_memory(Schedule::materialized, plan.memory, plan.problem);
-        if (!any) // let tiling_for name the smallest M
-            (void)tiling_for(Schedule::materialized, plan.memory, plan.problem, false, kWhere);
-        plan.schedule = select_schedule(plan.problem, plan.memory, select);
-        plan.selected_by = select;
-    }
-    if (o.count_io && plan.schedule == Schedule::reference)
-        throw UsageError(std::string(kWhere) +
-                         ": --count-io needs --schedule fused, materialized or auto (the "
-                         "reference schedule has no I/O model)");
-    plan.tiling = tiling_for(plan.schedule, plan.memory, plan.problem, true, kWhere);
-    return plan;
+/// The options of the entry point (ioattn/attention.hpp) for the dense forward run: it plans
+/// the schedule and tiling and names the smallest M when the given one is too small.
+AttentionOptions attention_options(const RunOptions& o) {
+    AttentionOptions a;
+    a.schedule = schedule_of(o.shared);
+    a.select = select_of(o.shared);
+    std::tie(a.memory, a.cache_bytes) = memory_request(o.shared);
+    a.threads = o.shared.threads;
+    a.where = kWhere;
+    return a;
 }
 
 nlohmann::json problem_json(const Problem& p) {
@@ -79,17 +70,20 @@ nlohmann::json problem_json(const Problem& p) {
 }
 
 template <typename Scalar>
-nlohmann::json run_typed(const RunOptions& o, const Plan& plan) {
+nlohmann::json run_typed(const RunOptions& o) {
+    const Problem problem = problem_of(o.shared, kWhere);
+    const AttentionOptions opts = attention_options(o);
+    const AttentionPlan plan = plan_attention<Scalar>(problem, Pass::forward, {}, opts);
+    if (o.count_io && plan.schedule == Schedule::reference)
+        throw UsageError(std::string(kWhere) +
+                         ": --count-io needs --schedule fused, materialized or auto (the "
+                         "reference schedule has no I/O model)");
     bench::ForwardData<Scalar> data(plan.problem, o.shared.seed);
     const ForwardArgs<Scalar> args = data.args();
-    const auto once = [&] {
-        NullCounter counter;
-        with_threads(o.shared.threads,
-                     [&] { dense::forward(args, plan.tiling, plan.memory, counter); });
-    };
+    const auto once = [&] { (void)attention(args, {}, plan, opts); };
     const double seconds = bench::median_seconds(o.repeat, once, o.repeat > 1);
     const double flops = flop_count_convention(plan.problem, Pass::forward);
-    const Bound bound = forward_bound(plan.problem, plan.memory);
+    const Bound& bound = plan.bound;
 
     nlohmann::json j = problem_json(plan.problem);
     j["pass"] = "forward";
@@ -99,7 +93,7 @@ nlohmann::json run_typed(const RunOptions& o, const Plan& plan) {
     j["selected_by"] = plan.selected_by ? nlohmann::json(std::string(to_string(*plan.selected_by)))
                                         : nlohmann::json(nullptr);
     j["M"] = plan.memory.fast_words;
-    j["threads"] = plan.threads;
+    j["threads"] = with_threads(o.shared.threads, [] { return max_concurrency(); });
     j["seed"] = o.shared.seed;
     j["repeat"] = o.repeat;
     j["seconds"] = seconds;
@@ -125,11 +119,11 @@ nlohmann::json run_typed(const RunOptions& o, const Plan& plan) {
                       {"passed", c.passed}};
     }
     if (o.count_io) {
-        IoCounter counter(plan.memory.fast_words);
-        with_threads(o.shared.threads,
-                     [&] { dense::forward(args, plan.tiling, plan.memory, counter); });
-        const IoReport r = counter.report();
-        const IoReport closed = io_cost_forward(plan.problem, plan.tiling);
+        AttentionOptions counted = opts;
+        counted.count_io = true;
+        const AttentionReport report = attention(args, {}, plan, counted);
+        const IoReport r = *report.io;
+        const IoReport closed = *report.closed_form;
         j["io"] = {{"reads", r.reads},
                    {"writes", r.writes},
                    {"total", r.total()},
@@ -236,12 +230,11 @@ nlohmann::json run_json(const RunOptions& o) {
         throw UsageError(std::string(kWhere) + ": --input-density " + sig(o.input_density) +
                          " (expected 0 < density <= 1)");
     if (pass == Pass::forward && o.shared.pattern == "dense" && o.input_density == 1.0) {
-        const Plan plan = plan_of(o);
-        return o.shared.dtype == "double" ? run_typed<double>(o, plan) : run_typed<float>(o, plan);
+        return o.shared.dtype == "double" ? run_typed<double>(o) : run_typed<float>(o);
     }
     VariantRun r;
     r.problem = problem_of(o.shared, kWhere);
-    r.memory = memory_of(o.shared, kWhere);
+    std::tie(r.memory, r.cache_bytes) = memory_request(o.shared);
     r.pass = pass;
     r.pattern = o.shared.pattern;
     r.schedule = o.shared.schedule;

@@ -34,13 +34,13 @@ std::int64_t isqrt(std::int64_t x) {
 /// (c (d + d_v)) and walk indices: each row's cursor and key interval (3 r), the chunk's keys
 /// (c), and one line of each row's column indices (r kLanePad).
 std::int64_t
-fused_forward_resident(const Problem& p, std::int64_t rows, std::int64_t cols, Structure st) {
+fused_forward_resident(const Problem& p, std::int64_t rows, std::int64_t cols, Kernels st) {
     const std::int64_t r = std::min(rows, p.n_q);
     const std::int64_t c = std::min(cols, p.n_k);
     const std::int64_t rp = lane_padded(r);
     const std::int64_t dense =
         rp * (p.d + c + p.d_v + 3) + std::max({r * p.d, c * (p.d + p.d_v), r * (p.d_v + 1)});
-    if (st == Structure::dense)
+    if (st == Kernels::dense)
         return dense;
     return dense + c * (p.d + p.d_v) + kIndexWords * (3 * r + c) + r * kLanePad;
 }
@@ -71,13 +71,13 @@ std::int64_t materialized_forward_resident(const Problem& p, std::int64_t b) {
 /// the chunk's queries (C), and one line of each key row's column indices (R kLanePad); their
 /// pass R holds 2 r d (a dQ row block and one partial row block).
 std::int64_t
-fused_backward_resident(const Problem& p, std::int64_t res, std::int64_t str, Structure st) {
+fused_backward_resident(const Problem& p, std::int64_t res, std::int64_t str, Kernels st) {
     const std::int64_t ra = std::min(res, p.n_k), ca = std::min(str, p.n_q);
     const std::int64_t rb = std::min(res, p.n_q);
     const std::int64_t rp = lane_padded(ra), dw = lane_padded(p.d);
     const std::int64_t pass0 = rb * (2 * p.d_v + 1);
     const std::int64_t stream = std::max(ra * (p.d + p.d_v), ca * (p.d + p.d_v + 2 + dw));
-    if (st == Structure::sparse) {
+    if (st == Kernels::sparse) {
         const std::int64_t cp = lane_padded(std::max(ca, ra));
         const std::int64_t scratch = 2 * (p.d + p.d_v) * rp + 2 * cp * rp + (rp + ca) * dw +
                                      ca * (p.d + p.d_v) + 3 * std::max(cp, dw);
@@ -113,7 +113,7 @@ std::int64_t resident(const Problem& p,
                       Pass pass,
                       std::int64_t rows,
                       std::int64_t cols,
-                      Structure st = Structure::dense) {
+                      Kernels st = Kernels::dense) {
     if (s == Schedule::fused)
         return pass == Pass::forward ? fused_forward_resident(p, rows, cols, st)
                                      : fused_backward_resident(p, rows, cols, st);
@@ -136,7 +136,7 @@ std::int64_t largest_fitting(std::int64_t n, const Fits& fits) {
 }
 
 std::optional<Tiling>
-fused_backward_for_memory(const MemoryModel& m, const Problem& p, Structure st) {
+fused_backward_for_memory(const MemoryModel& m, const Problem& p, Kernels st) {
     // I/O falls with the resident block R; take the largest R with C = 1, then the largest C.
     const std::int64_t n = std::max(p.n_q, p.n_k);
     const auto fits = [&](std::int64_t r, std::int64_t c) {
@@ -149,7 +149,7 @@ fused_backward_for_memory(const MemoryModel& m, const Problem& p, Structure st) 
     return Tiling{Schedule::fused, rows, cols};
 }
 
-std::optional<Tiling> fused_for_memory(const MemoryModel& m, const Problem& p, Structure st) {
+std::optional<Tiling> fused_for_memory(const MemoryModel& m, const Problem& p, Kernels st) {
     // I/O depends on Br only (through ceil(n_q/Br)); take the largest Br with Bc = 1, then the
     // smallest Br with the same number of row blocks, and give the freed words to Bc.
     const auto fits = [&](std::int64_t r, std::int64_t c) {
@@ -214,13 +214,13 @@ std::optional<Tiling> Tiling::try_for_memory(Schedule schedule,
                                              const MemoryModel& memory,
                                              const Problem& problem,
                                              Pass pass,
-                                             Structure structure) {
+                                             Kernels kernels) {
     const Problem p = problem.resolved("ioattn::Tiling::for_memory");
     memory.validate("ioattn::Tiling::for_memory");
     switch (schedule) {
     case Schedule::fused:
-        return pass == Pass::forward ? fused_for_memory(memory, p, structure)
-                                     : fused_backward_for_memory(memory, p, structure);
+        return pass == Pass::forward ? fused_for_memory(memory, p, kernels)
+                                     : fused_backward_for_memory(memory, p, kernels);
     case Schedule::materialized:
         return materialized_for_memory(memory, p, pass);
     case Schedule::reference:
@@ -233,8 +233,8 @@ Tiling Tiling::for_memory(Schedule schedule,
                           const MemoryModel& memory,
                           const Problem& problem,
                           Pass pass,
-                          Structure structure) {
-    if (auto t = try_for_memory(schedule, memory, problem, pass, structure))
+                          Kernels kernels) {
+    if (auto t = try_for_memory(schedule, memory, problem, pass, kernels))
         return *t;
     const Problem p = problem.resolved("ioattn::Tiling::for_memory");
     throw CapacityError("ioattn::Tiling::for_memory: M = " + std::to_string(memory.fast_words) +
@@ -247,9 +247,9 @@ Tiling Tiling::tuned(Schedule schedule,
                      const MemoryModel& memory,
                      const Problem& problem,
                      Pass pass,
-                     Structure structure) {
+                     Kernels kernels) {
     const Problem p = problem.resolved("ioattn::Tiling::tuned");
-    Tiling t = for_memory(schedule, memory, p, pass, structure);
+    Tiling t = for_memory(schedule, memory, p, pass, kernels);
     if (schedule == Schedule::fused) {
         // Br = 192, Bc = 96: multiples of the micro-kernels' 6-key / 6-row blocking and of 16
         // lanes, so no remainder kernels run; Q_i^T, O_i and the 96 x 192 score tile stay in L2
@@ -273,21 +273,21 @@ Tiling Tiling::tuned(Schedule schedule,
         const Tiling hw{Schedule::fused,
                         std::min<std::int64_t>(fwd ? 192 : 64, p.n_q),
                         std::min<std::int64_t>(fwd ? 96 : 128, p.n_k)};
-        if (hw.resident_words(p, pass, structure) <= memory.fast_words)
+        if (hw.resident_words(p, pass, kernels) <= memory.fast_words)
             t = hw;
     } else if (schedule == Schedule::materialized) {
         // Square tiles of 64: a 64 x 64 score tile plus two 64-wide operand chunks in L1/L2.
         const Tiling hw{Schedule::materialized, 64, 64};
-        if (hw.resident_words(p, pass, structure) <= memory.fast_words)
+        if (hw.resident_words(p, pass, kernels) <= memory.fast_words)
             t = hw;
     }
     return t;
 }
 
-std::int64_t Tiling::resident_words(const Problem& problem, Pass pass, Structure structure) const {
+std::int64_t Tiling::resident_words(const Problem& problem, Pass pass, Kernels kernels) const {
     const Problem p = problem.resolved("ioattn::Tiling::resident_words");
     if (schedule != Schedule::reference)
-        return resident(p, schedule, pass, rows, cols, structure);
+        return resident(p, schedule, pass, rows, cols, kernels);
     return p.n_q * p.n_k + (p.n_q + 2 * p.n_k) * p.d;
 }
 
@@ -295,7 +295,7 @@ void Tiling::validate(std::string_view where,
                       const MemoryModel& memory,
                       const Problem& problem,
                       Pass pass,
-                      Structure structure) const {
+                      Kernels kernels) const {
     const std::string w(where);
     if (rows < 1 || cols < 1)
         throw InvalidArgument(w + ": tiling " + std::to_string(rows) + " x " +
@@ -304,7 +304,7 @@ void Tiling::validate(std::string_view where,
         throw InvalidArgument(w + ": materialized tiling " + std::to_string(rows) + " x " +
                               std::to_string(cols) + " is not square");
     memory.validate(w.c_str());
-    const std::int64_t need = resident_words(problem, pass, structure);
+    const std::int64_t need = resident_words(problem, pass, kernels);
     if (need > memory.fast_words)
         throw CapacityError(w + ": " + std::string(to_string(schedule)) + " tiling " +
                             std::to_string(rows) + " x " + std::to_string(cols) + " holds " +

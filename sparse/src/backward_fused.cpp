@@ -14,7 +14,7 @@
 //     write dK_j, dV_j
 //   pass R, parallel for each query block i: read the partials dQ^g of the rows g reached;
 //     dQ_i = their sum in group order (0 for a row no group reached); write dQ_i
-// Resident: Tiling::resident_words(p, backward, Structure::sparse) <= M: max(pass 0:
+// Resident: Tiling::resident_words(p, backward, Kernels::sparse) <= M: max(pass 0:
 //   r(2 d_v + 1); pass A: the scratch below at lane_padded lanes, the rows streamed at a time
 //   and the indices walked (tiling.cpp); pass R: 2 r d). Pass A also reads, per query head,
 //   the key block's indices of Omega^T (plan.index_reads: its query list unless one interval,
@@ -81,7 +81,7 @@ struct Scratch {
         return std::max(lane_padded(std::max(str(p, t), res(p, t))), lane_padded(p.d));
     }
 
-    /// Within Tiling::resident_words(p, backward, Structure::sparse) (lane_padded rows, as the
+    /// Within Tiling::resident_words(p, backward, Kernels::sparse) (lane_padded rows, as the
     /// dense kernel: the footprint is the same under every instruction set).
     static std::int64_t words(const Problem& p, const Tiling& t) {
         const std::int64_t rp = lane_padded(res(p, t)), c = str(p, t);
@@ -226,7 +226,7 @@ void key_block(const BackwardArgs<Scalar>& a,
     const std::int64_t j0 = plan.row0(blk), r = plan.rows(blk);
     const auto queries = plan.keys_of(blk);
     const auto nq = static_cast<std::int64_t>(queries.size());
-    const std::int64_t resident = t.resident_words(p, Pass::backward, Structure::sparse);
+    const std::int64_t resident = t.resident_words(p, Pass::backward, Kernels::sparse);
     io.acquire(resident);
     detail::read_rows(io, Operand::k, kv_slice, src.k, b, g, j0, r);
     detail::read_rows(io, Operand::v, kv_slice, src.v, b, g, j0, r);

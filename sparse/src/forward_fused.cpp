@@ -8,7 +8,7 @@
 //     write O_i / l_i, L_i                                                  r*d_v + r
 //   (and the block's indices: its key list unless it is one interval, the column indices of
 //    each row that is not an interval: plan.index_reads, 8 / sizeof(Scalar) words each)
-// Resident: Tiling::resident_words(p, forward, Structure::sparse) <= M: the scratch below
+// Resident: Tiling::resident_words(p, forward, Kernels::sparse) <= M: the scratch below
 // (Q_i^T, S^T, O_i^T, m, l, alpha at lane_padded(Br) lanes, the gathered K_c, V_c), the rows
 // streamed at a time and the indices walked (tiling.cpp)
 // I/O = io_cost_forward_fused = n_q*d + sum_i (|keys(i)|*(d + d_v) + index words(i))
@@ -63,7 +63,7 @@ struct Scratch {
     Scalar *qt = nullptr, *st = nullptr, *ot = nullptr, *m = nullptr, *l = nullptr,
            *alpha = nullptr, *kg = nullptr, *vg = nullptr;
 
-    /// Within Tiling::resident_words(p, forward, Structure::sparse) (lane_padded rows, as
+    /// Within Tiling::resident_words(p, forward, Kernels::sparse) (lane_padded rows, as
     /// the dense kernel: the footprint is the same under every instruction set).
     static std::int64_t words(const Problem& p, const Tiling& t) {
         const std::int64_t rp = lane_padded(std::min(t.rows, p.n_q)), c = std::min(t.cols, p.n_k);
@@ -105,7 +105,7 @@ void row_block(const ForwardArgs<Scalar>& a,
     const std::int64_t i0 = plan.row0(blk), r = plan.rows(blk);
     const auto keys = plan.keys_of(blk);
     const auto nk = static_cast<std::int64_t>(keys.size());
-    const std::int64_t resident = t.resident_words(p, Pass::forward, Structure::sparse);
+    const std::int64_t resident = t.resident_words(p, Pass::forward, Kernels::sparse);
     io.acquire(resident);
     detail::read_rows(io, Operand::q, slice, src.q, b, h, i0, r);
     if (const std::int64_t iw = plan.index_words<Scalar>(blk); iw > 0)

@@ -49,7 +49,7 @@ IoReport io_cost_forward_fused(const Problem& problem,
         }
     }
     const std::int64_t peak = plan.blocks() > 0 && p.batch_heads() > 0
-                                  ? tiling.resident_words(p, Pass::forward, Structure::sparse)
+                                  ? tiling.resident_words(p, Pass::forward, Kernels::sparse)
                                   : 0;
     return {reads, p.n_q * (p.d_v + 1) * p.batch_heads(), peak};
 }
@@ -163,10 +163,10 @@ tuned_tiling(Schedule schedule, const MemoryModel& memory, const Problem& proble
         // half-efficient 2-vector slab) and the smallest working set.
         const Tiling t{
             Schedule::fused, std::min<std::int64_t>(64, p.n_q), std::min<std::int64_t>(96, p.n_k)};
-        if (t.resident_words(p, pass, Structure::sparse) <= memory.fast_words)
+        if (t.resident_words(p, pass, Kernels::sparse) <= memory.fast_words)
             return t;
     }
-    return Tiling::tuned(schedule, memory, p, pass, Structure::sparse);
+    return Tiling::tuned(schedule, memory, p, pass, Kernels::sparse);
 }
 
 std::int64_t dense_z_input(const Problem& problem) {
@@ -268,9 +268,9 @@ Schedule select_schedule(const Problem& problem,
                          std::int64_t z_input) {
     const Problem p = problem.resolved("ioattn::sparse::select_schedule");
     const auto fused =
-        Tiling::try_for_memory(Schedule::fused, memory, p, Pass::forward, Structure::sparse);
+        Tiling::try_for_memory(Schedule::fused, memory, p, Pass::forward, Kernels::sparse);
     const auto mat =
-        Tiling::try_for_memory(Schedule::materialized, memory, p, Pass::forward, Structure::sparse);
+        Tiling::try_for_memory(Schedule::materialized, memory, p, Pass::forward, Kernels::sparse);
     if (!fused && !mat)
         throw CapacityError(
             "ioattn::sparse::select_schedule: M = " + std::to_string(memory.fast_words) +

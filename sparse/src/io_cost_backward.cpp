@@ -64,7 +64,7 @@ IoReport io_cost_backward_fused(const Problem& problem,
         peak = std::max({peak, r * (2 * p.d_v + 1), 2 * r * p.d});
     }
     if (kplan.blocks() > 0)
-        peak = std::max(peak, tiling.resident_words(p, Pass::backward, Structure::sparse));
+        peak = std::max(peak, tiling.resident_words(p, Pass::backward, Kernels::sparse));
     for (std::int64_t kv = 0; kv < p.batch * p.kv_heads; ++kv) { // pass A: K_j, V_j resident
         const std::int64_t b = kv / p.kv_heads, g = kv % p.kv_heads;
         reads += k.words(b, g, 0, p.n_k) + v.words(b, g, 0, p.n_k);

@@ -110,7 +110,7 @@ TEST_CASE("sparse backward counted I/O equals the cost, the dry run, and the den
             Case<float> c(p, 1);
             run_forward_reference(c, s);
             const MemoryModel m{
-                t.resident_words(p, ioattn::Pass::backward, ioattn::Structure::sparse)};
+                t.resident_words(p, ioattn::Pass::backward, ioattn::Kernels::sparse)};
             IoCounter io(m.fast_words);
             ioattn::sparse::backward_fused(c.backward(), s, t, m, io);
             const auto cost = ioattn::sparse::io_cost_backward_fused(p, s, t);
@@ -125,7 +125,7 @@ TEST_CASE("sparse backward counted I/O equals the cost, the dry run, and the den
                 CHECK(cost.reads == dense_cost.reads);
                 CHECK(cost.writes == dense_cost.writes);
                 CHECK(cost.peak ==
-                      t.resident_words(p, ioattn::Pass::backward, ioattn::Structure::sparse));
+                      t.resident_words(p, ioattn::Pass::backward, ioattn::Kernels::sparse));
             }
         }
 }

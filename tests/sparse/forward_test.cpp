@@ -129,7 +129,7 @@ TEST_CASE("sparse counted I/O equals the structural cost and the dry run", "[spa
             CAPTURE(spec, t.rows, t.cols, ioattn::to_string(t.schedule));
             Case<float> c(p, 1);
             const MemoryModel m{
-                t.resident_words(p, ioattn::Pass::forward, ioattn::Structure::sparse)};
+                t.resident_words(p, ioattn::Pass::forward, ioattn::Kernels::sparse)};
             IoCounter io(m.fast_words);
             ioattn::sparse::forward(c.forward(), s, t, m, io);
             const auto cost = ioattn::sparse::io_cost_forward(p, s, t);
@@ -157,11 +157,11 @@ TEST_CASE("sparse counts reduce to the dense closed forms on dense and causal pa
             } else if (t.schedule == Schedule::fused) {
                 // the full and causal masks move the same words (their blocks are intervals:
                 // no index words); the sparse kernel's footprint is the dense one plus its
-                // gathered chunks and the indices it walks (Structure::sparse)
+                // gathered chunks and the indices it walks (Kernels::sparse)
                 CHECK(sparse_cost.reads == dense_cost.reads);
                 CHECK(sparse_cost.writes == dense_cost.writes);
                 CHECK(sparse_cost.peak ==
-                      t.resident_words(p, ioattn::Pass::forward, ioattn::Structure::sparse));
+                      t.resident_words(p, ioattn::Pass::forward, ioattn::Kernels::sparse));
                 CHECK(sparse_cost.peak > dense_cost.peak);
             } else { // materialized: the diagonal tiles store only their allowed scores
                 CHECK(sparse_cost.total() <= dense_cost.total());
@@ -287,7 +287,7 @@ TEST_CASE("sparse forward throws on a mismatched support, a causal problem, a sm
             c.forward(),
             Support::none(8, 8),
             t,
-            MemoryModel{t.resident_words(p, ioattn::Pass::forward, ioattn::Structure::sparse) - 1},
+            MemoryModel{t.resident_words(p, ioattn::Pass::forward, ioattn::Kernels::sparse) - 1},
             io),
         ioattn::CapacityError);
     CHECK_THROWS_AS(ioattn::sparse::forward_materialized(

@@ -1,5 +1,5 @@
 // The sparse fused kernels' footprint and index traffic (issue 11): the counter's peak is
-// Tiling::resident_words(..., Structure::sparse), a memory one word smaller is refused, the
+// Tiling::resident_words(..., Kernels::sparse), a memory one word smaller is refused, the
 // indices a block walks are counted (8 / sizeof(Scalar) words each), and the plan is kept with
 // the support.
 
@@ -22,7 +22,7 @@ using ioattn::MemoryModel;
 using ioattn::Pass;
 using ioattn::Problem;
 using ioattn::Schedule;
-using ioattn::Structure;
+using ioattn::Kernels;
 using ioattn::Tiling;
 using ioattn::sparse::Support;
 
@@ -77,7 +77,7 @@ TEST_CASE("sparse fused: counted index words follow the plan's rule, in words of
         const Support s = ioattn::sparse::parse_pattern(spec, 40, 40, 5);
         for (const Pass pass : {Pass::forward, Pass::backward}) {
             const Tiling t{Schedule::fused, 8, 5};
-            const MemoryModel m{t.resident_words(p, pass, Structure::sparse)};
+            const MemoryModel m{t.resident_words(p, pass, Kernels::sparse)};
             CAPTURE(spec, ioattn::to_string(pass));
             const auto f = counted<float>(pass, p, s, t, m);
             const auto d = counted<double>(pass, p, s, t, m);
@@ -104,8 +104,8 @@ TEST_CASE("sparse fused: the peak is the sparse footprint, one word less is refu
                               Tiling{Schedule::fused, 16, 64},
                               Tiling{Schedule::fused, 64, 64}}) {
             CAPTURE(ioattn::to_string(pass), t.rows, t.cols);
-            const std::int64_t need = t.resident_words(p, pass, Structure::sparse);
-            CHECK(need > t.resident_words(p, pass, Structure::dense));
+            const std::int64_t need = t.resident_words(p, pass, Kernels::sparse);
+            CHECK(need > t.resident_words(p, pass, Kernels::dense));
             CHECK(counted<float>(pass, p, s, t, MemoryModel{need}).peak == need);
             CHECK_THROWS_AS(counted<float>(pass, p, s, t, MemoryModel{need - 1}),
                             ioattn::CapacityError);
@@ -118,13 +118,13 @@ TEST_CASE("sparse tilings for M fit the sparse footprint", "[sparse][residency]"
         for (const std::int64_t m : {2048, 4096, 65536}) {
             CAPTURE(ioattn::to_string(pass), m);
             const auto t =
-                Tiling::try_for_memory(Schedule::fused, MemoryModel{m}, p, pass, Structure::sparse);
+                Tiling::try_for_memory(Schedule::fused, MemoryModel{m}, p, pass, Kernels::sparse);
             REQUIRE(t.has_value());
-            CHECK(t->resident_words(p, pass, Structure::sparse) <= m);
+            CHECK(t->resident_words(p, pass, Kernels::sparse) <= m);
             // the sparse kernels hold more than the dense ones with the same tiles
             const auto dense = Tiling::try_for_memory(Schedule::fused, MemoryModel{m}, p, pass);
             REQUIRE(dense.has_value());
-            CHECK(dense->resident_words(p, pass, Structure::sparse) > m);
+            CHECK(dense->resident_words(p, pass, Kernels::sparse) > m);
         }
 }
 
