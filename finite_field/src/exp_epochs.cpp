@@ -3,8 +3,9 @@
 // Field: F_p, p = config.prime(), for the protocol replay (dense inputs: Q random, K
 //   Vandermonde; sparse inputs: random nonzero values on the stored patterns).
 // Instances: N in {16, 64, 256, 1024} plus config N (<= N), d in {2, 8, 32, 64} plus config d
-//   (<= min(d, N)), M = config M or the sweep max(4d, 64), doubling, < N d, plus N d (below 64
-//   words a tile is 3 x 3 or smaller: a trace of ~N^2 d blocks); every schedule kind
+//   (<= min(d, N)), M = config M or, per schedule, its smallest M with a tiling (at least
+//   max(4d, 64): below 64 words a tile is 3 x 3 or smaller, a trace of ~N^2 d blocks),
+//   doubling, < N d, plus N d; every schedule kind
 //   of record.hpp (points where the schedule has no tiling are skipped); the sparse kinds over
 //   every pattern family (record.hpp) or the one config pattern, wherever it fits N. Each
 //   instance dry-runs its schedule (Tiling::try_for_memory) with a recorded trace.
@@ -25,6 +26,7 @@
 
 #include <ioattn/ff/construct.hpp>
 #include <ioattn/ff/epochs.hpp>
+#include <ioattn/io_cost.hpp>
 #include <ioattn/tiling.hpp>
 
 #include <algorithm>
@@ -113,28 +115,38 @@ detail::Outcome run_one(const Instance& in, const Prime& p, bool repeated_points
     return o;
 }
 
-// The controls: a dense fused forward trace with every completion moved into one epoch, and
-// the same trace with its acquire and release events dropped. Passes when both checks fail.
-detail::Outcome run_controls(std::int64_t row, const Prime& p) {
-    constexpr std::int64_t kN = 32, kD = 8, kM = 64; // B_max = 512 < 32^2
+// The controls: a dense fused forward trace at its smallest M with every completion moved into
+// one epoch, and the same trace with its acquire and release events dropped. Passes when both
+// checks fail; N = 128, d = 32 keep N^2 above B_max at the smallest fused M (checked), and the
+// replay uses its own p > N (a given --p may be below 128).
+detail::Outcome run_controls(std::int64_t row) {
+    const Prime p = Prime::for_size(1000003, 128);
+    constexpr std::int64_t kN = 128, kD = 32;
     const detail::ScheduleKind fused{Pass::forward, Schedule::fused, false, false};
-    const auto rec = detail::record_dense(fused, kN, kD, kM);
+    const std::int64_t m = detail::smallest_memory(fused, kN, kD);
+    const auto rec = detail::record_dense(fused, kN, kD, m);
     detail::Outcome o;
     o.row = row;
+    if (!rec || static_cast<double>(kN * kN) <= ioattn::epoch_entry_limit(m, kD)) {
+        o.ok = false;
+        o.failure = "epoch control: no fused forward tiling at N=128 d=32 whose B_max is below "
+                    "N^2 (smallest M " +
+                    std::to_string(m) + ")";
+        return o;
+    }
     std::vector<TraceEvent> inflated; // the completions first, then every move
+    std::vector<TraceEvent> moves;
     std::vector<TraceEvent> unscoped;
     for (const TraceEvent& ev : rec->trace) {
-        if (ev.kind == TraceEvent::Kind::complete)
-            inflated.insert(inflated.begin(), ev);
-        else
-            inflated.push_back(ev);
+        (ev.kind == TraceEvent::Kind::complete ? inflated : moves).push_back(ev);
         if (ev.kind != TraceEvent::Kind::acquire && ev.kind != TraceEvent::Kind::release)
             unscoped.push_back(ev);
     }
-    const EpochStats s = epoch_stats(inflated, kN, kN, kD, kM);
+    inflated.insert(inflated.end(), moves.begin(), moves.end());
+    const EpochStats s = epoch_stats(inflated, kN, kN, kD, m);
     const Matrix q = random_matrix(kN, kD, p, 5);
     const Matrix k = vandermonde(kN, kD, p);
-    const ProtocolReplay r = replay_epoch(unscoped, q, k, kM, 1, p);
+    const ProtocolReplay r = replay_epoch(unscoped, q, k, m, 1, p);
     if (s.within_budget || r.holds) {
         o.ok = false;
         o.failure = std::string("epoch control passed unexpectedly: ") +
@@ -152,6 +164,28 @@ sweep(std::int64_t top, std::initializer_list<std::int64_t> grid, std::int64_t c
         if (v <= std::min(top, cap))
             out.insert(v);
     return {out.begin(), out.end()};
+}
+
+// The M of one schedule at N x d: the given M if the schedule has a tiling for it; else the
+// sweep from the schedule's smallest M (at least max(4d, 64): below that a tile is 3 x 3 or
+// smaller, a trace of ~N^2 d blocks), doubling while < N d, plus N d when it fits. Empty: no
+// tiling (the point is skipped).
+std::vector<std::int64_t>
+memories(const detail::ScheduleKind& kind, std::int64_t n, std::int64_t d, std::int64_t given) {
+    const std::int64_t smallest = detail::smallest_memory(kind, n, d);
+    if (given > 0)
+        return smallest > 0 && given >= smallest ? std::vector<std::int64_t>{given}
+                                                 : std::vector<std::int64_t>{};
+    if (smallest == 0)
+        return {};
+    const std::int64_t first = std::max({smallest, 4 * d, std::int64_t{64}});
+    std::vector<std::int64_t> ms{first};
+    for (std::int64_t m = std::max<std::int64_t>(4 * d, 64); m < n * d; m *= 2)
+        if (m > first)
+            ms.push_back(m);
+    if (n * d > first)
+        ms.push_back(n * d);
+    return ms;
 }
 
 } // namespace
@@ -177,25 +211,11 @@ Result experiment_epochs(const Config& given) {
                                                    ? std::vector<std::string>{config.pattern}
                                                    : std::vector<std::string>{};
         for (std::int64_t d : sweep(config.d, {2, 8, 32, 64}, n)) {
-            std::vector<std::int64_t> ms{config.m};
-            if (config.m == 0) {
-                ms.clear();
-                for (std::int64_t m = std::max<std::int64_t>(4 * d, 64); m < n * d; m *= 2)
-                    ms.push_back(m);
-                ms.push_back(n * d);
-            }
-            Problem problem;
-            problem.n_q = n;
-            problem.n_k = n;
-            problem.d = d;
-            for (std::int64_t m : ms)
-                for (std::size_t r = 0; r < kinds.size(); ++r) {
-                    const auto& kind = kinds[r];
-                    if (!Tiling::try_for_memory(
-                            kind.schedule, MemoryModel{m}, problem, kind.pass)) {
-                        ++skipped;
-                        continue;
-                    }
+            for (std::size_t r = 0; r < kinds.size(); ++r) {
+                const auto& kind = kinds[r];
+                const std::vector<std::int64_t> ms = memories(kind, n, d, config.m);
+                skipped += ms.empty() ? 1 : 0;
+                for (std::int64_t m : ms)
                     for (const std::string& spec :
                          kind.sparse ? specs : std::vector<std::string>{""})
                         inst.push_back({kind,
@@ -205,24 +225,25 @@ Result experiment_epochs(const Config& given) {
                                         m,
                                         static_cast<std::int64_t>(r),
                                         derive_seed(config.seed, 70, inst.size())});
-                }
+            }
         }
     }
     detail::tally(result,
                   detail::run_instances(
                       config, static_cast<std::int64_t>(inst.size()) + 1, [&](std::int64_t i) {
                           if (i == static_cast<std::int64_t>(inst.size()))
-                              return run_controls(static_cast<std::int64_t>(kinds.size()), p);
+                              return run_controls(static_cast<std::int64_t>(kinds.size()));
                           return run_one(
                               inst[static_cast<std::size_t>(i)], p, config.negative_control);
                       }));
     result.note =
         std::to_string(kinds.size()) + " schedules, N<=" + std::to_string(config.n) +
         " d<=" + std::to_string(config.d) +
-        (config.m > 0 ? ", M=" + std::to_string(config.m) : std::string(", M in max(4d,64)..Nd")) +
+        (config.m > 0 ? ", M=" + std::to_string(config.m)
+                      : std::string(", M from each schedule's smallest (>= max(4d,64)) to Nd")) +
         (config.pattern.empty() ? ", every pattern family" : ", pattern " + config.pattern) +
         ", p=" + std::to_string(p.p) + ", " + std::to_string(skipped) +
-        " points skipped (no tiling fits M), 2 controls";
+        " (shape, schedule) points skipped (no tiling fits), 2 controls";
     result.seconds = clock.seconds();
     return result;
 }

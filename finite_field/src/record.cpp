@@ -40,6 +40,28 @@ std::vector<ScheduleKind> schedule_kinds() {
     return out;
 }
 
+std::int64_t smallest_memory(const ScheduleKind& kind, std::int64_t n, std::int64_t d) {
+    Problem problem;
+    problem.n_q = n;
+    problem.n_k = n;
+    problem.d = d;
+    const auto fits = [&](std::int64_t m) {
+        return Tiling::try_for_memory(kind.schedule, MemoryModel{m}, problem, kind.pass)
+            .has_value();
+    };
+    std::int64_t lo = 1, hi = 64 * n * d; // a tiling that fits M fits every larger M
+    if (!fits(hi))
+        return 0;
+    while (lo < hi) {
+        const std::int64_t mid = lo + (hi - lo) / 2;
+        if (fits(mid))
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
 std::optional<Recorded>
 record_dense(const ScheduleKind& kind, std::int64_t n, std::int64_t d, std::int64_t m) {
     Problem problem;

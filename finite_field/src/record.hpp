@@ -50,6 +50,10 @@ struct Recorded {
 std::optional<Recorded>
 record_dense(const ScheduleKind& kind, std::int64_t n, std::int64_t d, std::int64_t m);
 
+/// The smallest M for which `kind` has a tiling on N x N x d (Tiling::try_for_memory; the
+/// sparse kernels take the dense tiling of their schedule), or 0 when none fits M <= 64 N d.
+std::int64_t smallest_memory(const ScheduleKind& kind, std::int64_t n, std::int64_t d);
+
 /// Whether the sparse kernels are built into this library.
 bool sparse_available();
 

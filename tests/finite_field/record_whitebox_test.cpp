@@ -7,6 +7,8 @@
 #include <ioattn/error.hpp>
 #include <ioattn/ff/construct.hpp>
 #include <ioattn/ff/epochs.hpp>
+#include <ioattn/io_cost.hpp>
+#include <ioattn/tiling.hpp>
 
 #ifdef IOATTN_FF_WITH_SPARSE
 #include <ioattn/sparse/backward.hpp>
@@ -16,6 +18,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <random>
@@ -65,8 +68,10 @@ TEST_CASE("every schedule's trace meets the budgets and replays on every epoch",
         std::int64_t recorded = 0;
         const std::vector<std::string> specs =
             kind.sparse ? detail::pattern_families(n) : std::vector<std::string>{""};
+        // from the schedule's smallest M (the fused backward needs ~1000 words at d = 4)
+        const std::int64_t m0 = std::max<std::int64_t>(detail::smallest_memory(kind, n, d), 64);
         for (const std::string& spec : specs)
-            for (std::int64_t m : {64, 128, 512}) {
+            for (std::int64_t m : {m0, 2 * m0, 4 * m0}) {
                 const auto rec = record(kind, spec, n, d, m);
                 if (!rec)
                     continue;
@@ -92,9 +97,13 @@ TEST_CASE("every schedule's trace meets the budgets and replays on every epoch",
 }
 
 TEST_CASE("a trace without its scopes or with an inflated epoch fails", "[ff][record]") {
+    // N = 128, d = 32 at the fused forward's smallest M: N^2 entries exceed B_max
+    const std::int64_t n = 128, d = 32;
     const detail::ScheduleKind fused{Pass::forward, Schedule::fused, false, false};
-    const auto rec = detail::record_dense(fused, 32, 8, 64);
+    const std::int64_t m = detail::smallest_memory(fused, n, d);
+    const auto rec = detail::record_dense(fused, n, d, m);
     REQUIRE(rec);
+    REQUIRE(static_cast<double>(n * n) > ioattn::epoch_entry_limit(m, d));
     std::vector<TraceEvent> inflated;
     std::vector<TraceEvent> unscoped;
     for (const TraceEvent& ev : rec->trace) {
@@ -105,14 +114,29 @@ TEST_CASE("a trace without its scopes or with an inflated epoch fails", "[ff][re
         if (ev.kind != TraceEvent::Kind::acquire && ev.kind != TraceEvent::Kind::release)
             unscoped.push_back(ev);
     }
-    CHECK(epoch_stats(rec->trace, 32, 32, 8, 64).within_budget);
-    const EpochStats s = epoch_stats(inflated, 32, 32, 8, 64);
+    CHECK(epoch_stats(rec->trace, n, n, d, m).within_budget);
+    const EpochStats s = epoch_stats(inflated, n, n, d, m);
     CHECK_FALSE(s.within_budget);
-    CHECK(s.max_entries == 32 * 32);
+    CHECK(s.max_entries == n * n);
     const Prime p{1009};
     const ProtocolReplay r =
-        replay_epoch(unscoped, random_matrix(32, 8, p, 1), vandermonde(32, 8, p), 64, 1, p);
+        replay_epoch(unscoped, random_matrix(n, d, p, 1), vandermonde(n, d, p), m, 1, p);
     CHECK_FALSE(r.holds);
+    CHECK(replay_epoch(rec->trace, random_matrix(n, d, p, 1), vandermonde(n, d, p), m, 1, p).holds);
+}
+
+TEST_CASE("the smallest M is the first with a tiling", "[ff][record]") {
+    Problem problem;
+    problem.n_q = 64;
+    problem.n_k = 64;
+    problem.d = 16;
+    for (const detail::ScheduleKind& kind : detail::schedule_kinds()) {
+        const std::int64_t m = detail::smallest_memory(kind, 64, 16);
+        CAPTURE(detail::label(kind), m);
+        REQUIRE(m > 0);
+        CHECK(Tiling::try_for_memory(kind.schedule, MemoryModel{m}, problem, kind.pass));
+        CHECK_FALSE(Tiling::try_for_memory(kind.schedule, MemoryModel{m - 1}, problem, kind.pass));
+    }
 }
 
 TEST_CASE("sparse input patterns", "[ff][record]") {
@@ -136,10 +160,11 @@ TEST_CASE("sparse input patterns", "[ff][record]") {
 #ifdef IOATTN_FF_WITH_SPARSE
 
 TEST_CASE("recorded sparse traces move what the kernels count", "[ff][record]") {
-    const std::int64_t n = 48, d = 6, m = 256;
+    const std::int64_t n = 48, d = 6;
     for (const detail::ScheduleKind& kind : detail::schedule_kinds()) {
         if (!kind.sparse)
             continue;
+        const std::int64_t m = std::max<std::int64_t>(detail::smallest_memory(kind, n, d), 256);
         for (const std::string spec : {"strided:5", "bigbird:2:1:3", "random:0.2"}) {
             CAPTURE(detail::label(kind), spec);
             const auto rec = detail::record_sparse(kind, spec, n, d, m, 7);
