@@ -296,7 +296,10 @@ void register_verify(CLI::App& app) {
                     o->config.p,
                     "Prime modulus, N < p < 2^60 (default: the next prime after max(N, 2^20); "
                     "count uses its own tiny primes, binary F_2)");
-    cmd->add_option("--M", o->m, "epochs: one fast-memory size in words (default: sweep 4d..Nd)")
+    cmd->add_option("--M",
+                    o->m,
+                    "epochs: one fast-memory size in words (default: sweep from each schedule's "
+                    "smallest M to Nd)")
         ->each([o](const std::string&) { o->m_given = true; });
     cmd->add_option(
         "--trials", o->config.trials, "Random instances per shape (default: per experiment)");
