@@ -258,6 +258,7 @@ void key_block(const BackwardArgs<Scalar>& a,
             const std::int64_t c = std::min(t.cols, nq - x0);
             const std::int64_t* qc = queries.data() + x0;
             detail::read_gathered(io, Operand::q, slice, src.q, b, h, qc, c);
+            io.complete({Operand::scores, slice, qc[0], qc[c - 1] - qc[0] + 1, j0, r}); // on Omega
             io.read({Operand::d_o, slice, qc[0], c, 0, p.d_v});
             io.read({Operand::lse, slice, qc[0], c, 0, 1});
             io.read({Operand::delta, slice, qc[0], c, 0, 1});

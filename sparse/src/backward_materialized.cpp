@@ -200,6 +200,7 @@ void probs_tile(const Slice<Scalar>& w, std::int64_t k, std::int64_t blk, int wo
             }
             io.release((r + c) * kw);
         }
+        io.complete({Operand::scores, qs, i0, r, j0, c}); // S recomputed on the tile's Omega
         if constexpr (Counter::kComputes) {
             // --- P_ij = 2^(scale log2(e) S_ij - log2(e) L_i); a row with L = -inf: 0 ---
             const Scalar* s = w.tile(worker);

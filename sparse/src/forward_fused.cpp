@@ -128,6 +128,7 @@ void row_block(const ForwardArgs<Scalar>& a,
         const std::int64_t* kc = keys.data() + y0;
         detail::read_gathered(io, Operand::k, kv_slice, src.k, b, g, kc, c);
         detail::read_gathered(io, Operand::v, kv_slice, src.v, b, g, kc, c);
+        io.complete({Operand::scores, slice, i0, r, kc[0], kc[c - 1] - kc[0] + 1}); // its Omega
         if constexpr (!Counter::kComputes)
             continue;
         // --- K_c, V_c: in place when the chunk is an interval of dense rows, else gathered ---

@@ -127,6 +127,7 @@ void sddmm_tile(const ForwardArgs<Scalar>& a,
         }
         io.release((t.r + c) * kw);
     }
+    io.complete({Operand::scores, t.slice, t.i0, t.r, j0, c}); // the tile's entries of Omega
     if constexpr (Counter::kComputes) {
         // --- keep Omega's entries (base 2), online update of m, l ---
         const auto qs = static_cast<Scalar>(p.scale * 1.4426950408889634);
