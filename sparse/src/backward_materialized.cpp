@@ -426,8 +426,10 @@ void backward_materialized(const BackwardArgs<Scalar>& args,
     // fast memory: D_i, one tile and one chunk per worker; slow memory: P, then dS (CSR order)
     const bool computes = Counter::kComputes;
     const int workers = computes ? max_concurrency() : 0;
+    CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
     const kernels::Workspace<Scalar> fast(workers, Slice<Scalar>::scratch_words(p, b));
     const kernels::Workspace<Scalar> slow(computes ? 1 : 0, p.group() * support.z_qk());
+    alloc.allocate();
     Scalar* const pds = computes ? slow.slab(0) : nullptr;
     Slice<Scalar> w{&a, &src, &support, &rows_view, &keys_view, b, 0, 0, pds, &fast};
     for (int worker = 0; worker < workers; ++worker)

@@ -401,9 +401,11 @@ void backward_materialized(const BackwardArgs<Scalar>& args,
     const std::int64_t dch = (p.d + b - 1) / b, vch = (p.d_v + b - 1) / b;
     // fast memory: one b x b tile and b-wide chunks (plus D_i); slow memory: P, then dS
     const bool computes = Counter::kComputes;
+    CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
     const kernels::Workspace<Scalar> fast(computes ? max_concurrency() : 0,
                                           Group<Scalar>::scratch_words(p, b));
     const kernels::Workspace<Scalar> slow(computes ? 1 : 0, p.group() * p.n_q * p.n_k);
+    alloc.allocate();
     for (std::int64_t kv = 0; kv < p.batch * p.kv_heads; ++kv) {
         const Group<Scalar> w{
             &a, b, kv / p.kv_heads, kv % p.kv_heads, computes ? slow.slab(0) : nullptr, &fast};
