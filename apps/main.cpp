@@ -1,64 +1,9 @@
-// ioattn: exact attention on CPUs measured in data movement. One program, subcommands demo,
-// run, io, bound, bench and verify (DESIGN.md §4). Exit 0 on success, 1 on a failed check or
-// runtime error, 2 on bad usage, with the reason on stderr in one line.
+// ioattn: exact attention on CPUs measured in data movement. The program's main: everything is
+// in ioattn::app::program_main (program.cpp), which the fuzz target of the command line calls
+// in-process too.
 
-#include "commands.hpp"
-
-#include <ioattn/error.hpp>
-
-#include <CLI/CLI.hpp>
-
-#include <exception>
-#include <iostream>
-#include <string>
-
-namespace {
-
-/// One line per failure, keeping only the first line of a multi-line message.
-void print_error(const std::string& what) {
-    std::cerr << "ioattn: " << what.substr(0, what.find('\n')) << '\n';
-}
-
-} // namespace
+#include "program.hpp"
 
 int main(int argc, char** argv) {
-    try {
-        CLI::App app{"ioattn: exact attention on CPUs, measured in data movement.\n"
-                     "Every schedule can run counted: words moved between a fast memory of M "
-                     "words\nand slow memory, held against the I/O lower bounds of Saha & Ye "
-                     "(2024)."};
-        app.require_subcommand(1);
-        app.failure_message([](const CLI::App* /*app*/, const CLI::Error& e) {
-            return "ioattn: " + std::string(e.what()) + " (see --help)\n";
-        });
-        register_demo(app);
-        register_run(app);
-        register_io(app);
-        register_bound(app);
-        register_bench(app);
-#ifdef IOATTN_WITH_NTL
-        register_verify(app);
-#endif
-        try {
-            app.parse(argc, argv);
-        } catch (const CLI::ParseError& e) {
-            return app.exit(e) == 0 ? 0 : 2;
-        }
-    } catch (const ioattn::InvalidArgument& e) {
-        print_error(e.what());
-        return 2;
-    } catch (const ioattn::app::UsageError& e) {
-        print_error(e.what());
-        return 2;
-    } catch (const ioattn::app::CheckFailed& e) {
-        print_error(e.what());
-        return 1;
-    } catch (const ioattn::Error& e) {
-        print_error(e.what());
-        return 1;
-    } catch (const std::exception& e) {
-        print_error(e.what());
-        return 1;
-    }
-    return 0;
+    return ioattn::app::program_main(argc, argv);
 }
