@@ -205,7 +205,7 @@ void probs_tile(const Slice<Scalar>& w, std::int64_t k, std::int64_t blk, int wo
                 const auto [lo, hi] = w.segment(i0 + x, j0, c);
                 Scalar* out = &w.store(k, lo);
                 for (std::int64_t e = lo; e < hi; ++e)
-                    out[e - lo] = s[x * ld + w.key(e) - j0] * scale;
+                    out[e - lo] = std::min(s[x * ld + w.key(e) - j0] * scale, l2); // P <= 1
                 if (l2 == std::numeric_limits<Scalar>::infinity())
                     std::fill(out, out + (hi - lo), Scalar(0));
                 else

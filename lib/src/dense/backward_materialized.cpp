@@ -188,7 +188,8 @@ void probs_tile(const Group<Scalar>& w, std::int64_t k, std::int64_t i0, int wor
                     lse == -std::numeric_limits<Scalar>::infinity() ? 0 : w.seen(i0 + x, j0, c);
                 Scalar* out = w.pds(k, i0 + x, j0);
                 for (std::int64_t y = 0; y < c; ++y)
-                    out[y] = y < seen ? std::exp(scale * s[x * c + y] - lse) : Scalar(0);
+                    out[y] = y < seen ? std::exp(std::min(scale * s[x * c + y] - lse, Scalar(0)))
+                                      : Scalar(0); // P <= 1 though L is rounded (NaN passes)
             }
         }
         io.write({Operand::probs, qs, i0, r, j0, c});
