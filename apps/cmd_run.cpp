@@ -260,7 +260,7 @@ void require_operand_memory(const RunOptions& o, const Problem& p, bool dense_fo
         need = ioattn::add_bytes(need, bytes(fwd, wb));
     if (o.check) // a double reference and a naive copy in --dtype
         need = ioattn::add_bytes(need, bytes(held, 8 + wb));
-    require_memory(std::string("ioattn ") + kWhere, need, "operands (inputs, outputs, copies)");
+    require_memory(kWhere, need, "operands (inputs, outputs, copies)");
 }
 
 nlohmann::json run_json(const RunOptions& o) {

@@ -71,7 +71,7 @@ TEST_CASE("refused or failed resources: one line, exit 1, naming the bytes", "[a
     const std::vector<Bad> table{
         // operands of the program: 4096 x 64 floats of Q, K, V, O are 4 MiB
         {{"run", "--N", "4096", "--d", "64"},
-         "ioattn run: needs 4210688 bytes (4.02 MiB) of operands",
+         "ioattn: run: needs 4210688 bytes (4.02 MiB) of operands",
          1,
          one_mib},
         // a kernel's workspace: the materializing forward keeps b score rows of n_k per worker
