@@ -1,9 +1,15 @@
-// ioattn: exact attention on CPUs measured in data movement. The program's main: everything is
-// in ioattn::app::program_main (program.cpp), which the fuzz target of the command line calls
-// in-process too.
+// ioattn: exact attention on CPUs measured in data movement. The program's main: what concerns
+// the process (the OpenBLAS core re-exec of bench and demo), then ioattn::app::program_main
+// (program.cpp), which the fuzz target of the command line calls in-process too.
 
+#include "blas_core.hpp"
 #include "program.hpp"
 
+#include <string_view>
+
 int main(int argc, char** argv) {
+    // bench and demo time OpenBLAS: make sure it runs the kernels this CPU allows (blas_core.hpp).
+    if (argc > 1 && (std::string_view(argv[1]) == "bench" || std::string_view(argv[1]) == "demo"))
+        ioattn::app::prefer_best_blas_core(argv);
     return ioattn::app::program_main(argc, argv);
 }

@@ -7,14 +7,19 @@
 #include "commands.hpp"
 
 #include <ioattn/error.hpp>
+#include <ioattn/isa.hpp>
 #include <ioattn/resources.hpp>
 
 #include <CLI/CLI.hpp>
+#include <tbb/version.h>
 
 #include <exception>
 #include <iostream>
 #include <new>
 #include <string>
+#include <vector>
+
+#include <bench_util.hpp>
 
 namespace ioattn::app {
 
@@ -36,6 +41,27 @@ std::string out_of_memory() {
     return line;
 }
 
+std::string isa_list(const std::vector<Isa>& isas) {
+    std::string s;
+    for (const Isa i : isas)
+        s += (s.empty() ? "" : ", ") + std::string(to_string(i));
+    return s;
+}
+
+/// `ioattn --version`: the version, the kernels' instruction set, oneTBB, the BLAS core.
+std::string version_text() {
+    std::vector<Isa> usable;
+    for (const Isa i : built_isas())
+        if (cpu_supports(i))
+            usable.push_back(i);
+    return std::string("ioattn ") + IOATTN_VERSION +
+           "\nkernels: " + std::string(to_string(active_isa())) +
+           " (built: " + isa_list(built_isas()) + "; this CPU runs: " + isa_list(usable) +
+           "; IOATTN_ISA=avx512|avx2|sse2 forces one)\noneTBB: " + TBB_runtime_version() +
+           " (built against " + TBB_VERSION_STRING + ")\nBLAS: " + bench::blas_config() +
+           "; core " + bench::blas_core();
+}
+
 } // namespace
 
 int program_main(int argc, char** argv) {
@@ -45,6 +71,9 @@ int program_main(int argc, char** argv) {
                      "words\nand slow memory, held against the I/O lower bounds of Saha & Ye "
                      "(2024)."};
         app.require_subcommand(1);
+        app.set_version_flag("--version", version_text);
+        // A bad IOATTN_ISA is a usage error of the whole program (exit 2), whatever it runs.
+        (void)active_isa();
         app.failure_message([](const CLI::App* /*app*/, const CLI::Error& e) {
             return "ioattn: " + std::string(e.what()) + " (see --help)\n";
         });
