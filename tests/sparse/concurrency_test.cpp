@@ -1,10 +1,10 @@
 // The library called from several application threads at once (issue 15): 8 std::threads run
 // 8 different kernels (dense and sparse, forward and backward, fused and materializing, counted
-// and not) at the same time, repeatedly, outside any arena, inside one shared task_arena, and
-// each in an arena of its own. Every output is bitwise equal to the same kernel's
-// single-threaded result, and every counted run reports the single-threaded counts. The four
-// sparse calls share one Support, so its lazily built transpose and tile views are built
-// under contention.
+// and not) at the same time, repeatedly: outside any arena, inside one shared task_arena, each
+// in an arena of its own, and as tasks of a task_group inside the shared arena. Every output is
+// bitwise equal to the same kernel's single-threaded result, and every counted run reports the
+// single-threaded counts. The four sparse calls share one Support, so its lazily built
+// transpose and tile views are built under contention.
 
 #include "kernel_case.hpp"
 
@@ -17,6 +17,7 @@
 #include <catch2/catch.hpp>
 #include <tbb/global_control.h>
 #include <tbb/task_arena.h>
+#include <tbb/task_group.h>
 
 #include <cstring>
 #include <functional>
@@ -104,7 +105,10 @@ std::vector<Call> make_calls(const sp::Support& support) {
     return calls;
 }
 
-enum class Where { no_arena, shared_arena, own_arena };
+/// Where each application thread makes its calls: outside any arena, inside one task_arena
+/// shared by all threads, inside an arena of its own, or as a task of a task_group inside the
+/// shared arena (the library's loops then nest inside a running task).
+enum class Where { no_arena, shared_arena, own_arena, nested_task };
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
@@ -126,7 +130,8 @@ TEST_CASE("8 application threads calling different kernels at once get their ser
             expected.push_back(c.outputs());
         }
     }
-    for (const Where where : {Where::no_arena, Where::shared_arena, Where::own_arena}) {
+    for (const Where where :
+         {Where::no_arena, Where::shared_arena, Where::own_arena, Where::nested_task}) {
         CAPTURE(static_cast<int>(where));
         const sp::Support shared =
             sp::parse_pattern("window:6+random:0.15", 48, 40, 11); // fresh caches
@@ -141,6 +146,11 @@ TEST_CASE("8 application threads calling different kernels at once get their ser
                     const auto once = [&] { got_io[t].push_back(now[t].run(now[t].data)); };
                     if (where == Where::shared_arena) {
                         arena.execute(once);
+                    } else if (where == Where::nested_task) {
+                        arena.execute([&] {
+                            tbb::task_group group;
+                            group.run_and_wait(once);
+                        });
                     } else if (where == Where::own_arena) {
                         tbb::task_arena own(static_cast<int>(t % 3) + 1);
                         own.execute(once);
