@@ -33,7 +33,8 @@ template <typename RowFn>
 Support build_rows(std::string_view where, std::int64_t n_q, std::int64_t n_k, RowFn&& row_fn) {
     constexpr std::string_view kWhat = "support (CSR column indices and row offsets)";
     const std::uint64_t limit = memory_limit().bytes;
-    const std::uint64_t offset_bytes = bytes_of(n_q + 1, sizeof(std::int64_t));
+    const std::uint64_t offset_bytes =
+        add_bytes(bytes_of(n_q, sizeof(std::int64_t)), sizeof(std::int64_t)); // n_q + 1 offsets
     require_memory(where, offset_bytes, kWhat);
     try {
         std::vector<std::int64_t> offsets;

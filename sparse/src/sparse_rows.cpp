@@ -28,13 +28,12 @@ void check_dense(std::string_view where,
         detail::fail(where, "rows = ", rows, " (expected >= 0)");
     if (cols < 0)
         detail::fail(where, "cols = ", cols, " (expected >= 0)");
-    if (static_cast<std::int64_t>(dense.size()) != rows * cols)
-        detail::fail(where,
-                     "dense has ",
-                     dense.size(),
-                     " elements (expected rows*cols = ",
-                     rows * cols,
-                     ")");
+    std::int64_t elements = 0;
+    if (__builtin_mul_overflow(rows, cols, &elements))
+        detail::fail(where, "rows*cols = ", rows, " x ", cols, " overflows int64");
+    if (static_cast<std::int64_t>(dense.size()) != elements)
+        detail::fail(
+            where, "dense has ", dense.size(), " elements (expected rows*cols = ", elements, ")");
     for (std::size_t e = 0; e < dense.size(); ++e)
         if (std::isnan(dense[e]))
             detail::fail(where,

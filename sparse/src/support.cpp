@@ -41,10 +41,12 @@ const BlockView& Support::cached_block_view(std::int64_t br, std::int64_t bc) co
 const Support& Support::transposed() const {
     std::call_once(cache_->once, [this] { // a throw leaves the flag unset: the next call retries
         // offsets and the cursor per key, rows and positions per entry
-        require_memory("ioattn::sparse::Support::transposed",
-                       add_bytes(bytes_of(n_k_ + 1, 2 * sizeof(std::int64_t)),
-                                 bytes_of(z_qk(), 2 * sizeof(std::int64_t))),
-                       "transpose");
+        require_memory(
+            "ioattn::sparse::Support::transposed",
+            add_bytes(
+                bytes_of(n_k_, 2 * sizeof(std::int64_t)), // n_k + 1 overflows at INT64_MAX
+                add_bytes(2 * sizeof(std::int64_t), bytes_of(z_qk(), 2 * sizeof(std::int64_t)))),
+            "transpose");
         std::vector<std::int64_t> offsets(static_cast<std::size_t>(n_k_) + 1, 0);
         for (const std::int64_t j : cols_)
             ++offsets[static_cast<std::size_t>(j) + 1];
@@ -162,7 +164,9 @@ Support Support::none(std::int64_t n_q, std::int64_t n_k) {
     if (n_q < 0)
         detail::fail("ioattn::sparse::Support::none", "n_q = ", n_q, " (expected >= 0)");
     require_memory(
-        "ioattn::sparse::Support::none", bytes_of(n_q + 1, sizeof(std::int64_t)), "row offsets");
+        "ioattn::sparse::Support::none",
+        add_bytes(bytes_of(n_q, sizeof(std::int64_t)), sizeof(std::int64_t)), // n_q + 1 offsets
+        "row offsets");
     return {n_q, n_k, std::vector<std::int64_t>(static_cast<std::size_t>(n_q) + 1, 0), {}};
 }
 

@@ -5,6 +5,7 @@
 # out-of-memory or sanitizer report, and keeps the offending input in <build>/fuzz-findings/.
 # Prints one line per target: executions and findings.
 # Usage: tests/fuzz/run.sh [seconds per target] [build dir]   (after cmake --workflow --preset fuzz)
+# FUZZ_TARGETS="a b" runs only those targets.
 set -euo pipefail
 seconds=${1:-60}
 build=${2:-build/fuzz}
@@ -14,8 +15,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$findings"
 status=0
-for target in matrix_market_fuzz parse_pattern_fuzz support_fuzz sparse_rows_fuzz \
-              program_args_fuzz; do
+targets=${FUZZ_TARGETS:-matrix_market_fuzz parse_pattern_fuzz support_fuzz sparse_rows_fuzz \
+program_args_fuzz}
+for target in $targets; do
   exe="$build/tests/fuzz/$target"
   mkdir -p "$work/$target"
   log="$work/$target.log"

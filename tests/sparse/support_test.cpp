@@ -8,6 +8,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -142,4 +144,16 @@ TEST_CASE("Support: transposed() swaps every pair, transposed_positions() finds 
         const Support copy = s; // copies share the cached transpose
         CHECK(&copy.transposed() == &t);
     }
+}
+
+TEST_CASE("Support: transposed() of n_k = INT64_MAX is refused, not an overflow",
+          "[support][throws]") {
+    // regression (support_fuzz, corpus/support_fuzz/regress-transpose-nk-max): sizing the
+    // transpose's n_k + 1 offsets overflowed int64 (UBSan: signed integer overflow)
+    const std::int64_t n_k = std::numeric_limits<std::int64_t>::max();
+    const Support s(1, n_k, {0, 1}, {n_k - 1});
+    CHECK(s.contains(0, n_k - 1));
+    CHECK_THROWS_AS(s.transposed(), ioattn::ResourceError);
+    CHECK_THROWS_WITH(s.transposed(), Catch::Contains("Support::transposed: needs"));
+    CHECK_THROWS_AS(Support::none(n_k, 1), ioattn::ResourceError);
 }
