@@ -40,8 +40,8 @@ BlockView Support::block_view(std::int64_t br, std::int64_t bc) const {
     v.cols = bc;
     v.n_q = n_q_;
     v.n_k = n_k_;
-    v.row_blocks = (n_q_ + br - 1) / br;
-    v.col_blocks = (n_k_ + bc - 1) / bc;
+    v.row_blocks = n_q_ / br + (n_q_ % br != 0 ? 1 : 0); // (n + b - 1) / b overflows at huge b
+    v.col_blocks = n_k_ / bc + (n_k_ % bc != 0 ? 1 : 0);
     v.tile_offsets.assign(1, 0);
     v.key_offsets.assign(1, 0);
     v.tile_offsets.reserve(static_cast<std::size_t>(v.row_blocks) + 1);

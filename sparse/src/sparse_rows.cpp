@@ -7,10 +7,13 @@
 #include "fail.hpp"
 
 #include <ioattn/error.hpp>
+#include <ioattn/resources.hpp>
 #include <ioattn/sparse/sparse_rows.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <utility>
 
 namespace ioattn::sparse {
@@ -198,7 +201,12 @@ std::span<const Scalar> SparseRows<Scalar>::row_values(std::int64_t i) const {
 
 template <typename Scalar>
 std::vector<Scalar> SparseRows<Scalar>::to_dense() const {
-    std::vector<Scalar> out(static_cast<std::size_t>(rows_ * cols_), Scalar(0));
+    std::int64_t elements = 0; // rows x cols may pass int64 (a valid CSR of huge cols)
+    if (__builtin_mul_overflow(rows_, cols_, &elements))
+        elements = std::numeric_limits<std::int64_t>::max();
+    require_memory(
+        "ioattn::sparse::SparseRows::to_dense", bytes_of(elements, sizeof(Scalar)), "dense copy");
+    std::vector<Scalar> out(static_cast<std::size_t>(elements), Scalar(0));
     for (std::int64_t i = 0; i < rows_; ++i) {
         const auto c = row_indices(i);
         const auto v = row_values(i);

@@ -137,3 +137,13 @@ TEST_CASE("SparseRows: rows*cols past int64 is an error, not an overflow",
     CHECK_THROWS_AS(SparseRows<float>::from_dense_threshold(one, huge, huge, 0.0F),
                     InvalidArgument);
 }
+
+TEST_CASE("SparseRows: to_dense() of rows*cols past int64 is refused, not an overflow",
+          "[sparse_rows][throws]") {
+    // regression (sparse_rows_fuzz, corpus/sparse_rows_fuzz/regress-to-dense-overflow): a valid
+    // 5 x 2351055617237491872 CSR overflowed sizing its dense copy (UBSan: signed overflow)
+    const SparseRows<float> r(5, 2351055617237491872, {0, 1, 1, 1, 1, 1}, {7}, {2.0F});
+    CHECK(r.nonzeros() == 1);
+    CHECK_THROWS_AS(r.to_dense(), ioattn::ResourceError);
+    CHECK_THROWS_WITH(r.to_dense(), Catch::Contains("SparseRows::to_dense: needs"));
+}
