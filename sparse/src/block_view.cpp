@@ -32,9 +32,11 @@ BlockView Support::block_view(std::int64_t br, std::int64_t bc) const {
         detail::fail(kWhere, "Bc = ", bc, " (expected >= 1)");
 
     // per column tile a count, per key a mark (the view itself grows with the pairs it meets)
-    require_memory(kWhere,
-                   add_bytes(bytes_of(n_k_ / bc + 1, sizeof(std::int64_t)), bytes_of(n_k_, 1)),
-                   "scratch");
+    require_memory(
+        kWhere,
+        add_bytes(add_bytes(bytes_of(n_k_ / bc, sizeof(std::int64_t)), sizeof(std::int64_t)),
+                  bytes_of(n_k_, 1)),
+        "scratch");
     BlockView v;
     v.rows = br;
     v.cols = bc;

@@ -37,6 +37,10 @@ void check_dense(std::string_view where,
     if (static_cast<std::int64_t>(dense.size()) != elements)
         detail::fail(
             where, "dense has ", dense.size(), " elements (expected rows*cols = ", elements, ")");
+    // rows + 1 offsets (rows may be huge when cols = 0)
+    require_memory(where,
+                   add_bytes(bytes_of(rows, sizeof(std::int64_t)), sizeof(std::int64_t)),
+                   "row offsets");
     for (std::size_t e = 0; e < dense.size(); ++e)
         if (std::isnan(dense[e]))
             detail::fail(where,

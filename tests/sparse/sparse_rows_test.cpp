@@ -147,3 +147,15 @@ TEST_CASE("SparseRows: to_dense() of rows*cols past int64 is refused, not an ove
     CHECK_THROWS_AS(r.to_dense(), ioattn::ResourceError);
     CHECK_THROWS_WITH(r.to_dense(), Catch::Contains("SparseRows::to_dense: needs"));
 }
+
+TEST_CASE("SparseRows: huge rows with cols = 0 are refused, not a length_error",
+          "[sparse_rows][throws]") {
+    // regression (sparse_rows_fuzz, corpus/sparse_rows_fuzz/regress-huge-rows-zero-cols): rows
+    // x 0 matches an empty dense, and reserving rows + 1 offsets threw std::length_error
+    const std::vector<float> none;
+    const std::int64_t huge = std::numeric_limits<std::int64_t>::max();
+    CHECK_THROWS_AS(SparseRows<float>::from_dense_threshold(none, huge, 0, 0.0F),
+                    ioattn::ResourceError);
+    CHECK_THROWS_AS(SparseRows<float>::from_dense_top_k(none, huge, 0, 0), ioattn::ResourceError);
+    CHECK(SparseRows<float>::from_dense_threshold(none, 3, 0, 0.0F).rows() == 3);
+}

@@ -177,3 +177,11 @@ TEST_CASE("Support: block_view with Br or Bc near INT64_MAX counts every pair on
         CHECK(pairs == 4);
     }
 }
+
+TEST_CASE("Support: block_view of n_k = INT64_MAX with Bc = 1 is refused, not an overflow",
+          "[support][block_view][throws]") {
+    // regression (support_fuzz, corpus/support_fuzz/regress-block-view-nk-max): sizing n_k / Bc
+    // + 1 tile counts overflowed int64 (UBSan: signed overflow)
+    const Support s(1, std::numeric_limits<std::int64_t>::max(), {0, 1}, {5});
+    CHECK_THROWS_AS(s.block_view(1, 1), ioattn::ResourceError);
+}
