@@ -11,10 +11,13 @@
 #include <ioattn/attention.hpp>
 #include <ioattn/dense.hpp>
 #include <ioattn/isa.hpp>
+#include <ioattn/resources.hpp>
 
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <initializer_list>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -224,14 +227,51 @@ void print_csv(const nlohmann::json& j) {
     t.print_csv(std::cout);
 }
 
+/// Refuses a run whose operands cannot fit, before any is allocated (ResourceError, exit 1).
+/// The dense forward holds Q, K, V, O, L in --dtype, and with --check a double reference (Q, K,
+/// V, O, L) and a naive copy; the other runs (run_variants.cpp) hold the forward's and the
+/// backward's operands (dO, dQ, dK, dV), a transient copy of the forward's while they are
+/// drawn, and with --check a double and a naive copy of all of them. The kernels check their
+/// own workspaces (ioattn::CallMemory); the sparse support checks itself as it is built.
+void require_operand_memory(const RunOptions& o, const Problem& p, bool dense_forward) {
+    // element counts, each below 2^62 (Problem::validate); their sums saturate
+    const auto count = [](std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d) {
+        return static_cast<std::uint64_t>(a * b * c * d);
+    };
+    const std::uint64_t q = count(p.batch, p.heads, p.n_q, p.d);
+    const std::uint64_t k = count(p.batch, p.kv_heads, p.n_k, p.d);
+    const std::uint64_t v = count(p.batch, p.kv_heads, p.n_k, p.d_v);
+    const std::uint64_t out = count(p.batch, p.heads, p.n_q, p.d_v);
+    const auto sum = [](std::initializer_list<std::uint64_t> terms) {
+        std::uint64_t total = 0;
+        for (const std::uint64_t t : terms)
+            total = ioattn::add_bytes(total, t);
+        return total;
+    };
+    const std::uint64_t fwd = sum({q, k, v, out, count(p.batch, p.heads, p.n_q, 1)});
+    const std::uint64_t held = dense_forward ? fwd : sum({fwd, q, k, v, out});
+    const auto bytes = [](std::uint64_t words, std::int64_t word) {
+        return ioattn::bytes_of(static_cast<std::int64_t>(words), static_cast<std::size_t>(word));
+    };
+    const std::int64_t wb = word_bytes(o.shared);
+    std::uint64_t need = bytes(held, wb);
+    if (!dense_forward) // the forward's operands are drawn into a transient copy
+        need = ioattn::add_bytes(need, bytes(fwd, wb));
+    if (o.check) // a double reference and a naive copy in --dtype
+        need = ioattn::add_bytes(need, bytes(held, 8 + wb));
+    require_memory(kWhere, need, "operands (inputs, outputs, copies)");
+}
+
 nlohmann::json run_json(const RunOptions& o) {
     const Pass pass = pass_of(o.shared, kWhere);
     if (!(o.input_density > 0.0 && o.input_density <= 1.0)) // NaN too
         throw UsageError(std::string(kWhere) + ": --input-density " + sig(o.input_density) +
                          " (expected 0 < density <= 1)");
     if (pass == Pass::forward && o.shared.pattern == "dense" && o.input_density == 1.0) {
+        require_operand_memory(o, problem_of(o.shared, kWhere), true);
         return o.shared.dtype == "double" ? run_typed<double>(o) : run_typed<float>(o);
     }
+    require_operand_memory(o, problem_of(o.shared, kWhere), false);
     VariantRun r;
     r.problem = problem_of(o.shared, kWhere);
     std::tie(r.memory, r.cache_bytes) = memory_request(o.shared);

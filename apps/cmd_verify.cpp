@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -279,14 +280,16 @@ void register_verify(CLI::App& app) {
         names += "|" + n;
     cmd->add_option("experiment", o->experiment, "Which experiment: " + names)->required();
     cmd->add_option(
-        "--N",
-        o->config.n,
-        "Largest sequence length N of the sweeps (default: epochs 1024, the others 256; "
-        "--quick 256 and 64)");
+           "--N",
+           o->config.n,
+           "Largest sequence length N of the sweeps (default: epochs 1024, the others 256; "
+           "--quick 256 and 64)")
+        ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
     cmd->add_option("--d",
                     o->config.d,
                     "Largest head dimension d of the sweeps (default: epochs 64, the others 32; "
-                    "--quick 32 and 16)");
+                    "--quick 32 and 16)")
+        ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
     cmd->add_option("--pattern",
                     o->config.pattern,
                     "epochs, sparse-rank: one support spec (as ioattn run --pattern) instead of "

@@ -420,6 +420,7 @@ void backward_fused(const BackwardArgs<Scalar>& args,
     const std::int64_t qb = qplan.blocks(), kb = kplan.blocks();
     const std::int64_t groups = backward_dq_groups(p, kb);
     const int workers = Counter::kComputes ? max_concurrency() : 0;
+    CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
     const kernels::Workspace<Scalar> delta(Counter::kComputes ? 1 : 0, p.batch_heads() * p.n_q);
     const kernels::Workspace<Scalar> ws(workers, Scratch<Scalar>::words(p, tiling));
     const kernels::Workspace<std::int64_t> cursors(workers, tiling.rows);
@@ -430,6 +431,7 @@ void backward_fused(const BackwardArgs<Scalar>& args,
         rows * dw,
         false);
     const kernels::Workspace<std::uint8_t> reached(1, rows);
+    alloc.allocate();
     const Partials<Scalar> dq{
         groups, dw, p.n_q, p.batch_heads(), partials.slab(0), reached.slab(0)};
     parallel_for_counted(p.batch_heads() * qb, counter, [&](std::int64_t task, int, Counter& io) {

@@ -219,8 +219,10 @@ void forward_fused(const ForwardArgs<Scalar>& args,
     const detail::FusedPlan& plan = support.cached_fused_plan(tiling.rows);
     const std::int64_t blocks = plan.blocks();
     const int workers = Counter::kComputes ? max_concurrency() : 0;
+    CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
     const kernels::Workspace<Scalar> ws(workers, Scratch<Scalar>::words(p, tiling));
     const kernels::Workspace<std::int64_t> cursors(workers, tiling.rows);
+    alloc.allocate();
     // Whether each (batch, kv head) slice of a dense V is finite: chunks read in place skip
     // the exact non-finite path then (one O(n_k d_v) pass instead of one per chunk).
     std::vector<char> v_finite(static_cast<std::size_t>(p.batch * p.kv_heads), 0);

@@ -286,8 +286,10 @@ void forward_materialized(const ForwardArgs<Scalar>& args,
                              support.row_offsets()[static_cast<std::size_t>(i0)]);
     }
     const int workers = Counter::kComputes ? max_concurrency() : 0;
+    CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
     const kernels::Workspace<Scalar> ws(workers, Buffers<Scalar>::words(bs, strip));
     const kernels::Workspace<std::int64_t> cursors(workers, bs);
+    alloc.allocate();
     const std::int64_t blocks = view.row_blocks;
     parallel_for_counted(
         p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker, Counter& io) {

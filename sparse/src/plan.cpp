@@ -44,7 +44,9 @@ FusedPlan FusedPlan::build(const Support& support, std::int64_t max_rows) {
     plan.bounds = row_blocks(support, max_rows);
     const std::int64_t n = plan.blocks();
     std::vector<std::int64_t> counts(static_cast<std::size_t>(n) + 1, 0);
+    CallMemory alloc("ioattn::sparse::FusedPlan::build");
     const kernels::Workspace<std::int64_t> stamps(max_concurrency(), support.n_k());
+    alloc.allocate();
     // Stamps hold block + 1 (fill pass: -(block + 1)), so no clearing between blocks.
     const auto visit = [&](std::int64_t b, std::int64_t* stamp, std::int64_t mark, auto&& emit) {
         for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i)
@@ -108,6 +110,9 @@ FusedPlan FusedPlan::build(const Support& support, std::int64_t max_rows) {
     plan.key_offsets.assign(counts.size(), 0);
     for (std::size_t b = 1; b < counts.size(); ++b)
         plan.key_offsets[b] = plan.key_offsets[b - 1] + counts[b];
+    require_memory("ioattn::sparse::FusedPlan::build",
+                   bytes_of(plan.key_offsets.back(), sizeof(std::int64_t)),
+                   "key lists");
     plan.keys.resize(static_cast<std::size_t>(plan.key_offsets.back()));
     parallel_for_tiles(n, [&](std::int64_t b, int w) {
         auto* out = plan.keys.data() + plan.key_offsets[static_cast<std::size_t>(b)];

@@ -8,6 +8,7 @@
 #include "plan.hpp"
 
 #include <ioattn/error.hpp>
+#include <ioattn/resources.hpp>
 #include <ioattn/sparse/support.hpp>
 
 #include <algorithm>
@@ -61,7 +62,14 @@ const detail::FusedPlan& Support::cached_fused_plan(std::int64_t rows) const {
 }
 
 const Support& Support::transposed() const {
-    std::call_once(cache_->once, [this] {
+    std::call_once(cache_->once, [this] { // a throw leaves the flag unset: the next call retries
+        // offsets and the cursor per key, rows and positions per entry
+        require_memory(
+            "ioattn::sparse::Support::transposed",
+            add_bytes(
+                bytes_of(n_k_, 2 * sizeof(std::int64_t)), // n_k + 1 overflows at INT64_MAX
+                add_bytes(2 * sizeof(std::int64_t), bytes_of(z_qk(), 2 * sizeof(std::int64_t)))),
+            "transpose");
         std::vector<std::int64_t> offsets(static_cast<std::size_t>(n_k_) + 1, 0);
         for (const std::int64_t j : cols_)
             ++offsets[static_cast<std::size_t>(j) + 1];
@@ -178,6 +186,10 @@ Support::Support(std::int64_t n_q,
 Support Support::none(std::int64_t n_q, std::int64_t n_k) {
     if (n_q < 0)
         detail::fail("ioattn::sparse::Support::none", "n_q = ", n_q, " (expected >= 0)");
+    require_memory(
+        "ioattn::sparse::Support::none",
+        add_bytes(bytes_of(n_q, sizeof(std::int64_t)), sizeof(std::int64_t)), // n_q + 1 offsets
+        "row offsets");
     return {n_q, n_k, std::vector<std::int64_t>(static_cast<std::size_t>(n_q) + 1, 0), {}};
 }
 

@@ -22,6 +22,23 @@ file(REMOVE_RECURSE ${IOATTN_PREFIX} ${CONSUMER_BINARY_DIR})
 
 step(install ${CMAKE_COMMAND} --install ${IOATTN_BUILD_DIR} --prefix ${IOATTN_PREFIX})
 
+# installed headers include no private one: no quoted includes, and every <ioattn/...> they
+# include is installed too
+file(GLOB_RECURSE installed ${IOATTN_PREFIX}/include/ioattn/*.hpp)
+foreach(header IN LISTS installed)
+  file(STRINGS ${header} includes REGEX "^[ \t]*#[ \t]*include")
+  foreach(line IN LISTS includes)
+    if(line MATCHES "#[ \t]*include[ \t]*\"")
+      message(FATAL_ERROR "consumer test: ${header} includes a private header: ${line}")
+    endif()
+    if(line MATCHES "<(ioattn/[^>]+)>" AND NOT EXISTS ${IOATTN_PREFIX}/include/${CMAKE_MATCH_1})
+      message(FATAL_ERROR "consumer test: ${header} includes ${CMAKE_MATCH_1}, not installed")
+    endif()
+  endforeach()
+endforeach()
+list(LENGTH installed n_installed)
+message(STATUS "consumer test: ${n_installed} installed headers include no private header")
+
 set(args -S ${CONSUMER_SOURCE_DIR} -B ${CONSUMER_BINARY_DIR} -G ${CONSUMER_GENERATOR}
          -DCMAKE_PREFIX_PATH=${IOATTN_PREFIX})
 if(CONSUMER_CXX_COMPILER)
