@@ -80,13 +80,14 @@ std::string command_of(const std::vector<std::string>& args) {
     return cmd;
 }
 
-Outcome run_ioattn(const std::vector<std::string>& args) {
+Outcome run_ioattn(const std::vector<std::string>& args, const std::string& launcher) {
     static int calls = 0;
     ++calls;
     const std::filesystem::path out = scratch_dir() / ("stdout_" + std::to_string(calls));
     const std::filesystem::path err = scratch_dir() / ("stderr_" + std::to_string(calls));
-    const std::string cmd =
-        command_of(args) + " < /dev/null > " + quoted(out.string()) + " 2> " + quoted(err.string());
+    const std::string cmd = (launcher.empty() ? "" : launcher + " ") + command_of(args) +
+                            " < /dev/null > " + quoted(out.string()) + " 2> " +
+                            quoted(err.string());
     const int raw = std::system(cmd.c_str());
     Outcome r;
     if (raw == -1)

@@ -25,8 +25,9 @@ std::string write_scratch(const std::string& name, const std::string& content);
 /// The shell command line of `ioattn args...`, each argument single-quoted (for CAPTURE).
 std::string command_of(const std::vector<std::string>& args);
 
-/// Runs `ioattn args...` and waits for it.
-Outcome run_ioattn(const std::vector<std::string>& args);
+/// Runs `ioattn args...` and waits for it; a non-empty `launcher` (e.g. "mpiexec -n 2") is
+/// put in front of the command line as it is.
+Outcome run_ioattn(const std::vector<std::string>& args, const std::string& launcher = "");
 
 /// The lines of `text`, without their '\n'.
 std::vector<std::string> lines_of(const std::string& text);
