@@ -102,7 +102,7 @@ Setup setup_of(const DistRun& r, const MpiSession& mpi) {
     const auto schedule = schedule_of(r.shared);
     if (schedule == Schedule::reference)
         throw UsageError(std::string(kWhere) +
-                         ": --dist needs --schedule fused, materialized or auto (fused)");
+                         ": --schedule reference with --dist (expected fused, materialized or auto: fused)");
     s.schedule = schedule.value_or(Schedule::fused);
     s.memory = memory_of(r.shared, kWhere);
     const dist::Sharding queries(s.layout, s.p.n_q, s.ranks);

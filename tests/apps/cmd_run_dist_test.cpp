@@ -43,13 +43,53 @@ json dist_json(int ranks, std::vector<std::string> args) {
 } // namespace
 
 TEST_CASE("run --dist passes --check with counted words = closed form on 1-3 ranks",
-          "[apps][dist]") {
+          "[apps][dist][check]") {
     const std::vector<std::vector<std::string>> runs = {
         {"--dist", "ring", "--N", "67", "--d", "8", "--heads", "2"},
-        {"--dist", "ring", "--causal", "--N", "50", "--d", "8", "--pass", "backward", "--dtype", "double"},
-        {"--dist", "zigzag", "--causal", "--N", "70", "--d", "8", "--heads", "4", "--kv-heads", "2", "--pass", "backward"},
-        {"--dist", "sparse", "--pattern", "window:4", "--N", "61", "--d", "8", "--pass", "backward"},
-        {"--dist", "sparse", "--pattern", "bigbird:2:1:2", "--N", "64", "--d", "4", "--dtype", "double"},
+        {"--dist",
+         "ring",
+         "--causal",
+         "--N",
+         "50",
+         "--d",
+         "8",
+         "--pass",
+         "backward",
+         "--dtype",
+         "double"},
+        {"--dist",
+         "zigzag",
+         "--causal",
+         "--N",
+         "70",
+         "--d",
+         "8",
+         "--heads",
+         "4",
+         "--kv-heads",
+         "2",
+         "--pass",
+         "backward"},
+        {"--dist",
+         "sparse",
+         "--pattern",
+         "window:4",
+         "--N",
+         "61",
+         "--d",
+         "8",
+         "--pass",
+         "backward"},
+        {"--dist",
+         "sparse",
+         "--pattern",
+         "bigbird:2:1:2",
+         "--N",
+         "64",
+         "--d",
+         "4",
+         "--dtype",
+         "double"},
     };
     for (int ranks = 1; ranks <= 3; ++ranks)
         for (std::vector<std::string> args : runs) {
@@ -78,7 +118,7 @@ TEST_CASE("run --dist passes --check with counted words = closed form on 1-3 ran
 }
 
 TEST_CASE("run --dist text output: per-rank words, the bound and the share not hidden",
-          "[apps][dist]") {
+          "[apps][dist][text]") {
     const std::vector<std::string> args = {
         "run", "--dist", "zigzag", "--causal", "--N", "48", "--d", "8", "--count-io", "--check"};
     const auto r = run_ioattn(args, launcher(2));
@@ -95,12 +135,13 @@ TEST_CASE("run --dist text output: per-rank words, the bound and the share not h
     CHECK(table_rows == 2);
 }
 
-TEST_CASE("run --dist usage errors exit 2 with one message", "[apps][dist]") {
+TEST_CASE("run --dist usage errors exit 2 with one message", "[apps][dist][usage]") {
     // one process: MPI starts as a singleton
     require_one_line_error({"run", "--dist", "ring", "--pattern", "window:3"}, "--dist sparse");
     require_one_line_error({"run", "--dist", "sparse", "--causal", "--pattern", "window:3"},
                            "--causal");
-    require_one_line_error({"run", "--dist", "ring", "--schedule", "reference"}, "reference");
+    require_one_line_error({"run", "--dist", "ring", "--schedule", "reference"},
+                           "--schedule reference");
     require_one_line_error({"run", "--dist", "ring", "--input-density", "0.5"}, "--input-density");
     require_one_line_error({"run", "--dist", "zigzag", "--N", "1"}, "n = 1");
     require_one_line_error({"run", "--dist", "hypercube"}, "--dist");
