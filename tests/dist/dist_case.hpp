@@ -10,6 +10,8 @@
 #include <ioattn/problem.hpp>
 #include <ioattn/view.hpp>
 
+#include <tbb/global_control.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -242,6 +244,16 @@ ErrorCheck agrees(const Tensor<T>& dist,
     ErrorCheck e = ioattn::test::error_rule<T>(dist.data, single.data, oracle.data);
     e.allowed = 2 * e.naive_error + ioattn::test::tiny<T>(noise.data);
     return e;
+}
+
+/// fn() with at most `threads` oneTBB workers (threads <= 0: no cap).
+template <typename Fn>
+auto with_parallelism(int threads, Fn fn) -> decltype(fn()) {
+    if (threads <= 0)
+        return fn();
+    tbb::global_control cap(tbb::global_control::max_allowed_parallelism,
+                            static_cast<std::size_t>(threads));
+    return fn();
 }
 
 /// Bitwise equality of two tensors (NaN patterns included).

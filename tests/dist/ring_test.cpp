@@ -12,7 +12,6 @@
 #include <ioattn/dist/ring.hpp>
 
 #include <catch2/catch.hpp>
-#include <tbb/global_control.h>
 
 #include <string>
 #include <vector>
@@ -92,13 +91,9 @@ run_forward(const Global<T>& g, const RingCase& c, const PassOptions& options, i
     const ShardForwardArgs<T> a{
         p, c.layout, q.cview(), k.cview(), v.cview(), run.o.view(), run.lse.view()};
     NullCounter counter;
-    if (threads > 0) {
-        tbb::global_control one(tbb::global_control::max_allowed_parallelism,
-                                static_cast<std::size_t>(threads));
-        run.stats = ring_forward(MPI_COMM_WORLD, a, c.tiling, kMemory, counter, options);
-    } else {
-        run.stats = ring_forward(MPI_COMM_WORLD, a, c.tiling, kMemory, counter, options);
-    }
+    run.stats = with_parallelism(threads, [&] {
+        return ring_forward(MPI_COMM_WORLD, a, c.tiling, kMemory, counter, options);
+    });
     return run;
 }
 
@@ -130,13 +125,9 @@ run_backward(const Global<T>& g, const RingCase& c, const PassOptions& options, 
     a.d_k = run.dk.view();
     a.d_v = run.dv.view();
     NullCounter counter;
-    if (threads > 0) {
-        tbb::global_control one(tbb::global_control::max_allowed_parallelism,
-                                static_cast<std::size_t>(threads));
-        run.stats = ring_backward(MPI_COMM_WORLD, a, c.tiling, kMemory, counter, options);
-    } else {
-        run.stats = ring_backward(MPI_COMM_WORLD, a, c.tiling, kMemory, counter, options);
-    }
+    run.stats = with_parallelism(threads, [&] {
+        return ring_backward(MPI_COMM_WORLD, a, c.tiling, kMemory, counter, options);
+    });
     return run;
 }
 

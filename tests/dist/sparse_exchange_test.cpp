@@ -13,7 +13,6 @@
 #include <ioattn/sparse/pattern.hpp>
 
 #include <catch2/catch.hpp>
-#include <tbb/global_control.h>
 
 #include <string>
 #include <vector>
@@ -96,13 +95,7 @@ run_dist(const Global<T>& g, const SparseCase& c, const sparse::Support& s, int 
         run.forward = sparse_forward(MPI_COMM_WORLD, f, s, kTiling, kMemory, counter);
         run.backward = sparse_backward(MPI_COMM_WORLD, b, s, kTiling, kMemory, counter);
     };
-    if (threads > 0) {
-        tbb::global_control one(tbb::global_control::max_allowed_parallelism,
-                                static_cast<std::size_t>(threads));
-        both();
-    } else {
-        both();
-    }
+    with_parallelism(threads, both);
     return run;
 }
 

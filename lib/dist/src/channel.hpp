@@ -4,6 +4,7 @@
 // come), and Channel, the counted and timed nonblocking messages of one pass.
 
 #include <ioattn/dist/comm_cost.hpp>
+#include <ioattn/dist/shard.hpp>
 
 #include <array>
 #include <cstdint>
@@ -73,6 +74,12 @@ public:
     [[nodiscard]] const CommReport& report() const { return report_; }
 
     [[nodiscard]] double wait_seconds() const { return wait_seconds_; }
+
+    /// The pass's stats: these counts and waits, `kernel_calls`, and the time since `t0`
+    /// (MPI_Wtime).
+    [[nodiscard]] PassStats stats(std::int64_t kernel_calls, double t0) const {
+        return {report_, MPI_Wtime() - t0, wait_seconds_, kernel_calls};
+    }
 
 private:
     struct Slot {

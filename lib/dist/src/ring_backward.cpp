@@ -35,10 +35,8 @@ using detail::PassShape;
 using detail::Rect;
 using detail::rows_of;
 
-constexpr int kReceive = 0;
-constexpr int kSend = 1;
-constexpr int kSumReceive = 2;
-constexpr int kSumSend = 3; // and 4: one slot per sum buffer
+constexpr int kSumReceive = 2; // 0 and 1: the K/V rotation (ring_plan.hpp)
+constexpr int kSumSend = 3;    // and 4: one slot per sum buffer
 constexpr int kTagKv = 1611;
 constexpr int kTagSum = 1612;
 
@@ -165,15 +163,7 @@ PassStats ring_backward(MPI_Comm comm,
         const std::int64_t rows = s.keys.rows(src);
         Scalar* current = kv[step % 2].data();
         Scalar* sum = sums[step % 2].data();
-        if (step < ranks - 1) {
-            const int incoming = (s.rank - step - 1 + 2 * ranks) % ranks;
-            channel.receive(kReceive,
-                            kv[(step + 1) % 2].data(),
-                            s.keys.rows(incoming) * w,
-                            channel.prev(),
-                            kTagKv);
-            channel.send(kSend, current, rows * w, channel.next(), kTagKv);
-        }
+        detail::post_rotation(channel, s, step, current, kv[(step + 1) % 2].data(), kTagKv);
         if (step > 0) {
             channel.wait(kSumSend + step % 2); // the buffer's send of two steps ago
             channel.receive(kSumReceive, sum, rows * w, channel.prev(), kTagSum);
@@ -189,8 +179,8 @@ PassStats ring_backward(MPI_Comm comm,
         }
         if (ranks > 1)
             channel.send(kSumSend + step % 2, sum, rows * w, channel.next(), kTagSum);
-        channel.wait(kReceive);
-        channel.wait(kSend);
+        channel.wait(detail::kRotateReceive);
+        channel.wait(detail::kRotateSend);
     }
     Scalar* home = sums[0].data();
     if (ranks > 1) {
@@ -204,12 +194,7 @@ PassStats ring_backward(MPI_Comm comm,
     const auto done = KvBlock<Scalar>::over(home, p, s.keys.rows(s.rank));
     detail::copy_view<Scalar>(done.k, args.d_k);
     detail::copy_view<Scalar>(done.v, args.d_v);
-    PassStats stats;
-    stats.comm = channel.report();
-    stats.wait_seconds = channel.wait_seconds();
-    stats.kernel_calls = runner.calls;
-    stats.seconds = MPI_Wtime() - t0;
-    return stats;
+    return channel.stats(runner.calls, t0);
 }
 
 #define IOATTN_DIST_INSTANTIATE(T, C)                                                              \

@@ -33,8 +33,6 @@ using detail::PassShape;
 using detail::Rect;
 using detail::rows_of;
 
-constexpr int kReceive = 0;
-constexpr int kSend = 1;
 constexpr int kTagKv = 1601;
 
 /// The compute of the steps: one block's pairs, pieces and rectangles.
@@ -139,26 +137,13 @@ PassStats ring_forward(MPI_Comm comm,
     for (int step = 0; step < ranks; ++step) {
         const int src = (s.rank - step + ranks) % ranks;
         Scalar* current = buffers[step % 2].data();
-        if (step < ranks - 1) {
-            const int incoming = (s.rank - step - 1 + 2 * ranks) % ranks;
-            channel.receive(kReceive,
-                            buffers[(step + 1) % 2].data(),
-                            s.keys.rows(incoming) * w,
-                            channel.prev(),
-                            kTagKv);
-            channel.send(kSend, current, s.keys.rows(src) * w, channel.next(), kTagKv);
-        }
+        detail::post_rotation(channel, s, step, current, buffers[(step + 1) % 2].data(), kTagKv);
         if (!options.communication_only)
             runner.block(src, current);
-        channel.wait(kReceive);
-        channel.wait(kSend);
+        channel.wait(detail::kRotateReceive);
+        channel.wait(detail::kRotateSend);
     }
-    PassStats stats;
-    stats.comm = channel.report();
-    stats.wait_seconds = channel.wait_seconds();
-    stats.kernel_calls = runner.calls;
-    stats.seconds = MPI_Wtime() - t0;
-    return stats;
+    return channel.stats(runner.calls, t0);
 }
 
 #define IOATTN_DIST_INSTANTIATE(T, C)                                                              \

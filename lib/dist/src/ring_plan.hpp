@@ -112,6 +112,26 @@ PassShape validate_pass(MPI_Comm comm,
                         const PassOptions& options,
                         const char* where);
 
+/// Slots of a ring pass's K/V rotation in its Channel.
+inline constexpr int kRotateReceive = 0;
+inline constexpr int kRotateSend = 1;
+
+/// Posts step `step` of the K/V rotation (none on the last step): receive the block of rank
+/// r - step - 1 from r - 1 into `next`, send `current` (the block of r - step) to r + 1. W words
+/// per key row. Wait with channel.wait(kRotateReceive) and (kRotateSend).
+template <typename Scalar>
+void post_rotation(
+    Channel& channel, const PassShape& s, int step, Scalar* current, Scalar* next, int tag) {
+    const int ranks = s.keys.ranks();
+    if (step >= ranks - 1)
+        return;
+    const std::int64_t w = kv_row_words(s.problem);
+    const int incoming = (s.rank - step - 1 + 2 * ranks) % ranks;
+    const int held = (s.rank - step + ranks) % ranks;
+    channel.receive(kRotateReceive, next, s.keys.rows(incoming) * w, channel.prev(), tag);
+    channel.send(kRotateSend, current, s.keys.rows(held) * w, channel.next(), tag);
+}
+
 /// The local problem of rows_q query rows against rows_k key rows (no mask).
 Problem local_problem(const Problem& global, std::int64_t rows_q, std::int64_t rows_k);
 
