@@ -132,9 +132,10 @@ run_backward(const Global<T>& g, const RingCase& c, const PassOptions& options, 
 }
 
 /// Pieces of one kernel tile: every piece boundary of the schedule is exercised.
-PassOptions small_pieces() {
+PassOptions small_pieces(bool beside = true) {
     PassOptions o;
     o.poll_flops = 1.0;
+    o.progress_beside = beside;
     return o;
 }
 
@@ -218,7 +219,8 @@ TEMPLATE_TEST_CASE("ring_backward agrees with the single-process kernel", "[ring
     }
 }
 
-TEMPLATE_TEST_CASE("ring passes are bitwise deterministic across reruns and thread counts",
+TEMPLATE_TEST_CASE("ring passes are bitwise deterministic across reruns, thread counts and "
+                   "progress modes",
                    "[ring]",
                    float,
                    double) {
@@ -229,6 +231,9 @@ TEMPLATE_TEST_CASE("ring passes are bitwise deterministic across reruns and thre
         const auto f1 = run_forward(g, c, small_pieces());
         const auto f2 = run_forward(g, c, small_pieces());
         const auto f3 = run_forward(g, c, small_pieces(), 1);
+        const auto f4 = run_forward(g, c, small_pieces(false)); // the caller computes and polls
+        CHECK(bitwise(f1.o, f4.o));
+        CHECK(bitwise(f1.lse, f4.lse));
         CHECK(bitwise(f1.o, f2.o));
         CHECK(bitwise(f1.lse, f2.lse));
         CHECK(bitwise(f1.o, f3.o));
@@ -236,6 +241,11 @@ TEMPLATE_TEST_CASE("ring passes are bitwise deterministic across reruns and thre
         const auto b1 = run_backward(g, c, PassOptions{});
         const auto b2 = run_backward(g, c, PassOptions{});
         const auto b3 = run_backward(g, c, PassOptions{}, 1);
+        const auto b4 = run_backward(g, c, small_pieces(false));
+        const auto b5 = run_backward(g, c, small_pieces(true));
+        CHECK(bitwise(b4.dq, b5.dq));
+        CHECK(bitwise(b4.dk, b5.dk));
+        CHECK(bitwise(b4.dv, b5.dv));
         CHECK(bitwise(b1.dq, b2.dq));
         CHECK(bitwise(b1.dk, b2.dk));
         CHECK(bitwise(b1.dv, b2.dv));

@@ -4,8 +4,11 @@
 
 #include <ioattn/error.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <climits>
 #include <exception>
+#include <thread>
 #include <vector>
 
 namespace ioattn::dist::detail {
@@ -119,9 +122,11 @@ void Channel::post(int slot, MPI_Request request, MPI_Datatype type, bool receiv
     Slot& s = slots_[static_cast<std::size_t>(slot)];
     IOATTN_ASSERT(s.request == MPI_REQUEST_NULL);
     s = {request, type, receive};
+    ++events_;
 }
 
 void Channel::completed(Slot& s, const MPI_Status& status) {
+    ++events_;
     if (s.receive) {
         int count = 0;
         MPI_Get_count(&status, s.type, &count);
@@ -141,6 +146,13 @@ void Channel::poll() {
         if (done != 0)
             completed(s, status);
     }
+}
+
+void Channel::idle() {
+    poll();
+    nap_us_ = events_ != events_seen_ ? kNapMinUs : std::min(2 * nap_us_, kNapMaxUs);
+    events_seen_ = events_;
+    std::this_thread::sleep_for(std::chrono::microseconds(nap_us_));
 }
 
 void Channel::wait(int slot) {

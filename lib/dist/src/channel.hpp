@@ -5,6 +5,7 @@
 
 #include <ioattn/dist/comm_cost.hpp>
 #include <ioattn/dist/shard.hpp>
+#include <ioattn/parallel.hpp>
 
 #include <array>
 #include <cstdint>
@@ -75,6 +76,20 @@ public:
 
     [[nodiscard]] double wait_seconds() const { return wait_seconds_; }
 
+    /// Runs compute(poll) so that the messages in flight progress meanwhile. `beside`: on
+    /// another thread with `threads` oneTBB slots and poll = false, while this (MPI's main)
+    /// thread polls with naps of 50 us that double up to 2 ms while nothing completes;
+    /// otherwise here with poll = true, and compute calls poll() between its pieces.
+    template <typename Fn>
+    void overlap(bool beside, int threads, const Fn& compute) {
+        if (!beside) {
+            compute(true);
+            return;
+        }
+        nap_us_ = kNapMinUs;
+        run_beside(threads, [&] { compute(false); }, [this] { idle(); });
+    }
+
     /// The pass's stats: these counts and waits, `kernel_calls`, and the time since `t0`
     /// (MPI_Wtime).
     [[nodiscard]] PassStats stats(std::int64_t kernel_calls, double t0) const {
@@ -88,6 +103,10 @@ private:
         bool receive = false;
     };
 
+    static constexpr int kNapMinUs = 50;
+    static constexpr int kNapMaxUs = 2000;
+
+    void idle(); ///< poll(), then nap (shorter after a completion or a new message)
     void post(int slot, MPI_Request request, MPI_Datatype type, bool receive);
     void completed(Slot& s, const MPI_Status& status);
 
@@ -97,6 +116,9 @@ private:
     std::array<Slot, kSlots> slots_{};
     CommReport report_;
     double wait_seconds_ = 0;
+    std::int64_t events_ = 0; ///< messages posted or completed: resets the nap
+    std::int64_t events_seen_ = 0;
+    int nap_us_ = kNapMinUs;
 };
 
 } // namespace ioattn::dist::detail

@@ -21,6 +21,7 @@
 
 #include <ioattn/dense/backward.hpp>
 #include <ioattn/dist/ring.hpp>
+#include <ioattn/parallel.hpp>
 
 #include <algorithm>
 #include <vector>
@@ -53,6 +54,7 @@ struct BackwardRunner {
     std::vector<Scalar> dk{};
     std::vector<Scalar> dv{};
     std::int64_t calls = 0;
+    bool poll = true; ///< poll MPI between pieces (false on workers: the caller polls)
 
     void block(int src, Scalar* data, Scalar* part_data) {
         const auto kv = KvBlock<Scalar>::over(data, s.problem, s.keys.rows(src));
@@ -82,7 +84,7 @@ struct BackwardRunner {
             const detail::Rects rs = detail::rectangles(qr.size(), a1 - a0, t - a0, p.causal);
             for (int i = 0; i < rs.count; ++i)
                 run(rs.rect[static_cast<std::size_t>(i)], lq, lk + a0, kv, part);
-            if (rs.count > 0)
+            if (rs.count > 0 && poll)
                 channel.poll();
         }
     }
@@ -141,6 +143,7 @@ PassStats ring_backward(MPI_Comm comm,
         detail::validate_pass<Scalar>(comm, args, &args, nullptr, tiling, memory, options, kWhere);
     const Problem& p = s.problem;
     const int ranks = s.keys.ranks();
+    const int threads = max_concurrency(); // the caller's arena
     const std::int64_t w = kv_row_words(p);
     const auto words = static_cast<std::size_t>(s.keys.max_rows() * w);
     std::vector<Scalar> kv[2] = {std::vector<Scalar>(words), std::vector<Scalar>(words)};
@@ -170,7 +173,10 @@ PassStats ring_backward(MPI_Comm comm,
         }
         std::fill_n(part.data(), rows * w, Scalar(0));
         if (!options.communication_only)
-            runner.block(src, current, part.data());
+            channel.overlap(options.progress_beside, threads, [&](bool poll) {
+                runner.poll = poll;
+                runner.block(src, current, part.data());
+            });
         if (step == 0) {
             std::copy_n(part.data(), rows * w, sum);
         } else {

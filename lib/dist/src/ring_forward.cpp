@@ -18,6 +18,7 @@
 
 #include <ioattn/dense/forward.hpp>
 #include <ioattn/dist/ring.hpp>
+#include <ioattn/parallel.hpp>
 
 #include <algorithm>
 #include <limits>
@@ -48,6 +49,7 @@ struct ForwardRunner {
     std::vector<Scalar> o_part{};
     std::vector<Scalar> lse_part{};
     std::int64_t calls = 0;
+    bool poll = true; ///< poll MPI between pieces (false on workers: the caller polls)
 
     void block(int src, Scalar* data) {
         const auto kv = KvBlock<Scalar>::over(data, s.problem, s.keys.rows(src));
@@ -75,7 +77,7 @@ struct ForwardRunner {
             const detail::Rects rs = detail::rectangles(p1 - p0, kr.size(), t + p0, p.causal);
             for (int i = 0; i < rs.count; ++i)
                 run(rs.rect[static_cast<std::size_t>(i)], lq + p0, lk, kv);
-            if (rs.count > 0)
+            if (rs.count > 0 && poll)
                 channel.poll();
         }
     }
@@ -118,6 +120,7 @@ PassStats ring_forward(MPI_Comm comm,
         comm, args, nullptr, nullptr, tiling, memory, options, kWhere);
     const Problem& p = s.problem;
     const int ranks = s.keys.ranks();
+    const int threads = max_concurrency(); // the caller's arena
     const std::int64_t w = kv_row_words(p);
     std::vector<Scalar> buffers[2];
     for (auto& b : buffers)
@@ -139,7 +142,10 @@ PassStats ring_forward(MPI_Comm comm,
         Scalar* current = buffers[step % 2].data();
         detail::post_rotation(channel, s, step, current, buffers[(step + 1) % 2].data(), kTagKv);
         if (!options.communication_only)
-            runner.block(src, current);
+            channel.overlap(options.progress_beside, threads, [&](bool poll) {
+                runner.poll = poll;
+                runner.block(src, current);
+            });
         channel.wait(detail::kRotateReceive);
         channel.wait(detail::kRotateSend);
     }

@@ -48,6 +48,11 @@ struct PassOptions {
     /// are about this many flops, and at least one kernel tile of rows. Results depend on it
     /// only through the order of floating-point sums, never on timing or thread count.
     double poll_flops = 268435456.0;
+    /// The ring passes compute each step on a second thread (with as many oneTBB slots as the
+    /// caller's arena) while the calling thread keeps MPI progressing, so that transfers
+    /// advance during the kernels; false: the calling thread computes and polls MPI between
+    /// pieces. The results are the same bit for bit.
+    bool progress_beside = true;
 };
 
 /// What one rank did: its counted communication and where its time went.
