@@ -4,7 +4,8 @@
 /// dO, O, L for the backward) under a Sharding of n_q (queries) and of n_k (keys) with the same
 /// layout; K/V blocks travel around the ring, one hop per step, by nonblocking point-to-point
 /// messages, double-buffered so that the next block's transfer overlaps the current block's
-/// kernels (the calling thread polls MPI between pieces of the kernel work).
+/// kernels: these run on a second thread while the calling thread keeps MPI progressing
+/// (PassOptions::progress_beside; otherwise it polls between pieces of the kernel work).
 ///
 /// Requirements: MPI initialised with at least MPI_THREAD_FUNNELED, called from the main thread
 /// on every rank of `comm` with the same global problem, layout, Scalar and tiling. oneTBB runs

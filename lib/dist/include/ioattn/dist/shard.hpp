@@ -44,10 +44,12 @@ struct PassOptions {
     /// Walk the communication schedule with no arithmetic: the same messages, no kernels. The
     /// outputs are left unspecified. Its time is what the transfers cost when nothing hides them.
     bool communication_only = false;
-    /// Work between two polls of MPI by the calling thread (the ring passes): pieces of a step
-    /// are about this many flops, and at least one kernel tile of rows. Results depend on it
-    /// only through the order of floating-point sums, never on timing or thread count.
-    double poll_flops = 268435456.0;
+    /// Work per piece of a ring step (the calling thread polls MPI between pieces when it
+    /// computes itself, see progress_beside): about this many flops, and at least one kernel
+    /// tile of rows. The default, 2^34, is about a second of one core: few kernel calls. The
+    /// results depend on it only through the order of floating-point sums (the backward's dQ
+    /// and dK, dV partials), never on timing, thread count or progress_beside.
+    double poll_flops = 17179869184.0;
     /// The ring passes compute each step on a second thread (with as many oneTBB slots as the
     /// caller's arena) while the calling thread keeps MPI progressing, so that transfers
     /// advance during the kernels; false: the calling thread computes and polls MPI between
