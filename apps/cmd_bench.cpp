@@ -1,10 +1,14 @@
 // ioattn bench: benchmark suites measured in one run (DESIGN.md §5). --suite dense: fp32, B=1,
-// H=8, N in {1024, 4096}, d in {64, 128}: the fused forward (NullCounter, tuned tiling), the
-// naive OpenBLAS attention in both threading modes, and OpenBLAS SGEMM 2048^3 as the roofline,
-// all on the same thread count; medians of --repeat runs after a warm-up.
+// H=8, N in {1024, 4096}, d in {64, 128}: the fused forward and backward (NullCounter, tuned
+// tiling), the naive OpenBLAS attention in both threading modes, OpenBLAS SGEMM 2048^3 as the
+// roofline (with the OpenBLAS core that ran it) and the FMA peak of the kernels' instruction
+// set, all on the same thread count; medians of --repeat runs after a warm-up. Every row also
+// shows its time over this machine's time lower bound (bound --preset this-machine), which
+// must never fall below 1.
 
 #include "bench_sparse.hpp"
 #include "commands.hpp"
+#include "machine.hpp"
 #include "options.hpp"
 #include "output.hpp"
 
@@ -48,6 +52,7 @@ struct Result {
     double gflops = 0;
     double ratio = 0;   ///< to SGEMM
     double speedup = 0; ///< naive (best mode) seconds / this seconds; 0 for rows it does not apply
+    double bound_seconds = 0; ///< this machine's time lower bound of the row's pass; 0: none
 };
 
 class Progress {
@@ -90,14 +95,23 @@ void run(const BenchOptions& o) {
         o.quick ? std::vector<std::int64_t>{1024} : std::vector<std::int64_t>{1024, 4096};
     const std::vector<std::int64_t> ds{64, 128};
     const int threads = o.threads;
-    Progress progress(1 + 5 * static_cast<int>(ns.size() * ds.size()));
+    Progress progress(2 + 5 * static_cast<int>(ns.size() * ds.size()));
     std::vector<Result> rows;
 
-    progress.step("sgemm 2048^3 (roofline)");
-    bench::SquareGemm<float> gemm(2048, threads);
-    const double gemm_s = bench::median_seconds(o.repeat, [&] { gemm.run(); });
-    const double peak = gemm.flops() / gemm_s * 1e-9;
-    rows.push_back({"sgemm-2048 (roofline)", 2048, 2048, "-", gemm_s, peak, 1.0, 0.0});
+    progress.step("sgemm 2048^3 and the FMA peak (roofline)");
+    const Roofline roof = measure_roofline(threads, o.repeat);
+    const double peak = roof.gemm_gflops;
+    rows.push_back({"sgemm-2048 (roofline)",
+                    2048,
+                    2048,
+                    "-",
+                    2.0 * 2048.0 * 2048.0 * 2048.0 / (peak * 1e9),
+                    peak,
+                    1.0,
+                    0.0});
+    progress.step("this machine's bandwidth (time bound)");
+    const Machine machine = this_machine(threads);
+    const MemoryModel l2{machine.fast_bytes > 0 ? machine.fast_bytes / 4 : std::int64_t{1} << 18};
 
     double naive_wins[2] = {0, 0};
     for (std::int64_t n : ns)
@@ -110,6 +124,8 @@ void run(const BenchOptions& o) {
             p.d = d;
             p = p.resolved(kWhere);
             const double flops = flop_count_convention(p, Pass::forward);
+            const double forward_bound = time_bound(p, Pass::forward, l2, machine).seconds();
+            const double backward_bound = time_bound(p, Pass::backward, l2, machine).seconds();
             bench::ForwardData<float> data(p, o.seed);
             const ForwardArgs<float> args = data.args();
 
@@ -131,7 +147,8 @@ void run(const BenchOptions& o) {
                                 naive_s[mode],
                                 flops / naive_s[mode] * 1e-9,
                                 0.0,
-                                0.0});
+                                0.0,
+                                forward_bound});
             }
             const double best_naive = std::min(naive_s[0], naive_s[1]);
             naive_wins[naive_s[0] <= naive_s[1] ? 0 : 1] += 1;
@@ -152,7 +169,8 @@ void run(const BenchOptions& o) {
                             fused_s,
                             flops / fused_s * 1e-9,
                             0.0,
-                            best_naive / fused_s});
+                            best_naive / fused_s,
+                            forward_bound});
             for (std::size_t i = rows.size() - 3; i < rows.size() - 1; ++i)
                 rows[i].speedup = best_naive / rows[i].seconds;
 
@@ -185,8 +203,15 @@ void run(const BenchOptions& o) {
                 NullCounter c;
                 with_threads(threads, [&] { dense::backward(bargs, btiling, mem, c); });
             });
-            rows.push_back(
-                {"naive-blas backward", n, d, "-", naive_bs, bflops / naive_bs * 1e-9, 0.0, 1.0});
+            rows.push_back({"naive-blas backward",
+                            n,
+                            d,
+                            "-",
+                            naive_bs,
+                            bflops / naive_bs * 1e-9,
+                            0.0,
+                            1.0,
+                            backward_bound});
             rows.push_back({"fused backward",
                             n,
                             d,
@@ -194,11 +219,15 @@ void run(const BenchOptions& o) {
                             fused_bs,
                             bflops / fused_bs * 1e-9,
                             0.0,
-                            naive_bs / fused_bs});
+                            naive_bs / fused_bs,
+                            backward_bound});
         }
     progress.finish();
-    for (Result& r : rows)
+    bool below_bound = false;
+    for (Result& r : rows) {
         r.ratio = r.gflops / peak;
+        below_bound = below_bound || (r.bound_seconds > 0 && r.seconds < r.bound_seconds);
+    }
     const std::string faster = naive_wins[0] >= naive_wins[1] ? "heads-parallel" : "blas-threads";
 
     if (o.json) {
@@ -209,7 +238,8 @@ void run(const BenchOptions& o) {
         j["heads"] = 8;
         j["threads"] = threads;
         j["repeat"] = o.repeat;
-        j["sgemm_gflops"] = peak;
+        add_roofline_json(j, roof);
+        j["bandwidth_gbs"] = machine.bandwidth_gbs;
         j["naive_faster_mode"] = faster;
         j["rows"] = nlohmann::json::array();
         for (const Result& r : rows)
@@ -221,12 +251,27 @@ void run(const BenchOptions& o) {
                  {"seconds", r.seconds},
                  {"gflops", r.gflops},
                  {"ratio_to_sgemm", r.ratio},
+                 {"ratio_to_peak", r.gflops / roof.peak_gflops},
                  {"speedup_vs_naive",
-                  r.speedup > 0 ? nlohmann::json(r.speedup) : nlohmann::json(nullptr)}});
+                  r.speedup > 0 ? nlohmann::json(r.speedup) : nlohmann::json(nullptr)},
+                 {"bound_seconds",
+                  r.bound_seconds > 0 ? nlohmann::json(r.bound_seconds) : nlohmann::json(nullptr)},
+                 {"time_over_bound",
+                  r.bound_seconds > 0 ? nlohmann::json(r.seconds / r.bound_seconds)
+                                      : nlohmann::json(nullptr)}});
         std::cout << j.dump(2) << '\n';
         return;
     }
-    Table t({"what", "N", "d", "tiling", "seconds", "GFLOP/s", "x SGEMM", "vs naive"});
+    Table t({"what",
+             "N",
+             "d",
+             "tiling",
+             "seconds",
+             "GFLOP/s",
+             "x SGEMM",
+             "x peak",
+             "vs naive",
+             "time / bound"});
     for (const Result& r : rows)
         t.add({r.what,
                r.what.starts_with("sgemm") ? "2048^3" : std::to_string(r.n),
@@ -235,7 +280,9 @@ void run(const BenchOptions& o) {
                sig(r.seconds),
                fixed(r.gflops, 1),
                fixed(r.ratio, 3),
-               r.speedup > 0 ? fixed(r.speedup, 2) : std::string("-")});
+               fixed(r.gflops / roof.peak_gflops, 3),
+               r.speedup > 0 ? fixed(r.speedup, 2) : std::string("-"),
+               r.bound_seconds > 0 ? fixed(r.seconds / r.bound_seconds, 2) : std::string("-")});
     if (o.csv) {
         t.print_csv(std::cout);
         return;
@@ -243,9 +290,16 @@ void run(const BenchOptions& o) {
     std::cout << "ioattn bench --suite dense: fp32, B=1, H=8, " << threads << " threads, median of "
               << o.repeat
               << " runs after a warm-up; GFLOP/s = 4 B H N^2 d / s (backward rows: 2.5x that)\n";
+    print_roofline(std::cout, roof);
     t.print(std::cout);
     std::cout << "vs naive = the faster naive mode's time / this time (faster mode here: mostly "
-              << faster << "); x SGEMM = GFLOP/s / same-run SGEMM 2048^3 GFLOP/s\n";
+              << faster << "); x SGEMM = GFLOP/s / same-run SGEMM 2048^3 GFLOP/s; x peak = "
+              << "GFLOP/s / FMA peak; time / bound = seconds / max(w L / beta, F / P) of "
+              << "`bound --preset this-machine` (beta " << fixed(machine.bandwidth_gbs, 1)
+              << " GB/s, P = the FMA peak, M = per-core L2)\n";
+    if (below_bound)
+        std::cout << "WARNING: a row ran faster than this machine's time lower bound: the bound "
+                     "is wrong (its beta or P is below what this machine does)\n";
 }
 
 } // namespace

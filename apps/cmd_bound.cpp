@@ -6,6 +6,7 @@
 // place of N^2; the compulsory traffic then usually dominates.
 
 #include "commands.hpp"
+#include "machine.hpp"
 #include "options.hpp"
 #include "output.hpp"
 #ifdef IOATTN_WITH_MPI
@@ -70,37 +71,11 @@ struct BoundOptions {
 #endif
 };
 
-struct Machine {
-    std::string preset = "none";
-    std::string source;
-    std::int64_t fast_bytes = 0; ///< 0: take --M/--M-bytes or the L2
-    std::int64_t word_bytes = 4;
-    double bandwidth_gbs = 0;
-    double peak_gflops = 0;
-};
-
 Machine machine_of(const BoundOptions& o) {
     Machine m;
     m.word_bytes = word_bytes(o.shared);
     if (o.preset == "this-machine") {
-        m.preset = o.preset;
-        m.fast_bytes = l2_cache_bytes();
-        m.word_bytes = 4;
-        const int threads = with_threads(o.shared.threads, [] { return max_concurrency(); });
-        if (o.bandwidth <= 0)
-            m.bandwidth_gbs = bench::measure_read_bandwidth(std::int64_t{512} << 20, threads);
-        if (o.peak <= 0) {
-            bench::SquareGemm<float> gemm(2048, threads);
-            m.peak_gflops = gemm.flops() / bench::median_seconds(3, [&] { gemm.run(); }) * 1e-9;
-        }
-        m.source = "this machine, fp32: M = per-core L2 from sysfs (" +
-                   std::to_string(m.fast_bytes / 1024) +
-                   " KiB); beta measured now (sum over 512 "
-                   "MiB, " +
-                   std::to_string(threads) +
-                   " threads); P measured now (OpenBLAS "
-                   "SGEMM 2048^3, " +
-                   std::to_string(threads) + " threads)";
+        m = this_machine(o.shared.threads);
     } else if (!o.preset.empty()) {
         for (const Preset& p : kPresets)
             if (o.preset == p.name) {
@@ -193,10 +168,11 @@ void run(const BoundOptions& o) {
     }
     const double w = static_cast<double>(mach.word_bytes);
     // the pass's exact flops: forward 2 pairs (d + d_v); the backward's five products 2.5x that
-    const double flops = flop_count_forward(p) * (pass == Pass::backward ? 2.5 : 1.0);
-    const double io_seconds = w * b.asymptotic() / (mach.bandwidth_gbs * 1e9);
-    const double compute_seconds = flops / (mach.peak_gflops * 1e9);
-    const double bound_seconds = std::max(io_seconds, compute_seconds);
+    const TimeBound tb = time_bound(p, pass, mem, mach);
+    const double flops = tb.flops;
+    const double io_seconds = tb.io_seconds;
+    const double compute_seconds = tb.compute_seconds;
+    const double bound_seconds = tb.seconds();
     const double chosen_seconds =
         chosen_io ? w * static_cast<double>(chosen_io->total()) / (mach.bandwidth_gbs * 1e9) : 0.0;
     const bool rectangular = p.n_q != p.n_k;
@@ -306,7 +282,8 @@ void register_bound(CLI::App& app) {
     cmd->add_option("--preset",
                     o->preset,
                     "this-machine: M = per-core L2 (sysfs), fp32, beta and P MEASURED now "
-                    "(a 512 MiB read sum; OpenBLAS SGEMM 2048^3). a100: NVIDIA A100 SXM4 40GB, "
+                    "(a 512 MiB read sum; P = the FMA peak of the active instruction set, a "
+                    "register-only multiply-add loop). a100: NVIDIA A100 SXM4 40GB, "
                     "fp16, 1555 GB/s HBM2, 312 TFLOP/s, 192 KiB SRAM/SM (NVIDIA A100 datasheet; "
                     "FlashAttention arXiv 2205.14135 Fig. 1). h100: NVIDIA H100 SXM5, fp16, "
                     "3.35 TB/s HBM3, 989 TFLOP/s dense, 228 KiB shared/SM (NVIDIA H100 "

@@ -2,15 +2,21 @@
 // run, io, bound, bench and verify (DESIGN.md §4). Exit 0 on success, 1 on a failed check or
 // runtime error, 2 on bad usage, with the reason on stderr in one line.
 
+#include "blas_core.hpp"
 #include "commands.hpp"
 
 #include <ioattn/error.hpp>
+#include <ioattn/isa.hpp>
 
 #include <CLI/CLI.hpp>
+#include <tbb/version.h>
 
 #include <exception>
 #include <iostream>
 #include <string>
+#include <string_view>
+
+#include <bench_util.hpp>
 
 namespace {
 
@@ -19,15 +25,42 @@ void print_error(const std::string& what) {
     std::cerr << "ioattn: " << what.substr(0, what.find('\n')) << '\n';
 }
 
+std::string isa_list(const std::vector<ioattn::Isa>& isas) {
+    std::string s;
+    for (const ioattn::Isa i : isas)
+        s += (s.empty() ? "" : ", ") + std::string(ioattn::to_string(i));
+    return s;
+}
+
+/// `ioattn --version`: the version, the kernels' instruction set, oneTBB, the BLAS core.
+std::string version_text() {
+    std::vector<ioattn::Isa> usable;
+    for (const ioattn::Isa i : ioattn::built_isas())
+        if (ioattn::cpu_supports(i))
+            usable.push_back(i);
+    return std::string("ioattn ") + IOATTN_VERSION +
+           "\nkernels: " + std::string(ioattn::to_string(ioattn::active_isa())) +
+           " (built: " + isa_list(ioattn::built_isas()) + "; this CPU runs: " + isa_list(usable) +
+           "; IOATTN_ISA=avx512|avx2|sse2 forces one)\noneTBB: " + TBB_runtime_version() +
+           " (built against " + TBB_VERSION_STRING + ")\nBLAS: " + ioattn::bench::blas_config() +
+           "; core " + ioattn::bench::blas_core();
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
+    // bench and demo time OpenBLAS: make sure it runs the kernels this CPU allows (blas_core.hpp).
+    if (argc > 1 && (std::string_view(argv[1]) == "bench" || std::string_view(argv[1]) == "demo"))
+        ioattn::app::prefer_best_blas_core(argv);
     try {
         CLI::App app{"ioattn: exact attention on CPUs, measured in data movement.\n"
                      "Every schedule can run counted: words moved between a fast memory of M "
                      "words\nand slow memory, held against the I/O lower bounds of Saha & Ye "
                      "(2024)."};
         app.require_subcommand(1);
+        app.set_version_flag("--version", version_text);
+        // A bad IOATTN_ISA is a usage error of the whole program (exit 2), whatever it runs.
+        (void)ioattn::active_isa();
         app.failure_message([](const CLI::App* /*app*/, const CLI::Error& e) {
             return "ioattn: " + std::string(e.what()) + " (see --help)\n";
         });

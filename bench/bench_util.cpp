@@ -39,6 +39,53 @@ int blas_int(std::int64_t n) {
     return static_cast<int>(n);
 }
 
+// The peers' own loops run at this CPU's best instruction set, like OpenBLAS and the ioattn
+// kernels they are compared with (a default build compiles for the x86-64 baseline): GCC clones
+// each for AVX-512, AVX2 and the baseline and picks one when the program loads.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define IOATTN_PEER_CLONES                                                                         \
+    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define IOATTN_PEER_CLONES
+#endif
+
+/// row[0, vis) = softmax(row[0, vis)), row[vis, n_k) = 0 (the keys a causal row does not see).
+IOATTN_PEER_CLONES void softmax_row(float* row, std::int64_t vis, std::int64_t n_k) {
+    // `omp simd` (-fopenmp-simd): GCC 12 at -O2 left these loops scalar, expf included
+    float mx = vis > 0 ? row[0] : 0.0F;
+#pragma omp simd reduction(max : mx)
+    for (std::int64_t j = 1; j < vis; ++j)
+        mx = std::max(mx, row[j]);
+    float sum = 0.0F;
+#pragma omp simd reduction(+ : sum)
+    for (std::int64_t j = 0; j < vis; ++j) {
+        row[j] = std::exp(row[j] - mx);
+        sum += row[j];
+    }
+    const float inv = vis > 0 ? 1.0F / sum : 0.0F;
+#pragma omp simd
+    for (std::int64_t j = 0; j < vis; ++j)
+        row[j] *= inv;
+    for (std::int64_t j = vis; j < n_k; ++j)
+        row[j] = 0.0F;
+}
+
+/// dp[j] = p[j] (dp[j] - D) for one row, D = dO_i . O_i: dS of the naive backward.
+IOATTN_PEER_CLONES void d_scores_row(const float* p,
+                                     float* dp,
+                                     std::int64_t n_k,
+                                     const float* d_o,
+                                     const float* o,
+                                     std::int64_t d_v) {
+    float delta = 0.0F;
+#pragma omp simd reduction(+ : delta)
+    for (std::int64_t x = 0; x < d_v; ++x)
+        delta += d_o[x] * o[x];
+#pragma omp simd
+    for (std::int64_t j = 0; j < n_k; ++j)
+        dp[j] = p[j] * (dp[j] - delta);
+}
+
 } // namespace
 
 void fill_uniform(std::vector<float>& x, std::uint64_t seed) {
@@ -85,6 +132,16 @@ void set_blas_threads(int threads) {
     openblas_set_num_threads(std::max(threads, 1));
 }
 
+std::string blas_core() {
+    const char* name = openblas_get_corename();
+    return name != nullptr ? name : "unknown";
+}
+
+std::string blas_config() {
+    const char* config = openblas_get_config();
+    return config != nullptr ? config : "unknown";
+}
+
 NaiveAttention::NaiveAttention(const Problem& problem, NaiveMode mode, int threads)
     : problem_(problem.resolved("ioattn::bench::NaiveAttention"))
     , mode_(mode)
@@ -119,23 +176,8 @@ void NaiveAttention::head(
                 blas_int(p.n_k));
     // --- P = softmax(S) over the visible keys of each row ---
     const auto softmax_rows = [&](std::int64_t i0, std::int64_t i1) {
-        for (std::int64_t i = i0; i < i1; ++i) {
-            float* row = s + i * p.n_k;
-            const std::int64_t vis = p.visible_keys(i);
-            float mx = vis > 0 ? row[0] : 0.0F;
-            for (std::int64_t j = 1; j < vis; ++j)
-                mx = std::max(mx, row[j]);
-            float sum = 0.0F;
-            for (std::int64_t j = 0; j < vis; ++j) {
-                row[j] = std::exp(row[j] - mx);
-                sum += row[j];
-            }
-            const float inv = vis > 0 ? 1.0F / sum : 0.0F;
-            for (std::int64_t j = 0; j < vis; ++j)
-                row[j] *= inv;
-            for (std::int64_t j = vis; j < p.n_k; ++j)
-                row[j] = 0.0F;
-        }
+        for (std::int64_t i = i0; i < i1; ++i)
+            softmax_row(s + i * p.n_k, p.visible_keys(i), p.n_k);
     };
     if (mode_ == NaiveMode::heads_parallel) {
         softmax_rows(0, p.n_q);
@@ -239,18 +281,8 @@ void NaiveBackward::run(const float* q,
             float* pr = p_[sz(w)].data();
             float* dp = dp_[sz(w)].data();
             gemm(false, true, p.n_q, p.n_k, p.d, scale, qh, p.d, kh, p.d, pr, p.n_k); // S
-            for (std::int64_t i = 0; i < p.n_q; ++i) { // P = softmax(S)
-                float* row = pr + i * p.n_k;
-                const std::int64_t vis = p.visible_keys(i);
-                float mx = vis > 0 ? row[0] : 0.0F;
-                for (std::int64_t j = 1; j < vis; ++j)
-                    mx = std::max(mx, row[j]);
-                float sum = 0.0F;
-                for (std::int64_t j = 0; j < vis; ++j)
-                    sum += (row[j] = std::exp(row[j] - mx));
-                for (std::int64_t j = 0; j < p.n_k; ++j)
-                    row[j] = j < vis ? row[j] / sum : 0.0F;
-            }
+            for (std::int64_t i = 0; i < p.n_q; ++i) // P = softmax(S)
+                softmax_row(pr + i * p.n_k, p.visible_keys(i), p.n_k);
             gemm(true,
                  false,
                  p.n_k,
@@ -264,13 +296,9 @@ void NaiveBackward::run(const float* q,
                  d_v + sl * p.n_k * p.d_v,
                  p.d_v); // dV = P^T dO
             gemm(false, true, p.n_q, p.n_k, p.d_v, 1.0F, doh, p.d_v, vh, p.d_v, dp, p.n_k); // dP
-            for (std::int64_t i = 0; i < p.n_q; ++i) { // dS = P o (dP - D)
-                float delta = 0.0F;
-                for (std::int64_t x = 0; x < p.d_v; ++x)
-                    delta += doh[i * p.d_v + x] * oh[i * p.d_v + x];
-                for (std::int64_t j = 0; j < p.n_k; ++j)
-                    dp[i * p.n_k + j] = pr[i * p.n_k + j] * (dp[i * p.n_k + j] - delta);
-            }
+            for (std::int64_t i = 0; i < p.n_q; ++i) // dS = P o (dP - D)
+                d_scores_row(
+                    pr + i * p.n_k, dp + i * p.n_k, p.n_k, doh + i * p.d_v, oh + i * p.d_v, p.d_v);
             gemm(false,
                  false,
                  p.n_q,

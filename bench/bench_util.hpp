@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -118,6 +119,12 @@ double measure_read_bandwidth(std::int64_t bytes, int threads, int repeat = 5);
 
 /// Sets OpenBLAS's thread count (a process-wide setting).
 void set_blas_threads(int threads);
+
+/// The kernel family OpenBLAS runs in this process (openblas_get_corename(), e.g. "Haswell",
+/// "SkylakeX"; "Prescott" is its SSE3 fallback on CPUs it does not know), and its build
+/// configuration (openblas_get_config()).
+std::string blas_core();
+std::string blas_config();
 
 /// Wall-clock seconds of one call of fn().
 template <typename Fn>

@@ -2,7 +2,9 @@
 // peers of DESIGN.md §5 in the same binary: OpenBLAS SGEMM 2048^3 (the roofline) and naive
 // attention on OpenBLAS. Counters: `flops` (a rate, FlashAttention convention), `io_words` (one
 // untimed IoCounter pass of the same tiling) and `io_cost` (the closed form). No correctness
-// checks. JSON: --benchmark_format=json.
+// checks. JSON: --benchmark_format=json; its context names the kernels' instruction set (`isa`)
+// and the OpenBLAS core the peers ran (`blas_core`; OpenBLAS 0.3.21 runs its SSE3 kernels on
+// CPUs it does not know: set OPENBLAS_CORETYPE, as `ioattn bench` does).
 //
 // Args of the kernel families: N, d, threads, M (0: per-core L2 with the tuned tiling; else M
 // words with the I/O-optimal for_memory tiling). B = 1, H = 8, fp32.
@@ -10,10 +12,12 @@
 #include "bench_util.hpp"
 
 #include <ioattn/dense.hpp>
+#include <ioattn/isa.hpp>
 
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <string>
 
 namespace {
 
@@ -141,4 +145,13 @@ BENCHMARK(sgemm)
 
 } // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+    benchmark::AddCustomContext("isa", std::string(ioattn::to_string(ioattn::active_isa())));
+    benchmark::AddCustomContext("blas_core", ioattn::bench::blas_core());
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv))
+        return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}

@@ -14,7 +14,11 @@ target_include_directories(ioattn_bench_util PUBLIC ${CMAKE_CURRENT_LIST_DIR})
 target_link_libraries(ioattn_bench_util
   PUBLIC ioattn::core
   PRIVATE ioattn_openblas $<BUILD_INTERFACE:ioattn_warnings> $<BUILD_INTERFACE:ioattn_isa>)
-# The naive peer's row softmax calls expf in a loop: -ffast-math lets GCC use glibc's vector
-# expf (libmvec), so the peer is not handicapped by scalar exp. The code never relies on
-# infinities (masked entries are skipped, not set to -inf).
-target_compile_options(ioattn_bench_util PRIVATE -ffast-math)
+# The peers' loops are cloned per instruction set (target_clones in bench_util.cpp), so a
+# default build's peers run at this CPU's best one.
+# The naive peer's row softmax calls expf in a loop: -ffast-math with -fopenmp-simd (glibc
+# declares its vector expf, libmvec, only then) lets GCC call the vector expf of each clone's
+# instruction set (target_clones in bench_util.cpp), so the peer is not handicapped by scalar
+# exp (checked with objdump: _ZGVeN16v_expf / _ZGVdN8v_expf; without -fopenmp-simd GCC 12
+# called the scalar expf). The code never relies on infinities (masked entries are skipped).
+target_compile_options(ioattn_bench_util PRIVATE -ffast-math -fopenmp-simd)

@@ -1,4 +1,4 @@
-# Warnings, sanitizers and the instruction-set choice for every ioattn target (not exported).
+# Warnings and sanitizers for every ioattn target (not exported).
 add_library(ioattn_warnings INTERFACE)
 target_compile_options(ioattn_warnings INTERFACE
   -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion -Wdouble-promotion
@@ -8,13 +8,4 @@ if(IOATTN_SANITIZE)
   target_compile_options(ioattn_warnings INTERFACE -fsanitize=${IOATTN_SANITIZE}
                          -fno-omit-frame-pointer -fno-sanitize-recover=all)
   target_link_options(ioattn_warnings INTERFACE -fsanitize=${IOATTN_SANITIZE})
-endif()
-
-# Instruction set: the kernels pick AVX-512, AVX2+FMA or scalar code at compile time from the
-# compiler's target macros, so one option decides what the binary may execute.
-add_library(ioattn_isa INTERFACE)
-if(IOATTN_PORTABLE)
-  target_compile_options(ioattn_isa INTERFACE -mavx2 -mfma)
-elseif(IOATTN_NATIVE)
-  target_compile_options(ioattn_isa INTERFACE -march=native)
 endif()

@@ -30,12 +30,7 @@
 // Tests: tests/sparse/backward_test.cpp, sparse_inputs_test.cpp
 
 #include "plan.hpp"
-#include "row_source.hpp"
-#include "validate.hpp"
 
-#include <ioattn/kernels/dq_partials.hpp>
-#include <ioattn/kernels/softmax_grad.hpp>
-#include <ioattn/kernels/tile.hpp>
 #include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
 #include <ioattn/sparse/backward.hpp>
@@ -47,7 +42,17 @@
 #include <limits>
 #include <string>
 
-namespace ioattn::sparse {
+// The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
+#include <ioattn/kernels/target_begin.hpp>
+// The kernels it uses, compiled for that instruction set:
+#include "row_source.hpp"
+#include "validate.hpp"
+
+#include <ioattn/kernels/dq_partials.hpp>
+#include <ioattn/kernels/softmax_grad.hpp>
+#include <ioattn/kernels/tile.hpp>
+
+namespace ioattn::sparse::IOATTN_ISA {
 
 namespace {
 
@@ -448,18 +453,7 @@ void backward_fused(const BackwardArgs<Scalar>& args,
     });
 }
 
-template <typename Scalar, typename Counter>
-void backward_fused(const BackwardArgs<Scalar>& args,
-                    const Support& support,
-                    const Tiling& tiling,
-                    const MemoryModel& memory,
-                    Counter& counter) {
-    backward_fused(args, support, SparseInputs<Scalar>{}, tiling, memory, counter);
-}
-
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
-    template void backward_fused<Scalar, Counter>(                                                 \
-        const BackwardArgs<Scalar>&, const Support&, const Tiling&, const MemoryModel&, Counter&); \
     template void backward_fused<Scalar, Counter>(const BackwardArgs<Scalar>&,                     \
                                                   const Support&,                                  \
                                                   const SparseInputs<Scalar>&,                     \
@@ -474,4 +468,4 @@ IOATTN_INSTANTIATE(double, IoCounter)
 IOATTN_INSTANTIATE(double, DryRunCounter)
 #undef IOATTN_INSTANTIATE
 
-} // namespace ioattn::sparse
+} // namespace ioattn::sparse::IOATTN_ISA

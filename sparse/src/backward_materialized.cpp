@@ -41,12 +41,7 @@
 // Tests: tests/sparse/backward_materialized_test.cpp, sparse_inputs_test.cpp
 
 #include "plan.hpp"
-#include "row_source.hpp"
-#include "tile_ops.hpp"
-#include "validate.hpp"
 
-#include <ioattn/kernels/softmax_grad.hpp>
-#include <ioattn/kernels/strip.hpp>
 #include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
 #include <ioattn/sparse/backward.hpp>
@@ -58,7 +53,17 @@
 #include <utility>
 #include <vector>
 
-namespace ioattn::sparse {
+// The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
+#include <ioattn/kernels/target_begin.hpp>
+// The kernels it uses, compiled for that instruction set:
+#include "row_source.hpp"
+#include "tile_ops.hpp"
+#include "validate.hpp"
+
+#include <ioattn/kernels/softmax_grad.hpp>
+#include <ioattn/kernels/strip.hpp>
+
+namespace ioattn::sparse::IOATTN_ISA {
 
 namespace {
 
@@ -462,19 +467,8 @@ void backward_materialized(const BackwardArgs<Scalar>& args,
     }
 }
 
-template <typename Scalar, typename Counter>
-void backward_materialized(const BackwardArgs<Scalar>& args,
-                           const Support& support,
-                           const Tiling& tiling,
-                           const MemoryModel& memory,
-                           Counter& counter) {
-    backward_materialized(args, support, SparseInputs<Scalar>{}, tiling, memory, counter);
-}
-
 // NOLINTBEGIN(bugprone-macro-parentheses): the arguments are types
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
-    template void backward_materialized<Scalar, Counter>(                                          \
-        const BackwardArgs<Scalar>&, const Support&, const Tiling&, const MemoryModel&, Counter&); \
     template void backward_materialized<Scalar, Counter>(const BackwardArgs<Scalar>&,              \
                                                          const Support&,                           \
                                                          const SparseInputs<Scalar>&,              \
@@ -490,4 +484,4 @@ IOATTN_INSTANTIATE(double, DryRunCounter)
 #undef IOATTN_INSTANTIATE
 // NOLINTEND(bugprone-macro-parentheses)
 
-} // namespace ioattn::sparse
+} // namespace ioattn::sparse::IOATTN_ISA

@@ -20,13 +20,8 @@
 // Tests: tests/sparse/forward_test.cpp
 
 #include "plan.hpp"
-#include "row_source.hpp"
-#include "validate.hpp"
 
 #include <ioattn/error.hpp>
-#include <ioattn/kernels/online_softmax.hpp>
-#include <ioattn/kernels/softmax_grad.hpp>
-#include <ioattn/kernels/tile.hpp>
 #include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
 #include <ioattn/sparse/forward.hpp>
@@ -37,7 +32,17 @@
 #include <string>
 #include <vector>
 
-namespace ioattn::sparse {
+// The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
+#include <ioattn/kernels/target_begin.hpp>
+// The kernels it uses, compiled for that instruction set:
+#include "row_source.hpp"
+#include "validate.hpp"
+
+#include <ioattn/kernels/online_softmax.hpp>
+#include <ioattn/kernels/softmax_grad.hpp>
+#include <ioattn/kernels/tile.hpp>
+
+namespace ioattn::sparse::IOATTN_ISA {
 
 namespace {
 
@@ -235,18 +240,7 @@ void forward_fused(const ForwardArgs<Scalar>& args,
         });
 }
 
-template <typename Scalar, typename Counter>
-void forward_fused(const ForwardArgs<Scalar>& args,
-                   const Support& support,
-                   const Tiling& tiling,
-                   const MemoryModel& memory,
-                   Counter& counter) {
-    forward_fused(args, support, SparseInputs<Scalar>{}, tiling, memory, counter);
-}
-
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
-    template void forward_fused<Scalar, Counter>(                                                  \
-        const ForwardArgs<Scalar>&, const Support&, const Tiling&, const MemoryModel&, Counter&);  \
     template void forward_fused<Scalar, Counter>(const ForwardArgs<Scalar>&,                       \
                                                  const Support&,                                   \
                                                  const SparseInputs<Scalar>&,                      \
@@ -261,4 +255,4 @@ IOATTN_INSTANTIATE(double, IoCounter)
 IOATTN_INSTANTIATE(double, DryRunCounter)
 #undef IOATTN_INSTANTIATE
 
-} // namespace ioattn::sparse
+} // namespace ioattn::sparse::IOATTN_ISA

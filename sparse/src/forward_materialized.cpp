@@ -26,12 +26,6 @@
 // One task per (batch, head, row block); thread-count invariant.
 // Tests: tests/sparse/forward_test.cpp, sparse_inputs_test.cpp
 
-#include "row_source.hpp"
-#include "tile_ops.hpp"
-#include "validate.hpp"
-
-#include <ioattn/kernels/strip.hpp>
-#include <ioattn/kernels/tile.hpp>
 #include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
 #include <ioattn/sparse/forward.hpp>
@@ -42,7 +36,17 @@
 #include <span>
 #include <utility>
 
-namespace ioattn::sparse {
+// The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
+#include <ioattn/kernels/target_begin.hpp>
+// The kernels it uses, compiled for that instruction set:
+#include "row_source.hpp"
+#include "tile_ops.hpp"
+#include "validate.hpp"
+
+#include <ioattn/kernels/strip.hpp>
+#include <ioattn/kernels/tile.hpp>
+
+namespace ioattn::sparse::IOATTN_ISA {
 
 namespace {
 
@@ -296,18 +300,7 @@ void forward_materialized(const ForwardArgs<Scalar>& args,
         });
 }
 
-template <typename Scalar, typename Counter>
-void forward_materialized(const ForwardArgs<Scalar>& args,
-                          const Support& support,
-                          const Tiling& tiling,
-                          const MemoryModel& memory,
-                          Counter& counter) {
-    forward_materialized(args, support, SparseInputs<Scalar>{}, tiling, memory, counter);
-}
-
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
-    template void forward_materialized<Scalar, Counter>(                                           \
-        const ForwardArgs<Scalar>&, const Support&, const Tiling&, const MemoryModel&, Counter&);  \
     template void forward_materialized<Scalar, Counter>(const ForwardArgs<Scalar>&,                \
                                                         const Support&,                            \
                                                         const SparseInputs<Scalar>&,               \
@@ -322,4 +315,4 @@ IOATTN_INSTANTIATE(double, IoCounter)
 IOATTN_INSTANTIATE(double, DryRunCounter)
 #undef IOATTN_INSTANTIATE
 
-} // namespace ioattn::sparse
+} // namespace ioattn::sparse::IOATTN_ISA

@@ -24,6 +24,7 @@
 #include <utility>
 
 namespace ioattn::sparse::detail {
+inline namespace IOATTN_ISA {
 
 /// Rows of an operand in fast memory: row x at p + x * ld.
 template <typename Scalar>
@@ -449,4 +450,5 @@ void streamed_accumulate(const RowSource<Scalar>& src,
         kernels::pvt_block(tile, rp, rows.p, rows.ld, c, cols, n_vec, ones, acc, rp);
 }
 
+} // namespace IOATTN_ISA
 } // namespace ioattn::sparse::detail

@@ -15,6 +15,7 @@
 #include <utility>
 
 namespace ioattn::sparse::detail {
+inline namespace IOATTN_ISA {
 
 /// The positions [first, last) in `row` (sorted keys) of the keys in [j0, j0 + c): arithmetic
 /// for an interval row (banded patterns: no index is read; scanning missed on the index
@@ -134,4 +135,5 @@ void sddmm_chunk(const Support& s,
     }
 }
 
+} // namespace IOATTN_ISA
 } // namespace ioattn::sparse::detail

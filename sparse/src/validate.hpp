@@ -13,6 +13,7 @@
 #include <type_traits>
 
 namespace ioattn::sparse::detail {
+inline namespace IOATTN_ISA {
 
 /// Resolves and checks the views, the support's shape against the problem, that the problem
 /// is not causal (the support carries the mask) and that the tiling fits M.
@@ -70,4 +71,5 @@ Operands<Scalar> validate_inputs(
     return {{a.q, in.q}, {a.k, in.k}, {a.v, in.v}};
 }
 
+} // namespace IOATTN_ISA
 } // namespace ioattn::sparse::detail

@@ -1,123 +1,71 @@
-// Tests of ioattn/kernels/strip.hpp: each vector kernel against a plain scalar loop in double on
-// every length 0..3 vectors + 1 (so whole vectors and every tail), NaN and -inf handling of the
-// softmax pieces, and spmm_row against a term-by-term axpy.
+// Tests of ioattn/kernels/strip.hpp under every instruction-set variant built into the library
+// that this CPU can run (the checks are in strip_checks.cpp, compiled once per variant). A
+// variant the CPU cannot execute is reported and skipped, never run.
 
-#include <ioattn/kernels/strip.hpp>
+#include <ioattn/isa.hpp>
+#include <ioattn/kernels/dispatch.hpp>
 
 #include <catch2/catch.hpp>
 
-#include <cmath>
-#include <cstdint>
-#include <limits>
-#include <random>
-#include <vector>
+#include <string>
 
-namespace k = ioattn::kernels;
+#define IOATTN_DECLARE_CHECKS(isa)                                                                 \
+    namespace strip_checks::isa {                                                                  \
+    template <typename T>                                                                          \
+    void tails();                                                                                  \
+    template <typename T>                                                                          \
+    void softmax_pieces();                                                                         \
+    template <typename T>                                                                          \
+    void spmm_row_in_order();                                                                      \
+    }
+IOATTN_FOR_EACH_BUILT_ISA(IOATTN_DECLARE_CHECKS)
+#undef IOATTN_DECLARE_CHECKS
 
 namespace {
 
-template <typename T>
-std::vector<T> random_values(std::int64_t n, unsigned seed) {
-    std::mt19937 gen(seed);
-    std::uniform_real_distribution<double> u(-2.0, 2.0);
-    std::vector<T> v(static_cast<std::size_t>(n));
-    for (auto& x : v)
-        x = static_cast<T>(u(gen));
-    return v;
-}
-
-/// v[z] in double.
-template <typename T>
-double at(const std::vector<T>& v, std::int64_t z) {
-    return static_cast<double>(v[static_cast<std::size_t>(z)]);
-}
-
-/// |got - want| within a few units of rounding of a sum of n terms of size ~ scale.
-template <typename T>
-bool near(T got, double want, std::int64_t n, double scale) {
-    const double eps = std::numeric_limits<T>::epsilon();
-    return std::abs(static_cast<double>(got) - want) <=
-           4.0 * eps * static_cast<double>(n + 1) * scale;
+/// Whether this CPU runs the variant in namespace `ns` ("isa_avx2", ...); warns when not.
+bool runs(const std::string& ns) {
+    const ioattn::Isa isa = ioattn::parse_isa(ns.substr(ns.find('_') + 1));
+    if (!ioattn::cpu_supports(isa)) {
+        WARN("variant " << ns << " skipped: this CPU cannot execute it");
+        return false;
+    }
+    return true;
 }
 
 } // namespace
 
+#define IOATTN_STRING(x) #x
+#define IOATTN_RUN(check, isa)                                                                     \
+    if (runs(IOATTN_STRING(isa))) {                                                                \
+        INFO("variant " IOATTN_STRING(isa));                                                       \
+        strip_checks::isa::check<TestType>();                                                      \
+    }
+
 TEMPLATE_TEST_CASE("strip kernels agree with scalar loops on every tail length",
                    "[kernels][strip]",
                    float,
-                   double) {
-    using T = TestType;
-    constexpr std::int64_t kL = k::Simd<T>::kLanes;
-    for (std::int64_t n = 0; n <= 3 * kL + 1; ++n) {
-        CAPTURE(n);
-        const auto a = random_values<T>(n, 1);
-        const auto b = random_values<T>(n, 2);
-        double dot = 0, sum = 0, mx = -1.0;
-        for (std::int64_t z = 0; z < n; ++z) {
-            dot += at(a, z) * at(b, z);
-            mx = std::max(mx, at(a, z));
-        }
-        for (std::int64_t z = 0; z < n; ++z)
-            sum += std::exp2(at(a, z) - mx);
-        CHECK(near<T>(k::dot(a.data(), b.data(), n), dot, n, 4.0));
-        CHECK(k::strip_max(a.data(), n, T(-1)) == static_cast<T>(mx));
-        CHECK(near<T>(k::strip_exp2_sum(a.data(), n, static_cast<T>(mx)), sum, n, 8.0));
-        std::vector<T> p(static_cast<std::size_t>(n) + 1, T(7)); // p[n] must stay untouched
-        k::strip_probabilities(a.data(), n, static_cast<T>(mx), T(0.5), p.data());
-        for (std::int64_t z = 0; z < n; ++z)
-            CHECK(near<T>(p[static_cast<std::size_t>(z)], 0.5 * std::exp2(at(a, z) - mx), 1, 8.0));
-        CHECK(p[static_cast<std::size_t>(n)] == T(7));
-        std::vector<T> y = b, want = b;
-        k::axpy(T(3), a.data(), y.data(), n);
-        for (std::int64_t z = 0; z < n; ++z)
-            CHECK(near<T>(y[static_cast<std::size_t>(z)], at(want, z) + 3.0 * at(a, z), 1, 8.0));
-    }
+                   double){
+#define IOATTN_RUN_TAILS(isa) IOATTN_RUN(tails, isa)
+    IOATTN_FOR_EACH_BUILT_ISA(IOATTN_RUN_TAILS)
+#undef IOATTN_RUN_TAILS
 }
 
 TEMPLATE_TEST_CASE("strip softmax pieces: NaN ignored by the max, carried by the terms; the max "
                    "itself gives exactly 1",
                    "[kernels][strip]",
                    float,
-                   double) {
-    using T = TestType;
-    constexpr T kInf = std::numeric_limits<T>::infinity();
-    const std::vector<T> s = {T(1), std::numeric_limits<T>::quiet_NaN(), T(3), -kInf, T(2)};
-    CHECK(k::strip_max(s.data(), 5, -kInf) == T(3));
-    CHECK(std::isnan(k::strip_exp2_sum(s.data(), 5, T(3))));
-    const std::vector<T> f = {T(3), -kInf, kInf};
-    std::vector<T> p(3);
-    k::strip_probabilities(f.data(), 2, T(3), T(1), p.data());
-    CHECK(p[0] == T(1));
-    CHECK(p[1] == T(0));
-    k::strip_probabilities(f.data() + 2, 1, kInf, T(1), p.data()); // +inf at the max: 1, not NaN
-    CHECK(p[0] == T(1));
-    CHECK(k::strip_max(f.data(), 0, -kInf) == -kInf);
-    CHECK(k::strip_exp2_sum(f.data(), 0, T(0)) == T(0));
+                   double){
+#define IOATTN_RUN_SOFTMAX(isa) IOATTN_RUN(softmax_pieces, isa)
+    IOATTN_FOR_EACH_BUILT_ISA(IOATTN_RUN_SOFTMAX)
+#undef IOATTN_RUN_SOFTMAX
 }
 
-TEMPLATE_TEST_CASE("spmm_row equals a term-by-term axpy bit for bit",
+TEMPLATE_TEST_CASE("spmm_row equals the same multiply-adds done term by term, bit for bit",
                    "[kernels][strip]",
                    float,
                    double) {
-    using T = TestType;
-    constexpr std::int64_t kL = k::Simd<T>::kLanes;
-    const std::int64_t rows = 9;
-    for (const std::int64_t n : {std::int64_t{1}, kL - 1, kL, 4 * kL + 3, 9 * kL}) {
-        CAPTURE(n);
-        const auto x = random_values<T>(rows * n, 3);
-        const auto p = random_values<T>(rows, 4);
-        const std::vector<std::int64_t> pick = {4, 0, 8, 8, 2};
-        std::vector<T> y = random_values<T>(n, 5), want = y;
-        for (std::size_t e = 0; e < pick.size(); ++e)
-            for (std::int64_t z = 0; z < n; ++z)
-                want[static_cast<std::size_t>(z)] +=
-                    p[e] * x[static_cast<std::size_t>(pick[e] * n + z)];
-        k::spmm_row(
-            p.data(),
-            static_cast<std::int64_t>(pick.size()),
-            [&](std::int64_t e) { return x.data() + pick[static_cast<std::size_t>(e)] * n; },
-            y.data(),
-            n);
-        CHECK(y == want);
-    }
+#define IOATTN_RUN_SPMM(isa) IOATTN_RUN(spmm_row_in_order, isa)
+    IOATTN_FOR_EACH_BUILT_ISA(IOATTN_RUN_SPMM)
+#undef IOATTN_RUN_SPMM
 }

@@ -3,12 +3,14 @@
 /// tiles (Q^T, K^T, dO^T, O^T: columns x padded rows), in 16 x 16 blocks; and row-major packing
 /// with the columns padded to whole vectors (K rows as the lanes of dQ = dS K).
 
+#include <ioattn/kernels/target.hpp>
 #include <ioattn/view.hpp>
 
 #include <algorithm>
 #include <cstdint>
 
 namespace ioattn::kernels {
+inline namespace IOATTN_ISA {
 
 /// Packs rows [row0, row0 + n) of a view, transposed and scaled, into t (cols x ld), zero-padded.
 /// 16 x 16 blocks, so that the 16 rows read and the 16 lines written stay in L1 (column at a
@@ -110,4 +112,5 @@ void prefetch_share(const TensorView<T>& x,
     }
 }
 
+} // namespace IOATTN_ISA
 } // namespace ioattn::kernels

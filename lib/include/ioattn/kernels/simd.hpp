@@ -1,41 +1,30 @@
 #pragma once
-// Portable SIMD for the tile micro-kernels: GCC vector extensions sized by the compile-time ISA
-// (AVX-512: 64-byte vectors, AVX2: 32, otherwise SSE2's 16), the same source for float and
-// double, and a vectorised exp2 accurate to about 1 ulp.
+// Portable SIMD for the tile micro-kernels: GCC vector extensions sized by the variant's
+// instruction set (kernels/target.hpp; AVX-512: 64-byte vectors, AVX2: 32, otherwise SSE2's
+// 16), the same source for float and double, and a vectorised exp2 accurate to about 1 ulp.
 //
 // exp2(x) = 2^n * p(f), n = round(x), f = x - n in [-1/2, 1/2], p the Taylor polynomial of
 // 2^f = e^(f ln 2) of degree 7 (float, truncation error < 6e-9) or 13 (double, < 5e-18).
 // Inputs below the smallest normal exponent give exactly 0, so exp2(-inf) = 0; NaN stays NaN.
 
-#include <bit>
+#include <ioattn/kernels/target.hpp>
+
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
-#if defined(__AVX512F__)
+#if IOATTN_ISA_LEVEL >= 2
 #include <immintrin.h>
 #endif
 
 #define IOATTN_EXP2_UNROLL _Pragma("GCC unroll 16")
 
-// The instruction set names an inline namespace around every kernel that depends on it, so
-// translation units built for different instruction sets (the library with -march=native, a
-// test or an installed consumer without) never share a definition of these inline functions:
-// sharing one is an ODR violation, and at -O0 the linker kept a 16-byte-vector copy that the
-// library's 64-byte-vector code then called (wrong results in the Debug build).
-#if defined(__AVX512F__)
-#define IOATTN_ISA isa_avx512
-#elif defined(__AVX2__)
-#define IOATTN_ISA isa_avx2
-#else
-#define IOATTN_ISA isa_sse2
-#endif
-
 namespace ioattn::kernels {
 inline namespace IOATTN_ISA {
 
-#if defined(__AVX512F__)
+#if IOATTN_ISA_LEVEL == 3
 inline constexpr int kVectorBytes = 64;
-#elif defined(__AVX2__)
+#elif IOATTN_ISA_LEVEL == 2
 inline constexpr int kVectorBytes = 32;
 #else
 inline constexpr int kVectorBytes = 16;
@@ -71,6 +60,14 @@ struct Simd<double> {
 template <typename T>
 using Vec = typename Simd<T>::V;
 
+/// The bits of `x` as a `To` (std::bit_cast, but defined here: a standard-library function
+/// keeps the baseline target, and passing a 64-byte vector to or from baseline code changes
+/// the calling convention, which at -O0 is a real call).
+template <typename To, typename From>
+inline To as(const From& x) {
+    return __builtin_bit_cast(To, x);
+}
+
 template <typename T>
 inline Vec<T> load(const T* p) {
     Vec<T> v;
@@ -86,6 +83,36 @@ inline void store(T* p, Vec<T> v) {
 template <typename T>
 inline Vec<T> splat(T x) {
     return Vec<T>{} + x;
+}
+
+/// a * b + c for scalars or vectors, rounded once where the variant has FMA and twice on the
+/// baseline, which has none: the same bits at every optimisation level (GCC contracts
+/// `a * b + c` into an FMA only when optimising), so two code paths that do the same
+/// multiply-adds agree bit for bit.
+template <typename X>
+inline X fmadd(X a, X b, X c) {
+#if IOATTN_ISA_LEVEL >= 2
+    if constexpr (std::is_same_v<X, float>) {
+        return __builtin_fmaf(a, b, c);
+    } else if constexpr (std::is_same_v<X, double>) {
+        return __builtin_fma(a, b, c);
+    } else {
+        constexpr bool kFloat = std::is_same_v<std::remove_cvref_t<decltype(a[0])>, float>;
+#if IOATTN_ISA_LEVEL == 3
+        if constexpr (kFloat)
+            return as<X>(_mm512_fmadd_ps(as<__m512>(a), as<__m512>(b), as<__m512>(c)));
+        else
+            return as<X>(_mm512_fmadd_pd(as<__m512d>(a), as<__m512d>(b), as<__m512d>(c)));
+#else
+        if constexpr (kFloat)
+            return as<X>(_mm256_fmadd_ps(as<__m256>(a), as<__m256>(b), as<__m256>(c)));
+        else
+            return as<X>(_mm256_fmadd_pd(as<__m256d>(a), as<__m256d>(b), as<__m256d>(c)));
+#endif
+    }
+#else
+    return a * b + c;
+#endif
 }
 
 /// max(a, b) that ignores NaN in b (NaN is carried by the softmax terms instead).
@@ -128,7 +155,7 @@ inline Vec<T> exp2_poly(Vec<T> f) {
 template <typename T>
 inline Vec<T> exp2(Vec<T> x) {
     using S = Simd<T>;
-#if defined(__AVX512F__)
+#if IOATTN_ISA_LEVEL == 3
     // vrndscale for n and vscalef for 2^n p(f): no upper clamp and no integer exponent
     // arithmetic (12 instructions per vector instead of 17; the softmax is ~9% of the fused
     // forward). x below the smallest normal exponent becomes -2048, where scalef gives exactly
@@ -140,15 +167,15 @@ inline Vec<T> exp2(Vec<T> x) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wsign-conversion"
     if constexpr (sizeof(T) == 4) {
-        const auto xv = std::bit_cast<__m512>(x);
+        const auto xv = as<__m512>(x);
         const __m512 n = _mm512_mask_roundscale_ps(xv, 0xFFFF, xv, kNearest);
-        const auto p = std::bit_cast<__m512>(exp2_poly<T>(x - std::bit_cast<Vec<T>>(n)));
-        return std::bit_cast<Vec<T>>(_mm512_mask_scalef_ps(p, 0xFFFF, p, n));
+        const auto p = as<__m512>(exp2_poly<T>(x - as<Vec<T>>(n)));
+        return as<Vec<T>>(_mm512_mask_scalef_ps(p, 0xFFFF, p, n));
     } else {
-        const auto xv = std::bit_cast<__m512d>(x);
+        const auto xv = as<__m512d>(x);
         const __m512d n = _mm512_mask_roundscale_pd(xv, 0xFF, xv, kNearest);
-        const auto p = std::bit_cast<__m512d>(exp2_poly<T>(x - std::bit_cast<Vec<T>>(n)));
-        return std::bit_cast<Vec<T>>(_mm512_mask_scalef_pd(p, 0xFF, p, n));
+        const auto p = as<__m512d>(exp2_poly<T>(x - as<Vec<T>>(n)));
+        return as<Vec<T>>(_mm512_mask_scalef_pd(p, 0xFF, p, n));
     }
 #pragma GCC diagnostic pop
 #else

@@ -113,7 +113,8 @@ inline void strip_probabilities(const T* s, std::int64_t n, T m_safe, T scale, T
 
 /// y[0..n) += sum_{e < m} p[e] row(e)[0..n): one row of a sparse-times-dense product, y held in
 /// registers over all m terms, kTileVecs vectors at a time (an axpy per term stored y after
-/// every term: store-forwarding-bound, 21% of the materializing sparse forward).
+/// every term: store-forwarding-bound, 21% of the materializing sparse forward). Each element
+/// takes the terms in order, one fmadd each, so the result is that of the scalar chain.
 template <typename T, typename RowOf>
 inline void spmm_row(const T* p, std::int64_t m, RowOf row, T* y, std::int64_t n) {
     constexpr int kL = Simd<T>::kLanes;
@@ -127,8 +128,9 @@ inline void spmm_row(const T* p, std::int64_t m, RowOf row, T* y, std::int64_t n
                 acc[v] = load(out + v * kL);
             for (std::int64_t e = 0; e < m; ++e) {
                 const T* x = row(e) + v0 * kL;
+                const Vec<T> pe = splat(p[e]);
                 for (int v = 0; v < kV; ++v)
-                    acc[v] += p[e] * load(x + v * kL);
+                    acc[v] = fmadd(pe, load(x + v * kL), acc[v]);
             }
             for (int v = 0; v < kV; ++v)
                 store(out + v * kL, acc[v]);
@@ -137,7 +139,7 @@ inline void spmm_row(const T* p, std::int64_t m, RowOf row, T* y, std::int64_t n
     for (std::int64_t z = full * kL; z < n; ++z) {
         T acc = y[z];
         for (std::int64_t e = 0; e < m; ++e)
-            acc += p[e] * row(e)[z];
+            acc = fmadd(p[e], row(e)[z], acc);
         y[z] = acc;
     }
 }

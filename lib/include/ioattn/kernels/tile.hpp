@@ -28,7 +28,7 @@
 namespace ioattn::kernels {
 inline namespace IOATTN_ISA {
 
-#if defined(__AVX512F__)
+#if IOATTN_ISA_LEVEL == 3
 inline constexpr int kTileRows = 6;
 #else
 inline constexpr int kTileRows = 3;

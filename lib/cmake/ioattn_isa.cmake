@@ -1,0 +1,61 @@
+# Instruction-set variants of the kernels (DESIGN.md §4.1; lib/include/ioattn/kernels/target.hpp).
+#
+# By default every kernel source is compiled once per variant (AVX-512, AVX2+FMA, SSE2) into the
+# library, which picks one at run time (ioattn/isa.hpp): a plain `cmake -S . -B build` build is
+# the fast build on any x86-64 CPU. The variants are GCC `#pragma GCC target` regions, so other
+# compilers (clang builds the fuzz targets) and other processors build the baseline alone.
+# IOATTN_NATIVE=ON builds one variant with -march=native instead (experiments; such a binary
+# runs only on CPUs like the one that built it).
+#
+# ioattn_isa (INTERFACE, not exported) carries the choice to every target that links it:
+# IOATTN_BUILT_* for the dispatchers, -march=native in a native build.
+add_library(ioattn_isa INTERFACE)
+if(IOATTN_NATIVE)
+  set(IOATTN_ISAS native)
+  target_compile_options(ioattn_isa INTERFACE -march=native)
+  target_compile_definitions(ioattn_isa INTERFACE IOATTN_SINGLE_ISA)
+elseif(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64)$")
+  # IOATTN_ISA_VARIANTS narrows the set for quicker development builds (e.g. "avx2;sse2" on a
+  # machine without AVX-512); the baseline is always built, so every CPU has a variant to run.
+  set(IOATTN_ISA_VARIANTS "avx512;avx2;sse2" CACHE STRING "Kernel variants to build (subset of avx512;avx2;sse2)")
+  set(IOATTN_ISAS "")
+  foreach(isa IN LISTS IOATTN_ISA_VARIANTS)
+    if(NOT isa MATCHES "^(avx512|avx2|sse2)$")
+      message(FATAL_ERROR "IOATTN_ISA_VARIANTS: unknown variant '${isa}' (known: avx512;avx2;sse2)")
+    endif()
+  endforeach()
+  foreach(isa IN ITEMS avx512 avx2)
+    if(isa IN_LIST IOATTN_ISA_VARIANTS)
+      list(APPEND IOATTN_ISAS ${isa})
+      string(TOUPPER ${isa} ISA)
+      target_compile_definitions(ioattn_isa INTERFACE IOATTN_BUILT_${ISA})
+    endif()
+  endforeach()
+  list(APPEND IOATTN_ISAS sse2)
+else()
+  set(IOATTN_ISAS sse2)
+endif()
+message(STATUS "ioattn: kernel variants: ${IOATTN_ISAS}")
+
+# ioattn_add_kernels(<target> INCLUDE <dir>... LINK <lib>... SOURCES <file>...)
+# Compiles SOURCES once per variant, with IOATTN_TARGET_<VARIANT> defined (each source opens its
+# target region with kernels/target_begin.hpp), and adds the objects to <target>.
+function(ioattn_add_kernels target)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "INCLUDE;LINK;SOURCES")
+  if(IOATTN_ISAS STREQUAL "native")
+    target_sources(${target} PRIVATE ${arg_SOURCES})
+    return()
+  endif()
+  foreach(isa IN LISTS IOATTN_ISAS)
+    set(obj ${target}_${isa})
+    string(TOUPPER ${isa} ISA)
+    add_library(${obj} OBJECT ${arg_SOURCES})
+    set_target_properties(${obj} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+    target_compile_features(${obj} PRIVATE cxx_std_20)
+    target_compile_definitions(${obj} PRIVATE IOATTN_TARGET_${ISA})
+    target_include_directories(${obj} PRIVATE ${arg_INCLUDE})
+    target_link_libraries(${obj} PRIVATE ${arg_LINK} $<BUILD_INTERFACE:ioattn_warnings>
+                          $<BUILD_INTERFACE:ioattn_isa>)
+    target_sources(${target} PRIVATE $<TARGET_OBJECTS:${obj}>)
+  endforeach()
+endfunction()

@@ -1,0 +1,47 @@
+#pragma once
+/// Run-time choice of the instruction set the kernels execute.
+///
+/// The library holds every kernel (dense and sparse, each schedule and pass, float and double)
+/// compiled once per instruction set: AVX-512 (F/BW/VL/DQ), AVX2+FMA and the SSE2 baseline of
+/// x86-64. At first use it takes the best one that both the CPU (cpuid) and the operating
+/// system (XGETBV: the AVX and AVX-512 register state is saved) support. The environment
+/// variable IOATTN_ISA=avx512|avx2|sse2 forces one. An IOATTN_NATIVE build holds a single
+/// variant compiled with -march=native. Counted I/O does not depend on the instruction set;
+/// results agree with the reference under each.
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace ioattn {
+
+/// An instruction-set variant of the kernels, in increasing order of capability.
+enum class Isa { sse2, avx2, avx512 };
+
+/// "sse2", "avx2", "avx512".
+std::string_view to_string(Isa isa);
+
+/// Parses "sse2", "avx2" or "avx512"; throws InvalidArgument naming the text otherwise.
+Isa parse_isa(std::string_view text);
+
+/// Whether this CPU and its operating system can execute `isa` (cpuid and XGETBV; the
+/// baseline is always supported).
+bool cpu_supports(Isa isa);
+
+/// The variants compiled into this library, best first.
+std::vector<Isa> built_isas();
+
+/// The variant the kernels run: IOATTN_ISA from the environment if set, else the best built
+/// variant the CPU supports. Decided once, at the first call that succeeds; thread-safe.
+/// Throws InvalidArgument if IOATTN_ISA is not a known name, names a variant this library
+/// was not built with, or one the CPU cannot execute.
+Isa active_isa();
+
+/// The fused multiply-add peak of `isa` in GFLOP/s measured on `threads` workers (<= 0: all of
+/// the current arena): each worker runs a register-only loop of independent multiply-adds on
+/// whole vectors (float or double) for about `seconds`; 2 flops per lane and multiply-add.
+/// The figure a roofline of this instruction set divides by. Throws InvalidArgument for an
+/// unsupported or unbuilt `isa` or seconds <= 0.
+double measure_fma_peak(Isa isa, int threads, bool double_precision, double seconds = 0.2);
+
+} // namespace ioattn

@@ -1,0 +1,45 @@
+// Opens the target region of an instruction-set variant: everything after this include in the
+// translation unit is compiled for IOATTN_TARGET_AVX512 or IOATTN_TARGET_AVX2 (nothing changes
+// for the baseline variant or an IOATTN_NATIVE build). Include it once, after every header whose
+// code is not in `inline namespace IOATTN_ISA` (the standard library, oneTBB, the non-kernel
+// ioattn headers) and before the kernel headers: templates and inline functions keep the target
+// of the place where they are defined, so only the kernels' own code takes the variant's
+// instructions (see kernels/target.hpp). The `isa:baseline` test checks the linked program for
+// vector instructions outside the variants' namespaces. GCC only: other compilers build the
+// baseline variant alone (lib/cmake/ioattn_isa.cmake).
+// No include guard: one inclusion per variant translation unit.
+
+// What the kernel headers use, defined before the region so it stays baseline code.
+#include <ioattn/error.hpp>
+#include <ioattn/io_counter.hpp>
+#include <ioattn/kernels/workspace.hpp>
+#include <ioattn/parallel.hpp>
+#include <ioattn/view.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+#define IOATTN_TARGET_REGION 1
+
+#if defined(IOATTN_TARGET_AVX512)
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,bmi,bmi2,f16c,lzcnt,popcnt")
+#elif defined(IOATTN_TARGET_AVX2)
+#pragma GCC target("avx2,fma,bmi,bmi2,f16c,lzcnt,popcnt")
+#endif
+
+#include <ioattn/kernels/target.hpp>

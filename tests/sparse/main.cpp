@@ -1,9 +1,0 @@
-// Catch2 main of ioattn_tests_sparse.
-// GCC 12 at -O2 with -fsanitize=address reports a false -Wmaybe-uninitialized inside
-// Catch2's std::regex use (std::function in <regex>); it is third-party code, so silence
-// that one warning for this translation unit only.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#define CATCH_CONFIG_MAIN
-#include <catch2/catch.hpp>
