@@ -14,6 +14,7 @@
 #include <ioattn/dist/ring.hpp>
 #include <ioattn/dist/sparse_exchange.hpp>
 #include <ioattn/io_cost.hpp>
+#include <ioattn/isa.hpp>
 #include <ioattn/parallel.hpp>
 #include <ioattn/sparse/pattern.hpp>
 
@@ -101,8 +102,9 @@ Setup setup_of(const DistRun& r, const MpiSession& mpi) {
     }
     const auto schedule = schedule_of(r.shared);
     if (schedule == Schedule::reference)
-        throw UsageError(std::string(kWhere) +
-                         ": --schedule reference with --dist (expected fused, materialized or auto: fused)");
+        throw UsageError(
+            std::string(kWhere) +
+            ": --schedule reference with --dist (expected fused, materialized or auto: fused)");
     s.schedule = schedule.value_or(Schedule::fused);
     s.memory = memory_of(r.shared, kWhere);
     const dist::Sharding queries(s.layout, s.p.n_q, s.ranks);
@@ -277,6 +279,9 @@ nlohmann::json run_typed(const DistRun& r, const Setup& s) {
                                          (s.pass == Pass::backward ? 2.5 : 1.0)
                                    : flop_count_convention(s.p, s.pass);
     nlohmann::json j = problem_json(s, r);
+    j["isa"] = std::string(to_string(active_isa())); // as the single-process run reports it
+    if (r.shared.cache_bytes != kUnset)
+        j["cache_bytes"] = r.shared.cache_bytes;
     if (s.support)
         j["z_qk"] = s.support->z_qk();
     j["seconds"] = run.seconds;

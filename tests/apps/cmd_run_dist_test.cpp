@@ -98,6 +98,7 @@ TEST_CASE("run --dist passes --check with counted words = closed form on 1-3 ran
             const json j = dist_json(ranks, args);
             CHECK(j.at("ranks") == ranks);
             CHECK(j.at("dist") == args[1]);
+            CHECK((j.at("isa") == "avx512" || j.at("isa") == "avx2" || j.at("isa") == "sse2"));
             CHECK(j.at("check").at("passed") == true);
             CHECK(j.at("comm").at("matches_closed_form") == true);
             const json& rows = j.at("comm").at("per_rank");
