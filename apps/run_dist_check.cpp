@@ -140,7 +140,8 @@ nlohmann::json check_distributed(MPI_Comm comm,
         const std::vector<double>& r = backward ? *r_grad[t] : *r_out[t];
         const double e = max_diff(dist[t], r);
         const double es = max_diff(s, r);
-        const double tiny = 8.0 * static_cast<double>(std::numeric_limits<Scalar>::epsilon()) * magnitude(r);
+        const double tiny =
+            8.0 * static_cast<double>(std::numeric_limits<Scalar>::epsilon()) * magnitude(r);
         passed = passed && e <= 2.0 * es + tiny; // false for NaN
         err = std::max(err, e);
         single_err = std::max(single_err, es);
