@@ -87,7 +87,8 @@ public:
             return;
         }
         nap_us_ = kNapMinUs;
-        run_beside(threads, [&] { compute(false); }, [this] { idle(); });
+        run_beside(
+            threads, [&] { compute(false); }, [this] { idle(); });
     }
 
     /// The pass's stats: these counts and waits, `kernel_calls`, and the time since `t0`
