@@ -7,6 +7,9 @@
 #include "options.hpp"
 #include "output.hpp"
 #include "run_variants.hpp"
+#ifdef IOATTN_WITH_MPI
+#include "run_dist.hpp"
+#endif
 
 #include <ioattn/attention.hpp>
 #include <ioattn/dense.hpp>
@@ -37,6 +40,7 @@ struct RunOptions {
     bool count_io = false;
     int repeat = 1;
     double input_density = 1.0;
+    std::string dist; ///< --dist: empty, or ring, zigzag, sparse (run_dist.hpp)
 };
 
 /// The memory the entry point plans for: --cache-bytes goes to the library as a cache size
@@ -289,6 +293,18 @@ nlohmann::json run_json(const RunOptions& o) {
 }
 
 void run(const RunOptions& o) {
+    if (!o.dist.empty()) {
+        if (o.input_density != 1.0)
+            throw UsageError(std::string(kWhere) +
+                             ": --input-density with --dist is not supported");
+#ifdef IOATTN_WITH_MPI
+        run_distributed({o.shared, o.dist, o.check, o.count_io, o.repeat});
+        return;
+#else
+        throw UsageError(std::string(kWhere) + ": --dist " + o.dist +
+                         ": this ioattn was built without MPI (IOATTN_WITH_MPI, libopenmpi-dev)");
+#endif
+    }
     nlohmann::json j = run_json(o);
     j["isa"] = std::string(to_string(active_isa())); // the kernels' instruction set
     if (o.shared.cache_bytes != kUnset)              // M was planned for a real cache of this size
@@ -338,5 +354,10 @@ void register_run(CLI::App& app) {
                     "are zeros, as after a ReLU) and reach the sparse kernels as CSR rows over d; "
                     "I/O counts their stored entries (Z_input). 1: dense inputs")
         ->capture_default_str();
+#ifdef IOATTN_WITH_MPI
+    add_dist_option(*cmd, o->dist);
+#else
+    cmd->add_option("--dist", o->dist, "Shard over MPI ranks (needs a build with MPI)");
+#endif
     cmd->callback([o] { run(*o); });
 }

@@ -80,7 +80,8 @@ std::string command_of(const std::vector<std::string>& args) {
     return cmd;
 }
 
-Outcome run_ioattn(const std::vector<std::string>& args, const Env& env) {
+Outcome
+run_ioattn(const std::vector<std::string>& args, const Env& env, const std::string& launcher) {
     static int calls = 0;
     ++calls;
     const std::filesystem::path out = scratch_dir() / ("stdout_" + std::to_string(calls));
@@ -88,6 +89,8 @@ Outcome run_ioattn(const std::vector<std::string>& args, const Env& env) {
     std::string prefix;
     for (const auto& [name, value] : env)
         prefix += (prefix.empty() ? "env " : " ") + quoted(name + "=" + value);
+    if (!launcher.empty())
+        prefix += (prefix.empty() ? "" : " ") + launcher;
     const std::string cmd = (prefix.empty() ? "" : prefix + " ") + command_of(args) +
                             " < /dev/null > " + quoted(out.string()) + " 2> " +
                             quoted(err.string());

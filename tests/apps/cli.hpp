@@ -29,8 +29,11 @@ std::string command_of(const std::vector<std::string>& args);
 /// Environment variables set for one run (NAME, value).
 using Env = std::vector<std::pair<std::string, std::string>>;
 
-/// Runs `ioattn args...` (with `env` added to the environment) and waits for it.
-Outcome run_ioattn(const std::vector<std::string>& args, const Env& env = {});
+/// Runs `ioattn args...` (with `env` added to the environment) and waits for it; a non-empty
+/// `launcher` (e.g. "mpiexec -n 2") is put in front of the command line as it is.
+Outcome run_ioattn(const std::vector<std::string>& args,
+                   const Env& env = {},
+                   const std::string& launcher = "");
 
 /// The lines of `text`, without their '\n'.
 std::vector<std::string> lines_of(const std::string& text);

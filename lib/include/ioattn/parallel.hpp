@@ -7,7 +7,10 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
+#include <atomic>
 #include <cstdint>
+#include <exception>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -136,6 +139,30 @@ auto with_threads(int threads, Fn&& fn) -> decltype(fn()) {
         order.join();
         return result;
     }
+}
+
+/// Runs work() on a new thread, in an arena of `threads` slots (that thread and up to
+/// threads - 1 oneTBB workers; threads <= 0: all), while the calling thread repeats idle() until
+/// work() has returned: the caller stays free for another duty (ioattn::dist keeps MPI
+/// progressing with it). Needs no worker thread, so it cannot stall under any
+/// max_allowed_parallelism. Rethrows what work() threw.
+template <typename Work, typename Idle>
+void run_beside(int threads, const Work& work, const Idle& idle) {
+    std::atomic<bool> done{false};
+    std::exception_ptr error;
+    std::thread beside([&] {
+        try {
+            with_threads(threads, work);
+        } catch (...) {
+            error = std::current_exception();
+        }
+        done.store(true, std::memory_order_release);
+    });
+    while (!done.load(std::memory_order_acquire))
+        idle();
+    beside.join();
+    if (error)
+        std::rethrow_exception(error);
 }
 
 } // namespace ioattn
