@@ -10,9 +10,11 @@
 #include "run_dist_check.hpp"
 #include "run_dist_data.hpp"
 
+#include <ioattn/attention.hpp>
 #include <ioattn/dist/comm_cost.hpp>
 #include <ioattn/dist/ring.hpp>
 #include <ioattn/dist/sparse_exchange.hpp>
+#include <ioattn/error.hpp>
 #include <ioattn/io_cost.hpp>
 #include <ioattn/isa.hpp>
 #include <ioattn/parallel.hpp>
@@ -82,6 +84,18 @@ struct Setup {
     int rank = 0;
 };
 
+/// The tuned tiling of `schedule` for M on `p`; an M below every such tiling is usage, naming
+/// the smallest M that fits (ioattn::smallest_memory).
+Tiling
+tuned_tiling(Schedule schedule, const MemoryModel& m, const Problem& p, Pass pass, Kernels k) {
+    if (!Tiling::try_for_memory(schedule, m, p, pass, k))
+        throw InvalidArgument(std::string(kWhere) + ": M = " + std::to_string(m.fast_words) +
+                              " words is below the smallest " + std::string(to_string(schedule)) +
+                              " tiling for d = " + std::to_string(p.d) + " (needs M >= " +
+                              std::to_string(smallest_memory(p, pass, schedule, k)) + ")");
+    return Tiling::tuned(schedule, m, p, pass, k);
+}
+
 Setup setup_of(const DistRun& r, const MpiSession& mpi) {
     Setup s;
     s.p = problem_of(r.shared, kWhere);
@@ -113,8 +127,9 @@ Setup setup_of(const DistRun& r, const MpiSession& mpi) {
     block.n_q = queries.max_rows();
     block.n_k = s.support ? s.p.n_k : keys.max_rows();
     block.causal = false;
-    s.tiling = tiling_for(s.schedule, s.memory, block, true, kWhere, s.pass);
-    s.tiling_one = tiling_for(s.schedule, s.memory, s.p, true, kWhere, s.pass);
+    const Kernels kernels = s.support ? Kernels::sparse : Kernels::dense;
+    s.tiling = tuned_tiling(s.schedule, s.memory, block, s.pass, kernels);
+    s.tiling_one = tuned_tiling(s.schedule, s.memory, s.p, s.pass, kernels);
     s.threads = with_threads(r.shared.threads, [] { return max_concurrency(); });
     return s;
 }

@@ -87,8 +87,7 @@ int run(const Args& a) {
     p.d = a.d;
     p = p.resolved("ioattn_cache_driver");
     const ioattn::MemoryModel mem{a.m};
-    const auto kernels =
-        a.pattern == "dense" ? ioattn::Kernels::dense : ioattn::Kernels::sparse;
+    const auto kernels = a.pattern == "dense" ? ioattn::Kernels::dense : ioattn::Kernels::sparse;
     const auto fits = ioattn::Tiling::try_for_memory(a.schedule, mem, p, a.pass, kernels);
     if (!fits) {
         std::printf("{\"no_tiling\": true}\n");

@@ -18,11 +18,11 @@
 #include <vector>
 
 using ioattn::IoCounter;
+using ioattn::Kernels;
 using ioattn::MemoryModel;
 using ioattn::Pass;
 using ioattn::Problem;
 using ioattn::Schedule;
-using ioattn::Kernels;
 using ioattn::Tiling;
 using ioattn::sparse::Support;
 
