@@ -70,8 +70,7 @@ py::dict plan_dict(const Query& q, const AttentionPlan& plan) {
     t["schedule"] = std::string(to_string(plan.tiling.schedule));
     t["rows"] = plan.tiling.rows;
     t["cols"] = plan.tiling.cols;
-    t["resident_words"] = plan.tiling.resident_words(
-        p, plan.pass, plan.sparse ? ioattn::Kernels::sparse : ioattn::Kernels::dense);
+    t["resident_words"] = plan.tiling.resident_words(p, plan.pass, plan.kernels());
     j["tiling"] = t;
     j["bound"] = bound_dict(plan.bound, plan.pass == Pass::backward && !plan.sparse);
     return j;

@@ -145,16 +145,12 @@ Schedule select_of(const AttentionPlan& plan, const Structure<Scalar>& s, Select
                : Schedule::materialized;
 }
 
-Kernels kernels_of(const AttentionPlan& plan) {
-    return plan.sparse ? Kernels::sparse : Kernels::dense;
-}
-
 Tiling tiling_of(const AttentionPlan& plan, bool tuned) {
     const Problem& p = plan.problem;
     if (plan.schedule == Schedule::reference)
         return Tiling{Schedule::reference, p.n_q, p.n_k};
     if (!tuned)
-        return Tiling::for_memory(plan.schedule, plan.memory, p, plan.pass, kernels_of(plan));
+        return Tiling::for_memory(plan.schedule, plan.memory, p, plan.pass, plan.kernels());
     return plan.sparse ? sparse::tuned_tiling(plan.schedule, plan.memory, p, plan.pass)
                        : Tiling::tuned(plan.schedule, plan.memory, p, plan.pass);
 }
@@ -189,7 +185,7 @@ AttentionPlan plan_attention(const Problem& problem,
     plan.sparse = structure.sparse();
     plan.z_qk = structure.support != nullptr ? structure.support->z_qk() : p.allowed_pairs();
     plan.z_input = z_input_of(p, pass, structure.inputs);
-    const Kernels k = kernels_of(plan);
+    const Kernels k = plan.kernels();
     if (options.schedule) {
         plan.schedule = *options.schedule;
         if (plan.schedule != Schedule::reference && !fits(plan.schedule, plan.memory, p, pass, k))

@@ -220,13 +220,13 @@ void key_block(const BackwardArgs<Scalar>& a,
                const Scalar* delta,
                Scalar* base,
                std::int64_t* cursor,
+               std::int64_t resident,
                Counter& io) {
     const Problem& p = a.problem;
     const std::int64_t b = kv_slice / p.kv_heads, g = kv_slice % p.kv_heads;
     const std::int64_t j0 = plan.row0(blk), r = plan.rows(blk);
     const auto queries = plan.keys_of(blk);
     const auto nq = static_cast<std::int64_t>(queries.size());
-    const std::int64_t resident = t.resident_words(p, Pass::backward, Kernels::sparse);
     io.acquire(resident);
     detail::read_rows(io, Operand::k, kv_slice, src.k, b, g, j0, r);
     detail::read_rows(io, Operand::v, kv_slice, src.v, b, g, j0, r);
@@ -417,6 +417,7 @@ void backward_fused(const BackwardArgs<Scalar>& args,
     const Support& transposed = support.transposed();
     const detail::FusedPlan& qplan = support.cached_fused_plan(tiling.rows);
     const detail::FusedPlan& kplan = transposed.cached_fused_plan(tiling.rows);
+    const std::int64_t resident = tiling.resident_words(p, Pass::backward, Kernels::sparse);
     const std::int64_t qb = qplan.blocks(), kb = kplan.blocks();
     const std::int64_t groups = backward_dq_groups(p, kb);
     const int workers = Counter::kComputes ? max_concurrency() : 0;
@@ -454,6 +455,7 @@ void backward_fused(const BackwardArgs<Scalar>& args,
                           delta.slab(0),
                           ws.slab(worker),
                           cursors.slab(worker),
+                          resident,
                           io);
         });
     parallel_for_counted(p.batch_heads() * qb, counter, [&](std::int64_t task, int, Counter& io) {

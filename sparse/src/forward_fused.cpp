@@ -95,6 +95,7 @@ void row_block(const ForwardArgs<Scalar>& a,
                std::int64_t slice,
                std::int64_t blk,
                const char* v_finite_slices,
+               std::int64_t resident,
                Scalar* base,
                std::int64_t* cursor,
                Counter& io) {
@@ -105,7 +106,6 @@ void row_block(const ForwardArgs<Scalar>& a,
     const std::int64_t i0 = plan.row0(blk), r = plan.rows(blk);
     const auto keys = plan.keys_of(blk);
     const auto nk = static_cast<std::int64_t>(keys.size());
-    const std::int64_t resident = t.resident_words(p, Pass::forward, Kernels::sparse);
     io.acquire(resident);
     detail::read_rows(io, Operand::q, slice, src.q, b, h, i0, r);
     if (const std::int64_t iw = plan.index_words<Scalar>(blk); iw > 0)
@@ -218,6 +218,7 @@ void forward_fused(const ForwardArgs<Scalar>& args,
     const Problem& p = a.problem;
     const detail::FusedPlan& plan = support.cached_fused_plan(tiling.rows);
     const std::int64_t blocks = plan.blocks();
+    const std::int64_t resident = tiling.resident_words(p, Pass::forward, Kernels::sparse);
     const int workers = Counter::kComputes ? max_concurrency() : 0;
     CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
     const kernels::Workspace<Scalar> ws(workers, Scratch<Scalar>::words(p, tiling));
@@ -242,6 +243,7 @@ void forward_fused(const ForwardArgs<Scalar>& args,
                       task / blocks,
                       task % blocks,
                       v_finite.data(),
+                      resident,
                       ws.slab(worker),
                       cursors.slab(worker),
                       io);

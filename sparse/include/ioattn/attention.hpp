@@ -66,7 +66,11 @@ struct AttentionPlan {
     Schedule schedule = Schedule::fused;
     std::optional<Select> selected_by; ///< set when auto chose the schedule
     Tiling tiling;
-    bool sparse = false;      ///< the sparse kernels run (Structure::sparse())
+    bool sparse = false; ///< the sparse kernels run (Structure::sparse())
+
+    /// The kernels' footprint the plan's tiling is for.
+    [[nodiscard]] Kernels kernels() const { return sparse ? Kernels::sparse : Kernels::dense; }
+
     std::int64_t z_qk = 0;    ///< allowed pairs per (batch, head)
     std::int64_t z_input = 0; ///< Z_input per (batch, head): nnz of Q, K, V (backward: + dO)
     /// Dense: bound(problem, memory, pass); sparse: sparse::bound of the pass with z_input and
