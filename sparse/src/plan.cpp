@@ -131,9 +131,9 @@ FusedPlan FusedPlan::build(const Support& support, std::int64_t max_rows) {
     plan.index_reads.assign(static_cast<std::size_t>(n), 0);
     parallel_for_tiles(n, [&](std::int64_t b, int) {
         const auto at = static_cast<std::size_t>(b);
-        const auto keys = plan.keys_of(b);
-        const auto count = static_cast<std::int64_t>(keys.size());
-        bool simple = count == 0 || keys.back() - keys.front() + 1 == count;
+        const auto block_keys = plan.keys_of(b);
+        const auto count = static_cast<std::int64_t>(block_keys.size());
+        bool simple = count == 0 || block_keys.back() - block_keys.front() + 1 == count;
         std::int64_t words = 0;
         for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i)
             if (plan.row_lo[static_cast<std::size_t>(i)] < 0) {
