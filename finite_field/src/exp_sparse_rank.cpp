@@ -235,7 +235,8 @@ Result experiment_sparse_rank(const Config& given) {
     std::int64_t random_sets = 0, attained_sets = 0;
     const auto grid = detail::shape_grid(config.n, config.d);
     for (std::size_t g = 0; g < grid.size(); ++g) {
-        const auto [n, d] = grid[g];
+        // plain variables, not a structured binding: clang-14 cannot capture one in a lambda
+        const std::int64_t n = grid[g].first, d = grid[g].second;
         const std::uint64_t seed = derive_seed(config.seed, 80, g);
         std::vector<NamedSet> sets =
             standard_families(n, d, seed, detail::trials_or(config, 2), 1, 300);
