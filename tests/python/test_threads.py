@@ -1,6 +1,6 @@
-"""Concurrency: the GIL is released while the kernels run, so two Python threads calling at
-once both make progress, and each gets exactly the result of the same call made alone
-(bitwise), forward and backward, dense and sparse; num_threads never changes a result."""
+"""Concurrency: the GIL is released while the kernels run, so Python threads calling at once
+all make progress, and each gets exactly the result of the same call made alone (bitwise),
+forward and backward, dense and sparse, counted and not; num_threads never changes a result."""
 
 import threading
 
@@ -41,6 +41,53 @@ def test_two_threads_give_the_serial_results():
     assert not errors, errors
     assert sorted(results) == [1, 2]
     assert not np.array_equal(results[1][0], results[2][0])  # the inputs differ
+
+
+def eight_calls():
+    """Eight different calls (dense and sparse, forward and backward, fused and materialized,
+    float and double, counted and not), each a function of no argument."""
+    q, k, v = qkv(b=1, h=2, g=2, n_q=160, n_k=150, d=16, dtype=np.float32, seed=7)
+    qd, kd, vd = (x.astype(np.float64) for x in (q, k, v))
+    out, lse = ioattn.attention(q, k, v, mask="random:0.2", return_lse=True)
+    dout = make(out.shape, np.float32, 8)
+    return [
+        lambda: [ioattn.attention(q, k, v, schedule="fused")],
+        lambda: [ioattn.attention(q, k, v, schedule="materialized", causal=True)],
+        lambda: [ioattn.attention(qd, kd, vd, mask="window:8")],
+        lambda: [ioattn.attention(q, k, v, mask="bigbird:4:2:3", schedule="materialized")],
+        lambda: list(ioattn.attention_backward(dout, q, k, v, out, lse, mask="random:0.2")),
+        lambda: list(ioattn.attention_backward(dout, q, k, v, out, lse, mask="random:0.2",
+                                               schedule="materialized")),
+        lambda: [ioattn.io_count(n=200, d=16, heads=2, mask="window:8", M=2400)],
+        lambda: [ioattn.io_count(n=200, d=16, heads=2, backward=True, M=4000)],
+    ]
+
+
+def same(a, b):
+    """Bitwise-equal arrays, or equal io_count reports (dicts of counts)."""
+    return a == b if isinstance(a, dict) else np.array_equal(a, b)
+
+
+def test_eight_threads_of_different_kernels_give_the_serial_results():
+    jobs = eight_calls()
+    serial = [job() for job in jobs]
+    errors = []
+
+    def worker(i):
+        try:
+            for _ in range(4):
+                got = jobs[i]()
+                assert len(got) == len(serial[i])
+                assert all(same(a, b) for a, b in zip(got, serial[i])), i
+        except Exception as e:  # noqa: BLE001 (reported by the main thread)
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
 
 
 def test_the_gil_is_released_while_kernels_run():
