@@ -26,8 +26,15 @@
 // (vch = ceil(d_v/b), dch = ceil(d/b)):
 //   reads  r + T r d + C d  +  vch Z + T r d_v  +  2 r d_v + T r d_v + C d_v + Z
 //          +  dch Z + C d  +  dch Z + T r d
+//          +  iw ((2 + dch + 2 (vch + dch)) Z + (dch + vch) Z_pp)
 //   writes 2 Z, plus n_q d (dQ) per head and n_k (d + d_v) (dK, dV) per kv slice.
-// With the full pattern (Z = r C) this is dense::io_cost_backward_materialized.
+// Indices (Operand::index, iw = kIndexReadWords<Scalar> words per int64: 2 in float, 1 in
+// double): each pass over a tile's stored values reads their keys, nnz_ij (P, dS, each d chunk
+// of dQ), or Omega^T's queries and each entry's position in Omega, 2 nnz_ij (each chunk of dV
+// and dK); the SDDMMs of P and dS read a per-pair tile's keys once per chunk (tile_rule.hpp;
+// Z_pp: the pairs of such tiles). Row offsets and run searches are not counted.
+// With the full pattern (Z = r C) this is dense::io_cost_backward_materialized plus the index
+// words.
 // Sparse inputs (Q, K, V as CSR rows over d, SparseInputs): a chunk of a sparse operand is read
 // as the nonzeros stored in it, so T r d (twice), C d (twice) and C d_v become T nnz(Q_i) and
 // the sums of nnz(K_j), nnz(V_j) over the row tile's tiles (per query head); a tile with few
@@ -187,6 +194,8 @@ void probs_tile(const Slice<Scalar>& w, std::int64_t k, std::int64_t blk, int wo
             io.acquire((r + c) * kw);
             detail::read_cols(io, Operand::q, qs, w.src->q, w.bb, h, i0, r, k0, kw);
             detail::read_cols(io, Operand::k, w.kv_slice(), w.src->k, w.bb, w.g, j0, c, k0, kw);
+            if (detail::per_pair_tile(t.nonzeros, r, c)) // the pairs' keys, once per chunk
+                io.read({Operand::index, qs, i0, 1, j0, kIndexReadWords<Scalar> * t.nonzeros});
             if constexpr (Counter::kComputes) { // --- S_ij += Q_i[:,k] K_j[:,k]^T on Omega ---
                 detail::sddmm_chunk(
                     *w.s,
@@ -201,6 +210,7 @@ void probs_tile(const Slice<Scalar>& w, std::int64_t k, std::int64_t blk, int wo
             io.release((r + c) * kw);
         }
         io.complete({Operand::scores, qs, i0, r, j0, c}); // S recomputed on the tile's Omega
+        io.read({Operand::index, qs, i0, 1, j0, kIndexReadWords<Scalar> * t.nonzeros}); // keys
         if constexpr (Counter::kComputes) {
             // --- P_ij = 2^(scale log2(e) S_ij - log2(e) L_i); a row with L = -inf: 0 ---
             const Scalar* s = w.tile(worker);
@@ -261,6 +271,8 @@ void d_scores_tile(
             io.acquire((r + c) * xw);
             io.read({Operand::d_o, qs, i0, r, x0, xw});
             detail::read_cols(io, Operand::v, w.kv_slice(), w.src->v, w.bb, w.g, j0, c, x0, xw);
+            if (detail::per_pair_tile(t.nonzeros, r, c)) // the pairs' keys, once per chunk
+                io.read({Operand::index, qs, i0, 1, j0, kIndexReadWords<Scalar> * t.nonzeros});
             if constexpr (Counter::kComputes) { // --- dP_ij += dO_i[:,x] V_j[:,x]^T on Omega ---
                 const detail::RowSource<Scalar> d_o{a.d_o, nullptr};
                 detail::sddmm_chunk(
@@ -277,6 +289,7 @@ void d_scores_tile(
         }
         io.acquire(r * c);
         io.read({Operand::probs, qs, i0, t.nonzeros, j0, 1});
+        io.read({Operand::index, qs, i0, 1, j0, kIndexReadWords<Scalar> * t.nonzeros}); // keys
         if constexpr (Counter::kComputes) {
             const std::int64_t ld = w.ld();
             for (std::int64_t x = 0; x < r; ++x) { // --- dS_ij = P_ij o (dP_ij - D_i) ---
@@ -313,6 +326,7 @@ void d_q_chunk(const Slice<Scalar>& w,
         const std::int64_t j0 = t.col_block * w.b, c = w.cols(j0);
         io.acquire(r * c + c * kw);
         io.read({Operand::d_scores, qs, i0, t.nonzeros, j0, 1});
+        io.read({Operand::index, qs, i0, 1, j0, kIndexReadWords<Scalar> * t.nonzeros}); // keys
         detail::read_cols(io, Operand::k, w.kv_slice(), w.src->k, w.bb, w.g, j0, c, k0, kw);
         if constexpr (Counter::kComputes) {
             const auto kj = w.src->k.rows(w.bb, w.g, j0, c, k0, kw, w.kv_chunk(worker));
@@ -366,6 +380,8 @@ void d_kv_chunk(const Slice<Scalar>& w,
             const std::int64_t i0 = t.col_block * w.b, r = w.rows(i0);
             io.acquire(r * c + r * zw);
             io.read({values ? Operand::probs : Operand::d_scores, qs, i0, t.nonzeros, j0, 1});
+            // Omega^T's column indices (the queries) and each entry's position in Omega
+            io.read({Operand::index, qs, i0, 2, j0, kIndexReadWords<Scalar> * t.nonzeros});
             if (values)
                 io.read({Operand::d_o, qs, i0, r, z0, zw});
             else

@@ -5,6 +5,7 @@
 // Support::cached_fused_plan keeps it with the structure, so repeated calls do not rebuild it.
 
 #include <ioattn/sparse/support.hpp>
+#include <ioattn/tiling.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -51,8 +52,7 @@ struct FusedPlan {
     /// The indices block b reads, in words of Scalar (an int64 is 8 / sizeof(Scalar) words).
     template <typename Scalar>
     [[nodiscard]] std::int64_t index_words(std::int64_t b) const {
-        return index_reads[static_cast<std::size_t>(b)] *
-               static_cast<std::int64_t>(sizeof(std::int64_t) / sizeof(Scalar));
+        return index_reads[static_cast<std::size_t>(b)] * kIndexReadWords<Scalar>;
     }
 
     static FusedPlan build(const Support& support, std::int64_t max_rows);

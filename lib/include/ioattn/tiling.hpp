@@ -55,6 +55,12 @@ enum class Kernels { dense, sparse };
 /// double it is one word; counted as two, an upper bound).
 inline constexpr std::int64_t kIndexWords = 2;
 
+/// Words of Scalar that reading one int64 index moves (two in float, one in double): the unit
+/// of the sparse kernels' counted index reads (Operand::index).
+template <typename Scalar>
+inline constexpr std::int64_t kIndexReadWords = static_cast<std::int64_t>(sizeof(std::int64_t) /
+                                                                          sizeof(Scalar));
+
 /// Tile sizes of a schedule. Fused: rows = Br (query rows resident), cols = Bc (keys streamed
 /// per step). Materialized: rows = cols = b, the side of the square tiles.
 struct Tiling {
