@@ -213,9 +213,11 @@ void register_calls(py::module_& m) {
            std::string schedule,
            std::string select,
            std::optional<std::int64_t> memory,
+           std::optional<std::int64_t> cache_bytes,
            bool return_lse,
            std::optional<int> threads) {
-            const Settings s{scale, std::move(schedule), std::move(select), memory, threads};
+            const Settings s{
+                scale, std::move(schedule), std::move(select), memory, threads, true, cache_bytes};
             return attention_call(q, k, v, mask, causal, s, return_lse);
         },
         arg("q"),
@@ -227,6 +229,7 @@ void register_calls(py::module_& m) {
         arg("schedule"),
         arg("select"),
         arg("M").none(true),
+        arg("cache_bytes").none(true),
         arg("return_lse"),
         arg("num_threads").none(true));
     m.def(
@@ -243,8 +246,10 @@ void register_calls(py::module_& m) {
            std::string schedule,
            std::string select,
            std::optional<std::int64_t> memory,
+           std::optional<std::int64_t> cache_bytes,
            std::optional<int> threads) {
-            const Settings s{scale, std::move(schedule), std::move(select), memory, threads};
+            const Settings s{
+                scale, std::move(schedule), std::move(select), memory, threads, true, cache_bytes};
             return backward_call({d_o, q, k, v, o, lse}, mask, causal, s);
         },
         arg("dout"),
@@ -259,6 +264,7 @@ void register_calls(py::module_& m) {
         arg("schedule"),
         arg("select"),
         arg("M").none(true),
+        arg("cache_bytes").none(true),
         arg("num_threads").none(true));
     m.def("_time_attention",
           &time_attention,

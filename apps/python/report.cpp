@@ -169,6 +169,7 @@ void register_reports(py::module_& m) {
            const std::string& schedule,
            const std::string& select,
            std::optional<std::int64_t> memory,
+           std::optional<std::int64_t> cache_bytes,
            bool f64,
            bool tuned,
            std::optional<int> threads) {
@@ -176,6 +177,7 @@ void register_reports(py::module_& m) {
             s.schedule = schedule;
             s.select = select;
             s.memory = memory;
+            s.cache_bytes = cache_bytes;
             s.threads = threads;
             s.tuned = tuned;
             const Query q =
@@ -189,6 +191,7 @@ void register_reports(py::module_& m) {
         arg("schedule"),
         arg("select"),
         arg("M").none(true),
+        arg("cache_bytes").none(true),
         arg("f64"),
         arg("tuned"),
         arg("num_threads").none(true));
@@ -199,9 +202,11 @@ void register_reports(py::module_& m) {
            std::string pattern,
            bool backward,
            std::optional<std::int64_t> memory,
+           std::optional<std::int64_t> cache_bytes,
            bool f64) {
             Settings s;
             s.memory = memory;
+            s.cache_bytes = cache_bytes;
             return bound_of(
                 query_of(z, mask, std::move(pattern), backward, s, f64, "ioattn.bound"));
         },
@@ -210,6 +215,7 @@ void register_reports(py::module_& m) {
         arg("pattern"),
         arg("backward"),
         arg("M").none(true),
+        arg("cache_bytes").none(true),
         arg("f64"));
     py::class_<Sizes>(m, "_Sizes")
         .def(py::init<std::int64_t,

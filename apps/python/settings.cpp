@@ -15,7 +15,20 @@ AttentionOptions options_of(const Settings& s, bool f64, const char* where) {
         throw InvalidArgument(std::string(where) + ": select '" + s.select +
                               "' (expected cost or theory)");
     o.select = s.select == "theory" ? Select::theory : Select::cost;
-    o.memory = s.memory ? MemoryModel{*s.memory} : MemoryModel::per_core_l2(f64 ? 8 : 4);
+    if (s.memory && s.cache_bytes)
+        throw InvalidArgument(std::string(where) + ": M = " + std::to_string(*s.memory) +
+                              " and cache_bytes = " + std::to_string(*s.cache_bytes) +
+                              " (give one: M is the ideal fast memory in words, cache_bytes a "
+                              "real cache)");
+    const std::int64_t word = f64 ? 8 : 4;
+    if (s.cache_bytes && *s.cache_bytes / word / kCacheSlack < 1)
+        throw InvalidArgument(std::string(where) +
+                              ": cache_bytes = " + std::to_string(*s.cache_bytes) +
+                              " leaves no word of fast memory " + "(M = cache_bytes / " +
+                              std::to_string(word) + " / " + std::to_string(kCacheSlack) + ")");
+    o.memory = s.memory        ? MemoryModel{*s.memory}
+               : s.cache_bytes ? MemoryModel::for_cache(*s.cache_bytes, word)
+                               : MemoryModel::per_core_l2(word);
     if (s.threads && *s.threads < 1)
         throw InvalidArgument(std::string(where) + ": num_threads = " + std::to_string(*s.threads) +
                               " (expected >= 1 or None)");

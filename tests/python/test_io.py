@@ -74,3 +74,39 @@ def test_bound():
     assert sparse["leading"] < large["leading"]
     with pytest.raises(ValueError):
         ioattn.bound(n=64, d=16, M=0)
+
+
+@pytest.mark.parametrize("dtype,word", [("float32", 4), ("float64", 8)])
+def test_cache_bytes_plans_for_half_the_cache(dtype, word):
+    cache = 1 << 18  # 256 KiB
+    r = ioattn.io_count(n=200, d=16, heads=2, mask="window:8", cache_bytes=cache, dtype=dtype)
+    assert r["M"] == cache // word // 2
+    assert r["io"]["peak_resident"] <= r["M"]
+    same = ioattn.io_count(n=200, d=16, heads=2, mask="window:8", M=cache // word // 2,
+                           dtype=dtype)
+    assert r == same
+    b = ioattn.bound(n=200, d=16, backward=True, cache_bytes=cache, dtype=dtype)
+    assert b["M"] == cache // word // 2
+
+
+def test_cache_bytes_in_the_calls_is_the_same_plan_as_its_M():
+    import numpy as np
+    from conftest import make, qkv
+    q, k, v = qkv(b=1, h=2, g=2, n_q=96, n_k=80, d=16, dtype=np.float32, seed=11)
+    cache = 96 * 1024
+    out, lse = ioattn.attention(q, k, v, mask="window:6", cache_bytes=cache, return_lse=True)
+    ref, ref_lse = ioattn.attention(q, k, v, mask="window:6", M=cache // 8, return_lse=True)
+    assert np.array_equal(out, ref) and np.array_equal(lse, ref_lse)
+    dout = make(out.shape, np.float32, 12)
+    got = ioattn.attention_backward(dout, q, k, v, out, lse, mask="window:6", cache_bytes=cache)
+    want = ioattn.attention_backward(dout, q, k, v, out, lse, mask="window:6", M=cache // 8)
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
+def test_cache_bytes_errors_name_the_values():
+    with pytest.raises(ValueError, match=r"ioattn.io_count: M = 4096 and cache_bytes = 65536"):
+        ioattn.io_count(n=64, d=16, M=4096, cache_bytes=65536)
+    with pytest.raises(ValueError, match=r"ioattn.bound: cache_bytes = 7 leaves no word"):
+        ioattn.bound(n=64, d=16, cache_bytes=7)
+    with pytest.raises(ValueError, match=r"cache_bytes = -1"):
+        ioattn.io_count(n=64, d=16, cache_bytes=-1)

@@ -77,7 +77,7 @@ def _lengths(q, k):
 
 
 def attention(q, k, v, *, mask=None, causal=False, scale=None, schedule="auto",
-              select="cost", M=None, return_lse=False, num_threads=None):
+              select="cost", M=None, cache_bytes=None, return_lse=False, num_threads=None):
     """O = softmax(scale * Q K^T restricted to the mask) V per (batch, head).
 
     mask: None (every pair, or the causal ones), a spec string such as
@@ -86,6 +86,8 @@ def attention(q, k, v, *, mask=None, causal=False, scale=None, schedule="auto",
     (n_q, n_k) mask is shared by every batch and head. scale: None for 1/sqrt(d).
     schedule: "auto" (chosen by `select`: "cost" or "theory"), "fused", "materialized" or
     "reference". M: the fast memory in words (None: this machine's per-core L2).
+    cache_bytes: plan for a real cache of that many bytes instead (M = cache_bytes / word
+    size / 2, the slack a simulated LRU cache needs); not together with M.
     num_threads: None for every core, else at most that many workers (results are bitwise
     the same for any count). Returns out, or (out, lse) with return_lse. The GIL is released
     while the kernels run.
@@ -94,12 +96,13 @@ def attention(q, k, v, *, mask=None, causal=False, scale=None, schedule="auto",
     sizes = _lengths(q, k)
     if mask is not None and sizes is not None:
         m, c, _ = _resolve(mask, causal, *sizes, "ioattn.attention")
-    return _core.attention(q, k, v, m, c, scale, schedule, select, M, return_lse,
+    return _core.attention(q, k, v, m, c, scale, schedule, select, M, cache_bytes, return_lse,
                            num_threads)
 
 
 def attention_backward(dout, q, k, v, out, lse, *, mask=None, causal=False, scale=None,
-                       schedule="auto", select="cost", M=None, num_threads=None):
+                       schedule="auto", select="cost", M=None, cache_bytes=None,
+                       num_threads=None):
     """(dq, dk, dv) of attention() from its out and lse and the upstream gradient dout
     (shaped like out); the other arguments as attention(). With grouped-query heads dk and dv
     sum over the query heads that share a key/value head."""
@@ -108,7 +111,7 @@ def attention_backward(dout, q, k, v, out, lse, *, mask=None, causal=False, scal
     if mask is not None and sizes is not None:
         m, c, _ = _resolve(mask, causal, *sizes, "ioattn.attention_backward")
     return _core.attention_backward(dout, q, k, v, out, lse, m, c, scale, schedule, select, M,
-                                    num_threads)
+                                    cache_bytes, num_threads)
 
 
 def _problem(where, n, n_q, n_k, d, d_v, batch, heads, kv_heads, causal, scale):
@@ -128,24 +131,27 @@ def _is_double(dtype, where):
 
 def io_count(*, n=None, n_q=None, n_k=None, d=None, d_v=None, batch=1, heads=1, kv_heads=None,
              causal=False, scale=None, mask=None, backward=False, schedule="auto",
-             select="cost", M=None, dtype="float32", tuned=True, num_threads=None):
+             select="cost", M=None, cache_bytes=None, dtype="float32", tuned=True,
+             num_threads=None):
     """The I/O attention() (or attention_backward() with backward=True) would move for these
     sizes, counted by walking its schedule without data, as `ioattn run --count-io --json`
     reports it: the problem keys, "schedule", "selected_by", "M", "tiling", "bound" and "io"
     {"reads", "writes", "total", "peak_resident", "closed_form_total",
     "matches_closed_form", "ratio_to_bound"}; "z_qk" and "z_input" for a mask. M in words
-    (None: the per-core L2 in words of dtype); tuned=False takes the I/O-optimal tiling
+    (None: the per-core L2 in words of dtype), or cache_bytes for a real cache (as in
+    attention()); tuned=False takes the I/O-optimal tiling
     instead of the one tuned for this CPU."""
     where = "ioattn.io_count"
     sizes = _problem(where, n, n_q, n_k, d, d_v, batch, heads, kv_heads, causal, scale)
     m, c, label = _resolve(mask, causal, sizes.n_q, sizes.n_k, where)
     sizes.causal = c
-    return _core.io_count(sizes, m, label, bool(backward), schedule, select, M,
+    return _core.io_count(sizes, m, label, bool(backward), schedule, select, M, cache_bytes,
                           _is_double(dtype, where), bool(tuned), num_threads)
 
 
 def bound(*, n=None, n_q=None, n_k=None, d=None, d_v=None, batch=1, heads=1, kv_heads=None,
-          causal=False, scale=None, mask=None, backward=False, M=None, dtype="float32"):
+          causal=False, scale=None, mask=None, backward=False, M=None, cache_bytes=None,
+          dtype="float32"):
     """The I/O lower bounds of the pass for M words, as the "bound" of `ioattn run --json`:
     "regime", "compulsory", "leading", "asymptotic", "explicit" (and "theorem_1_1" for the
     dense backward), with "M", and "z_qk", "z_input" for a mask (Li et al. Thm 4.5)."""
@@ -153,7 +159,8 @@ def bound(*, n=None, n_q=None, n_k=None, d=None, d_v=None, batch=1, heads=1, kv_
     sizes = _problem(where, n, n_q, n_k, d, d_v, batch, heads, kv_heads, causal, scale)
     m, c, label = _resolve(mask, causal, sizes.n_q, sizes.n_k, where)
     sizes.causal = c
-    return _core.bound(sizes, m, label, bool(backward), M, _is_double(dtype, where))
+    return _core.bound(sizes, m, label, bool(backward), M, cache_bytes,
+                       _is_double(dtype, where))
 
 
 def __getattr__(name):
