@@ -173,6 +173,8 @@ private:
                      std::int64_t i,
                      std::int64_t by) {
         std::int64_t& v = c[static_cast<std::size_t>(i)];
+        if (by == 0) // an empty block: nothing to count (and i must not be touched twice)
+            return;
         if (v == 0)
             touched.push_back(i);
         v += by;
