@@ -18,7 +18,8 @@
 //   budget must break) and the same trace without its acquire / release events (the replay
 //   must find reads outside any scope).
 // Reported: max |I_t(w)| / B(M, w) and max message / 2M, in total and per schedule (rows).
-// Ops: one dry run, one stats pass and two replays (O(trace)) per instance.
+// Ops: one dry run (recorded into a trace buffer reused across instances, TraceBuffers), one
+//   stats pass and two replays (O(trace)) per instance.
 // Tests: tests/finite_field/experiments_test.cpp, tests/finite_field/epochs_test.cpp
 
 #include "experiments_impl.hpp"
