@@ -20,22 +20,6 @@ bool fits(Schedule schedule, const MemoryModel& memory, const Problem& p, Pass p
     return Tiling::try_for_memory(schedule, memory, p, pass, k).has_value();
 }
 
-/// The smallest M of one schedule, by doubling then bisection; 0 if none up to 2^50.
-std::int64_t smallest_of(Schedule schedule, const Problem& p, Pass pass, Kernels k) {
-    std::int64_t hi = 1;
-    while (!fits(schedule, MemoryModel{hi}, p, pass, k)) {
-        if (hi > (std::int64_t{1} << 50))
-            return 0;
-        hi *= 2;
-    }
-    std::int64_t lo = hi / 2; // does not fit (or 0)
-    while (hi - lo > 1) {
-        const std::int64_t mid = lo + (hi - lo) / 2;
-        (fits(schedule, MemoryModel{mid}, p, pass, k) ? hi : lo) = mid;
-    }
-    return hi;
-}
-
 /// M is below every tiling of `schedule` (nullopt: of both schedules of `pass`).
 [[noreturn]] void throw_too_small(const std::string& where,
                                   const MemoryModel& memory,
@@ -156,18 +140,6 @@ Tiling tiling_of(const AttentionPlan& plan, bool tuned) {
 }
 
 } // namespace
-
-std::int64_t smallest_memory(const Problem& problem,
-                             Pass pass,
-                             std::optional<Schedule> schedule,
-                             Kernels kernels) {
-    const Problem p = problem.resolved("ioattn::smallest_memory");
-    if (schedule)
-        return *schedule == Schedule::reference ? 1 : smallest_of(*schedule, p, pass, kernels);
-    const std::int64_t f = smallest_of(Schedule::fused, p, pass, kernels);
-    const std::int64_t m = smallest_of(Schedule::materialized, p, pass, kernels);
-    return f == 0 || m == 0 ? std::max(f, m) : std::min(f, m);
-}
 
 template <typename Scalar>
 AttentionPlan plan_attention(const Problem& problem,

@@ -118,4 +118,14 @@ std::ostream& operator<<(std::ostream& os, const Tiling& t);
 /// results do not depend on the thread count.
 std::int64_t backward_dq_groups(const Problem& problem, std::int64_t key_blocks);
 
+/// The smallest M (words) for which `schedule` (nullopt: the fused or the materialized one)
+/// has a tiling of `pass` on `problem` for `kernels` (the sparse kernels hold more: see
+/// ioattn::Kernels); 0 if none up to 2^50. Throws InvalidArgument for a bad problem. O(log M)
+/// tiling searches. (Here, not in attention.hpp, so that everything built on ioattn::core,
+/// the finite-field verifier among it, uses the one definition.)
+std::int64_t smallest_memory(const Problem& problem,
+                             Pass pass,
+                             std::optional<Schedule> schedule = {},
+                             Kernels kernels = Kernels::dense);
+
 } // namespace ioattn

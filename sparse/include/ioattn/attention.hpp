@@ -146,13 +146,6 @@ AttentionReport io_count(const Problem& problem,
                          const Structure<Scalar>& structure = {},
                          const AttentionOptions& options = {});
 
-/// The smallest M (words) for which `schedule` (nullopt: the fused or the materialized one)
-/// has a tiling of `pass` on `problem` for `kernels` (the sparse kernels hold more: see
-/// ioattn::Kernels); 0 if none up to 2^50. Throws InvalidArgument for a bad problem. O(log M)
-/// tiling searches.
-std::int64_t smallest_memory(const Problem& problem,
-                             Pass pass,
-                             std::optional<Schedule> schedule = {},
-                             Kernels kernels = Kernels::dense);
+// ioattn::smallest_memory(problem, pass, schedule, kernels): ioattn/tiling.hpp.
 
 } // namespace ioattn
