@@ -173,7 +173,7 @@ BarPlot sparse_plot(const std::vector<Row>& rows, bool one_shape) {
             continue;
         }
         const std::string group =
-            r.pattern + " " + r.pass.substr(0, 3) +
+            r.pattern + (r.pass == "forward" ? " fwd" : " bwd") +
             (one_shape ? std::string() : " N=" + std::to_string(r.n) + " d=" + std::to_string(r.d));
         bars.push_back({group, r.schedule, r.gflops});
         for (const Row* dr : dense)

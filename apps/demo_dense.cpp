@@ -27,6 +27,16 @@ std::string tile_of(const nlohmann::json& run) {
            std::to_string(t.at("cols").get<std::int64_t>());
 }
 
+/// B = 1, `heads` heads, n_q = n_k = n, head dimension d, resolved.
+Problem square(std::int64_t heads, std::int64_t n, std::int64_t d) {
+    Problem p;
+    p.batch = 1;
+    p.heads = heads;
+    p.n_q = p.n_k = n;
+    p.d = d;
+    return p.resolved("demo");
+}
+
 } // namespace
 
 nlohmann::json demo_dense(const DemoOptions& o, bool text) {
@@ -101,13 +111,7 @@ nlohmann::json demo_dense(const DemoOptions& o, bool text) {
 }
 
 nlohmann::json demo_io_sweep(const DemoOptions& o, bool text) {
-    Problem p;
-    p.batch = 1;
-    p.heads = 1;
-    p.n_q = 4096;
-    p.n_k = 4096;
-    p.d = 64;
-    p = p.resolved("demo");
+    const Problem p = square(1, 4096, 64);
     const std::int64_t d2 = p.d * p.d;
     const std::int64_t lo = 4 * p.d, hi = p.n_k * p.d;
     const std::vector<SweepRow> rows = io_sweep(p, Pass::forward, lo, hi, true);
@@ -172,13 +176,7 @@ nlohmann::json demo_io_sweep(const DemoOptions& o, bool text) {
 }
 
 nlohmann::json demo_speed(const DemoOptions& o, bool text) {
-    Problem p;
-    p.batch = 1;
-    p.heads = 8;
-    p.n_q = 1024;
-    p.n_k = 1024;
-    p.d = 64;
-    p = p.resolved("demo");
+    const Problem p = square(8, 1024, 64);
     const int threads = with_threads(o.threads, [] { return max_concurrency(); });
     const MemoryModel mem = MemoryModel::per_core_l2(sizeof(float));
     const Tiling tiling = Tiling::tuned(Schedule::fused, mem, p);

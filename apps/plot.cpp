@@ -219,7 +219,9 @@ void render(const BarPlot& plot, const PlotFiles& files, const char* where) {
            << "\nset style data histograms\nset style histogram clustered gap 1\n"
               "set style fill solid 0.85 border -1\nset boxwidth 0.9\n"
               "set xtics rotate by -30 scale 0 nomirror\nset yrange [0:"
-           << number(1.12 * (top > 0 ? top : 1)) << "]\n";
+           << number(1.12 * (top > 0 ? top : 1))
+           << "]\nset xrange [-0.6:" << number(static_cast<double>(plot.groups.size()) - 0.4)
+           << "]\n";
         for (const PlotMark& m : plot.y_marks)
             gp << "set arrow from graph 0, first " << number(m.at) << " to graph 1, first "
                << number(m.at) << " nohead dt 2 lw 1.5 lc rgb '#404040'\nset label "
