@@ -160,7 +160,43 @@ void print(const SparseSuiteOptions& o, const std::vector<Row>& rows, const Roof
     t.print(std::cout);
 }
 
+/// The forward and backward GFLOP/s of each pattern on 2 threads, beside the dense fused
+/// kernel's on the same shape and pass.
+BarPlot sparse_plot(const std::vector<Row>& rows, bool one_shape) {
+    std::vector<Bar> bars;
+    std::vector<const Row*> dense;
+    for (const Row& r : rows) {
+        if (r.threads != 2)
+            continue;
+        if (r.pattern == "dense") {
+            dense.push_back(&r);
+            continue;
+        }
+        const std::string group =
+            r.pattern + (r.pass == "forward" ? " fwd" : " bwd") +
+            (one_shape ? std::string() : " N=" + std::to_string(r.n) + " d=" + std::to_string(r.d));
+        bars.push_back({group, r.schedule, r.gflops});
+        for (const Row* dr : dense)
+            if (dr->n == r.n && dr->d == r.d && dr->pass == r.pass)
+                bars.push_back({group, "dense fused", dr->gflops});
+    }
+    return bar_plot_of("ioattn bench --suite sparse: fp32, B = H = 1, 2 threads, GFLOP/s = 4 "
+                       "Z_QK d (backward 2.5x)",
+                       "GFLOP/s",
+                       bars);
+}
+
 } // namespace
+
+void render_bench_plot(BarPlot plot, const Roofline& roof, const PlotFiles& files) {
+    plot.y_marks.push_back(
+        {roof.gemm_gflops, "SGEMM 2048^3 roofline " + fixed(roof.gemm_gflops, 1) + " GFLOP/s"});
+    plot.y_marks.push_back(
+        {roof.peak_gflops, "FMA peak " + fixed(roof.peak_gflops, 1) + " GFLOP/s"});
+    render(plot, files, "bench");
+    std::cerr << "ioattn bench: wrote " << files.svg << " (data " << files.csv << ", script "
+              << files.script << ")\n";
+}
 
 void run_sparse_suite(const SparseSuiteOptions& o) {
     const std::vector<std::string> patterns =
@@ -345,6 +381,9 @@ void run_sparse_suite(const SparseSuiteOptions& o) {
     if (isatty(STDERR_FILENO) != 0)
         std::cerr << "\r\033[K" << std::flush;
     print(o, rows, roof);
+    if (!o.plot.empty())
+        render_bench_plot(
+            sparse_plot(rows, ns.size() * ds.size() == 1), roof, plot_files(o.plot, "bench"));
 }
 
 } // namespace ioattn::app

@@ -116,5 +116,6 @@ TEST_CASE("a plot that cannot be written: the table, then one line, exit 1", "[a
     CHECK(r.status == 1);
     CHECK(r.out.find("ioattn io:") == 0); // the sweep was printed before the plot
     CHECK(ioattn::app::test::lines_of(r.err).size() == 1);
-    CHECK(r.err == "ioattn: io: cannot write --plot /nonexistent/dir/plot.svg\n");
+    CHECK(r.err == "ioattn: io: cannot write --plot /nonexistent/dir/plot.svg (its file "
+                   "/nonexistent/dir/plot.csv)\n");
 }
