@@ -41,9 +41,11 @@ const std::vector<std::string> kPatterns = {"dense",
                                             "dilated:2:3",
                                             "global:2+window:1",
                                             "bigbird:2:1:2",
+                                            "bigbird-block:2:3:2:1",
                                             "strided:4",
                                             "block:3:0.4",
-                                            "random:0.2"};
+                                            "random:0.2",
+                                            "powerlaw:3"};
 
 const MemoryModel kAmple{1 << 22};
 
@@ -190,7 +192,8 @@ TEST_CASE("backward_element: empty rows, a hidden key, thread-count invariance",
 
 TEST_CASE("element kernels: counted I/O equals the closed form and the dry run; peak fits M",
           "[sparse][element][io]") {
-    for (const std::string spec : {"dense", "window:3", "bigbird:2:1:2", "random:0.2"})
+    for (const std::string spec :
+         {"dense", "window:3", "bigbird:2:1:2", "random:0.2", "powerlaw:4"})
         for (const Tiling t : {Tiling{Schedule::fused, 4, 3}, Tiling{Schedule::fused, 8, 16}}) {
             CAPTURE(spec, t.rows, t.cols);
             const Problem p = sp::test::kernel_shape(2, 21, 17, 6);
