@@ -249,8 +249,8 @@ void key_block(const BackwardArgs<Scalar>& a,
         const std::int64_t h = g * p.group() + hh, slice = b * p.heads + h;
         if constexpr (Counter::kComputes)
             std::fill(cur.pos, cur.pos + r, std::int64_t{0});
-        for (std::int64_t x0 = 0; x0 < nq; x0 += t.cols) {
-            const std::int64_t c = std::min(t.cols, nq - x0);
+        for (std::int64_t x0 = 0, c = 0; x0 < nq; x0 += c) {
+            c = detail::chunk_length(queries.data(), nq, x0, t.cols); // runs in place (plan.hpp)
             const std::int64_t* qc = queries.data() + x0;
             detail::read_gathered(io, Operand::q, slice, src.q, b, h, qc, c);
             io.read({Operand::d_o, slice, qc[0], c, 0, p.d_v});
