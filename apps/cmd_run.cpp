@@ -155,8 +155,12 @@ void print_text(const nlohmann::json& j, const RunOptions& o) {
        << " causal=" << yes_no(j["causal"].get<bool>()) << '\n';
     const auto m = j["M"].get<std::int64_t>();
     os << "  M        " << grouped(m) << " words (" << bytes_of(m, wb) << ", "
-       << (memory_given(o.shared) ? "given" : "per-core L2") << "); threads " << j["threads"]
-       << "; kernels " << j["isa"].get<std::string>() << '\n';
+       << (j.contains("cache_bytes")
+               ? "planned for a cache of " + std::to_string(j["cache_bytes"].get<std::int64_t>()) +
+                     " bytes"
+           : memory_given(o.shared) ? "given"
+                                    : "per-core L2")
+       << "); threads " << j["threads"] << "; kernels " << j["isa"].get<std::string>() << '\n';
     os << "  schedule " << j["schedule"].get<std::string>();
     if (!j["selected_by"].is_null())
         os << " (auto chose it with --select " << j["selected_by"].get<std::string>() << ")";
@@ -254,6 +258,8 @@ nlohmann::json run_json(const RunOptions& o) {
 void run(const RunOptions& o) {
     nlohmann::json j = run_json(o);
     j["isa"] = std::string(to_string(active_isa())); // the kernels' instruction set
+    if (o.shared.cache_bytes != kUnset)              // M was planned for a real cache of this size
+        j["cache_bytes"] = o.shared.cache_bytes;
     if (o.shared.json)
         std::cout << j.dump(2) << '\n';
     else if (o.shared.csv)

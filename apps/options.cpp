@@ -53,7 +53,15 @@ void add_memory_options(CLI::App& cmd, SharedOptions& o) {
                               o.m_bytes,
                               "Fast memory in bytes, e.g. 2MiB (words = bytes / word size)")
                    ->transform(CLI::AsSizeValue(false));
+    auto* cb = cmd.add_option("--cache-bytes",
+                              o.cache_bytes,
+                              "Plan for a real cache of this size, e.g. 512KiB: M = bytes / word "
+                              "size / 2, the slack an LRU cache needs to move the counted words "
+                              "(MemoryModel::for_cache)")
+                   ->transform(CLI::AsSizeValue(false));
     m->excludes(mb);
+    cb->excludes(m);
+    cb->excludes(mb);
 }
 
 void add_runtime_options(CLI::App& cmd, SharedOptions& o) {
@@ -110,7 +118,7 @@ std::int64_t word_bytes(const SharedOptions& o) {
 }
 
 bool memory_given(const SharedOptions& o) {
-    return o.m_words != kUnset || o.m_bytes != kUnset;
+    return o.m_words != kUnset || o.m_bytes != kUnset || o.cache_bytes != kUnset;
 }
 
 MemoryModel memory_of(const SharedOptions& o, const char* where) {
@@ -120,6 +128,8 @@ MemoryModel memory_of(const SharedOptions& o, const char* where) {
             throw InvalidArgument(std::string(where) + ": --M-bytes " + std::to_string(o.m_bytes) +
                                   " is less than one " + o.dtype + " word");
         m.fast_words = o.m_bytes / word_bytes(o);
+    } else if (o.cache_bytes != kUnset) {
+        m = MemoryModel::for_cache(o.cache_bytes, word_bytes(o));
     } else if (o.m_words != kUnset) {
         m.fast_words = o.m_words;
     }

@@ -37,7 +37,8 @@ struct SharedOptions {
     std::string select = "cost";
     std::int64_t m_words = kUnset;
     std::int64_t m_bytes = kUnset;
-    int threads = 0; ///< 0: every core
+    std::int64_t cache_bytes = kUnset; ///< --cache-bytes: plan for a real cache of this size
+    int threads = 0;                   ///< 0: every core
     std::uint64_t seed = 42;
     bool json = false;
     bool csv = false;

@@ -282,8 +282,13 @@ nlohmann::json run_variant(const VariantRun& r) {
     const double flops =
         is_sparse ? 4.0 * z * static_cast<double>(p.d * p.batch_heads()) * (backward ? 2.5 : 1.0)
                   : flop_count_convention(p, r.pass);
-    const Bound b =
-        is_sparse ? sparse::forward_bound(p, *support, r.memory, z_in) : bound(p, r.memory, r.pass);
+    const Bound b = is_sparse ? sparse::bound(p,
+                                              *support,
+                                              r.memory,
+                                              z_in,
+                                              sparse::used_input_words(p, *support, inputs, r.pass),
+                                              r.pass)
+                              : bound(p, r.memory, r.pass);
 
     nlohmann::json j = {{"batch", p.batch},
                         {"heads", p.heads},

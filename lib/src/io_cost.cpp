@@ -66,8 +66,9 @@ IoReport io_cost_forward_materialized(const Problem& problem, const Tiling& tili
             {peak, 2 * r + r * c + (c > 0 ? (r + c) * kd : 0), 2 * r + r * kv + r * c + c * kv});
         const std::int64_t tiles = ceil_div(kv_end, b);       // visible column tiles
         const std::int64_t cols = std::min(p.n_k, tiles * b); // their total width
-        // phase 1: Q_i chunks once per tile, K_j chunks, write S_ij
-        slice.reads += tiles * r * p.d + cols * p.d;
+        // phase 1: Q_i chunks once per tile (once per row block when d <= b), K_j chunks,
+        // write S_ij
+        slice.reads += (p.d <= b ? std::min<std::int64_t>(tiles, 1) : tiles) * r * p.d + cols * p.d;
         slice.writes += r * cols;
         // phase 2: per d_v chunk, read S_ij and the V_j chunk
         slice.reads += v_chunks * r * cols + cols * p.d_v;

@@ -66,6 +66,19 @@ MemoryModel MemoryModel::per_core_l2(std::int64_t bytes_per_word) {
     return MemoryModel{bytes / bytes_per_word};
 }
 
+MemoryModel MemoryModel::for_cache(std::int64_t cache_bytes, std::int64_t bytes_per_word) {
+    if (bytes_per_word < 1)
+        throw InvalidArgument("ioattn::MemoryModel::for_cache: bytes_per_word = " +
+                              std::to_string(bytes_per_word) + " (expected >= 1)");
+    const std::int64_t words = cache_bytes / bytes_per_word / kCacheSlack;
+    if (words < 1)
+        throw InvalidArgument("ioattn::MemoryModel::for_cache: a cache of " +
+                              std::to_string(cache_bytes) +
+                              " bytes leaves M = " + std::to_string(words) + " words of " +
+                              std::to_string(bytes_per_word) + " bytes (expected >= 1)");
+    return MemoryModel{words};
+}
+
 void MemoryModel::validate(const char* where) const {
     if (fast_words < 1)
         throw InvalidArgument(std::string(where) + ": M = " + std::to_string(fast_words) +

@@ -26,12 +26,15 @@ std::int64_t isqrt(std::int64_t x) {
     return r;
 }
 
-/// Fused forward residency with effective sizes r <= n_q, c <= n_k:
-/// Q_i (r*d) + K_j, V_j (c*(d + d_v)) + S_ij (r*c) + O_i (r*d_v) + m_i, l_i (2r).
+/// Fused forward residency, r = min(Br, n_q), c = min(Bc, n_k), rp = r lane-padded (see
+/// forward_fused.cpp): the task's scratch, Q_i^T (d x rp), S^T (c x rp), O_i^T (d_v x rp) and
+/// m, l, alpha (rp each), plus the rows it streams at a time: Q_i while packing (r d), K_j and
+/// V_j (c (d + d_v)), O_i and L_i while writing (r (d_v + 1)).
 std::int64_t fused_forward_resident(const Problem& p, std::int64_t rows, std::int64_t cols) {
     const std::int64_t r = std::min(rows, p.n_q);
     const std::int64_t c = std::min(cols, p.n_k);
-    return r * p.d + c * (p.d + p.d_v) + r * c + r * p.d_v + 2 * r;
+    const std::int64_t rp = lane_padded(r);
+    return rp * (p.d + c + p.d_v + 3) + std::max({r * p.d, c * (p.d + p.d_v), r * (p.d_v + 1)});
 }
 
 /// Materialized forward residency: the larger of phase 1 (S tile, Q and K chunks, stats) and
@@ -46,17 +49,23 @@ std::int64_t materialized_forward_resident(const Problem& p, std::int64_t b) {
     return std::max(phase1, phase2);
 }
 
-/// Fused backward residency, R = tiling.rows resident, C = tiling.cols streamed (see
-/// backward_fused.cpp): the largest of pass 0 (O_i, dO_i, D_i), pass A (K_j, V_j, dK_j, dV_j
-/// resident; Q_i, dO_i, L_i, D_i and the partial dQ_i streamed; S/P and dP/dS tiles) and pass R
-/// (a dQ row block and one partial).
+/// Fused backward residency, R = tiling.rows resident keys, C = tiling.cols streamed queries
+/// (see backward_fused.cpp), rp, cp, dw = R, C, d lane-padded: the largest of pass 0 (O_i,
+/// dO_i, D_i), pass A and pass R (a dQ row block and one dw-wide partial). Pass A holds its
+/// scratch, K_j^T and V_j^T packed (d x rp, d_v x rp), the S/P and dP/dS tiles (cp x rp each),
+/// the dK_j^T and dV_j^T accumulators (d x rp, d_v x rp), K_j row-major (rp x dw) and per-lane
+/// L, D and ones (max(rp, cp, dw) each), plus what streams at a time: K_j, V_j while packing and
+/// dK_j, dV_j while writing (R (d + d_v)), or a query block's Q_i, dO_i, L_i, D_i and its dw-wide
+/// dQ partial (C (d + d_v + 2 + dw)).
 std::int64_t fused_backward_resident(const Problem& p, std::int64_t res, std::int64_t str) {
     const std::int64_t ra = std::min(res, p.n_k), ca = std::min(str, p.n_q);
     const std::int64_t rb = std::min(res, p.n_q);
+    const std::int64_t rp = lane_padded(ra), cp = lane_padded(ca), dw = lane_padded(p.d);
     const std::int64_t pass0 = rb * (2 * p.d_v + 1);
-    const std::int64_t pass_a =
-        ra * (2 * p.d + 2 * p.d_v) + ca * (2 * p.d + p.d_v + 2) + 2 * ra * ca;
-    return std::max({pass0, pass_a, 2 * rb * p.d});
+    const std::int64_t scratch =
+        2 * (p.d + p.d_v) * rp + 2 * cp * rp + rp * dw + 3 * std::max({rp, cp, dw});
+    const std::int64_t pass_a = scratch + std::max(ra * (p.d + p.d_v), ca * (p.d + p.d_v + 2 + dw));
+    return std::max({pass0, pass_a, rb * (p.d + dw)});
 }
 
 /// Materialized backward residency (see backward_materialized.cpp), the largest phase:
@@ -86,46 +95,56 @@ resident(const Problem& p, Schedule s, Pass pass, std::int64_t rows, std::int64_
                                  : materialized_backward_resident(p, rows);
 }
 
-std::optional<Tiling> fused_backward_for_memory(const MemoryModel& m, const Problem& p) {
-    // I/O falls with the resident block R; take the largest R with C = 1, then the largest C.
-    const std::int64_t n = std::max(p.n_q, p.n_k);
+/// The largest x in [1, n] with fits(x) (residency grows with x), or 0 if fits(1) is false.
+template <typename Fits>
+std::int64_t largest_fitting(std::int64_t n, const Fits& fits) {
     std::int64_t lo = 0, hi = n;
     while (lo < hi) {
         const std::int64_t mid = hi - (hi - lo) / 2;
-        if (fused_backward_resident(p, mid, 1) <= m.fast_words)
+        if (fits(mid))
             lo = mid;
         else
             hi = mid - 1;
     }
-    if (lo < 1)
+    return lo;
+}
+
+std::optional<Tiling> fused_backward_for_memory(const MemoryModel& m, const Problem& p) {
+    // I/O falls with the resident block R; take the largest R with C = 1, then the largest C.
+    const std::int64_t n = std::max(p.n_q, p.n_k);
+    const auto fits = [&](std::int64_t r, std::int64_t c) {
+        return fused_backward_resident(p, r, c) <= m.fast_words;
+    };
+    const std::int64_t rows = largest_fitting(n, [&](std::int64_t r) { return fits(r, 1); });
+    if (rows < 1)
         return std::nullopt;
-    std::int64_t c_lo = 1, c_hi = n;
-    while (c_lo < c_hi) {
-        const std::int64_t mid = c_hi - (c_hi - c_lo) / 2;
-        if (fused_backward_resident(p, lo, mid) <= m.fast_words)
-            c_lo = mid;
-        else
-            c_hi = mid - 1;
-    }
-    return Tiling{Schedule::fused, lo, c_lo};
+    const std::int64_t cols = largest_fitting(n, [&](std::int64_t c) { return fits(rows, c); });
+    return Tiling{Schedule::fused, rows, cols};
 }
 
 std::optional<Tiling> fused_for_memory(const MemoryModel& m, const Problem& p) {
     // I/O depends on Br only (through ceil(n_q/Br)); take the largest Br with Bc = 1, then the
     // smallest Br with the same number of row blocks, and give the freed words to Bc.
-    const std::int64_t per_row = p.d + 1 + p.d_v + 2;
-    const std::int64_t fixed = p.d + p.d_v;
-    if (m.fast_words < fixed + per_row)
+    const auto fits = [&](std::int64_t r, std::int64_t c) {
+        return fused_forward_resident(p, r, c) <= m.fast_words;
+    };
+    std::int64_t rows = largest_fitting(p.n_q, [&](std::int64_t r) { return fits(r, 1); });
+    if (rows < 1)
         return std::nullopt;
-    std::int64_t rows = std::min((m.fast_words - fixed) / per_row, p.n_q);
     rows = ceil_div(p.n_q, ceil_div(p.n_q, rows));
-    const std::int64_t free_words = m.fast_words - rows * (p.d + p.d_v + 2);
-    const std::int64_t cols = std::clamp<std::int64_t>(free_words / (p.d + p.d_v + rows), 1, p.n_k);
+    const std::int64_t cols = largest_fitting(p.n_k, [&](std::int64_t c) { return fits(rows, c); });
     return Tiling{Schedule::fused, rows, cols};
 }
 
 std::optional<Tiling> materialized_for_memory(const MemoryModel& m, const Problem& p, Pass pass) {
-    const std::int64_t b = isqrt(m.fast_words / 4);
+    // b = floor(sqrt(M/4)), rounded down to whole 16-word lines from 16 on: a tile row of b
+    // words then fills whole lines of the stored scores, whose rows are line-aligned, so a real
+    // cache moves the words counted. With b = 22 (M = 2048) the rows straddled lines and a
+    // simulated LRU cache moved 1.30x (forward) and 1.40x (backward) the counted words at 2M
+    // (bench/cache_validate.py; 1.07x and 1.02x with b = 16).
+    std::int64_t b = isqrt(m.fast_words / 4);
+    if (b >= kLanePad)
+        b = b / kLanePad * kLanePad;
     if (b < 1)
         return std::nullopt;
     Tiling t{Schedule::materialized, b, b};

@@ -1,6 +1,7 @@
 // ioattn::sparse I/O: exact costs of the sparse schedules from the structure, the sparse bound
 // (Li et al., Thm 4.5), the crossover M* = Z_input^2 / Z_QK and selection.
 
+#include "fail.hpp"
 #include "plan.hpp"
 #include "row_source.hpp"
 
@@ -182,21 +183,85 @@ double crossover(const Support& support, std::int64_t z_input_per_head) {
                               : std::numeric_limits<double>::infinity();
 }
 
-Bound forward_bound(const Problem& problem,
-                    const Support& support,
-                    const MemoryModel& memory,
-                    std::int64_t z_input) {
-    const Problem p = problem.resolved("ioattn::sparse::forward_bound");
-    memory.validate("ioattn::sparse::forward_bound");
+template <typename Scalar>
+std::int64_t used_input_words(const Problem& problem,
+                              const Support& support,
+                              const SparseInputs<Scalar>& inputs,
+                              Pass pass) {
+    constexpr const char* kWhere = "ioattn::sparse::used_input_words";
+    const Problem p = problem.resolved(kWhere);
+    if (support.n_q() != p.n_q || support.n_k() != p.n_k)
+        detail::fail(kWhere,
+                     "support is ",
+                     support.n_q(),
+                     " x ",
+                     support.n_k(),
+                     ", problem n_q x n_k = ",
+                     p.n_q,
+                     " x ",
+                     p.n_k);
+    const auto [q, k, v] = detail::shape_operands(p, inputs, kWhere);
+    const Support& keys = support.transposed();
+    std::int64_t q_words = 0, kv_words = 0;
+    for (std::int64_t slice = 0; slice < p.batch_heads(); ++slice) { // Q (and O, dO, L) rows
+        const std::int64_t b = slice / p.heads, h = slice % p.heads;
+        for (std::int64_t i = 0; i < p.n_q; ++i)
+            if (!support.row(i).empty())
+                q_words += q.words(b, h, i) + (pass == Pass::backward ? 2 * p.d_v + 1 : 0);
+    }
+    for (std::int64_t kv = 0; kv < p.batch * p.kv_heads; ++kv) { // K and V rows
+        const std::int64_t b = kv / p.kv_heads, g = kv % p.kv_heads;
+        for (std::int64_t j = 0; j < p.n_k; ++j)
+            if (!keys.row(j).empty())
+                kv_words += k.words(b, g, j) + v.words(b, g, j);
+    }
+    return q_words / p.batch_heads() + kv_words / (p.batch * p.kv_heads);
+}
+
+template std::int64_t
+used_input_words<float>(const Problem&, const Support&, const SparseInputs<float>&, Pass);
+template std::int64_t
+used_input_words<double>(const Problem&, const Support&, const SparseInputs<double>&, Pass);
+
+std::int64_t used_input_words(const Problem& problem, const Support& support, Pass pass) {
+    return used_input_words(problem, support, SparseInputs<float>{}, pass);
+}
+
+Bound bound(const Problem& problem,
+            const Support& support,
+            const MemoryModel& memory,
+            std::int64_t z_input,
+            std::int64_t used_input,
+            Pass pass) {
+    const Problem p = problem.resolved("ioattn::sparse::bound");
+    memory.validate("ioattn::sparse::bound");
     const double m = static_cast<double>(memory.fast_words);
     const double z = static_cast<double>(z_input);
     const double zqk = static_cast<double>(support.z_qk());
     const double bh = static_cast<double>(p.batch_heads());
+    // outputs per (batch, head): O and L of every row, or dQ and the head's share of dK, dV
+    const double outputs = pass == Pass::forward ? static_cast<double>(p.n_q * (p.d_v + 1))
+                                                 : static_cast<double>(p.n_q * p.d) +
+                                                       static_cast<double>(p.n_k * (p.d + p.d_v)) *
+                                                           static_cast<double>(p.kv_heads) /
+                                                           static_cast<double>(p.heads);
     Bound b;
     b.regime = m >= crossover(support, z_input) ? "large-cache" : "small-cache";
-    b.compulsory = bh * (z + static_cast<double>(p.n_q * (p.d_v + 1)));
+    b.compulsory = bh * (static_cast<double>(used_input) + outputs);
     b.leading = bh * std::min(z * z / m, z * std::sqrt(zqk) / std::sqrt(m));
     return b;
+}
+
+Bound forward_bound(const Problem& problem,
+                    const Support& support,
+                    const MemoryModel& memory,
+                    std::int64_t z_input) {
+    return bound(problem,
+                 support,
+                 memory,
+                 z_input,
+                 used_input_words(problem, support, Pass::forward),
+                 Pass::forward);
 }
 
 Schedule select_schedule(const Problem& problem,

@@ -6,6 +6,7 @@
 #include "cli.hpp"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <string>
 #include <vector>
@@ -48,17 +49,29 @@ TEST_CASE("a fast memory below one word is a usage error", "[apps][options]") {
 }
 
 // options.hpp: tiling_for "throws InvalidArgument (usage) when M is below the smallest valid
-// tiling, naming that smallest M". For d = 16 the smallest materialized tiling needs M = 5 and
-// the smallest fused one M = 67.
+// tiling, naming that smallest M". For d = 16 the smallest materialized tiling needs M = 5, the
+// smallest fused forward M = 608 (one row lane-padded to 16: 16 (2d + 4) words of scratch, and
+// one key's K and V rows streaming) and the fused backward M = 1890 (Tiling::resident_words).
+TEST_CASE("run --cache-bytes plans for half the cache; too small or beside --M is a usage error",
+          "[apps][options]") {
+    const auto r = run_ioattn(small_run({"--cache-bytes", "256KiB", "--json"}));
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j.at("M") == 256 * 1024 / 4 / 2);
+    CHECK(j.at("cache_bytes") == 256 * 1024);
+    require_one_line_error(small_run({"--cache-bytes", "7"}), "7 bytes");
+    require_one_line_error(small_run({"--cache-bytes", "1MiB", "--M", "100"}), "--cache-bytes");
+}
+
 TEST_CASE("run: --M below every tiling is a usage error naming the smallest M", "[apps][options]") {
     require_one_line_error(small_run({"--M", "4"}), "M = 4 words");
     require_one_line_error(small_run({"--M", "4"}), "needs M >= 5");
-    require_one_line_error(small_run({"--M", "66", "--schedule", "fused"}), "needs M >= 67");
+    require_one_line_error(small_run({"--M", "607", "--schedule", "fused"}), "needs M >= 608");
     require_one_line_error( // the backward's own smallest fused tiling, not the forward's
-        small_run({"--M", "115", "--schedule", "fused", "--pass", "backward"}),
-        "needs M >= 116");
+        small_run({"--M", "1889", "--schedule", "fused", "--pass", "backward"}),
+        "needs M >= 1890");
     CHECK(ioattn::app::test::run_ioattn(
-              small_run({"--M", "116", "--schedule", "fused", "--pass", "backward"}))
+              small_run({"--M", "1890", "--schedule", "fused", "--pass", "backward"}))
               .status == 0); // and that M is enough
     require_one_line_error(
         small_run({"--M", "4", "--schedule", "materialized", "--pattern", "window:8"}),

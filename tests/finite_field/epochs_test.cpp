@@ -107,9 +107,13 @@ TEST_CASE("a trace completing everything without I/O breaks the epoch bound", "[
 
 TEST_CASE("real dense forward traces satisfy the epoch bounds and the replay", "[ff][epochs]") {
     const Prime p{1000003};
+    // the fused schedule's smallest tiling holds a lane-padded block of 16 query rows
+    // (Tiling::resident_words): about 200 words at d = 4
     for (auto schedule : {ioattn::Schedule::fused, ioattn::Schedule::materialized})
-        for (std::int64_t m : {32, 64, 256}) {
-            const std::int64_t n = 16;
+        for (std::int64_t m : schedule == ioattn::Schedule::fused
+                                  ? std::vector<std::int64_t>{256, 512}
+                                  : std::vector<std::int64_t>{32, 64, 256}) {
+            const std::int64_t n = schedule == ioattn::Schedule::fused ? 48 : 16;
             const std::int64_t d = 4;
             const auto trace = dry_run(schedule, n, d, m);
             const EpochStats s = epoch_stats(trace, n, n, d, m);

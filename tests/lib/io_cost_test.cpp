@@ -80,13 +80,14 @@ TEST_CASE("io_cost_forward_materialized: Saha & Ye Algorithm 1 with square tiles
         const Tiling t{Schedule::materialized, b, b};
         CAPTURE(p, t);
         // per row block of r rows: phase 1 reads a d-chunk of Q_i and of K_j for each of the
-        // ceil(n_k/b) score tiles and writes the r x n_k scores; phase 2 reads the scores once
-        // per d_v-chunk and V once, and writes O_i and L_i.
+        // ceil(n_k/b) score tiles (Q_i only once when d <= b: one chunk, held) and writes the
+        // r x n_k scores; phase 2 reads the scores once per d_v-chunk and V once, and writes
+        // O_i and L_i.
         std::int64_t reads = 0;
         std::int64_t writes = 0;
         for (std::int64_t i0 = 0; i0 < p.n_q; i0 += b) {
             const std::int64_t r = std::min(b, p.n_q - i0);
-            reads += ceil_div(p.n_k, b) * r * p.d + p.n_k * p.d;
+            reads += (p.d <= b ? 1 : ceil_div(p.n_k, b)) * r * p.d + p.n_k * p.d;
             writes += r * p.n_k;
             reads += ceil_div(p.d_v, b) * r * p.n_k + p.n_k * p.d_v;
             writes += r * p.d_v + r;

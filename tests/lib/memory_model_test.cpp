@@ -26,3 +26,15 @@ TEST_CASE("MemoryModel::validate", "[memory_model][throws]") {
     CHECK_THROWS_WITH(MemoryModel{-5}.validate("callee"),
                       Catch::Contains("callee") && Catch::Contains("-5"));
 }
+
+TEST_CASE("MemoryModel::for_cache plans for half a real cache", "[memory_model][throws]") {
+    // the slack an LRU cache needs to move the counted words (bench/cache_validate.py)
+    CHECK(ioattn::kCacheSlack == 2);
+    CHECK(MemoryModel::for_cache(512 * 1024, 4).fast_words == 64 * 1024);
+    CHECK(MemoryModel::for_cache(512 * 1024, 8).fast_words == 32 * 1024);
+    CHECK(MemoryModel::for_cache(9, 4).fast_words == 1);
+    CHECK_THROWS_AS(MemoryModel::for_cache(7, 4), InvalidArgument);
+    CHECK_THROWS_WITH(MemoryModel::for_cache(7, 4),
+                      Catch::Contains("for_cache") && Catch::Contains("7 bytes"));
+    CHECK_THROWS_AS(MemoryModel::for_cache(1024, 0), InvalidArgument);
+}

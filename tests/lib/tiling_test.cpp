@@ -47,9 +47,14 @@ TEST_CASE("Tiling::resident_words of the fused forward", "[tiling]") {
         const std::int64_t br = rng.uniform_int(1, p.n_q);
         const std::int64_t bc = rng.uniform_int(1, p.n_k);
         CAPTURE(p, br, bc);
-        // Q_i, K_j and V_j, S_ij, O_i, m_i and l_i (STYLE.md §4)
+        // the scratch: Q_i^T, S^T, O_i^T, m_i, l_i, alpha with Br lane-padded; and what
+        // streams at a time: Q_i (packing), K_j and V_j, O_i and L_i (writing)
+        const std::int64_t rp = (br + 15) / 16 * 16;
         CHECK(Tiling{Schedule::fused, br, bc}.resident_words(p) ==
-              br * p.d + bc * (p.d + p.d_v) + br * bc + br * p.d_v + 2 * br);
+              rp * (p.d + bc + p.d_v + 3) +
+                  std::max({br * p.d, bc * (p.d + p.d_v), br * (p.d_v + 1)}));
+        // under every instruction set: padded to kLanePad = 16 words
+        CHECK(ioattn::kLanePad == 16);
         // tiles larger than the problem hold no more than the problem-sized tile
         CHECK(Tiling{Schedule::fused, p.n_q + 7, p.n_k + 3}.resident_words(p) ==
               Tiling{Schedule::fused, p.n_q, p.n_k}.resident_words(p));
@@ -111,15 +116,18 @@ TEST_CASE("Tiling::for_memory fused: fits M and minimises the fused I/O", "[tili
     }
 }
 
-TEST_CASE("Tiling::for_memory materialized: b = floor(sqrt(M/4))", "[tiling]") {
+TEST_CASE("Tiling::for_memory materialized: b = floor(sqrt(M/4)), whole lines from 16 on",
+          "[tiling]") {
     ioattn::test::Rng rng(14);
     for (int n = 0; n < 60; ++n) {
         const Problem p = random_problem(rng);
         const MemoryModel m{rng.uniform_int(1, 20000)};
         CAPTURE(p, m.fast_words);
         const auto t = Tiling::try_for_memory(Schedule::materialized, m, p);
-        const auto b = static_cast<std::int64_t>(
+        auto b = static_cast<std::int64_t>(
             std::floor(std::sqrt(static_cast<double>(m.fast_words) / 4.0)));
+        if (b >= 16)
+            b -= b % 16; // tile rows fill whole 16-word lines of the stored scores
         if (!t) {
             CHECK_THROWS_AS(Tiling::for_memory(Schedule::materialized, m, p), CapacityError);
             CHECK(m.fast_words < 16); // from b = 2 on, 3b^2 + 2b <= 4b^2 always fits

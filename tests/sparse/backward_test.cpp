@@ -118,7 +118,12 @@ TEST_CASE("sparse backward counted I/O equals the cost, the dry run, and the den
             if (spec == "dense" || spec == "causal") {
                 Problem dense = p;
                 dense.causal = spec == "causal";
-                CHECK(cost == ioattn::io_cost_backward_fused(dense, t));
+                // the same words; the peak is the dense kernel's real footprint (issue 11),
+                // the sparse one still counts the model's residency
+                const auto dense_cost = ioattn::io_cost_backward_fused(dense, t);
+                CHECK(cost.reads == dense_cost.reads);
+                CHECK(cost.writes == dense_cost.writes);
+                CHECK(cost.peak <= dense_cost.peak);
             }
         }
 }

@@ -151,8 +151,15 @@ TEST_CASE("sparse counts reduce to the dense closed forms on dense and causal pa
             CAPTURE(causal, t.rows, t.cols);
             const auto sparse_cost = ioattn::sparse::io_cost_forward(p, s, t);
             const auto dense_cost = ioattn::io_cost_forward(dense, t);
-            if (!causal) { // the full mask: identical, peak included
+            if (!causal && t.schedule == Schedule::materialized) { // identical, peak included
                 CHECK(sparse_cost == dense_cost);
+            } else if (!causal) {
+                // the full mask moves the same words; the fused peaks differ while the dense
+                // kernel counts its real footprint (lane padding, Tiling::resident_words) and
+                // the sparse one still the model's residency (issue 11, sparse part pending)
+                CHECK(sparse_cost.reads == dense_cost.reads);
+                CHECK(sparse_cost.writes == dense_cost.writes);
+                CHECK(sparse_cost.peak <= dense_cost.peak);
             } else if (t.schedule == Schedule::fused) {
                 // same traffic; the sparse kernel sizes each block's key buffer to the keys it
                 // sees, so its peak can only be lower

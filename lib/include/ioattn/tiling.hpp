@@ -33,6 +33,18 @@ std::string_view to_string(Select s);
 /// Parses "reference", "fused", "materialized"; throws InvalidArgument otherwise.
 Schedule parse_schedule(std::string_view text);
 
+/// Rows a kernel keeps as the vector lanes of its fast-memory tiles (the fused forward's
+/// resident query rows, the fused backward's resident key rows and its streamed query block, d
+/// in the backward's dQ = dS K) are padded to a multiple of kLanePad words, under every
+/// instruction set: the footprint, hence the counted residency and every tiling, is the same
+/// whichever variant runs (16 floats are one 64-byte cache line; AVX2 takes two vectors).
+inline constexpr std::int64_t kLanePad = 16;
+
+/// n rounded up to a multiple of kLanePad.
+constexpr std::int64_t lane_padded(std::int64_t n) {
+    return (n + kLanePad - 1) / kLanePad * kLanePad;
+}
+
 /// Tile sizes of a schedule. Fused: rows = Br (query rows resident), cols = Bc (keys streamed
 /// per step). Materialized: rows = cols = b, the side of the square tiles.
 struct Tiling {
@@ -61,7 +73,9 @@ struct Tiling {
                         const Problem& problem,
                         Pass pass = Pass::forward);
 
-    /// Peak fast-memory residency in words of this tiling on `problem`.
+    /// Peak fast-memory residency in words of this tiling on `problem`: the footprint of the
+    /// kernel as it lays its data out (lane padding, packed and transposed copies, per-row
+    /// statistics, the streamed rows of a step), which is what a cache of that size must hold.
     [[nodiscard]] std::int64_t resident_words(const Problem& problem,
                                               Pass pass = Pass::forward) const;
 

@@ -20,8 +20,11 @@
 // read, never zeroed) and one reduction; the one sweep measured 1.25x-1.35x faster than the
 // two-sweep schedule at N=4096, d in {64, 128} (`ioattn run --pass backward --heads 8
 // --threads 2`, alternated runs of the two builds).
-// Resident: max(pass 0: R(2 d_v + 1), pass A: R(2d + 2d_v) + C(2d + d_v + 2) + 2RC,
-//               pass R: 2 R d) <= M
+// Resident (rp, cp, dw: R, C, d lane-padded; Tiling::resident_words):
+//   max(pass 0: R(2 d_v + 1),
+//       pass A: 2(d + d_v) rp + 2 cp rp + rp dw + 3 max(rp, cp, dw)    the scratch
+//               + max(R(d + d_v), C(d + d_v + 2 + dw)),                what streams at a time
+//       pass R: R(d + dw)) <= M
 // I/O = io_cost_backward_fused. Flops: 2*allowed_pairs*(3d + 2d_v) per query head.
 // Masked entries have P = dS = 0 exactly; on a mask edge whose streamed or resident rows hold a
 // non-finite value, those rows are never multiplied into a gradient that cannot see them.
@@ -50,10 +53,6 @@ namespace {
 
 using kernels::Simd;
 using kernels::Vec;
-
-std::int64_t padded(std::int64_t n, int lanes) {
-    return (n + lanes - 1) / lanes * lanes;
-}
 
 /// Index helpers of one query-head slice.
 struct Slice {
@@ -120,24 +119,30 @@ struct Scratch {
     Scalar* dd = nullptr;
     Scalar* ones = nullptr;
 
+    /// rp, cp, dw: the resident keys, the streamed queries and d, lane-padded (kLanePad).
+    static std::int64_t rows(const Problem& p, const Tiling& t) {
+        return lane_padded(std::min(t.rows, p.n_k));
+    }
+
+    static std::int64_t cols(const Problem& p, const Tiling& t) {
+        return lane_padded(std::min(t.cols, p.n_q));
+    }
+
     static std::int64_t lanes(const Problem& p, const Tiling& t) {
-        constexpr int kL = Simd<Scalar>::kLanes;
-        return std::max({padded(t.rows, kL), padded(t.cols, kL), padded(p.d, kL)});
+        return std::max({rows(p, t), cols(p, t), lane_padded(p.d)});
     }
 
     static std::int64_t words(const Problem& p, const Tiling& t) {
-        const std::int64_t rp = padded(t.rows, Simd<Scalar>::kLanes);
-        const std::int64_t cp = padded(t.cols, Simd<Scalar>::kLanes);
-        const std::int64_t dw = padded(p.d, Simd<Scalar>::kLanes);
+        const std::int64_t rp = rows(p, t), cp = cols(p, t), dw = lane_padded(p.d);
         return 2 * (p.d + p.d_v) * rp + 2 * cp * rp + rp * dw + 3 * lanes(p, t);
     }
 
     Scratch() = default;
 
     Scratch(Scalar* base, const Problem& p, const Tiling& t)
-        : rp(padded(t.rows, Simd<Scalar>::kLanes))
-        , dw(padded(p.d, Simd<Scalar>::kLanes)) {
-        const std::int64_t cp = padded(t.cols, Simd<Scalar>::kLanes);
+        : rp(rows(p, t))
+        , dw(lane_padded(p.d)) {
+        const std::int64_t cp = cols(p, t);
         ta = base;
         tb = ta + p.d * rp;
         s = tb + p.d_v * rp;
@@ -177,8 +182,11 @@ void key_block(const BackwardArgs<Scalar>& a,
     const std::int64_t b = kv_slice / p.kv_heads, g = kv_slice % p.kv_heads;
     const std::int64_t r = std::min(t.rows, p.n_k - j0);
     const std::int64_t cs = std::min(t.cols, p.n_q);
+    // the scratch, and the most the task streams at a time: K_j, V_j while packing (and dK_j,
+    // dV_j while writing), or a query block with its dw-wide dQ partial (Tiling::resident_words)
     const std::int64_t resident =
-        r * (2 * p.d + 2 * p.d_v) + cs * (2 * p.d + p.d_v + 2) + 2 * r * cs;
+        Scratch<Scalar>::words(p, t) +
+        std::max(r * (p.d + p.d_v), cs * (p.d + p.d_v + 2 + lane_padded(p.d)));
     io.acquire(resident);
     io.read({Operand::k, kv_slice, j0, r, 0, p.d});
     io.read({Operand::v, kv_slice, j0, r, 0, p.d_v});
@@ -316,7 +324,8 @@ void reduce_block(const BackwardArgs<Scalar>& a,
     const Problem& p = a.problem;
     const Slice s(p, slice);
     const std::int64_t r = std::min(rs, p.n_q - i0);
-    io.acquire(2 * r * p.d);
+    const std::int64_t resident = r * (p.d + lane_padded(p.d)); // dQ_i and one dw-wide partial
+    io.acquire(resident);
     std::int64_t reached = 0; // groups g < reached reach rows from first_row(g R) on
     while (reached < dq.groups && first_row(p, reached * rs) < i0 + r)
         ++reached;
@@ -336,7 +345,7 @@ void reduce_block(const BackwardArgs<Scalar>& a,
         }
     }
     io.write({Operand::d_q, slice, i0, r, 0, p.d});
-    io.release(2 * r * p.d);
+    io.release(resident);
 }
 
 } // namespace
@@ -360,7 +369,7 @@ void backward_fused(const BackwardArgs<Scalar>& args,
     const int workers = Counter::kComputes ? max_concurrency() : 0;
     const kernels::Workspace<Scalar> delta(Counter::kComputes ? 1 : 0, p.batch_heads() * p.n_q);
     const kernels::Workspace<Scalar> ws(workers, Scratch<Scalar>::words(p, tiling));
-    const std::int64_t dw = padded(p.d, Simd<Scalar>::kLanes);
+    const std::int64_t dw = lane_padded(p.d);
     const kernels::Workspace<Scalar> partials( // every row is written before it is read
         Counter::kComputes ? 1 : 0,
         groups * p.batch_heads() * p.n_q * dw,

@@ -50,15 +50,16 @@
 #include <ioattn/kernels/target_begin.hpp>
 
 // The kernels it uses, compiled for that instruction set:
+#include <ioattn/kernels/strip.hpp>
 
 namespace ioattn::dense::IOATTN_ISA {
 
 namespace {
 
 /// One kv slice (batch bb, kv head g) and its group of query heads; `probs` is the slow-memory
-/// P/dS buffer [group][n_q][n_k] and `fast` the per-worker fast-memory scratch, laid out as a
-/// row vector (rb), a tile (rb x cb) and a chunk (max(rb, cb) x wb) with rb = min(b, n_q),
-/// cb = min(b, n_k), wb = min(b, max(d, d_v)).
+/// P/dS buffer [group][n_q][n_k] and `fast` the per-worker fast-memory scratch: a row vector
+/// (rb) then a tile (rb x cb), the accumulators of dQ, dV and dK (max(rb, cb) x wb) reusing
+/// both, with rb = min(b, n_q), cb = min(b, n_k), wb = min(b, max(d, d_v)).
 template <typename Scalar>
 struct Group {
     const BackwardArgs<Scalar>* a;
@@ -68,16 +69,12 @@ struct Group {
 
     [[nodiscard]] static std::int64_t scratch_words(const Problem& p, std::int64_t b) {
         const std::int64_t rb = std::min(b, p.n_q), cb = std::min(b, p.n_k);
-        return rb + rb * cb + std::max(rb, cb) * std::min(b, std::max(p.d, p.d_v));
+        return rb + std::max(rb * cb, std::max(rb, cb) * std::min(b, std::max(p.d, p.d_v)));
     }
 
     [[nodiscard]] Scalar* vec(int worker) const { return fast->slab(worker); }
 
     [[nodiscard]] Scalar* tile(int worker) const { return vec(worker) + std::min(b, p().n_q); }
-
-    [[nodiscard]] Scalar* chunk(int worker) const {
-        return tile(worker) + std::min(b, p().n_q) * std::min(b, p().n_k);
-    }
 
     [[nodiscard]] const Problem& p() const { return a->problem; }
 
@@ -101,22 +98,17 @@ struct Group {
         return std::clamp<std::int64_t>(p().visible_keys(i) - j0, 0, c);
     }
 
-    /// Row i of head k of the P/dS buffer, from column j0.
+    /// Row i of head k of the P/dS buffer, from column j0 (rows at a line-aligned stride, so a
+    /// tile row fills whole cache lines).
     [[nodiscard]] Scalar* pds(std::int64_t k, std::int64_t i, std::int64_t j0) const {
-        return probs + (k * p().n_q + i) * p().n_k + j0;
+        return probs + (k * p().n_q + i) * lane_padded(p().n_k) + j0;
     }
 };
 
-template <typename Scalar>
-Scalar dot(const Scalar* x, const Scalar* y, std::int64_t n) {
-    Scalar acc = 0;
-    for (std::int64_t z = 0; z < n; ++z)
-        acc += x[z] * y[z];
-    return acc;
-}
-
-/// tile (r x c) += A_i[:,z] B_j[:,z]^T on the visible entries, B_j[:,z] first transposed into
-/// bt (zw x c); a_row(x) and b_row(y) point at the chunk of row x of A_i and row y of B_j.
+/// tile (r x c) += A_i[:,z] B_j[:,z]^T on the visible entries, each entry the dot product of
+/// a chunk row of A_i and one of B_j read in place (no transposed copy: the footprint is the
+/// tile and the two chunks, as counted); a_row(x) and b_row(y) point at the chunk of row x of
+/// A_i and row y of B_j.
 template <typename Scalar, typename RowA, typename RowB>
 void add_product(const Group<Scalar>& w,
                  std::int64_t i0,
@@ -124,25 +116,14 @@ void add_product(const Group<Scalar>& w,
                  std::int64_t zw,
                  const RowA& a_row,
                  const RowB& b_row,
-                 Scalar* tile,
-                 Scalar* bt) {
+                 Scalar* tile) {
     const std::int64_t r = w.rows(i0), c = w.cols(j0);
-    const std::int64_t cols = w.seen(i0 + r - 1, j0, c); // columns any row of the tile sees
-    for (std::int64_t y = 0; y < cols; ++y) {
-        const Scalar* src = b_row(y);
-        for (std::int64_t z = 0; z < zw; ++z)
-            bt[z * c + y] = src[z];
-    }
     for (std::int64_t x = 0; x < r; ++x) {
         const Scalar* ar = a_row(x);
         Scalar* t = tile + x * c;
         const std::int64_t seen = w.seen(i0 + x, j0, c);
-        for (std::int64_t z = 0; z < zw; ++z) {
-            const Scalar az = ar[z];
-            const Scalar* bz = bt + z * c;
-            for (std::int64_t y = 0; y < seen; ++y)
-                t[y] += az * bz[y];
-        }
+        for (std::int64_t y = 0; y < seen; ++y)
+            t[y] += kernels::dot(ar, b_row(y), zw);
     }
 }
 
@@ -178,8 +159,7 @@ void probs_tile(const Group<Scalar>& w, std::int64_t k, std::int64_t i0, int wor
                     kw,
                     [&](std::int64_t x) { return a.q.row(w.bb, w.head(k), i0 + x) + k0; },
                     [&](std::int64_t y) { return a.k.row(w.bb, w.g, j0 + y) + k0; },
-                    s,
-                    w.chunk(worker));
+                    s);
             }
             io.release((r + c) * kw);
         }
@@ -225,9 +205,9 @@ void d_scores_tile(
         io.read({Operand::d_o, qs, i0, r, x0, xw});
         if constexpr (Counter::kComputes)
             for (std::int64_t x = 0; x < r; ++x) // --- D_i += rowsum(dO_i o O_i) ---
-                delta[x] += dot(a.d_o.row(w.bb, h, i0 + x) + x0,
-                                static_cast<const Scalar*>(a.o.row(w.bb, h, i0 + x)) + x0,
-                                xw);
+                delta[x] += kernels::dot(a.d_o.row(w.bb, h, i0 + x) + x0,
+                                         static_cast<const Scalar*>(a.o.row(w.bb, h, i0 + x)) + x0,
+                                         xw);
         io.release(2 * r * xw);
     }
     for (std::int64_t j0 = 0; j0 < kv_end; j0 += w.b) {
@@ -249,8 +229,7 @@ void d_scores_tile(
                     xw,
                     [&](std::int64_t x) { return a.d_o.row(w.bb, h, i0 + x) + x0; },
                     [&](std::int64_t y) { return a.v.row(w.bb, w.g, j0 + y) + x0; },
-                    dp,
-                    w.chunk(worker));
+                    dp);
             }
             io.release((r + c) * xw);
         }
@@ -408,7 +387,7 @@ void backward_materialized(const BackwardArgs<Scalar>& args,
     const bool computes = Counter::kComputes;
     const kernels::Workspace<Scalar> fast(computes ? max_concurrency() : 0,
                                           Group<Scalar>::scratch_words(p, b));
-    const kernels::Workspace<Scalar> slow(computes ? 1 : 0, p.group() * p.n_q * p.n_k);
+    const kernels::Workspace<Scalar> slow(computes ? 1 : 0, p.group() * p.n_q * lane_padded(p.n_k));
     for (std::int64_t kv = 0; kv < p.batch * p.kv_heads; ++kv) {
         const Group<Scalar> w{
             &a, b, kv / p.kv_heads, kv % p.kv_heads, computes ? slow.slab(0) : nullptr, &fast};

@@ -7,7 +7,8 @@
 //     write O_i / l_i, L_i                              Br*d_v + Br
 // Causal: column blocks end at the last key visible to the block's last row (the final block
 // is cut there), so fully masked keys are never read.
-// Resident: Br*d + Bc*(d + d_v) + Br*Bc + Br*d_v + 2*Br <= M
+// Resident: rp*(d + Bc + d_v + 3) + max(Br*d, Bc*(d + d_v), Br*(d_v + 1)) <= M, the scratch
+// (Q_i^T, S^T, O_i^T, m, l, alpha with Br lane-padded to rp) and the rows streamed at a time
 // I/O = io_cost_forward_fused = n_q*d + sum_i kv_end(i)*(d + d_v) + n_q*d_v + n_q  (per head)
 // Flops: 2*allowed_pairs*(d + d_v). One task per (batch, head, row block); thread-count
 // invariant: each task owns its rows of O and L and runs a fixed sequence of operations.
@@ -32,9 +33,10 @@ namespace {
 
 using kernels::Simd;
 
-/// Per-worker scratch layout of one row block: Qt (d x Rp), St (Bc x Rp), Ot (d_v x Rp),
-/// m, l, alpha (Rp each). Rp = Br rounded up to whole vectors; O is kept transposed (see
-/// kernels/tile.hpp: P V then reads P^T rows as vectors, as the score kernel reads Q^T).
+/// Per-worker scratch layout of one row block: Qt (d x rp), St (c x rp), Ot (d_v x rp), m, l,
+/// alpha (rp each), with r = min(Br, n_q) lane-padded to rp (kLanePad: the same under every
+/// instruction set) and c = min(Bc, n_k). O is kept transposed (see kernels/tile.hpp: P V then
+/// reads P^T rows as vectors, as the score kernel reads Q^T).
 template <typename Scalar>
 struct Scratch {
     std::int64_t rp = 0;
@@ -45,23 +47,21 @@ struct Scratch {
     Scalar* l = nullptr;
     Scalar* alpha = nullptr;
 
-    static std::int64_t words(const Problem& p, const Tiling& t) {
-        const std::int64_t rp = padded(t.rows);
-        return (p.d + t.cols + p.d_v + 3) * rp;
+    static std::int64_t lanes(const Problem& p, const Tiling& t) {
+        return lane_padded(std::min(t.rows, p.n_q));
     }
 
-    static std::int64_t padded(std::int64_t rows) {
-        constexpr int kL = Simd<Scalar>::kLanes;
-        return (rows + kL - 1) / kL * kL;
+    static std::int64_t words(const Problem& p, const Tiling& t) {
+        return (p.d + std::min(t.cols, p.n_k) + p.d_v + 3) * lanes(p, t);
     }
 
     Scratch() = default;
 
     Scratch(Scalar* base, const Problem& p, const Tiling& t)
-        : rp(padded(t.rows)) {
+        : rp(lanes(p, t)) {
         qt = base;
         st = qt + p.d * rp;
-        ot = st + t.cols * rp;
+        ot = st + std::min(t.cols, p.n_k) * rp;
         m = ot + p.d_v * rp;
         l = m + rp;
         alpha = l + rp;
@@ -82,8 +82,10 @@ void row_block(const ForwardArgs<Scalar>& a,
     const std::int64_t rows = std::min(t.rows, p.n_q - i0);
     const std::int64_t cols = std::min(t.cols, p.n_k);
     const std::int64_t kv_end = p.visible_keys(i0 + rows - 1);
-    const std::int64_t resident =
-        rows * p.d + cols * (p.d + p.d_v) + rows * cols + rows * p.d_v + 2 * rows;
+    // the scratch, and the most the task streams at a time: Q_i while packing, K_j and V_j,
+    // O_i and L_i while writing (Tiling::resident_words)
+    const std::int64_t resident = Scratch<Scalar>::words(p, t) +
+                                  std::max({rows * p.d, cols * (p.d + p.d_v), rows * (p.d_v + 1)});
     io.acquire(resident);
 
     // --- read Q_i, pack Qt = (scale log2 e) Q_i^T ---

@@ -2,7 +2,7 @@
 // Per (batch, head): O = softmax(scale*Q K^T + mask) V, L = row logsumexp, square tiles b x b.
 // Reference: forward_reference.cpp. b = tiling.rows = tiling.cols.
 //   parallel for each row block i (b rows), stats m_i, l_i resident (2b):
-//     phase 1, for each column tile j with a visible key:
+//     phase 1 (when d <= b: read Q_i once, r*d, and keep it), for each visible column tile j:
 //       for each d-chunk k: read Q_i[:,k], K_j[:,k]          (r + c) * min(b, d - k)
 //         S_ij += Q_i[:,k] K_j[:,k]^T
 //       mask; online update of m_i, l_i; write S_ij           r*c
@@ -13,7 +13,9 @@
 //     write L_i                                               r
 // Resident: max(phase 1: b^2 + 2*b*min(b,d) + 2b, phase 2: b^2 + 2*b*min(b,d_v) + 2b) <= 4b^2
 // I/O = io_cost_forward_materialized = per row block, with T visible tiles of total width C:
-//   T*r*d + C*d + r*C  +  ceil(d_v/b)*r*C + C*d_v + r*d_v + r      (~8 N^2 d / sqrt(M) + N^2)
+//   T'*r*d + C*d + r*C  +  ceil(d_v/b)*r*C + C*d_v + r*d_v + r     (~8 N^2 d / sqrt(M) + N^2),
+//   T' = T, or 1 when d <= b (Q_i held: a cache of M words keeps it, and the simulated one
+//   did, at 0.87x the counted words before, bench/cache_validate.py)
 // Scores are stored in base 2 (scaled by scale*log2 e); masked entries are -inf and their
 // V rows are never touched. Flops: 2*n_q*n_k*(d + d_v) over visible tiles.
 // One task per (batch, head, row block); the S strip of the block lives in per-worker scratch
@@ -31,7 +33,7 @@
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
 #include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
-#include <ioattn/kernels/simd.hpp>
+#include <ioattn/kernels/strip.hpp>
 
 namespace ioattn::dense::IOATTN_ISA {
 
@@ -40,30 +42,35 @@ namespace {
 template <typename Scalar>
 constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
 
-/// Fast-memory buffers (each b x b) and the slow-memory score strip (b x n_k) of one worker.
+/// Fast-memory buffers of one worker: the S tile (b x b), the O chunk of phase 2 (b x b), m,
+/// l (b each); and the slow-memory score strip (b rows of n_k scores, at a line-aligned stride:
+/// a tile row then fills whole cache lines). Q and K chunks are read in place.
 template <typename Scalar>
 struct Buffers {
-    Scalar *q, *kt, *s, *m, *l, *strip;
+    Scalar *s, *o, *m, *l, *strip;
+
+    static std::int64_t stride(const Problem& p) { return lane_padded(p.n_k); }
 
     static std::int64_t words(const Problem& p, std::int64_t b) {
-        return 3 * b * b + 2 * b + b * p.n_k;
+        return 2 * b * b + 2 * b + b * stride(p);
     }
 };
 
 template <typename Scalar>
-Buffers<Scalar> carve(Scalar* base, const Problem& p, std::int64_t b) {
+Buffers<Scalar> carve(Scalar* base, std::int64_t b) {
     Buffers<Scalar> w{};
-    w.q = base;
-    w.kt = w.q + b * b;
-    w.s = w.kt + b * b;
-    w.m = w.s + b * b;
+    w.s = base;
+    w.o = w.s + b * b;
+    w.m = w.o + b * b;
     w.l = w.m + b;
     w.strip = w.l + b;
-    (void)p;
     return w;
 }
 
-/// Phase 1 for one tile: S = (scale log2 e) Q_i K_j^T accumulated over d in chunks of b.
+/// Phase 1 for one tile: S = Q_i K_j^T accumulated over d in chunks of b, each entry the dot
+/// product of a Q chunk row and a K chunk row read in place (no copies: the tile's footprint
+/// is S and the two chunks, as counted). With d <= b (one chunk) Q_i was read once for the
+/// whole row block (`q_resident`) and stays.
 template <typename Scalar, typename Counter>
 void score_tile(const ForwardArgs<Scalar>& a,
                 const Buffers<Scalar>& w,
@@ -73,6 +80,7 @@ void score_tile(const ForwardArgs<Scalar>& a,
                 std::int64_t r,
                 std::int64_t j0,
                 std::int64_t c,
+                bool q_resident,
                 Counter& io) {
     const Problem& p = a.problem;
     const std::int64_t bb = slice / p.heads, h = slice % p.heads, g = h / p.group();
@@ -81,24 +89,21 @@ void score_tile(const ForwardArgs<Scalar>& a,
         std::fill(w.s, w.s + r * c, Scalar(0));
     for (std::int64_t k0 = 0; k0 < p.d; k0 += b) {
         const std::int64_t kw = std::min(b, p.d - k0);
-        io.acquire((r + c) * kw);
-        io.read({Operand::q, slice, i0, r, k0, kw});
+        const std::int64_t q_words = q_resident ? 0 : r * kw;
+        io.acquire(q_words + c * kw);
+        if (!q_resident)
+            io.read({Operand::q, slice, i0, r, k0, kw});
         io.read({Operand::k, kv_slice, j0, c, k0, kw});
         if constexpr (Counter::kComputes) {
-            for (std::int64_t x = 0; x < r; ++x)
-                std::copy_n(a.q.row(bb, h, i0 + x) + k0, kw, w.q + x * kw);
-            for (std::int64_t y = 0; y < c; ++y)
-                for (std::int64_t z = 0; z < kw; ++z)
-                    w.kt[z * c + y] = a.k.row(bb, g, j0 + y)[k0 + z];
             // --- S_ij += Q_i[:,k] K_j[:,k]^T ---
-            for (std::int64_t x = 0; x < r; ++x)
-                for (std::int64_t z = 0; z < kw; ++z) {
-                    const Scalar qz = w.q[x * kw + z];
-                    for (std::int64_t y = 0; y < c; ++y)
-                        w.s[x * c + y] += qz * w.kt[z * c + y];
-                }
+            for (std::int64_t x = 0; x < r; ++x) {
+                const Scalar* q = a.q.row(bb, h, i0 + x) + k0;
+                Scalar* sx = w.s + x * c;
+                for (std::int64_t y = 0; y < c; ++y)
+                    sx[y] += kernels::dot(q, a.k.row(bb, g, j0 + y) + k0, kw);
+            }
         }
-        io.release((r + c) * kw);
+        io.release(q_words + c * kw);
     }
     io.complete({Operand::scores, slice, i0, r, j0, c});
 }
@@ -127,7 +132,7 @@ void finish_tile(const Problem& p,
         const Scalar alpha = w.m[x] == m_safe ? Scalar(1) : std::exp2(w.m[x] - m_safe);
         w.l[x] = alpha * w.l[x] + sum; // l = exp(m_old - m_new) l + rowsum(exp(S - m_new))
         w.m[x] = mx;
-        std::copy_n(s, c, w.strip + x * p.n_k + j0);
+        std::copy_n(s, c, w.strip + x * Buffers<Scalar>::stride(p) + j0);
     }
 }
 
@@ -147,7 +152,7 @@ void output_chunk(const ForwardArgs<Scalar>& a,
     const std::int64_t kv_slice = bb * p.kv_heads + g;
     const std::int64_t xw = std::min(b, p.d_v - x0);
     io.acquire(r * xw);
-    Scalar* o = w.q; // the O chunk reuses the Q buffer (r x xw <= b x b)
+    Scalar* o = w.o;
     if constexpr (Counter::kComputes)
         std::fill(o, o + r * xw, Scalar(0));
     for (std::int64_t j0 = 0; j0 < kv_end; j0 += b) {
@@ -159,15 +164,14 @@ void output_chunk(const ForwardArgs<Scalar>& a,
             for (std::int64_t x = 0; x < r; ++x) {
                 const Scalar m_safe = w.m[x] == kNegInf<Scalar> ? Scalar(0) : w.m[x];
                 const Scalar inv_l = Scalar(1) / w.l[x];
-                const Scalar* s = w.strip + x * p.n_k + j0;
+                const Scalar* s = w.strip + x * Buffers<Scalar>::stride(p) + j0;
                 for (std::int64_t y = 0; y < c; ++y) {
                     if (s[y] == kNegInf<Scalar>)
                         continue; // masked: P = 0 and V_j is not touched
                     const Scalar pr =
                         (s[y] == m_safe ? Scalar(1) : std::exp2(s[y] - m_safe)) * inv_l;
-                    const Scalar* v = a.v.row(bb, g, j0 + y) + x0;
-                    for (std::int64_t z = 0; z < xw; ++z)
-                        o[x * xw + z] += pr * v[z]; // O += exp(S - m) / l V
+                    // O += exp(S - m) / l V
+                    kernels::axpy(pr, a.v.row(bb, g, j0 + y) + x0, o + x * xw, xw);
                 }
             }
         }
@@ -193,21 +197,28 @@ void row_block(const ForwardArgs<Scalar>& a,
     const std::int64_t kv_end = p.visible_keys(i0 + r - 1);
     Buffers<Scalar> w{};
     if constexpr (Counter::kComputes) {
-        w = carve(base, p, b);
+        w = carve(base, b);
         std::fill(w.m, w.m + r, kNegInf<Scalar>);
         std::fill(w.l, w.l + r, Scalar(0));
     }
     io.acquire(2 * r);
-    // --- phase 1: S_ij tiles and the row statistics ---
+    // --- phase 1: S_ij tiles and the row statistics; Q_i read once when d <= b ---
+    const bool q_resident = p.d <= b && kv_end > 0;
+    if (q_resident) {
+        io.acquire(r * p.d);
+        io.read({Operand::q, slice, i0, r, 0, p.d});
+    }
     for (std::int64_t j0 = 0; j0 < kv_end; j0 += b) {
         const std::int64_t c = std::min(b, p.n_k - j0);
         io.acquire(r * c);
-        score_tile(a, w, b, slice, i0, r, j0, c, io);
+        score_tile(a, w, b, slice, i0, r, j0, c, q_resident, io);
         if constexpr (Counter::kComputes)
             finish_tile(p, w, i0, r, j0, c);
         io.write({Operand::scores, slice, i0, r, j0, c});
         io.release(r * c);
     }
+    if (q_resident)
+        io.release(r * p.d);
     // --- phase 2: O_i chunk by chunk ---
     for (std::int64_t x0 = 0; x0 < p.d_v; x0 += b)
         output_chunk(a, w, b, slice, i0, r, kv_end, x0, io);

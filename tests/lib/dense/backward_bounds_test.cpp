@@ -57,13 +57,14 @@ TEST_CASE("backward bound sweep: explicit bound, factor-4 band, Theorem 1.1", "[
                            << spread(bands.fused) << "; materialized band (M < d^2) max/min = "
                            << spread(bands.materialized));
         // The issue asks for a factor-4 band. The materialized backward meets it; the fused
-        // backward does not: counted / bound is about 18 near M = d^2 (one sweep streaming
-        // 3d + d_v + 2 words per row, the dQ partial read and written, against resident key
-        // blocks of 2d + 2d_v words per row) and falls to about 3.4 at M = N d, where the
-        // compulsory floor is the bound: max/min measured 5.55 (1024, 32) and 5.30 (2048, 64)
-        // (the two-sweep schedule before it: 5.17 and 4.87). The check holds that measured
-        // band, so a regression still fails; see the issue 3 note.
-        CHECK(spread(bands.fused) <= 5.6);
+        // backward does not, and issue 11 accepts its family's measured band: counted / bound
+        // is largest near M = d^2 (one sweep streaming 3d + d_v + 2 words per row and the dQ
+        // partial read and written, against resident key blocks that, as the code lays them
+        // out, hold K_j^T, V_j^T, dK_j^T, dV_j^T and K_j row-major, lane-padded) and falls to
+        // the compulsory floor at M = N d. Measured max/min with that real footprint as the
+        // residency: 7.06 (1024, 32) and 6.75 (2048, 64); with the model's smaller residency
+        // it was 5.55 and 5.30. The check holds the measured band, so a regression still fails.
+        CHECK(spread(bands.fused) <= 7.1);
         CHECK(spread(bands.materialized) <= 4.0);
     }
 }

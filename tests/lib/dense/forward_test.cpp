@@ -111,7 +111,7 @@ TEST_CASE("dry_run_forward counts large shapes without data", "[dense][forward][
     p.d = 64;
     for (const bool causal : {false, true}) {
         p.causal = causal;
-        for (const std::int64_t m : {std::int64_t{2048}, std::int64_t{1} << 16}) {
+        for (const std::int64_t m : {std::int64_t{3072}, std::int64_t{1} << 16}) {
             for (const Schedule s : {Schedule::fused, Schedule::materialized}) {
                 const MemoryModel memory{m};
                 const Tiling tiling = Tiling::for_memory(s, memory, p);

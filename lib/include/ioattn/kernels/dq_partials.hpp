@@ -1,7 +1,7 @@
 #pragma once
 /// The dQ partial sums of the fused backward (dense/backward_fused.cpp and its sparse twin):
 /// key block j adds dS K_j into the partial of its group j mod G, pass R sums the G partials of
-/// a row in group order. Rows are d padded to whole vectors (dw), so the broadcast micro-kernel
+/// a row in group order. Rows are d lane-padded (dw, kLanePad), so the broadcast micro-kernel
 /// writes them in place.
 
 #include <ioattn/kernels/target.hpp>

@@ -61,9 +61,34 @@ IoReport io_cost_forward(const Problem& problem,
 /// Z_input of dense Q, K, V: (n_q + n_k) d + n_k d_v, times the heads.
 std::int64_t dense_z_input(const Problem& problem);
 
-/// Li et al. Thm 4.5: min(Z_input^2 / M, Z_input sqrt(Z_QK) / sqrt(M)) with compulsory traffic,
-/// per head summed; regime "large-cache" when M >= M* = Z_input^2 / Z_QK. explicit_bound is 0
-/// (no explicit constant is proved for sparse structures).
+/// The input words a pass over `support` must read at least once, per (batch, head) as
+/// z_input counts them: the rows of Q (and in the backward O, dO and L) with an allowed key,
+/// and the rows of K and V some query may see, each as stored (a sparse operand's row counts
+/// its entries; averaged over the operand's slices). Rows the pattern never uses are not
+/// compulsory traffic: a kernel over Omega need not read them.
+std::int64_t used_input_words(const Problem& problem, const Support& support, Pass pass);
+
+/// used_input_words with some operands stored sparse.
+template <typename Scalar>
+std::int64_t used_input_words(const Problem& problem,
+                              const Support& support,
+                              const SparseInputs<Scalar>& inputs,
+                              Pass pass);
+
+/// Li et al. Thm 4.5 for `pass`: leading min(Z_input^2 / M, Z_input sqrt(Z_QK) / sqrt(M)) per
+/// head summed; compulsory the used input words (`used_input`: used_input_words, per head)
+/// plus the outputs (forward O and L of every row; backward dQ, dK and dV); regime
+/// "large-cache" when M >= M* = Z_input^2 / Z_QK. explicit_bound is 0 (no explicit constant is
+/// proved for sparse structures).
+Bound bound(const Problem& problem,
+            const Support& support,
+            const MemoryModel& memory,
+            std::int64_t z_input,
+            std::int64_t used_input,
+            Pass pass);
+
+/// The forward bound with dense inputs: bound(..., used_input_words(problem, support,
+/// Pass::forward), Pass::forward).
 Bound forward_bound(const Problem& problem,
                     const Support& support,
                     const MemoryModel& memory,
