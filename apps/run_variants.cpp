@@ -11,6 +11,7 @@
 #include <ioattn/sparse/forward.hpp>
 #include <ioattn/sparse/io_cost.hpp>
 #include <ioattn/sparse/pattern.hpp>
+#include <ioattn/sparse/variants.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -236,16 +237,34 @@ nlohmann::json run_variant(const VariantRun& r) {
     Tiling tiling = tiling_for(schedule, r.memory, p, true, kWhere, r.pass);
     if (is_sparse && schedule != Schedule::reference)
         tiling = sparse::tuned_tiling(schedule, r.memory, p, r.pass);
+    // --- the structure dispatcher's plan (sparse fused with dense inputs; sparse inputs run
+    // the tile variant, the one kernel that multiplies them as stored) ---
+    if (r.variant != "auto" && (!is_sparse || schedule != Schedule::fused || r.input_density < 1.0))
+        throw UsageError(std::string(kWhere) + ": --variant " + r.variant +
+                         " needs the fused schedule, a sparse --pattern and dense inputs");
+    std::optional<sparse::VariantPlan> vplan;
+    if (is_sparse && schedule == Schedule::fused && r.input_density == 1.0)
+        vplan = sparse::plan_variants<Scalar>(
+            p,
+            *support,
+            r.memory,
+            r.pass,
+            r.variant == "auto" ? std::nullopt
+                                : std::optional<sparse::Variant>(sparse::parse_variant(r.variant)));
 
     // the forward outputs the backward needs (untimed)
     const auto run_forward = [&](Data<Scalar>& x, const Tiling& t, auto& counter) {
-        if (is_sparse)
+        if (vplan)
+            sparse::forward(x.forward(), *support, *vplan, r.memory, counter);
+        else if (is_sparse)
             sparse::forward(x.forward(), *support, inputs, t, r.memory, counter);
         else
             dense::forward(x.forward(), t, r.memory, counter);
     };
     const auto run_backward = [&](Data<Scalar>& x, const Tiling& t, auto& counter) {
-        if (!is_sparse)
+        if (vplan)
+            sparse::backward(x.backward(), *support, *vplan, r.memory, counter);
+        else if (!is_sparse)
             dense::backward(x.backward(), t, r.memory, counter);
         else if (t.schedule == Schedule::reference)
             sparse::backward_reference(x.backward(), *support, inputs);
@@ -308,6 +327,24 @@ nlohmann::json run_variant(const VariantRun& r) {
     }
     j["dtype"] = sizeof(Scalar) == 4 ? "float" : "double";
     j["schedule"] = std::string(to_string(schedule));
+    j["variant"] = nullptr;
+    if (vplan) {
+        const auto tiling_json = [](const Tiling& t) {
+            return nlohmann::json{{"rows", t.rows}, {"cols", t.cols}};
+        };
+        j["variant"] = std::string(sparse::to_string(vplan->variant));
+        j["variant_plan"] = {{"inner", std::string(sparse::to_string(vplan->inner))},
+                             {"forced", r.variant != "auto"},
+                             {"tile_blocks", vplan->tile_blocks},
+                             {"element_blocks", vplan->element_blocks},
+                             {"split_blocks", vplan->split_blocks},
+                             {"tile_pairs", vplan->tile_pairs},
+                             {"element_pairs", vplan->element_pairs},
+                             {"rows_reordered", vplan->rows_reordered},
+                             {"keys_reordered", vplan->keys_reordered},
+                             {"tile_tiling", tiling_json(vplan->tile)},
+                             {"element_tiling", tiling_json(vplan->element)}};
+    }
     j["selected_by"] = selected_by;
     j["M"] = r.memory.fast_words;
     j["threads"] = with_threads(r.threads, [] { return max_concurrency(); });
@@ -369,11 +406,12 @@ nlohmann::json run_variant(const VariantRun& r) {
         });
         const IoReport got = counter.report();
         const IoReport closed =
-            is_sparse ? (!backward ? sparse::io_cost_forward(p, *support, inputs, tiling)
-                         : tiling.schedule == Schedule::fused
-                             ? sparse::io_cost_backward_fused(p, *support, inputs, tiling)
-                             : sparse::io_cost_backward_materialized(p, *support, inputs, tiling))
-                      : io_cost(p, tiling, r.pass);
+            vplan       ? sparse::io_cost<Scalar>(p, *support, *vplan)
+            : is_sparse ? (!backward ? sparse::io_cost_forward(p, *support, inputs, tiling)
+                           : tiling.schedule == Schedule::fused
+                               ? sparse::io_cost_backward_fused(p, *support, inputs, tiling)
+                               : sparse::io_cost_backward_materialized(p, *support, inputs, tiling))
+                        : io_cost(p, tiling, r.pass);
         j["io"] = {{"reads", got.reads},
                    {"writes", got.writes},
                    {"total", got.total()},
