@@ -9,6 +9,9 @@
 #include "machine.hpp"
 #include "options.hpp"
 #include "output.hpp"
+#ifdef IOATTN_WITH_MPI
+#include "bound_dist.hpp"
+#endif
 
 #include <ioattn/dense.hpp>
 
@@ -63,6 +66,9 @@ struct BoundOptions {
     std::int64_t word_bytes = 0;
     double bandwidth = 0;
     double peak = 0;
+#ifdef IOATTN_WITH_MPI
+    DistBoundOptions dist; ///< --ranks ...: the distributed bound and simulation
+#endif
 };
 
 Machine machine_of(const BoundOptions& o) {
@@ -126,6 +132,13 @@ void run(const BoundOptions& o) {
     const Problem p = problem_of(o.shared, kWhere);
     const Pass pass = pass_of(o.shared, kWhere);
     const Machine mach = machine_of(o);
+#ifdef IOATTN_WITH_MPI
+    if (!o.dist.ranks.empty()) {
+        run_dist_bound(
+            o.dist, p, pass, {mach.word_bytes, mach.peak_gflops, o.shared.threads}, o.shared.json);
+        return;
+    }
+#endif
     const MemoryModel mem = fast_memory(o, mach);
     const Bound b = bound(p, mem, pass);
     const double m = static_cast<double>(mem.fast_words);
@@ -276,5 +289,8 @@ void register_bound(CLI::App& app) {
                     "3.35 TB/s HBM3, 989 TFLOP/s dense, 228 KiB shared/SM (NVIDIA H100 "
                     "datasheet, Hopper whitepaper). Explicit options override a preset.")
         ->check(CLI::IsMember({"this-machine", "a100", "h100"}));
+#ifdef IOATTN_WITH_MPI
+    add_dist_bound_options(*cmd, o->dist);
+#endif
     cmd->callback([o] { run(*o); });
 }

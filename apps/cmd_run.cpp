@@ -7,17 +7,26 @@
 #include "options.hpp"
 #include "output.hpp"
 #include "run_variants.hpp"
+#ifdef IOATTN_WITH_MPI
+#include "run_dist.hpp"
+#endif
 
+#include <ioattn/attention.hpp>
 #include <ioattn/dense.hpp>
 #include <ioattn/isa.hpp>
+#include <ioattn/resources.hpp>
 
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <initializer_list>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 
 namespace ioattn::app {
 
@@ -32,39 +41,28 @@ struct RunOptions {
     int repeat = 1;
     double input_density = 1.0;
     std::string variant = "auto";
+    std::string dist; ///< --dist: empty, or ring, zigzag, sparse (run_dist.hpp)
 };
 
-struct Plan {
-    Problem problem;
-    MemoryModel memory;
-    Schedule schedule = Schedule::fused;
-    std::optional<Select> selected_by; ///< set when --schedule auto chose
-    Tiling tiling;
-    int threads = 1;
-};
+/// The memory the entry point plans for: --cache-bytes goes to the library as a cache size
+/// (it picks M for it), --M / --M-bytes as M; neither: M = the per-core L2.
+std::pair<std::optional<MemoryModel>, std::optional<std::int64_t>>
+memory_request(const SharedOptions& o) {
+    if (o.cache_bytes != kUnset)
+        return {std::nullopt, o.cache_bytes};
+    return {memory_of(o, kWhere), std::nullopt};
+}
 
-Plan plan_of(const RunOptions& o) {
-    Plan plan;
-    plan.problem = problem_of(o.shared, kWhere);
-    plan.memory = memory_of(o.shared, kWhere);
-    plan.threads = with_threads(o.shared.threads, [] { return max_concurrency(); });
-    if (const auto s = schedule_of(o.shared)) {
-        plan.schedule = *s;
-    } else {
-        const Select select = select_of(o.shared);
-        const bool any = Tiling::try_for_memory(Schedule::fused, plan.memory, plan.problem) ||
-                         Tiling::try_for_memory(Schedule::materialized, plan.memory, plan.problem);
-        if (!any) // let tiling_for name the smallest M
-            (void)tiling_for(Schedule::materialized, plan.memory, plan.problem, false, kWhere);
-        plan.schedule = select_schedule(plan.problem, plan.memory, select);
-        plan.selected_by = select;
-    }
-    if (o.count_io && plan.schedule == Schedule::reference)
-        throw UsageError(std::string(kWhere) +
-                         ": --count-io needs --schedule fused, materialized or auto (the "
-                         "reference schedule has no I/O model)");
-    plan.tiling = tiling_for(plan.schedule, plan.memory, plan.problem, true, kWhere);
-    return plan;
+/// The options of the entry point (ioattn/attention.hpp) for the dense forward run: it plans
+/// the schedule and tiling and names the smallest M when the given one is too small.
+AttentionOptions attention_options(const RunOptions& o) {
+    AttentionOptions a;
+    a.schedule = schedule_of(o.shared);
+    a.select = select_of(o.shared);
+    std::tie(a.memory, a.cache_bytes) = memory_request(o.shared);
+    a.threads = o.shared.threads;
+    a.where = kWhere;
+    return a;
 }
 
 nlohmann::json problem_json(const Problem& p) {
@@ -80,17 +78,20 @@ nlohmann::json problem_json(const Problem& p) {
 }
 
 template <typename Scalar>
-nlohmann::json run_typed(const RunOptions& o, const Plan& plan) {
+nlohmann::json run_typed(const RunOptions& o) {
+    const Problem problem = problem_of(o.shared, kWhere);
+    const AttentionOptions opts = attention_options(o);
+    const AttentionPlan plan = plan_attention<Scalar>(problem, Pass::forward, {}, opts);
+    if (o.count_io && plan.schedule == Schedule::reference)
+        throw UsageError(std::string(kWhere) +
+                         ": --count-io needs --schedule fused, materialized or auto (the "
+                         "reference schedule has no I/O model)");
     bench::ForwardData<Scalar> data(plan.problem, o.shared.seed);
     const ForwardArgs<Scalar> args = data.args();
-    const auto once = [&] {
-        NullCounter counter;
-        with_threads(o.shared.threads,
-                     [&] { dense::forward(args, plan.tiling, plan.memory, counter); });
-    };
+    const auto once = [&] { (void)attention(args, {}, plan, opts); };
     const double seconds = bench::median_seconds(o.repeat, once, o.repeat > 1);
     const double flops = flop_count_convention(plan.problem, Pass::forward);
-    const Bound bound = forward_bound(plan.problem, plan.memory);
+    const Bound& bound = plan.bound;
 
     nlohmann::json j = problem_json(plan.problem);
     j["pass"] = "forward";
@@ -100,7 +101,7 @@ nlohmann::json run_typed(const RunOptions& o, const Plan& plan) {
     j["selected_by"] = plan.selected_by ? nlohmann::json(std::string(to_string(*plan.selected_by)))
                                         : nlohmann::json(nullptr);
     j["M"] = plan.memory.fast_words;
-    j["threads"] = plan.threads;
+    j["threads"] = with_threads(o.shared.threads, [] { return max_concurrency(); });
     j["seed"] = o.shared.seed;
     j["repeat"] = o.repeat;
     j["seconds"] = seconds;
@@ -126,11 +127,11 @@ nlohmann::json run_typed(const RunOptions& o, const Plan& plan) {
                       {"passed", c.passed}};
     }
     if (o.count_io) {
-        IoCounter counter(plan.memory.fast_words);
-        with_threads(o.shared.threads,
-                     [&] { dense::forward(args, plan.tiling, plan.memory, counter); });
-        const IoReport r = counter.report();
-        const IoReport closed = io_cost_forward(plan.problem, plan.tiling);
+        AttentionOptions counted = opts;
+        counted.count_io = true;
+        const AttentionReport report = attention(args, {}, plan, counted);
+        const IoReport r = *report.io;
+        const IoReport closed = *report.closed_form;
         j["io"] = {{"reads", r.reads},
                    {"writes", r.writes},
                    {"total", r.total()},
@@ -245,6 +246,41 @@ void print_csv(const nlohmann::json& j) {
     t.print_csv(std::cout);
 }
 
+/// Refuses a run whose operands cannot fit, before any is allocated (ResourceError, exit 1).
+/// The dense forward holds Q, K, V, O, L in --dtype, and with --check a double reference (Q, K,
+/// V, O, L) and a naive copy; the other runs (run_variants.cpp) hold the forward's and the
+/// backward's operands (dO, dQ, dK, dV), a transient copy of the forward's while they are
+/// drawn, and with --check a double and a naive copy of all of them. The kernels check their
+/// own workspaces (ioattn::CallMemory); the sparse support checks itself as it is built.
+void require_operand_memory(const RunOptions& o, const Problem& p, bool dense_forward) {
+    // element counts, each below 2^62 (Problem::validate); their sums saturate
+    const auto count = [](std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d) {
+        return static_cast<std::uint64_t>(a * b * c * d);
+    };
+    const std::uint64_t q = count(p.batch, p.heads, p.n_q, p.d);
+    const std::uint64_t k = count(p.batch, p.kv_heads, p.n_k, p.d);
+    const std::uint64_t v = count(p.batch, p.kv_heads, p.n_k, p.d_v);
+    const std::uint64_t out = count(p.batch, p.heads, p.n_q, p.d_v);
+    const auto sum = [](std::initializer_list<std::uint64_t> terms) {
+        std::uint64_t total = 0;
+        for (const std::uint64_t t : terms)
+            total = ioattn::add_bytes(total, t);
+        return total;
+    };
+    const std::uint64_t fwd = sum({q, k, v, out, count(p.batch, p.heads, p.n_q, 1)});
+    const std::uint64_t held = dense_forward ? fwd : sum({fwd, q, k, v, out});
+    const auto bytes = [](std::uint64_t words, std::int64_t word) {
+        return ioattn::bytes_of(static_cast<std::int64_t>(words), static_cast<std::size_t>(word));
+    };
+    const std::int64_t wb = word_bytes(o.shared);
+    std::uint64_t need = bytes(held, wb);
+    if (!dense_forward) // the forward's operands are drawn into a transient copy
+        need = ioattn::add_bytes(need, bytes(fwd, wb));
+    if (o.check) // a double reference and a naive copy in --dtype
+        need = ioattn::add_bytes(need, bytes(held, 8 + wb));
+    require_memory(kWhere, need, "operands (inputs, outputs, copies)");
+}
+
 nlohmann::json run_json(const RunOptions& o) {
     const Pass pass = pass_of(o.shared, kWhere);
     if (!(o.input_density > 0.0 && o.input_density <= 1.0)) // NaN too
@@ -254,12 +290,13 @@ nlohmann::json run_json(const RunOptions& o) {
         throw UsageError(std::string(kWhere) + ": --variant " + o.variant +
                          " needs a sparse --pattern (the variants are the sparse fused kernels')");
     if (pass == Pass::forward && o.shared.pattern == "dense" && o.input_density == 1.0) {
-        const Plan plan = plan_of(o);
-        return o.shared.dtype == "double" ? run_typed<double>(o, plan) : run_typed<float>(o, plan);
+        require_operand_memory(o, problem_of(o.shared, kWhere), true);
+        return o.shared.dtype == "double" ? run_typed<double>(o) : run_typed<float>(o);
     }
+    require_operand_memory(o, problem_of(o.shared, kWhere), false);
     VariantRun r;
     r.problem = problem_of(o.shared, kWhere);
-    r.memory = memory_of(o.shared, kWhere);
+    std::tie(r.memory, r.cache_bytes) = memory_request(o.shared);
     r.pass = pass;
     r.pattern = o.shared.pattern;
     r.schedule = o.shared.schedule;
@@ -275,6 +312,18 @@ nlohmann::json run_json(const RunOptions& o) {
 }
 
 void run(const RunOptions& o) {
+    if (!o.dist.empty()) {
+        if (o.input_density != 1.0)
+            throw UsageError(std::string(kWhere) +
+                             ": --input-density with --dist is not supported");
+#ifdef IOATTN_WITH_MPI
+        run_distributed({o.shared, o.dist, o.check, o.count_io, o.repeat});
+        return;
+#else
+        throw UsageError(std::string(kWhere) + ": --dist " + o.dist +
+                         ": this ioattn was built without MPI (IOATTN_WITH_MPI, libopenmpi-dev)");
+#endif
+    }
     nlohmann::json j = run_json(o);
     j["isa"] = std::string(to_string(active_isa())); // the kernels' instruction set
     if (o.shared.cache_bytes != kUnset)              // M was planned for a real cache of this size
@@ -330,5 +379,10 @@ void register_run(CLI::App& app) {
                     "choice), tile, element, split or permuted (forced); JSON key 'variant'")
         ->check(CLI::IsMember({"auto", "tile", "element", "split", "permuted"}))
         ->capture_default_str();
+#ifdef IOATTN_WITH_MPI
+    add_dist_option(*cmd, o->dist);
+#else
+    cmd->add_option("--dist", o->dist, "Shard over MPI ranks (needs a build with MPI)");
+#endif
     cmd->callback([o] { run(*o); });
 }

@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -97,11 +98,50 @@ nlohmann::json number_or_null(double x) {
     return std::isnan(x) ? nlohmann::json(nullptr) : nlohmann::json(x);
 }
 
+nlohmann::json rows_json(const ff::Result& r) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const ff::ResultRow& row : r.rows)
+        rows.push_back({{"label", row.label},
+                        {"instances", row.instances},
+                        {"failed", row.failed},
+                        {"max_epoch_ratio", number_or_null(row.max_epoch_ratio)},
+                        {"max_message_ratio", number_or_null(row.max_message_ratio)},
+                        {"min_slack", number_or_null(row.min_slack)}});
+    return rows;
+}
+
+/// The breakdown of every result that has one (epochs: per schedule; sparse-rank: per part).
+void print_rows(const std::vector<ff::Result>& results) {
+    for (const ff::Result& r : results) {
+        if (r.rows.empty())
+            continue;
+        std::cout << '\n'
+                  << r.name << " by " << (r.name == "epochs" ? "schedule" : "part") << ":\n";
+        Table table({"", "instances", "failed", "max |I_t|/B", "max message/2M", "min slack"});
+        for (const ff::ResultRow& row : r.rows)
+            table.add({row.label,
+                       grouped(row.instances),
+                       grouped(row.failed),
+                       or_dash(row.max_epoch_ratio, 4),
+                       or_dash(row.max_message_ratio, 4),
+                       or_dash(row.min_slack, 3)});
+        table.print(std::cout);
+    }
+}
+
 /// The flags that reproduce this run.
 std::string rerun_command(const VerifyOptions& o, const std::string& name) {
     const ff::Config& c = o.config;
-    std::string s = "ioattn verify " + name + " --N " + std::to_string(c.n) + " --d " +
-                    std::to_string(c.d) + " --seed " + std::to_string(c.seed);
+    std::string s = "ioattn verify " + name;
+    if (c.n != 0)
+        s += " --N " + std::to_string(c.n);
+    if (c.d != 0)
+        s += " --d " + std::to_string(c.d);
+    s += " --seed " + std::to_string(c.seed);
+    if (c.quick)
+        s += " --quick";
+    if (!c.pattern.empty())
+        s += " --pattern '" + c.pattern + "'";
     if (c.p != 0)
         s += " --p " + std::to_string(c.p);
     if (o.m_given)
@@ -138,6 +178,8 @@ void run_verify(VerifyOptions& o) {
         }
     }
 
+    for (const std::string& name : selected) // each experiment's sizes, and the pattern there
+        o.config.sized_for(name).validate(kWhere);
     std::vector<ff::Result> results;
     for (const std::string& name : selected) {
         ff::Progress progress;
@@ -158,8 +200,13 @@ void run_verify(VerifyOptions& o) {
         }
     if (o.json) {
         nlohmann::json j;
-        j["config"] = {{"N", o.config.n},
-                       {"d", o.config.d},
+        const auto size = [](std::int64_t v) { // 0: each experiment's default
+            return v == 0 ? nlohmann::json(nullptr) : nlohmann::json(v);
+        };
+        j["config"] = {{"N", size(o.config.n)},
+                       {"d", size(o.config.d)},
+                       {"quick", o.config.quick},
+                       {"pattern", o.config.pattern},
                        {"p", o.config.prime()},
                        {"M", o.config.m},
                        {"trials", o.config.trials},
@@ -175,9 +222,11 @@ void run_verify(VerifyOptions& o) {
                                         {"min_slack", number_or_null(r.min_slack)},
                                         {"max_tightness", number_or_null(r.max_tightness)},
                                         {"max_epoch_ratio", number_or_null(r.max_epoch_ratio)},
+                                        {"max_message_ratio", number_or_null(r.max_message_ratio)},
                                         {"seconds", r.seconds},
                                         {"first_failure", r.first_failure},
-                                        {"note", r.note}});
+                                        {"note", r.note},
+                                        {"rows", rows_json(r)}});
         j["passed"] = failed == 0;
         std::cout << j.dump(2) << '\n';
     } else {
@@ -201,6 +250,7 @@ void run_verify(VerifyOptions& o) {
         table.print(std::cout);
         for (const ff::Result& r : results)
             std::cout << "  " << r.name << ": " << r.note << '\n';
+        print_rows(results);
         for (const ff::Result& r : results)
             if (!r.ok())
                 std::cout << "FAILED " << r.name << ": " << r.first_failure
@@ -229,13 +279,30 @@ void register_verify(CLI::App& app) {
     for (const std::string& n : ioattn::ff::experiment_names())
         names += "|" + n;
     cmd->add_option("experiment", o->experiment, "Which experiment: " + names)->required();
-    cmd->add_option("--N", o->config.n, "Largest sequence length N of the sweeps (default 256)");
-    cmd->add_option("--d", o->config.d, "Largest head dimension d of the sweeps (default 32)");
+    cmd->add_option(
+           "--N",
+           o->config.n,
+           "Largest sequence length N of the sweeps (default: epochs 1024, the others 256; "
+           "--quick 256 and 64)")
+        ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
+    cmd->add_option("--d",
+                    o->config.d,
+                    "Largest head dimension d of the sweeps (default: epochs 64, the others 32; "
+                    "--quick 32 and 16)")
+        ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
+    cmd->add_option("--pattern",
+                    o->config.pattern,
+                    "epochs, sparse-rank: one support spec (as ioattn run --pattern) instead of "
+                    "every pattern family; it must fit N");
+    cmd->add_flag("--quick", o->config.quick, "Smaller default sweeps (under 10 s, for CI)");
     cmd->add_option("--p",
                     o->config.p,
                     "Prime modulus, N < p < 2^60 (default: the next prime after max(N, 2^20); "
                     "count uses its own tiny primes, binary F_2)");
-    cmd->add_option("--M", o->m, "epochs: one fast-memory size in words (default: sweep 4d..Nd)")
+    cmd->add_option("--M",
+                    o->m,
+                    "epochs: one fast-memory size in words (default: sweep from each schedule's "
+                    "smallest M to Nd)")
         ->each([o](const std::string&) { o->m_given = true; });
     cmd->add_option(
         "--trials", o->config.trials, "Random instances per shape (default: per experiment)");

@@ -1,97 +1,15 @@
-// ioattn: exact attention on CPUs measured in data movement. One program, subcommands demo,
-// run, io, bound, bench and verify (DESIGN.md §4). Exit 0 on success, 1 on a failed check or
-// runtime error, 2 on bad usage, with the reason on stderr in one line.
+// ioattn: exact attention on CPUs measured in data movement. The program's main: what concerns
+// the process (the OpenBLAS core re-exec of bench and demo), then ioattn::app::program_main
+// (program.cpp), which the fuzz target of the command line calls in-process too.
 
 #include "blas_core.hpp"
-#include "commands.hpp"
+#include "program.hpp"
 
-#include <ioattn/error.hpp>
-#include <ioattn/isa.hpp>
-
-#include <CLI/CLI.hpp>
-#include <tbb/version.h>
-
-#include <exception>
-#include <iostream>
-#include <string>
 #include <string_view>
-
-#include <bench_util.hpp>
-
-namespace {
-
-/// One line per failure, keeping only the first line of a multi-line message.
-void print_error(const std::string& what) {
-    std::cerr << "ioattn: " << what.substr(0, what.find('\n')) << '\n';
-}
-
-std::string isa_list(const std::vector<ioattn::Isa>& isas) {
-    std::string s;
-    for (const ioattn::Isa i : isas)
-        s += (s.empty() ? "" : ", ") + std::string(ioattn::to_string(i));
-    return s;
-}
-
-/// `ioattn --version`: the version, the kernels' instruction set, oneTBB, the BLAS core.
-std::string version_text() {
-    std::vector<ioattn::Isa> usable;
-    for (const ioattn::Isa i : ioattn::built_isas())
-        if (ioattn::cpu_supports(i))
-            usable.push_back(i);
-    return std::string("ioattn ") + IOATTN_VERSION +
-           "\nkernels: " + std::string(ioattn::to_string(ioattn::active_isa())) +
-           " (built: " + isa_list(ioattn::built_isas()) + "; this CPU runs: " + isa_list(usable) +
-           "; IOATTN_ISA=avx512|avx2|sse2 forces one)\noneTBB: " + TBB_runtime_version() +
-           " (built against " + TBB_VERSION_STRING + ")\nBLAS: " + ioattn::bench::blas_config() +
-           "; core " + ioattn::bench::blas_core();
-}
-
-} // namespace
 
 int main(int argc, char** argv) {
     // bench and demo time OpenBLAS: make sure it runs the kernels this CPU allows (blas_core.hpp).
     if (argc > 1 && (std::string_view(argv[1]) == "bench" || std::string_view(argv[1]) == "demo"))
         ioattn::app::prefer_best_blas_core(argv);
-    try {
-        CLI::App app{"ioattn: exact attention on CPUs, measured in data movement.\n"
-                     "Every schedule can run counted: words moved between a fast memory of M "
-                     "words\nand slow memory, held against the I/O lower bounds of Saha & Ye "
-                     "(2024)."};
-        app.require_subcommand(1);
-        app.set_version_flag("--version", version_text);
-        // A bad IOATTN_ISA is a usage error of the whole program (exit 2), whatever it runs.
-        (void)ioattn::active_isa();
-        app.failure_message([](const CLI::App* /*app*/, const CLI::Error& e) {
-            return "ioattn: " + std::string(e.what()) + " (see --help)\n";
-        });
-        register_demo(app);
-        register_run(app);
-        register_io(app);
-        register_bound(app);
-        register_bench(app);
-#ifdef IOATTN_WITH_NTL
-        register_verify(app);
-#endif
-        try {
-            app.parse(argc, argv);
-        } catch (const CLI::ParseError& e) {
-            return app.exit(e) == 0 ? 0 : 2;
-        }
-    } catch (const ioattn::InvalidArgument& e) {
-        print_error(e.what());
-        return 2;
-    } catch (const ioattn::app::UsageError& e) {
-        print_error(e.what());
-        return 2;
-    } catch (const ioattn::app::CheckFailed& e) {
-        print_error(e.what());
-        return 1;
-    } catch (const ioattn::Error& e) {
-        print_error(e.what());
-        return 1;
-    } catch (const std::exception& e) {
-        print_error(e.what());
-        return 1;
-    }
-    return 0;
+    return ioattn::app::program_main(argc, argv);
 }

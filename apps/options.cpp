@@ -149,64 +149,6 @@ Select select_of(const SharedOptions& o) {
     return o.select == "theory" ? Select::theory : Select::cost;
 }
 
-namespace {
-
-/// The smallest M for which `schedule` has a tiling of `pass` on `p` (by doubling, then
-/// bisection).
-std::int64_t smallest_memory(Schedule schedule, const Problem& p, Pass pass) {
-    const auto fits = [&](std::int64_t m) {
-        return Tiling::try_for_memory(schedule, MemoryModel{m}, p, pass).has_value();
-    };
-    std::int64_t hi = 1;
-    while (!fits(hi)) {
-        if (hi > (std::int64_t{1} << 50))
-            return 0;
-        hi *= 2;
-    }
-    std::int64_t lo = hi / 2; // does not fit (or 0)
-    while (hi - lo > 1) {
-        const std::int64_t mid = lo + (hi - lo) / 2;
-        (fits(mid) ? hi : lo) = mid;
-    }
-    return hi;
-}
-
-} // namespace
-
-Tiling tiling_for(Schedule schedule,
-                  const MemoryModel& memory,
-                  const Problem& problem,
-                  bool tuned,
-                  const char* where,
-                  Pass pass) {
-    if (schedule == Schedule::reference)
-        return Tiling{Schedule::reference, problem.n_q, problem.n_k};
-    if (!Tiling::try_for_memory(schedule, memory, problem, pass).has_value())
-        throw InvalidArgument(std::string(where) + ": M = " + std::to_string(memory.fast_words) +
-                              " words is below the smallest " + std::string(to_string(schedule)) +
-                              " tiling for d = " + std::to_string(problem.d) + " (needs M >= " +
-                              std::to_string(smallest_memory(schedule, problem, pass)) + ")");
-    return tuned ? Tiling::tuned(schedule, memory, problem, pass)
-                 : Tiling::for_memory(schedule, memory, problem, pass);
-}
-
-void require_some_tiling(const MemoryModel& memory,
-                         const Problem& problem,
-                         Pass pass,
-                         const char* where) {
-    const auto fits = [&](Schedule s) {
-        return Tiling::try_for_memory(s, memory, problem, pass).has_value();
-    };
-    if (fits(Schedule::fused) || fits(Schedule::materialized))
-        return;
-    const std::int64_t need = std::min(smallest_memory(Schedule::fused, problem, pass),
-                                       smallest_memory(Schedule::materialized, problem, pass));
-    throw InvalidArgument(std::string(where) + ": M = " + std::to_string(memory.fast_words) +
-                          " words is below the smallest " + std::string(to_string(pass)) +
-                          " tiling for d = " + std::to_string(problem.d) +
-                          " (needs M >= " + std::to_string(need) + ")");
-}
-
 std::pair<std::int64_t, std::int64_t> parse_range(const std::string& text, const char* what) {
     const auto colon = text.find(':');
     const auto bad = [&]() {

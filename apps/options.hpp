@@ -1,6 +1,7 @@
 #pragma once
 // The options shared by the subcommands that take a problem (DESIGN.md §4). The names are part
-// of the interface: scripts and docs depend on them.
+// of the interface: scripts and docs depend on them. What they select (schedule, tiling, the
+// smallest M that fits) is the library's policy: ioattn::plan_attention (ioattn/attention.hpp).
 
 #include <ioattn/memory_model.hpp>
 #include <ioattn/problem.hpp>
@@ -79,24 +80,6 @@ std::optional<Schedule> schedule_of(const SharedOptions& o);
 
 /// --select.
 Select select_of(const SharedOptions& o);
-
-/// A tiling of `schedule` for M that the counter accepts: Tiling::tuned when `tuned`, else the
-/// I/O-optimal for_memory tiling. Throws InvalidArgument (usage) when M is below the smallest
-/// valid tiling, naming that smallest M when it can be found.
-Tiling tiling_for(Schedule schedule,
-                  const MemoryModel& memory,
-                  const Problem& problem,
-                  bool tuned,
-                  const char* where,
-                  Pass pass = Pass::forward);
-
-/// Throws InvalidArgument (usage) naming the smallest M that works when neither the fused nor
-/// the materialized schedule has a tiling of `pass` for M: the check `--schedule auto` makes
-/// before any selection, so that every run path reports a too-small M the same way.
-void require_some_tiling(const MemoryModel& memory,
-                         const Problem& problem,
-                         Pass pass,
-                         const char* where);
 
 /// Parses "lo:hi" (each a positive integer, lo <= hi); throws InvalidArgument.
 std::pair<std::int64_t, std::int64_t> parse_range(const std::string& text, const char* what);

@@ -6,10 +6,9 @@
 
 #include "commands.hpp"
 
+#include <ioattn/attention.hpp>
 #include <ioattn/dense.hpp>
 #include <ioattn/sparse/backward.hpp>
-#include <ioattn/sparse/forward.hpp>
-#include <ioattn/sparse/io_cost.hpp>
 #include <ioattn/sparse/pattern.hpp>
 #include <ioattn/sparse/variants.hpp>
 
@@ -172,143 +171,99 @@ double outputs_error(const Data<T>& x, const Data<double>& ref, bool grads) {
     return std::max({max_err(x.d_q, ref.d_q), max_err(x.d_k, ref.d_k), max_err(x.d_v, ref.d_v)});
 }
 
-} // namespace
+/// The entry point's options for this run (the schedule, selection and M as given).
+AttentionOptions attention_options(const VariantRun& r) {
+    AttentionOptions a;
+    if (r.schedule != "auto")
+        a.schedule = parse_schedule(r.schedule);
+    a.select = r.select;
+    a.memory = r.memory;
+    a.cache_bytes = r.cache_bytes;
+    a.threads = r.threads;
+    a.where = kWhere;
+    if (r.variant != "auto")
+        a.variant = sparse::parse_variant(r.variant);
+    return a;
+}
 
+/// The support of --pattern and, with --input-density < 1, Q, K, V as CSR rows: each entry
+/// kept with that probability (the rest exact zeros, also in the dense views of `data`).
 template <typename Scalar>
-nlohmann::json run_variant(const VariantRun& r) {
-    const Problem& p = r.problem;
-    const bool backward = r.pass == Pass::backward;
-    const bool is_sparse = r.pattern != "dense" || r.input_density < 1.0;
+struct Operands {
+    using Rows = sparse::SparseRows<Scalar>;
     std::optional<sparse::Support> support;
-    if (is_sparse) {
+    std::optional<Rows> q, k, v;
+
+    Operands(const VariantRun& r, Data<Scalar>& data) {
+        const Problem& p = r.problem;
+        if (r.pattern == "dense" && r.input_density == 1.0)
+            return;
         if (p.causal)
             throw UsageError(std::string(kWhere) +
                              ": --causal with --pattern: use the 'causal' pattern (or '&causal')");
         support = sparse::parse_pattern(r.pattern, p.n_q, p.n_k, r.seed);
-    }
-    Data<Scalar> data(p, r.seed);
-    // --- sparse inputs: Q, K, V keep each entry with probability input_density (the rest are
-    // exact zeros) and reach the kernels as CSR rows; the dense views hold the same values ---
-    using Rows = sparse::SparseRows<Scalar>;
-    std::optional<Rows> sq, sk, sv;
-    sparse::SparseInputs<Scalar> inputs;
-    std::int64_t z_in = sparse::z_input(p, r.pass); // per (batch, head)
-    if (r.input_density < 1.0) {
+        if (r.input_density == 1.0)
+            return;
         std::mt19937_64 rng(r.seed + 11);
         std::bernoulli_distribution keep(r.input_density);
         for (auto* x : {&data.q, &data.k, &data.v})
             for (Scalar& e : *x)
                 e = keep(rng) ? e : Scalar(0);
         const std::int64_t qs = p.batch * p.heads, ks = p.batch * p.kv_heads;
-        sq.emplace(Rows::from_dense_threshold(data.q, qs * p.n_q, p.d, Scalar(0)));
-        sk.emplace(Rows::from_dense_threshold(data.k, ks * p.n_k, p.d, Scalar(0)));
-        sv.emplace(Rows::from_dense_threshold(data.v, ks * p.n_k, p.d_v, Scalar(0)));
-        inputs = {&*sq, &*sk, &*sv};
-        z_in = sparse::z_input(
-            sparse::InputNonzeros{
-                sq->nonzeros() / qs, sk->nonzeros() / ks, sv->nonzeros() / ks, p.n_q * p.d_v},
-            r.pass);
+        q.emplace(Rows::from_dense_threshold(data.q, qs * p.n_q, p.d, Scalar(0)));
+        k.emplace(Rows::from_dense_threshold(data.k, ks * p.n_k, p.d, Scalar(0)));
+        v.emplace(Rows::from_dense_threshold(data.v, ks * p.n_k, p.d_v, Scalar(0)));
     }
-    // --- the schedule and its tiling ---
-    Schedule schedule = Schedule::fused;
-    nlohmann::json selected_by = nullptr;
-    if (r.schedule == "auto") {
-        require_some_tiling(r.memory, p, r.pass, kWhere);
-        schedule = is_sparse && !backward
-                       ? sparse::select_schedule(p, *support, r.memory, r.select, z_in)
-                       : select_schedule(p, r.memory, r.select, r.pass);
-        if (is_sparse && backward) { // the sparse backward's cost selection
-            const auto f = Tiling::try_for_memory(Schedule::fused, r.memory, p, r.pass);
-            const auto m = Tiling::try_for_memory(Schedule::materialized, r.memory, p, r.pass);
-            schedule =
-                !m || (f &&
-                       sparse::io_cost_backward_fused(p, *support, inputs, *f).total() <=
-                           sparse::io_cost_backward_materialized(p, *support, inputs, *m).total())
-                    ? Schedule::fused
-                    : Schedule::materialized;
-        }
-        selected_by = std::string(to_string(r.select));
+
+    [[nodiscard]] Structure<Scalar> structure() const {
+        Structure<Scalar> s;
+        s.support = support ? &*support : nullptr;
+        if (q)
+            s.inputs = {&*q, &*k, &*v};
+        return s;
+    }
+};
+
+/// --check: the outputs against the double reference, relative to the naive computation in
+/// Scalar over the same allowed pairs.
+template <typename Scalar>
+nlohmann::json check_json(const Data<Scalar>& data, const sparse::Support* support, bool grads) {
+    const Problem& p = data.p;
+    Data<double> ref(data);
+    const Allowed allowed =
+        support != nullptr
+            ? Allowed([&](std::int64_t i, std::int64_t k) { return support->contains(i, k); })
+            : Allowed([&](std::int64_t i, std::int64_t k) { return k < p.visible_keys(i); });
+    if (support != nullptr) {
+        sparse::forward_reference(ref.forward(), *support);
+        if (grads)
+            sparse::backward_reference(ref.backward(), *support);
     } else {
-        schedule = parse_schedule(r.schedule);
+        dense::forward_reference(ref.forward());
+        if (grads)
+            dense::backward_reference(ref.backward());
     }
-    if (r.count_io && schedule == Schedule::reference)
-        throw UsageError(std::string(kWhere) +
-                         ": --count-io needs a fused or materialized schedule");
-    Tiling tiling = tiling_for(schedule, r.memory, p, true, kWhere, r.pass);
-    if (is_sparse && schedule != Schedule::reference)
-        tiling = sparse::tuned_tiling(schedule, r.memory, p, r.pass);
-    // --- the structure dispatcher's plan (sparse fused with dense inputs; sparse inputs run
-    // the tile variant, the one kernel that multiplies them as stored) ---
-    if (r.variant != "auto" && (!is_sparse || schedule != Schedule::fused || r.input_density < 1.0))
-        throw UsageError(std::string(kWhere) + ": --variant " + r.variant +
-                         " needs the fused schedule, a sparse --pattern and dense inputs");
-    std::optional<sparse::VariantPlan> vplan;
-    if (is_sparse && schedule == Schedule::fused && r.input_density == 1.0)
-        vplan = sparse::plan_variants<Scalar>(
-            p,
-            *support,
-            r.memory,
-            r.pass,
-            r.variant == "auto" ? std::nullopt
-                                : std::optional<sparse::Variant>(sparse::parse_variant(r.variant)));
+    Data<Scalar> nv(data);
+    naive(nv, allowed, grads);
+    const double err = outputs_error(data, ref, grads);
+    const double naive_err = outputs_error(nv, ref, grads);
+    double mag = 1.0;
+    for (const auto* x : {&ref.o, &ref.d_q, &ref.d_k, &ref.d_v})
+        for (const double e : *x)
+            mag = std::max(mag, std::fabs(e));
+    const double tiny = 8.0 * static_cast<double>(std::numeric_limits<Scalar>::epsilon()) * mag *
+                        (sizeof(Scalar) == 8 ? std::sqrt(static_cast<double>(p.n_k + p.d)) : 1.0);
+    return {{"max_abs_error", err},
+            {"naive_error", naive_err},
+            {"tiny", tiny},
+            {"error_ratio", err / std::max(naive_err, tiny)},
+            {"passed", err <= 2 * naive_err + tiny}};
+}
 
-    // the forward outputs the backward needs (untimed)
-    const auto run_forward = [&](Data<Scalar>& x, const Tiling& t, auto& counter) {
-        if (vplan)
-            sparse::forward(x.forward(), *support, *vplan, r.memory, counter);
-        else if (is_sparse)
-            sparse::forward(x.forward(), *support, inputs, t, r.memory, counter);
-        else
-            dense::forward(x.forward(), t, r.memory, counter);
-    };
-    const auto run_backward = [&](Data<Scalar>& x, const Tiling& t, auto& counter) {
-        if (vplan)
-            sparse::backward(x.backward(), *support, *vplan, r.memory, counter);
-        else if (!is_sparse)
-            dense::backward(x.backward(), t, r.memory, counter);
-        else if (t.schedule == Schedule::reference)
-            sparse::backward_reference(x.backward(), *support, inputs);
-        else if (t.schedule == Schedule::materialized)
-            sparse::backward_materialized(x.backward(), *support, inputs, t, r.memory, counter);
-        else
-            sparse::backward_fused(x.backward(), *support, inputs, t, r.memory, counter);
-    };
-    if (backward) {    // O and L are the backward's inputs, made under an ample M whatever M is
-        NullCounter c; // under test
-        const MemoryModel ample{std::max<std::int64_t>(r.memory.fast_words, std::int64_t{1} << 22)};
-        const Tiling ft =
-            schedule == Schedule::reference ? tiling : Tiling::tuned(Schedule::fused, ample, p);
-        with_threads(r.threads, [&] {
-            if (is_sparse)
-                sparse::forward(data.forward(), *support, inputs, ft, ample, c);
-            else
-                dense::forward(data.forward(), ft, ample, c);
-        });
-    }
-    const double seconds = bench::median_seconds(
-        r.repeat,
-        [&] {
-            NullCounter c;
-            with_threads(r.threads, [&] {
-                if (backward)
-                    run_backward(data, tiling, c);
-                else
-                    run_forward(data, tiling, c);
-            });
-        },
-        r.repeat > 1);
-    const double z = is_sparse ? static_cast<double>(support->z_qk()) : 0.0;
-    const double flops =
-        is_sparse ? 4.0 * z * static_cast<double>(p.d * p.batch_heads()) * (backward ? 2.5 : 1.0)
-                  : flop_count_convention(p, r.pass);
-    const Bound b = is_sparse ? sparse::bound(p,
-                                              *support,
-                                              r.memory,
-                                              z_in,
-                                              sparse::used_input_words(p, *support, inputs, r.pass),
-                                              r.pass)
-                              : bound(p, r.memory, r.pass);
-
+/// The problem, the plan and the bounds, in the keys of the dense forward's JSON.
+nlohmann::json plan_json(const VariantRun& r, const AttentionPlan& plan) {
+    const Problem& p = plan.problem;
+    const Bound& b = plan.bound;
     nlohmann::json j = {{"batch", p.batch},
                         {"heads", p.heads},
                         {"kv_heads", p.kv_heads},
@@ -320,105 +275,104 @@ nlohmann::json run_variant(const VariantRun& r) {
                         {"scale", p.scale}};
     j["pass"] = std::string(to_string(r.pass));
     j["pattern"] = r.pattern;
-    if (is_sparse) {
-        j["z_qk"] = support->z_qk();
+    if (plan.sparse) {
+        j["z_qk"] = plan.z_qk;
         j["input_density"] = r.input_density;
-        j["z_input"] = z_in; // per (batch, head)
+        j["z_input"] = plan.z_input; // per (batch, head)
     }
-    j["dtype"] = sizeof(Scalar) == 4 ? "float" : "double";
-    j["schedule"] = std::string(to_string(schedule));
-    j["variant"] = nullptr;
-    if (vplan) {
+    j["schedule"] = std::string(to_string(plan.schedule));
+    if (const auto& v = plan.variants) { // keys only when the structure dispatcher ran
         const auto tiling_json = [](const Tiling& t) {
             return nlohmann::json{{"rows", t.rows}, {"cols", t.cols}};
         };
-        j["variant"] = std::string(sparse::to_string(vplan->variant));
-        j["variant_plan"] = {{"inner", std::string(sparse::to_string(vplan->inner))},
+        j["variant"] = std::string(sparse::to_string(v->variant));
+        j["variant_plan"] = {{"inner", std::string(sparse::to_string(v->inner))},
                              {"forced", r.variant != "auto"},
-                             {"tile_blocks", vplan->tile_blocks},
-                             {"element_blocks", vplan->element_blocks},
-                             {"split_blocks", vplan->split_blocks},
-                             {"tile_pairs", vplan->tile_pairs},
-                             {"element_pairs", vplan->element_pairs},
-                             {"rows_reordered", vplan->rows_reordered},
-                             {"keys_reordered", vplan->keys_reordered},
-                             {"tile_tiling", tiling_json(vplan->tile)},
-                             {"element_tiling", tiling_json(vplan->element)}};
+                             {"tile_blocks", v->tile_blocks},
+                             {"element_blocks", v->element_blocks},
+                             {"split_blocks", v->split_blocks},
+                             {"tile_pairs", v->tile_pairs},
+                             {"element_pairs", v->element_pairs},
+                             {"rows_reordered", v->rows_reordered},
+                             {"keys_reordered", v->keys_reordered},
+                             {"tile_tiling", tiling_json(v->tile)},
+                             {"element_tiling", tiling_json(v->element)}};
     }
-    j["selected_by"] = selected_by;
-    j["M"] = r.memory.fast_words;
+    j["selected_by"] = plan.selected_by ? nlohmann::json(std::string(to_string(*plan.selected_by)))
+                                        : nlohmann::json(nullptr);
+    j["M"] = plan.memory.fast_words;
     j["threads"] = with_threads(r.threads, [] { return max_concurrency(); });
     j["seed"] = r.seed;
     j["repeat"] = r.repeat;
-    j["seconds"] = seconds;
-    j["gflops"] = flops / seconds * 1e-9;
-    j["tiling"] = {{"schedule", std::string(to_string(tiling.schedule))},
-                   {"rows", tiling.rows},
-                   {"cols", tiling.cols}};
+    j["tiling"] = {{"schedule", std::string(to_string(plan.tiling.schedule))},
+                   {"rows", plan.tiling.rows},
+                   {"cols", plan.tiling.cols}};
     j["bound"] = {{"regime", std::string(b.regime)},
                   {"compulsory", b.compulsory},
                   {"leading", b.leading},
                   {"asymptotic", b.asymptotic()},
                   {"explicit", b.explicit_bound}};
-    if (backward && !is_sparse)
+    if (r.pass == Pass::backward && !plan.sparse)
         j["bound"]["theorem_1_1"] = b.theorem;
-    j["check"] = nullptr;
-    j["io"] = nullptr;
-    if (r.check) {
-        Data<double> ref(data);
-        const Allowed allowed =
-            is_sparse
-                ? Allowed([&](std::int64_t i, std::int64_t k) { return support->contains(i, k); })
-                : Allowed([&](std::int64_t i, std::int64_t k) { return k < p.visible_keys(i); });
-        if (is_sparse) {
-            sparse::forward_reference(ref.forward(), *support);
-            if (backward)
-                sparse::backward_reference(ref.backward(), *support);
-        } else {
-            dense::forward_reference(ref.forward());
-            if (backward)
-                dense::backward_reference(ref.backward());
-        }
-        Data<Scalar> nv(data);
-        naive(nv, allowed, backward);
-        const double err = outputs_error(data, ref, backward);
-        const double naive_err = outputs_error(nv, ref, backward);
-        double mag = 1.0;
-        for (const auto* x : {&ref.o, &ref.d_q, &ref.d_k, &ref.d_v})
-            for (const double e : *x)
-                mag = std::max(mag, std::fabs(e));
-        const double tiny =
-            8.0 * static_cast<double>(std::numeric_limits<Scalar>::epsilon()) * mag *
-            (sizeof(Scalar) == 8 ? std::sqrt(static_cast<double>(p.n_k + p.d)) : 1.0);
-        j["check"] = {{"max_abs_error", err},
-                      {"naive_error", naive_err},
-                      {"tiny", tiny},
-                      {"error_ratio", err / std::max(naive_err, tiny)},
-                      {"passed", err <= 2 * naive_err + tiny}};
+    return j;
+}
+
+} // namespace
+
+template <typename Scalar>
+nlohmann::json run_variant(const VariantRun& r) {
+    const Problem& p = r.problem;
+    const bool backward = r.pass == Pass::backward;
+    Data<Scalar> data(p, r.seed);
+    const Operands<Scalar> operands(r, data);
+    const Structure<Scalar> structure = operands.structure();
+    // --- the schedule and its tiling: the library's plan ---
+    if (r.variant != "auto" &&
+        (r.input_density < 1.0 || (r.schedule != "fused" && r.schedule != "auto")))
+        throw UsageError(std::string(kWhere) + ": --variant " + r.variant +
+                         " needs the fused schedule, a sparse --pattern and dense inputs");
+    const AttentionOptions opts = attention_options(r);
+    const AttentionPlan plan = plan_attention(p, r.pass, structure, opts);
+    if (r.count_io && plan.schedule == Schedule::reference)
+        throw UsageError(std::string(kWhere) +
+                         ": --count-io needs a fused or materialized schedule");
+    const auto run = [&](const AttentionOptions& o) {
+        return backward ? attention_backward(data.backward(), structure, plan, o)
+                        : attention(data.forward(), structure, plan, o);
+    };
+    if (backward) { // O and L are the backward's inputs, made under an ample M whatever M is
+        AttentionOptions ample = opts; // under test
+        ample.schedule =
+            plan.schedule == Schedule::reference ? Schedule::reference : Schedule::fused;
+        ample.memory = MemoryModel{std::max<std::int64_t>(plan.memory.fast_words, 1 << 22)};
+        ample.cache_bytes.reset();
+        (void)attention(data.forward(), structure, ample);
     }
+    const double seconds = bench::median_seconds(
+        r.repeat, [&] { (void)run(opts); }, r.repeat > 1);
+    const double flops = plan.sparse ? 4.0 * static_cast<double>(plan.z_qk) *
+                                           static_cast<double>(p.d * p.batch_heads()) *
+                                           (backward ? 2.5 : 1.0)
+                                     : flop_count_convention(p, r.pass);
+    nlohmann::json j = plan_json(r, plan);
+    j["dtype"] = sizeof(Scalar) == 4 ? "float" : "double";
+    j["seconds"] = seconds;
+    j["gflops"] = flops / seconds * 1e-9;
+    j["check"] = r.check ? check_json(data, structure.support, backward) : nullptr;
+    j["io"] = nullptr;
     if (r.count_io) {
-        IoCounter counter(r.memory.fast_words);
-        with_threads(r.threads, [&] {
-            if (backward)
-                run_backward(data, tiling, counter);
-            else
-                run_forward(data, tiling, counter);
-        });
-        const IoReport got = counter.report();
-        const IoReport closed =
-            vplan       ? sparse::io_cost<Scalar>(p, *support, *vplan)
-            : is_sparse ? (!backward ? sparse::io_cost_forward(p, *support, inputs, tiling)
-                           : tiling.schedule == Schedule::fused
-                               ? sparse::io_cost_backward_fused(p, *support, inputs, tiling)
-                               : sparse::io_cost_backward_materialized(p, *support, inputs, tiling))
-                        : io_cost(p, tiling, r.pass);
+        AttentionOptions counted = opts;
+        counted.count_io = true;
+        const AttentionReport report = run(counted);
+        const IoReport got = *report.io;
+        const IoReport closed = *report.closed_form;
         j["io"] = {{"reads", got.reads},
                    {"writes", got.writes},
                    {"total", got.total()},
                    {"peak_resident", got.peak},
                    {"closed_form_total", closed.total()},
                    {"matches_closed_form", got == closed},
-                   {"ratio_to_bound", static_cast<double>(got.total()) / b.asymptotic()}};
+                   {"ratio_to_bound", static_cast<double>(got.total()) / plan.bound.asymptotic()}};
     }
     return j;
 }

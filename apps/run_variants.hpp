@@ -12,11 +12,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+#include <optional>
+
 namespace ioattn::app {
 
 struct VariantRun {
     Problem problem;
-    MemoryModel memory;
+    std::optional<MemoryModel> memory;       ///< --M / --M-bytes; nullopt: see cache_bytes
+    std::optional<std::int64_t> cache_bytes; ///< --cache-bytes; neither: the per-core L2
     Pass pass = Pass::forward;
     std::string pattern = "dense";
     std::string schedule = "auto"; ///< as given

@@ -1,7 +1,9 @@
 // ioattn_cache_driver: one kernel run for the simulated-cache validation of the counted I/O
 // (bench/cache_validate.py, DESIGN.md §2.5). Runs under valgrind's callgrind with its cache
 // simulator; only the region between the two CALLGRIND_TOGGLE_COLLECT marks is counted:
-//   1. the kernel, one thread, NullCounter, the I/O-optimal tiling for M (Tiling::for_memory);
+//   1. the kernel, one thread, NullCounter, the I/O-optimal tiling for M (Tiling::for_memory,
+//      Kernels::sparse for a pattern); a sparse kernel's plan (sparse/src/plan.hpp) is built
+//      by the counted pass before the region and kept with the support, as in repeated calls;
 //   2. a read sweep of FLUSH fresh words, which evicts every line the kernel left in the cache
 //      and so writes back its dirty ones (the driver's caller subtracts the sweep's own FLUSH
 //      words of reads).
@@ -85,7 +87,8 @@ int run(const Args& a) {
     p.d = a.d;
     p = p.resolved("ioattn_cache_driver");
     const ioattn::MemoryModel mem{a.m};
-    const auto fits = ioattn::Tiling::try_for_memory(a.schedule, mem, p, a.pass);
+    const auto kernels = a.pattern == "dense" ? ioattn::Kernels::dense : ioattn::Kernels::sparse;
+    const auto fits = ioattn::Tiling::try_for_memory(a.schedule, mem, p, a.pass, kernels);
     if (!fits) {
         std::printf("{\"no_tiling\": true}\n");
         return 0;
@@ -126,7 +129,8 @@ int run(const Args& a) {
     ioattn::with_threads(1, [&] {
         if (a.pass == ioattn::Pass::backward) { // O and L for the backward, outside the region
             const ioattn::MemoryModel big{std::int64_t{1} << 22};
-            const ioattn::Tiling ft = ioattn::Tiling::for_memory(ioattn::Schedule::fused, big, p);
+            const ioattn::Tiling ft = ioattn::Tiling::for_memory(
+                ioattn::Schedule::fused, big, p, ioattn::Pass::forward, kernels);
             NullCounter none;
             if (support)
                 ioattn::sparse::forward(fwd, *support, ft, big, none);

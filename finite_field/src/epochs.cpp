@@ -1,17 +1,38 @@
-// ioattn::ff::epoch_stats, replay_epoch: epochs of a recorded schedule and Theorem 4.4's
-// protocol replayed on one of them
-// Field: F_p for the replay (Q, K given; the bilinear part S = Q K^T only, no exp).
+// ioattn::ff::epoch_stats: epochs of a recorded schedule measured against the per-epoch budgets
+// of the entries of S = Q K^T they complete, for dense and for sparse inputs
+// Field: none (counting); the protocol replay is epoch_replay.cpp.
 // Epochs: the I/O stream is cut every M words (a block that straddles a boundary is split
-//   word by word, row-major); a complete event lies in the epoch of the last word moved
-//   before it (epoch 0 if none).
-// Exactness: |I_t| <= B_max is tested in integers by the caller (8M^2 >= |I_t| d^2 or
-//   8M >= |I_t|); r_R(I_t), r_C(I_t) from per-epoch row and column counts (entries complete
-//   once, which epoch_stats verifies with a bitmap).
-// Replay: message = Q, K words read in the epoch + the smaller start state (Q, K words the
-//   entries need and did not read, or one partial sum per such entry); Bob recomputes I_t from
-//   the message alone and the result is compared with Q K^T.
-// Ops: O(trace events + n_q n_k) per stats; O(total I/O + |I_t| d) per replay.
+//   word by word, row-major; a sparse operand's block by its stored entries); a complete event
+//   lies in the epoch of the last word moved before it (epoch 0 if none). A sparse kernel's
+//   complete block stands for the entries of Omega inside it.
+// Budget with dense inputs (Saha & Ye Lemma 4.6 + Thm 4.4): an epoch's message has <= 2M field
+//   elements, so r_R(I_t), r_C(I_t) <= 2M and |I_t| <= B_max = max(8M^2/d^2, 8M).
+// Budget with sparse inputs, derived by the same argument. Q has row patterns T_i, K has U_j
+//   (stored entries), S_ij = sum over c in T_i & U_j of Q_ic K_jc, w_ij = |T_i & U_j|.
+//   (1) Fix K with pattern U and vary Q over the matrices with pattern T: Q -> (Q K^T)|_I is
+//       block diagonal over the rows of Q, row i's block being K[R_i, T_i], so its rank is
+//       sum_i rank K[R_i, T_i]; any protocol sends at least that many elements (p^rank outputs).
+//   (2) New lemma: if every entry of I has w_ij >= w, then for generic K on U,
+//       rank K[R_i, T_i] >= min(|R_i|, w). Each row of K[R_i, T_i] has >= w structural
+//       nonzeros, so a greedy matching of rows to columns reaches min(|R_i|, w), and a generic
+//       matrix has the rank of its pattern's largest matching. One K is generic for all rows
+//       when p > N: the product of one such minor per row is a nonzero polynomial of degree
+//       <= N < p in each entry, so it has a non-root in F_p. Hence a protocol for I needs
+//       r_R^w(I) = sum_i min(|R_i|, w) elements, and r_C^w(I) with Q fixed and K varying.
+//       The sparse-rank experiment checks (2) with NTL ranks on instances before this uses it.
+//   (3) Lemma 4.6 concerns only I and a number d; with d = w:
+//       max(r_R^w, r_C^w)(I) >= min(w sqrt(|I|/2), |I|/4).
+//   (4) The epoch's message determines every subset of I_t, in particular I_t(w) = the entries
+//       with w_ij >= w: r_R^w(I_t(w)), r_C^w(I_t(w)) <= 2M and |I_t(w)| <= B(M, w) =
+//       max(8M^2/w^2, 8M), for every w >= 1. Entries with w_ij = 0 are 0 and cost nothing.
+//   Only the w present in the epoch matter: between two of them I_t(w) is constant and B, r^w
+//   are monotone in w. Dense inputs: w_ij = d, one level, the dense budget.
+// Exactness: budgets in integers (|I| w^2 <= 8M^2 or |I| <= 8M, 128-bit); ranks from per-epoch
+//   row and column counts; complete_once from a per-entry count over Omega.
+// Ops: O(trace events + entries of Omega (log)) plus, per epoch, O(levels x touched rows).
 // Tests: tests/finite_field/epochs_test.cpp
+
+#include "epoch_entries.hpp"
 
 #include <ioattn/error.hpp>
 #include <ioattn/ff/epochs.hpp>
@@ -24,6 +45,133 @@ namespace ioattn::ff {
 
 namespace {
 
+void check_pattern(const RowPattern* pat,
+                   std::int64_t rows,
+                   std::int64_t cols,
+                   const char* name,
+                   const char* where) {
+    if (pat == nullptr)
+        return;
+    const auto fail = [&](const std::string& why) {
+        throw InvalidArgument(std::string(where) + ": pattern " + name + " " + why);
+    };
+    if (pat->rows() != rows || pat->offsets.front() != 0 ||
+        pat->offsets.back() != static_cast<std::int64_t>(pat->cols.size()))
+        fail("has " + std::to_string(pat->rows()) + " rows and " +
+             std::to_string(pat->cols.size()) + " columns stored (expected " +
+             std::to_string(rows) + " rows, offsets from 0 to the stored count)");
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const auto u = static_cast<std::size_t>(r);
+        if (pat->offsets[u + 1] < pat->offsets[u])
+            fail("row " + std::to_string(r) + " has decreasing offsets");
+        for (std::int64_t e = pat->offsets[u]; e < pat->offsets[u + 1]; ++e) {
+            const std::int64_t c = pat->cols[static_cast<std::size_t>(e)];
+            if (c < 0 || c >= cols ||
+                (e > pat->offsets[u] && c <= pat->cols[static_cast<std::size_t>(e - 1)]))
+                fail("row " + std::to_string(r) + " column " + std::to_string(c) +
+                     " is outside [0, " + std::to_string(cols) + "), unsorted or repeated");
+        }
+    }
+}
+
+__extension__ using I128 = __int128; // M <= 2^40: 8 M^2 needs more than 64 bits
+
+// |I| <= B(M, w) = max(8M^2/w^2, 8M), exactly.
+bool within(std::int64_t entries, std::int64_t w, std::int64_t m) {
+    const auto e = static_cast<I128>(entries);
+    return e * w * w <= 8 * static_cast<I128>(m) * m || e <= 8 * static_cast<I128>(m);
+}
+
+struct Item {
+    std::int64_t row = 0;
+    std::int64_t col = 0;
+    std::int64_t w = 0;
+};
+
+// The entries of the current epoch and the measures of the levels w present in it.
+class EpochLevels {
+public:
+    EpochLevels(std::int64_t n_q, std::int64_t n_k, std::int64_t m, bool dense)
+        : m_(m)
+        , dense_(dense)
+        , rows_(static_cast<std::size_t>(n_q), 0)
+        , cols_(static_cast<std::size_t>(n_k), 0) {}
+
+    void add(Item it) { items_.push_back(it); }
+
+    void flush(std::int64_t epoch, EpochStats& s) {
+        if (!dense_)
+            std::sort(items_.begin(), items_.end(), [](const Item& a, const Item& b) {
+                return a.w > b.w;
+            });
+        s.max_entries = std::max(s.max_entries, static_cast<std::int64_t>(items_.size()));
+        for (std::size_t x = 0; x < items_.size();) {
+            // --- level w: I_t(w) = the items so far plus those of inner dimension w ---
+            const std::int64_t w = items_[x].w;
+            for (; x < items_.size() && items_[x].w == w; ++x) {
+                bump(rows_, touched_rows_, items_[x].row);
+                bump(cols_, touched_cols_, items_[x].col);
+            }
+            const auto size = static_cast<std::int64_t>(x);
+            const double ratio = static_cast<double>(size) / epoch_entry_limit(m_, w);
+            if (ratio > s.max_ratio) {
+                s.max_ratio = ratio;
+                s.busiest = epoch;
+                s.worst_w = w;
+                s.entry_limit = epoch_entry_limit(m_, w);
+            }
+            s.within_budget = s.within_budget && within(size, w, m_);
+            s.max_rank_rows = std::max(s.max_rank_rows, capped(rows_, touched_rows_, w));
+            s.max_rank_cols = std::max(s.max_rank_cols, capped(cols_, touched_cols_, w));
+        }
+        reset(rows_, touched_rows_);
+        reset(cols_, touched_cols_);
+        items_.clear();
+    }
+
+private:
+    static void
+    bump(std::vector<std::int64_t>& c, std::vector<std::int64_t>& touched, std::int64_t i) {
+        if (c[static_cast<std::size_t>(i)]++ == 0)
+            touched.push_back(i);
+    }
+
+    // sum over touched i of min(c_i, w): r^w from row (column) counts
+    static std::int64_t capped(const std::vector<std::int64_t>& c,
+                               const std::vector<std::int64_t>& touched,
+                               std::int64_t w) {
+        std::int64_t s = 0;
+        for (std::int64_t i : touched)
+            s += std::min(c[static_cast<std::size_t>(i)], w);
+        return s;
+    }
+
+    static void reset(std::vector<std::int64_t>& c, std::vector<std::int64_t>& touched) {
+        for (std::int64_t i : touched)
+            c[static_cast<std::size_t>(i)] = 0;
+        touched.clear();
+    }
+
+    std::int64_t m_;
+    bool dense_; // every w = d: one level, no sort
+    std::vector<Item> items_;
+    std::vector<std::int64_t> rows_, cols_, touched_rows_, touched_cols_;
+};
+
+} // namespace
+
+void EpochShape::validate(const char* where) const {
+    if (n_q < 1 || n_k < 1 || d < 1)
+        throw InvalidArgument(std::string(where) + ": n_q = " + std::to_string(n_q) +
+                              ", n_k = " + std::to_string(n_k) + ", d = " + std::to_string(d) +
+                              " (expected all >= 1)");
+    check_pattern(omega, n_q, n_k, "omega", where);
+    check_pattern(q, n_q, d, "q", where);
+    check_pattern(k, n_k, d, "k", where);
+}
+
+namespace detail {
+
 void check_complete(const Block& b, std::int64_t n_q, std::int64_t n_k, const char* where) {
     if (b.operand != Operand::scores || b.slice != 0 || b.row0 < 0 || b.col0 < 0 || b.rows < 0 ||
         b.cols < 0 || b.row0 + b.rows > n_q || b.col0 + b.cols > n_k)
@@ -35,274 +183,99 @@ void check_complete(const Block& b, std::int64_t n_q, std::int64_t n_k, const ch
             " scores of slice 0");
 }
 
-// The epoch of a complete event after `pos` words: that of the last word moved before it.
-std::int64_t epoch_of(std::int64_t pos, std::int64_t m) {
-    return pos == 0 ? 0 : (pos - 1) / m;
+InnerDims::InnerDims(const EpochShape& s)
+    : d_(s.d)
+    , words_((s.d + 63) / 64)
+    , dense_(s.q == nullptr && s.k == nullptr) {
+    if (dense_)
+        return;
+    const auto bits =
+        [&](const RowPattern* pat, std::int64_t rows, std::vector<std::uint64_t>& out) {
+            out.assign(static_cast<std::size_t>(rows * words_), 0);
+            for (std::int64_t r = 0; r < rows; ++r) {
+                std::uint64_t* row = out.data() + r * words_;
+                if (pat == nullptr) {
+                    for (std::int64_t c = 0; c < d_; ++c)
+                        row[c / 64] |= std::uint64_t{1} << (c % 64);
+                    continue;
+                }
+                const auto [a, z] = cols_in(*pat, r, 0, d_);
+                for (const std::int64_t* c = a; c != z; ++c)
+                    row[*c / 64] |= std::uint64_t{1} << (*c % 64);
+            }
+        };
+    bits(s.q, s.n_q, q_);
+    bits(s.k, s.n_k, k_);
 }
 
-// The I_t accumulator: row and column counts of the current epoch.
-struct EpochCounts {
-    std::vector<std::int64_t> rows;
-    std::vector<std::int64_t> cols;
-    std::int64_t entries = 0;
+std::int64_t stored_words(const Block& b, const RowPattern* pattern) {
+    if (pattern == nullptr)
+        return b.words();
+    std::int64_t n = 0;
+    for (std::int64_t r = b.row0; r < b.row0 + b.rows; ++r) {
+        const auto [a, z] = cols_in(*pattern, r, b.col0, b.cols);
+        n += z - a;
+    }
+    return n;
+}
 
-    void flush(std::int64_t epoch, std::int64_t d, EpochStats& s) {
-        const std::int64_t r_row = capped(rows, d);
-        const std::int64_t r_col = capped(cols, d);
-        if (entries > s.max_entries) {
-            s.max_entries = entries;
-            s.busiest = epoch;
+} // namespace detail
+
+EpochStats
+epoch_stats(const std::vector<TraceEvent>& trace, const EpochShape& shape, std::int64_t m) {
+    constexpr const char* kWhere = "ioattn::ff::epoch_stats";
+    if (m < 1)
+        throw InvalidArgument(std::string(kWhere) + ": M = " + std::to_string(m) +
+                              " (expected >= 1)");
+    shape.validate(kWhere);
+    const detail::InnerDims inner(shape);
+    EpochStats s;
+    EpochLevels cur(shape.n_q, shape.n_k, m, inner.dense());
+    std::vector<std::uint8_t> seen(static_cast<std::size_t>(shape.n_q * shape.n_k), 0);
+    std::int64_t pos = 0;
+    std::int64_t epoch = 0;
+    for (const TraceEvent& ev : trace) {
+        if (ev.kind == TraceEvent::Kind::read || ev.kind == TraceEvent::Kind::write) {
+            pos += ev.moved();
+            continue;
         }
-        s.max_rank_rows = std::max(s.max_rank_rows, r_row);
-        s.max_rank_cols = std::max(s.max_rank_cols, r_col);
-        std::fill(rows.begin(), rows.end(), 0);
-        std::fill(cols.begin(), cols.end(), 0);
-        entries = 0;
+        if (ev.kind != TraceEvent::Kind::complete)
+            continue;
+        detail::check_complete(ev.block, shape.n_q, shape.n_k, kWhere);
+        // --- the epoch of the words moved so far; flush I_t when it changes ---
+        if (detail::epoch_of(pos, m) != epoch) {
+            cur.flush(epoch, s);
+            epoch = detail::epoch_of(pos, m);
+        }
+        detail::for_each_entry(ev.block, shape.omega, [&](std::int64_t i, std::int64_t j) {
+            std::uint8_t& f = seen[static_cast<std::size_t>(i * shape.n_k + j)];
+            f = static_cast<std::uint8_t>(std::min(f + 1, 2));
+            const std::int64_t w = inner(i, j);
+            if (w == 0)
+                ++s.zero_entries;
+            else
+                cur.add({i, j, w});
+        });
     }
-
-    static std::int64_t capped(const std::vector<std::int64_t>& c, std::int64_t d) {
-        std::int64_t s = 0;
-        for (std::int64_t v : c)
-            s += std::min(v, d); // min(|R_i|, d)
-        return s;
-    }
-};
-
-} // namespace
+    cur.flush(epoch, s);
+    // --- every allowed entry exactly once ---
+    const Block all{Operand::scores, 0, 0, shape.n_q, 0, shape.n_k};
+    detail::for_each_entry(all, shape.omega, [&](std::int64_t i, std::int64_t j) {
+        s.complete_once = s.complete_once && seen[static_cast<std::size_t>(i * shape.n_k + j)] == 1;
+    });
+    s.total_io = pos;
+    s.epochs = std::max<std::int64_t>((pos + m - 1) / m, 1);
+    if (s.entry_limit == 0)
+        s.entry_limit = epoch_entry_limit(m, shape.d);
+    return s;
+}
 
 EpochStats epoch_stats(const std::vector<TraceEvent>& trace,
                        std::int64_t n_q,
                        std::int64_t n_k,
                        std::int64_t d,
                        std::int64_t m) {
-    constexpr const char* kWhere = "ioattn::ff::epoch_stats";
-    if (m < 1 || d < 1 || n_q < 1 || n_k < 1)
-        throw InvalidArgument(std::string(kWhere) + ": M = " + std::to_string(m) +
-                              ", d = " + std::to_string(d) + ", n_q = " + std::to_string(n_q) +
-                              ", n_k = " + std::to_string(n_k) + " (expected all >= 1)");
-    EpochStats s;
-    s.entry_limit = epoch_entry_limit(m, d);
-    EpochCounts cur{std::vector<std::int64_t>(static_cast<std::size_t>(n_q), 0),
-                    std::vector<std::int64_t>(static_cast<std::size_t>(n_k), 0),
-                    0};
-    std::vector<char> seen(static_cast<std::size_t>(n_q * n_k), 0);
-    std::int64_t pos = 0;
-    std::int64_t epoch = 0;
-    for (const TraceEvent& ev : trace) {
-        if (ev.kind != TraceEvent::Kind::complete) {
-            pos += ev.block.words();
-            continue;
-        }
-        const Block& b = ev.block;
-        check_complete(b, n_q, n_k, kWhere);
-        // --- the epoch of the words moved so far; flush I_t when it changes ---
-        if (epoch_of(pos, m) != epoch) {
-            cur.flush(epoch, d, s);
-            epoch = epoch_of(pos, m);
-        }
-        for (std::int64_t i = b.row0; i < b.row0 + b.rows; ++i) {
-            cur.rows[static_cast<std::size_t>(i)] += b.cols;
-            for (std::int64_t j = b.col0; j < b.col0 + b.cols; ++j) {
-                char& f = seen[static_cast<std::size_t>(i * n_k + j)];
-                if (f != 0)
-                    s.complete_once = false;
-                f = 1;
-            }
-        }
-        for (std::int64_t j = b.col0; j < b.col0 + b.cols; ++j)
-            cur.cols[static_cast<std::size_t>(j)] += b.rows;
-        cur.entries += b.rows * b.cols;
-    }
-    cur.flush(epoch, d, s);
-    if (std::find(seen.begin(), seen.end(), 0) != seen.end())
-        s.complete_once = false;
-    s.total_io = pos;
-    s.epochs = std::max<std::int64_t>((pos + m - 1) / m, 1);
-    s.max_ratio = static_cast<double>(s.max_entries) / s.entry_limit;
-    return s;
-}
-
-namespace {
-
-// Word keys of the message: Q(i, c) -> i d + c, K(j, c) -> n_q d + j d + c.
-struct Keys {
-    std::int64_t n_q = 0;
-    std::int64_t d = 0;
-
-    [[nodiscard]] std::size_t q(std::int64_t i, std::int64_t c) const {
-        return static_cast<std::size_t>(i * d + c);
-    }
-
-    [[nodiscard]] std::size_t k(std::int64_t j, std::int64_t c) const {
-        return static_cast<std::size_t>(n_q * d + j * d + c);
-    }
-};
-
-// Alice's view of one epoch: which Q, K words it reads and which entries it completes.
-struct EpochView {
-    std::vector<char> read; // by key
-    std::vector<Entry> entries;
-};
-
-// Marks the words of read block b (starting at I/O position pos) that lie in `epoch`.
-void mark_reads(const Block& b,
-                std::int64_t pos,
-                std::int64_t m,
-                std::int64_t epoch,
-                const Keys& keys,
-                EpochView& v) {
-    for (std::int64_t r = 0; r < b.rows; ++r)
-        for (std::int64_t c = 0; c < b.cols; ++c)
-            if ((pos + r * b.cols + c) / m == epoch)
-                v.read[b.operand == Operand::q ? keys.q(b.row0 + r, b.col0 + c)
-                                               : keys.k(b.row0 + r, b.col0 + c)] = 1;
-}
-
-EpochView walk(const std::vector<TraceEvent>& trace,
-               std::int64_t n_q,
-               std::int64_t n_k,
-               std::int64_t d,
-               std::int64_t m,
-               std::int64_t epoch,
-               const char* where) {
-    const Keys keys{n_q, d};
-    EpochView v{std::vector<char>(static_cast<std::size_t>((n_q + n_k) * d), 0), {}};
-    std::int64_t pos = 0;
-    for (const TraceEvent& ev : trace) {
-        const Block& b = ev.block;
-        if (ev.kind == TraceEvent::Kind::complete) {
-            check_complete(b, n_q, n_k, where);
-            if (epoch_of(pos, m) == epoch)
-                for (std::int64_t i = b.row0; i < b.row0 + b.rows; ++i)
-                    for (std::int64_t j = b.col0; j < b.col0 + b.cols; ++j)
-                        v.entries.push_back({i, j});
-            continue;
-        }
-        const bool in_range = pos + b.words() > epoch * m && pos < (epoch + 1) * m;
-        const bool operand = (b.operand == Operand::q || b.operand == Operand::k) && b.slice == 0;
-        if (ev.kind == TraceEvent::Kind::read && in_range && operand) {
-            const std::int64_t n_rows = b.operand == Operand::q ? n_q : n_k;
-            if (b.row0 < 0 || b.col0 < 0 || b.row0 + b.rows > n_rows || b.col0 + b.cols > d)
-                throw InvalidArgument(std::string(where) + ": a read block lies outside Q or K");
-            mark_reads(b, pos, m, epoch, keys, v);
-        }
-        pos += b.words();
-    }
-    return v;
-}
-
-// The cache at the epoch's start in word form: the Q, K words of products the epoch's reads
-// do not cover. Returns the number of entries needing any of them (the partial-sum form).
-std::int64_t needed_words(const EpochView& v, const Keys& keys, std::vector<char>& needed) {
-    std::int64_t partial_count = 0;
-    for (const Entry& e : v.entries) {
-        bool uncovered = false;
-        for (std::int64_t c = 0; c < keys.d; ++c) {
-            const std::size_t kq = keys.q(e.row, c);
-            const std::size_t kk = keys.k(e.col, c);
-            if (v.read[kq] == 0)
-                needed[kq] = 1;
-            if (v.read[kk] == 0)
-                needed[kk] = 1;
-            uncovered = uncovered || v.read[kq] == 0 || v.read[kk] == 0;
-        }
-        partial_count += uncovered ? 1 : 0;
-    }
-    return partial_count;
-}
-
-// Bob: S_ij = partial_ij + sum over sent products; "" when every entry matches Q K^T.
-std::string recompute(const EpochView& v,
-                      const Keys& keys,
-                      const std::vector<std::int64_t>& message,
-                      const std::vector<std::int64_t>& partial,
-                      const Matrix& q,
-                      const Matrix& k,
-                      const Prime& p) {
-    for (std::size_t x = 0; x < v.entries.size(); ++x) {
-        const Entry& e = v.entries[x];
-        std::int64_t s = partial.empty() ? 0 : partial[x];
-        std::int64_t truth = 0;
-        for (std::int64_t c = 0; c < keys.d; ++c) {
-            truth = add_mod(truth, mul_mod(q(e.row, c), k(e.col, c), p), p);
-            const std::int64_t a = message[keys.q(e.row, c)];
-            const std::int64_t b = message[keys.k(e.col, c)];
-            const bool in_partial = !partial.empty() && (v.read[keys.q(e.row, c)] == 0 ||
-                                                         v.read[keys.k(e.col, c)] == 0);
-            if (in_partial)
-                continue;
-            if (a < 0 || b < 0)
-                return "entry (" + std::to_string(e.row) + ", " + std::to_string(e.col) +
-                       ") needs a word the message lacks";
-            s = add_mod(s, mul_mod(a, b, p), p); // S_ij += Q_ic K_jc
-        }
-        if (s != truth)
-            return "entry (" + std::to_string(e.row) + ", " + std::to_string(e.col) +
-                   ") recomputed as " + std::to_string(s) + ", Q K^T has " + std::to_string(truth);
-    }
-    return {};
-}
-
-} // namespace
-
-ProtocolReplay replay_epoch(const std::vector<TraceEvent>& trace,
-                            const Matrix& q,
-                            const Matrix& k,
-                            std::int64_t m,
-                            std::int64_t epoch,
-                            const Prime& p) {
-    constexpr const char* kWhere = "ioattn::ff::replay_epoch";
-    if (m < 1 || epoch < 0 || q.cols() != k.cols() || q.cols() < 1 || q.rows() < 1 || k.rows() < 1)
-        throw InvalidArgument(std::string(kWhere) + ": M = " + std::to_string(m) +
-                              ", epoch = " + std::to_string(epoch) + ", Q " +
-                              std::to_string(q.rows()) + " x " + std::to_string(q.cols()) + ", K " +
-                              std::to_string(k.rows()) + " x " + std::to_string(k.cols()) +
-                              " (expected M >= 1, epoch >= 0, same d >= 1)");
-    check_entries(q, p, kWhere);
-    check_entries(k, p, kWhere);
-    const Keys keys{q.rows(), q.cols()};
-
-    // --- Alice: walk the schedule, collect the epoch's reads and its completed entries ---
-    const EpochView v = walk(trace, q.rows(), k.rows(), q.cols(), m, epoch, kWhere);
-    ProtocolReplay out;
-    out.epoch = epoch;
-    out.entries = static_cast<std::int64_t>(v.entries.size());
-    out.read_words = std::count(v.read.begin(), v.read.end(), 1);
-
-    // --- the start state: the smaller of the needed words and the partial sums ---
-    std::vector<char> needed(v.read.size(), 0);
-    const std::int64_t partial_count = needed_words(v, keys, needed);
-    const std::int64_t word_count = std::count(needed.begin(), needed.end(), 1);
-    out.start_as_partial_sums = partial_count < word_count;
-    out.start_words = out.start_as_partial_sums ? partial_count : word_count;
-    out.message = out.read_words + out.start_words;
-
-    // --- the message: read (and, in word form, needed) words; -1 = not sent ---
-    std::vector<std::int64_t> message(v.read.size(), -1);
-    for (std::int64_t i = 0; i < q.rows(); ++i)
-        for (std::int64_t c = 0; c < keys.d; ++c)
-            if (v.read[keys.q(i, c)] != 0 ||
-                (!out.start_as_partial_sums && needed[keys.q(i, c)] != 0))
-                message[keys.q(i, c)] = q(i, c);
-    for (std::int64_t j = 0; j < k.rows(); ++j)
-        for (std::int64_t c = 0; c < keys.d; ++c)
-            if (v.read[keys.k(j, c)] != 0 ||
-                (!out.start_as_partial_sums && needed[keys.k(j, c)] != 0))
-                message[keys.k(j, c)] = k(j, c);
-    std::vector<std::int64_t> partial; // the part of S_ij accumulated before the epoch
-    if (out.start_as_partial_sums)
-        for (const Entry& e : v.entries) {
-            std::int64_t s = 0;
-            for (std::int64_t c = 0; c < keys.d; ++c)
-                if (v.read[keys.q(e.row, c)] == 0 || v.read[keys.k(e.col, c)] == 0)
-                    s = add_mod(s, mul_mod(q(e.row, c), k(e.col, c), p), p);
-            partial.push_back(s);
-        }
-
-    // --- Bob: every entry of I_t from the message alone, against Q K^T ---
-    out.detail = recompute(v, keys, message, partial, q, k, p);
-    out.recomputed = out.detail.empty();
-    return out;
+    return epoch_stats(trace, EpochShape{n_q, n_k, d, nullptr, nullptr, nullptr}, m);
 }
 
 } // namespace ioattn::ff

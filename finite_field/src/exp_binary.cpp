@@ -26,7 +26,8 @@ struct Instance {
 
 } // namespace
 
-Result experiment_binary(const Config& config) {
+Result experiment_binary(const Config& given) {
+    const Config config = given.sized_for("binary");
     config.validate("ioattn::ff::experiment_binary");
     const detail::Stopwatch clock;
     constexpr std::int64_t kExhaustive = 20000;

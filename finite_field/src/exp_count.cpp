@@ -99,7 +99,8 @@ detail::Outcome count_one(const Instance& in) {
 
 } // namespace
 
-Result experiment_count(const Config& config) {
+Result experiment_count(const Config& given) {
+    const Config config = given.sized_for("count");
     config.validate("ioattn::ff::experiment_count");
     const detail::Stopwatch clock;
     const std::int64_t trials = detail::trials_or(config, 24);

@@ -87,7 +87,8 @@ detail::Outcome run_one(const Instance& in, const Prime& p, bool repeated_points
 
 } // namespace
 
-Result experiment_fooling(const Config& config) {
+Result experiment_fooling(const Config& given) {
+    const Config config = given.sized_for("fooling");
     config.validate("ioattn::ff::experiment_fooling");
     const detail::Stopwatch clock;
     const Prime p = Prime::for_size(

@@ -39,7 +39,8 @@ detail::Outcome check(const NamedSet& named, std::int64_t d) {
 
 } // namespace
 
-Result experiment_lemma46(const Config& config) {
+Result experiment_lemma46(const Config& given) {
+    const Config config = given.sized_for("lemma-4.6");
     config.validate("ioattn::ff::experiment_lemma46");
     const detail::Stopwatch clock;
     const std::int64_t random_sets = detail::trials_or(config, 16);

@@ -71,7 +71,8 @@ detail::Outcome run_control(const Control& c) {
 
 } // namespace
 
-Result experiment_negative(const Config& config) {
+Result experiment_negative(const Config& given) {
+    const Config config = given.sized_for("negative");
     config.validate("ioattn::ff::experiment_negative");
     const detail::Stopwatch clock;
     std::vector<Control> controls;

@@ -80,7 +80,8 @@ detail::Outcome detail::rank_formula_check(const NamedSet& named, const Matrix& 
     return o;
 }
 
-Result experiment_rank_formula(const Config& config) {
+Result experiment_rank_formula(const Config& given) {
+    const Config config = given.sized_for("rank-formula");
     config.validate("ioattn::ff::experiment_rank_formula");
     const detail::Stopwatch clock;
     const Prime p = Prime::for_size(config.prime(), config.n, config.negative_control);

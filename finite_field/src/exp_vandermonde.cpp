@@ -23,7 +23,8 @@ struct Instance {
 
 } // namespace
 
-Result experiment_vandermonde(const Config& config) {
+Result experiment_vandermonde(const Config& given) {
+    const Config config = given.sized_for("vandermonde");
     config.validate("ioattn::ff::experiment_vandermonde");
     const detail::Stopwatch clock;
     const Prime p = Prime::for_size(config.prime(), config.n, config.negative_control);

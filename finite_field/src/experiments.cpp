@@ -1,4 +1,4 @@
-// ioattn::ff::run_experiment: the dispatcher of the eight experiments and their shared pieces
+// ioattn::ff::run_experiment: the dispatcher of the experiments and their shared pieces
 // (config validation, the size grid, the deterministic tally of outcomes)
 // Field: F_p with p = Config::prime(); each experiment states its own instances.
 // Exactness: outcomes are reduced serially in instance order: results are independent of the
@@ -6,6 +6,7 @@
 // Tests: tests/finite_field/experiments_test.cpp
 
 #include "experiments_impl.hpp"
+#include "record.hpp"
 
 #include <ioattn/error.hpp>
 #include <ioattn/ff/field.hpp>
@@ -18,11 +19,13 @@ namespace ioattn::ff {
 
 void Config::validate(std::string_view where) const {
     const std::string w(where);
-    if (n < 1)
-        throw InvalidArgument(w + ": N = " + std::to_string(n) + " (expected >= 1)");
-    if (d < 1)
-        throw InvalidArgument(w + ": d = " + std::to_string(d) + " (expected >= 1)");
-    if (d > n)
+    if (n < 0)
+        throw InvalidArgument(w + ": N = " + std::to_string(n) +
+                              " (expected >= 1, or 0 for the default)");
+    if (d < 0)
+        throw InvalidArgument(w + ": d = " + std::to_string(d) +
+                              " (expected >= 1, or 0 for the default)");
+    if (n > 0 && d > n)
         throw InvalidArgument(w + ": d = " + std::to_string(d) + " > N = " + std::to_string(n) +
                               " (expected d <= N)");
     if (n > 4096)
@@ -30,10 +33,26 @@ void Config::validate(std::string_view where) const {
     if (m < 0)
         throw InvalidArgument(w + ": M = " + std::to_string(m) +
                               " (expected M >= 1, or 0 to sweep)");
+    if (m > std::int64_t{1} << 40)
+        throw InvalidArgument(w + ": M = " + std::to_string(m) + " (expected M <= 2^40)");
     if (trials < 0)
         throw InvalidArgument(w + ": trials = " + std::to_string(trials) + " (expected >= 0)");
     if (p != 0)
-        (void)Prime::for_size(p, n, negative_control, where);
+        (void)Prime::for_size(p, std::max<std::int64_t>(n, 1), negative_control, where);
+    if (!pattern.empty() && n > 0)
+        detail::check_pattern_fits(pattern, n, w.c_str());
+}
+
+Config Config::sized_for(std::string_view name) const {
+    Config c = *this;
+    const bool epochs = name == "epochs";
+    if (c.n == 0)
+        c.n = epochs ? (quick ? 256 : 1024) : (quick ? 64 : 256);
+    if (c.d == 0)
+        c.d = std::min<std::int64_t>(epochs ? (quick ? 32 : 64) : (quick ? 16 : 32), c.n);
+    if (!epochs && name != "sparse-rank")
+        c.pattern.clear(); // only these two take a support
+    return c;
 }
 
 std::int64_t Config::prime() const {
@@ -47,6 +66,7 @@ const std::vector<std::string>& experiment_names() {
                                                 "lemma-4.6",
                                                 "fooling",
                                                 "negative",
+                                                "sparse-rank",
                                                 "epochs",
                                                 "binary"};
     return names;
@@ -65,6 +85,8 @@ Result run_experiment(std::string_view name, const Config& config) {
         return experiment_fooling(config);
     if (name == "negative")
         return experiment_negative(config);
+    if (name == "sparse-rank")
+        return experiment_sparse_rank(config);
     if (name == "epochs")
         return experiment_epochs(config);
     if (name == "binary")
@@ -78,10 +100,13 @@ Result run_experiment(std::string_view name, const Config& config) {
 
 std::vector<Result> run_experiments(std::string_view name, const Config& config) {
     config.validate("ioattn::ff::run_experiments");
-    if (name != "all")
-        return {run_experiment(name, config)};
+    std::vector<std::string> names{std::string(name)};
+    if (name == "all")
+        names = experiment_names();
+    for (const std::string& n : names) // every sized config before anything runs
+        config.sized_for(n).validate("ioattn::ff::run_experiments");
     std::vector<Result> out;
-    for (const std::string& n : experiment_names())
+    for (const std::string& n : names)
         out.push_back(run_experiment(n, config));
     return out;
 }
@@ -121,6 +146,19 @@ void tally(Result& result, const std::vector<Outcome>& outcomes) {
             result.max_tightness = o.tightness;
         if (!std::isnan(o.epoch_ratio) && !(o.epoch_ratio <= result.max_epoch_ratio))
             result.max_epoch_ratio = o.epoch_ratio;
+        if (!std::isnan(o.message_ratio) && !(o.message_ratio <= result.max_message_ratio))
+            result.max_message_ratio = o.message_ratio;
+        if (o.row < 0 || o.row >= static_cast<std::int64_t>(result.rows.size()))
+            continue;
+        ResultRow& row = result.rows[static_cast<std::size_t>(o.row)];
+        ++row.instances;
+        row.failed += o.ok ? 0 : 1;
+        if (!std::isnan(o.epoch_ratio) && !(o.epoch_ratio <= row.max_epoch_ratio))
+            row.max_epoch_ratio = o.epoch_ratio;
+        if (!std::isnan(o.message_ratio) && !(o.message_ratio <= row.max_message_ratio))
+            row.max_message_ratio = o.message_ratio;
+        if (!std::isnan(o.slack) && !(o.slack >= row.min_slack))
+            row.min_slack = o.slack;
     }
 }
 

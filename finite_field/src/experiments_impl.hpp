@@ -24,7 +24,9 @@ struct Outcome {
     double slack = std::numeric_limits<double>::quiet_NaN();
     double tightness = std::numeric_limits<double>::quiet_NaN();
     double epoch_ratio = std::numeric_limits<double>::quiet_NaN();
-    std::string failure; ///< set when !ok: the instance and what went wrong
+    double message_ratio = std::numeric_limits<double>::quiet_NaN();
+    std::int64_t row = -1; ///< the line of Result::rows it counts in (-1: none)
+    std::string failure;   ///< set when !ok: the instance and what went wrong
 };
 
 /// Shapes (N, d) of a sweep: N over powers of two in [n_min, n] plus n, d over powers of two in
@@ -49,7 +51,8 @@ std::vector<Outcome> run_instances(const Config& config, std::int64_t count, con
     return out;
 }
 
-/// Adds outcomes to a result in order (instances, passed, failed, extrema, first failure).
+/// Adds outcomes to a result in order (instances, passed, failed, extrema, first failure, and
+/// the rows of result.rows they name).
 void tally(Result& result, const std::vector<Outcome>& outcomes);
 
 /// Wall-clock stopwatch.

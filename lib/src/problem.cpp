@@ -4,6 +4,7 @@
 #include <ioattn/problem.hpp>
 
 #include <algorithm>
+#include <initializer_list>
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -16,6 +17,20 @@ void require_positive(std::string_view where, const char* name, std::int64_t val
     if (value < 1)
         throw InvalidArgument(std::string(where) + ": " + name + " = " + std::to_string(value) +
                               " (expected >= 1)");
+}
+
+/// The product of the sizes when it is below 2^62, else throws ResourceError naming them.
+void require_addressable(std::string_view where,
+                         const char* what,
+                         std::initializer_list<std::int64_t> sizes) {
+    constexpr std::int64_t kLimit = std::int64_t{1} << 62;
+    std::int64_t product = 1;
+    for (const std::int64_t s : sizes) {
+        if (product > (kLimit - 1) / s)
+            throw ResourceError(std::string(where) + ": " + what +
+                                " has 2^62 elements or more (cannot be addressed)");
+        product *= s;
+    }
 }
 
 } // namespace
@@ -48,6 +63,11 @@ void Problem::validate(std::string_view where) const {
         os << where << ": scale = " << scale << " (expected finite and > 0)";
         throw InvalidArgument(os.str());
     }
+    require_addressable(where, "Q (batch * heads * n_q * d)", {batch, heads, n_q, d});
+    require_addressable(where, "K (batch * kv_heads * n_k * d)", {batch, kv_heads, n_k, d});
+    require_addressable(where, "V (batch * kv_heads * n_k * d_v)", {batch, kv_heads, n_k, d_v});
+    require_addressable(where, "O (batch * heads * n_q * d_v)", {batch, heads, n_q, d_v});
+    require_addressable(where, "the scores (batch * heads * n_q * n_k)", {batch, heads, n_q, n_k});
 }
 
 std::int64_t Problem::visible_keys(std::int64_t i) const {

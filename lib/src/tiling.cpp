@@ -30,11 +30,19 @@ std::int64_t isqrt(std::int64_t x) {
 /// forward_fused.cpp): the task's scratch, Q_i^T (d x rp), S^T (c x rp), O_i^T (d_v x rp) and
 /// m, l, alpha (rp each), plus the rows it streams at a time: Q_i while packing (r d), K_j and
 /// V_j (c (d + d_v)), O_i and L_i while writing (r (d_v + 1)).
-std::int64_t fused_forward_resident(const Problem& p, std::int64_t rows, std::int64_t cols) {
+/// The sparse kernels (sparse/src/forward_fused.cpp) also hold a gathered copy of K_c and V_c
+/// (c (d + d_v)) and walk indices: each row's cursor and key interval (3 r), the chunk's keys
+/// (c), and one line of each row's column indices (r kLanePad).
+std::int64_t
+fused_forward_resident(const Problem& p, std::int64_t rows, std::int64_t cols, Kernels st) {
     const std::int64_t r = std::min(rows, p.n_q);
     const std::int64_t c = std::min(cols, p.n_k);
     const std::int64_t rp = lane_padded(r);
-    return rp * (p.d + c + p.d_v + 3) + std::max({r * p.d, c * (p.d + p.d_v), r * (p.d_v + 1)});
+    const std::int64_t dense =
+        rp * (p.d + c + p.d_v + 3) + std::max({r * p.d, c * (p.d + p.d_v), r * (p.d_v + 1)});
+    if (st == Kernels::dense)
+        return dense;
+    return dense + c * (p.d + p.d_v) + kIndexWords * (3 * r + c) + r * kLanePad;
 }
 
 /// Materialized forward residency: the larger of phase 1 (S tile, Q and K chunks, stats) and
@@ -57,15 +65,29 @@ std::int64_t materialized_forward_resident(const Problem& p, std::int64_t b) {
 /// L, D and ones (max(rp, cp, dw) each), plus what streams at a time: K_j, V_j while packing and
 /// dK_j, dV_j while writing (R (d + d_v)), or a query block's Q_i, dO_i, L_i, D_i and its dw-wide
 /// dQ partial (C (d + d_v + 2 + dw)).
-std::int64_t fused_backward_resident(const Problem& p, std::int64_t res, std::int64_t str) {
+/// The sparse kernels (sparse/src/backward_fused.cpp) lay out score tiles of
+/// lane_padded(max(C, R)) lanes and also hold a C x dw dQ tile, the gathered Q and dO rows
+/// (C (d + d_v)) and the indices they walk: each key row's cursor and query interval (3 R),
+/// the chunk's queries (C), and one line of each key row's column indices (R kLanePad); their
+/// pass R holds 2 r d (a dQ row block and one partial row block).
+std::int64_t
+fused_backward_resident(const Problem& p, std::int64_t res, std::int64_t str, Kernels st) {
     const std::int64_t ra = std::min(res, p.n_k), ca = std::min(str, p.n_q);
     const std::int64_t rb = std::min(res, p.n_q);
-    const std::int64_t rp = lane_padded(ra), cp = lane_padded(ca), dw = lane_padded(p.d);
+    const std::int64_t rp = lane_padded(ra), dw = lane_padded(p.d);
     const std::int64_t pass0 = rb * (2 * p.d_v + 1);
+    const std::int64_t stream = std::max(ra * (p.d + p.d_v), ca * (p.d + p.d_v + 2 + dw));
+    if (st == Kernels::sparse) {
+        const std::int64_t cp = lane_padded(std::max(ca, ra));
+        const std::int64_t scratch = 2 * (p.d + p.d_v) * rp + 2 * cp * rp + (rp + ca) * dw +
+                                     ca * (p.d + p.d_v) + 3 * std::max(cp, dw);
+        const std::int64_t index = kIndexWords * (3 * ra + ca) + ra * kLanePad;
+        return std::max({pass0, scratch + stream + index, 2 * rb * p.d});
+    }
+    const std::int64_t cp = lane_padded(ca);
     const std::int64_t scratch =
         2 * (p.d + p.d_v) * rp + 2 * cp * rp + rp * dw + 3 * std::max({rp, cp, dw});
-    const std::int64_t pass_a = scratch + std::max(ra * (p.d + p.d_v), ca * (p.d + p.d_v + 2 + dw));
-    return std::max({pass0, pass_a, rb * (p.d + dw)});
+    return std::max({pass0, scratch + stream, rb * (p.d + dw)});
 }
 
 /// Materialized backward residency (see backward_materialized.cpp), the largest phase:
@@ -86,11 +108,15 @@ std::int64_t materialized_backward_resident(const Problem& p, std::int64_t b) {
                      r * kd + r * c + c * kd});                                      // dQ, dK
 }
 
-std::int64_t
-resident(const Problem& p, Schedule s, Pass pass, std::int64_t rows, std::int64_t cols) {
+std::int64_t resident(const Problem& p,
+                      Schedule s,
+                      Pass pass,
+                      std::int64_t rows,
+                      std::int64_t cols,
+                      Kernels st = Kernels::dense) {
     if (s == Schedule::fused)
-        return pass == Pass::forward ? fused_forward_resident(p, rows, cols)
-                                     : fused_backward_resident(p, rows, cols);
+        return pass == Pass::forward ? fused_forward_resident(p, rows, cols, st)
+                                     : fused_backward_resident(p, rows, cols, st);
     return pass == Pass::forward ? materialized_forward_resident(p, rows)
                                  : materialized_backward_resident(p, rows);
 }
@@ -109,11 +135,12 @@ std::int64_t largest_fitting(std::int64_t n, const Fits& fits) {
     return lo;
 }
 
-std::optional<Tiling> fused_backward_for_memory(const MemoryModel& m, const Problem& p) {
+std::optional<Tiling>
+fused_backward_for_memory(const MemoryModel& m, const Problem& p, Kernels st) {
     // I/O falls with the resident block R; take the largest R with C = 1, then the largest C.
     const std::int64_t n = std::max(p.n_q, p.n_k);
     const auto fits = [&](std::int64_t r, std::int64_t c) {
-        return fused_backward_resident(p, r, c) <= m.fast_words;
+        return fused_backward_resident(p, r, c, st) <= m.fast_words;
     };
     const std::int64_t rows = largest_fitting(n, [&](std::int64_t r) { return fits(r, 1); });
     if (rows < 1)
@@ -122,11 +149,11 @@ std::optional<Tiling> fused_backward_for_memory(const MemoryModel& m, const Prob
     return Tiling{Schedule::fused, rows, cols};
 }
 
-std::optional<Tiling> fused_for_memory(const MemoryModel& m, const Problem& p) {
+std::optional<Tiling> fused_for_memory(const MemoryModel& m, const Problem& p, Kernels st) {
     // I/O depends on Br only (through ceil(n_q/Br)); take the largest Br with Bc = 1, then the
     // smallest Br with the same number of row blocks, and give the freed words to Bc.
     const auto fits = [&](std::int64_t r, std::int64_t c) {
-        return fused_forward_resident(p, r, c) <= m.fast_words;
+        return fused_forward_resident(p, r, c, st) <= m.fast_words;
     };
     std::int64_t rows = largest_fitting(p.n_q, [&](std::int64_t r) { return fits(r, 1); });
     if (rows < 1)
@@ -186,13 +213,14 @@ Schedule parse_schedule(std::string_view text) {
 std::optional<Tiling> Tiling::try_for_memory(Schedule schedule,
                                              const MemoryModel& memory,
                                              const Problem& problem,
-                                             Pass pass) {
+                                             Pass pass,
+                                             Kernels kernels) {
     const Problem p = problem.resolved("ioattn::Tiling::for_memory");
     memory.validate("ioattn::Tiling::for_memory");
     switch (schedule) {
     case Schedule::fused:
-        return pass == Pass::forward ? fused_for_memory(memory, p)
-                                     : fused_backward_for_memory(memory, p);
+        return pass == Pass::forward ? fused_for_memory(memory, p, kernels)
+                                     : fused_backward_for_memory(memory, p, kernels);
     case Schedule::materialized:
         return materialized_for_memory(memory, p, pass);
     case Schedule::reference:
@@ -204,8 +232,9 @@ std::optional<Tiling> Tiling::try_for_memory(Schedule schedule,
 Tiling Tiling::for_memory(Schedule schedule,
                           const MemoryModel& memory,
                           const Problem& problem,
-                          Pass pass) {
-    if (auto t = try_for_memory(schedule, memory, problem, pass))
+                          Pass pass,
+                          Kernels kernels) {
+    if (auto t = try_for_memory(schedule, memory, problem, pass, kernels))
         return *t;
     const Problem p = problem.resolved("ioattn::Tiling::for_memory");
     throw CapacityError("ioattn::Tiling::for_memory: M = " + std::to_string(memory.fast_words) +
@@ -214,10 +243,13 @@ Tiling Tiling::for_memory(Schedule schedule,
                         ", d_v = " + std::to_string(p.d_v));
 }
 
-Tiling
-Tiling::tuned(Schedule schedule, const MemoryModel& memory, const Problem& problem, Pass pass) {
+Tiling Tiling::tuned(Schedule schedule,
+                     const MemoryModel& memory,
+                     const Problem& problem,
+                     Pass pass,
+                     Kernels kernels) {
     const Problem p = problem.resolved("ioattn::Tiling::tuned");
-    Tiling t = for_memory(schedule, memory, p, pass);
+    Tiling t = for_memory(schedule, memory, p, pass, kernels);
     if (schedule == Schedule::fused) {
         // Br = 192, Bc = 96: multiples of the micro-kernels' 6-key / 6-row blocking and of 16
         // lanes, so no remainder kernels run; Q_i^T, O_i and the 96 x 192 score tile stay in L2
@@ -241,28 +273,29 @@ Tiling::tuned(Schedule schedule, const MemoryModel& memory, const Problem& probl
         const Tiling hw{Schedule::fused,
                         std::min<std::int64_t>(fwd ? 192 : 64, p.n_q),
                         std::min<std::int64_t>(fwd ? 96 : 128, p.n_k)};
-        if (hw.resident_words(p, pass) <= memory.fast_words)
+        if (hw.resident_words(p, pass, kernels) <= memory.fast_words)
             t = hw;
     } else if (schedule == Schedule::materialized) {
         // Square tiles of 64: a 64 x 64 score tile plus two 64-wide operand chunks in L1/L2.
         const Tiling hw{Schedule::materialized, 64, 64};
-        if (hw.resident_words(p, pass) <= memory.fast_words)
+        if (hw.resident_words(p, pass, kernels) <= memory.fast_words)
             t = hw;
     }
     return t;
 }
 
-std::int64_t Tiling::resident_words(const Problem& problem, Pass pass) const {
+std::int64_t Tiling::resident_words(const Problem& problem, Pass pass, Kernels kernels) const {
     const Problem p = problem.resolved("ioattn::Tiling::resident_words");
     if (schedule != Schedule::reference)
-        return resident(p, schedule, pass, rows, cols);
+        return resident(p, schedule, pass, rows, cols, kernels);
     return p.n_q * p.n_k + (p.n_q + 2 * p.n_k) * p.d;
 }
 
 void Tiling::validate(std::string_view where,
                       const MemoryModel& memory,
                       const Problem& problem,
-                      Pass pass) const {
+                      Pass pass,
+                      Kernels kernels) const {
     const std::string w(where);
     if (rows < 1 || cols < 1)
         throw InvalidArgument(w + ": tiling " + std::to_string(rows) + " x " +
@@ -271,7 +304,7 @@ void Tiling::validate(std::string_view where,
         throw InvalidArgument(w + ": materialized tiling " + std::to_string(rows) + " x " +
                               std::to_string(cols) + " is not square");
     memory.validate(w.c_str());
-    const std::int64_t need = resident_words(problem, pass);
+    const std::int64_t need = resident_words(problem, pass, kernels);
     if (need > memory.fast_words)
         throw CapacityError(w + ": " + std::string(to_string(schedule)) + " tiling " +
                             std::to_string(rows) + " x " + std::to_string(cols) + " holds " +

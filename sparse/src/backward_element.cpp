@@ -6,6 +6,7 @@
 //     read Q, dO, O rows, L                                              r*(d + 2 d_v + 1)
 //     D = rowsum(dO o O); write (L in base 2, D) per row                 2r
 //     for each key panel: read K, V rows of the block's distinct keys there   n_p*(d + d_v)
+//       and the indices the rows' walks read there (PanelVisit::reads)        reads_p*iw
 //       per row, per batch of its keys: s = q . K_j, dP = dO . V_j, P = 2^(s - L),
 //       dS = P o (dP - D), dQ += dS K_j
 //     [accumulate: read dQ]; write scale dQ (+ dQ)                        r*d
@@ -13,6 +14,7 @@
 //     read K, V rows                                                      c*(d + d_v)
 //     for each query head of the group, for each query panel:
 //       read Q, dO rows, (L, D) of the block's distinct queries there     n_p*(d + d_v + 2)
+//       and the indices of Omega^T the keys' walks read there              reads_p*iw
 //       per key, per batch of its queries: s, dP, P, dS as above (L, D gathered),
 //       dV += P dO_i, dK += dS Q_i
 //     [accumulate: read dK, dV]; write scale dK, dV (+ them)             c*(d + d_v)
@@ -22,7 +24,8 @@
 //   sweep K: c*(2 line(d) + 2 line(d_v)) + line(c iw)
 //            + max over panels of n_p*(line(d) + line(d_v) + line(2)) + line(run iw)
 // I/O = io_cost_backward_element (per query head: n_q(d + 2 d_v + 1) + sum over row blocks of
-//   |keys| (d + d_v) + sum over key blocks and panels n_p (d + d_v + 2), writes n_q(d + 2); per
+//   |keys| (d + d_v) + sum over key blocks and panels n_p (d + d_v + 2), + the walks' index
+//   words (sum of reads_p*iw over the panel visits of both sweeps), writes n_q(d + 2); per
 //   kv head: n_k(d + d_v) read and written; accumulate: + n_q d + n_k(d + d_v) reads).
 // dK, dV come from Omega^T, dQ from Omega: each output row is written by one task, no atomics,
 // every sum in a fixed order: bitwise independent of the thread count. Only allowed pairs are
@@ -183,6 +186,7 @@ void query_block(const BackwardArgs<Scalar>& a,
         io.acquire(panel);
         io.read({Operand::k, kv, v.panel * plan.panel, v.keys, 0, p.d});
         io.read({Operand::v, kv, v.panel * plan.panel, v.keys, 0, p.d_v});
+        io.read({Operand::index, slice, blk, 1, 0, v.reads * words.index}); // the rows' walks
         if constexpr (Counter::kComputes) {
             const Scalar* kb = a.k.row(b, g, 0);
             const Scalar* vb = a.v.row(b, g, 0);
@@ -264,6 +268,7 @@ void key_block(const BackwardArgs<Scalar>& a,
             io.read({Operand::q, slice, p0, v.keys, 0, p.d});
             io.read({Operand::d_o, slice, p0, v.keys, 0, p.d_v});
             io.read({Operand::delta, slice, p0, v.keys, 0, 2});
+            io.read({Operand::index, slice, blk, 1, 0, v.reads * words.index}); // keys' walks
             if constexpr (Counter::kComputes) {
                 const Scalar* qb = a.q.row(b, h, 0);
                 const Scalar* ob = a.d_o.row(b, h, 0);

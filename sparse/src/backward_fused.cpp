@@ -14,8 +14,11 @@
 //     write dK_j, dV_j
 //   pass R, parallel for each query block i: read the partials dQ^g of the rows g reached;
 //     dQ_i = their sum in group order (0 for a row no group reached); write dQ_i
-// Resident: max(pass 0: r(2 d_v + 1), pass A: r(2d + 2d_v) + c(2d + d_v + 2) + 2rc,
-//               pass R: 2 r d) <= M, c = min(C, streamed set)
+// Resident: Tiling::resident_words(p, backward, Kernels::sparse) <= M: max(pass 0:
+//   r(2 d_v + 1); pass A: the scratch below at lane_padded lanes, the rows streamed at a time
+//   and the indices walked (tiling.cpp); pass R: 2 r d). Pass A also reads, per query head,
+//   the key block's indices of Omega^T (plan.index_reads: its query list unless one interval,
+//   the column indices of each key row that is not an interval; 8 / sizeof(Scalar) words each)
 // I/O = io_cost_backward_fused, per head with S = sum_j |queries(j)| and F the rows reached for
 //   the first time by their group: reads 2 n_q d_v + S (d + d_v + 2) + (S - F) d + F d (pass
 //   R), writes n_q (D) + S d (partials) + n_q d (dQ); and n_k (d + d_v) read and written per kv
@@ -58,10 +61,6 @@ namespace {
 
 using kernels::Simd;
 
-std::int64_t padded(std::int64_t n, int lanes) {
-    return (n + lanes - 1) / lanes * lanes;
-}
-
 /// Per-worker scratch: packed resident operands (d x rp, d_v x rp), score tiles (C x rp), the
 /// transposed accumulators (d x rp, d_v x rp: resident rows are lanes, as in the dense
 /// backward), the resident K rows row-major (rp x dw, d padded to whole vectors: the lanes of
@@ -73,25 +72,31 @@ struct Scratch {
            *acc_b = nullptr, *k_rows = nullptr, *dq = nullptr, *ga = nullptr, *gb = nullptr,
            *l2 = nullptr, *dd = nullptr, *ones = nullptr;
 
+    /// Resident key rows and streamed queries: the tiling's, at most n_k and n_q.
+    static std::int64_t res(const Problem& p, const Tiling& t) { return std::min(t.rows, p.n_k); }
+
+    static std::int64_t str(const Problem& p, const Tiling& t) { return std::min(t.cols, p.n_q); }
+
     static std::int64_t lanes(const Problem& p, const Tiling& t) {
-        constexpr int kL = Simd<Scalar>::kLanes;
-        return std::max(padded(std::max(t.cols, t.rows), kL), padded(p.d, kL));
+        return std::max(lane_padded(std::max(str(p, t), res(p, t))), lane_padded(p.d));
     }
 
+    /// Within Tiling::resident_words(p, backward, Kernels::sparse) (lane_padded rows, as the
+    /// dense kernel: the footprint is the same under every instruction set).
     static std::int64_t words(const Problem& p, const Tiling& t) {
-        const std::int64_t rp = padded(t.rows, Simd<Scalar>::kLanes);
-        const std::int64_t cp = padded(std::max(t.cols, t.rows), Simd<Scalar>::kLanes);
-        const std::int64_t dw = padded(p.d, Simd<Scalar>::kLanes);
-        return 2 * (p.d + p.d_v) * rp + 2 * cp * rp + (rp + t.cols) * dw + t.cols * (p.d + p.d_v) +
+        const std::int64_t rp = lane_padded(res(p, t)), c = str(p, t);
+        const std::int64_t cp = lane_padded(std::max(c, res(p, t)));
+        const std::int64_t dw = lane_padded(p.d);
+        return 2 * (p.d + p.d_v) * rp + 2 * cp * rp + (rp + c) * dw + c * (p.d + p.d_v) +
                3 * lanes(p, t);
     }
 
     Scratch() = default;
 
     Scratch(Scalar* base, const Problem& p, const Tiling& t)
-        : rp(padded(t.rows, Simd<Scalar>::kLanes))
-        , dw(padded(p.d, Simd<Scalar>::kLanes)) {
-        const std::int64_t cp = padded(std::max(t.cols, t.rows), Simd<Scalar>::kLanes);
+        : rp(lane_padded(res(p, t)))
+        , dw(lane_padded(p.d)) {
+        const std::int64_t cp = lane_padded(std::max(str(p, t), res(p, t)));
         ta = base;
         tb = ta + p.d * rp;
         s = tb + p.d_v * rp;
@@ -100,9 +105,9 @@ struct Scratch {
         acc_b = acc_a + p.d * rp;
         k_rows = acc_b + p.d_v * rp;
         dq = k_rows + rp * dw;
-        ga = dq + t.cols * dw;
-        gb = ga + t.cols * p.d;
-        l2 = gb + t.cols * p.d_v;
+        ga = dq + str(p, t) * dw;
+        gb = ga + str(p, t) * p.d;
+        l2 = gb + str(p, t) * p.d_v;
         dd = l2 + lanes(p, t);
         ones = dd + lanes(p, t);
         std::fill(ones, ones + lanes(p, t), Scalar(1));
@@ -215,15 +220,13 @@ void key_block(const BackwardArgs<Scalar>& a,
                const Scalar* delta,
                Scalar* base,
                std::int64_t* cursor,
+               std::int64_t resident,
                Counter& io) {
     const Problem& p = a.problem;
     const std::int64_t b = kv_slice / p.kv_heads, g = kv_slice % p.kv_heads;
     const std::int64_t j0 = plan.row0(blk), r = plan.rows(blk);
     const auto queries = plan.keys_of(blk);
     const auto nq = static_cast<std::int64_t>(queries.size());
-    const std::int64_t cs = std::min(t.cols, nq);
-    const std::int64_t resident =
-        r * (2 * p.d + 2 * p.d_v) + cs * (2 * p.d + p.d_v + 2) + 2 * r * cs;
     io.acquire(resident);
     detail::read_rows(io, Operand::k, kv_slice, src.k, b, g, j0, r);
     detail::read_rows(io, Operand::v, kv_slice, src.v, b, g, j0, r);
@@ -247,12 +250,15 @@ void key_block(const BackwardArgs<Scalar>& a,
         cur = detail::row_cursors(plan, j0, r, cursor);
     for (std::int64_t hh = 0; hh < p.group(); ++hh) {
         const std::int64_t h = g * p.group() + hh, slice = b * p.heads + h;
+        if (const std::int64_t iw = plan.index_words<Scalar>(blk); iw > 0)
+            io.read({Operand::index, slice, blk, 1, 0, iw});
         if constexpr (Counter::kComputes)
             std::fill(cur.pos, cur.pos + r, std::int64_t{0});
         for (std::int64_t x0 = 0, c = 0; x0 < nq; x0 += c) {
             c = detail::chunk_length(queries.data(), nq, x0, t.cols); // runs in place (plan.hpp)
             const std::int64_t* qc = queries.data() + x0;
             detail::read_gathered(io, Operand::q, slice, src.q, b, h, qc, c);
+            io.complete({Operand::scores, slice, qc[0], qc[c - 1] - qc[0] + 1, j0, r}); // on Omega
             io.read({Operand::d_o, slice, qc[0], c, 0, p.d_v});
             io.read({Operand::lse, slice, qc[0], c, 0, 1});
             io.read({Operand::delta, slice, qc[0], c, 0, 1});
@@ -409,21 +415,24 @@ void backward_fused(const BackwardArgs<Scalar>& args,
     detail::validate(a, support, &tiling, Schedule::fused, memory, kWhere, true, Pass::backward);
     const Problem& p = a.problem;
     const Support& transposed = support.transposed();
-    const detail::FusedPlan qplan = detail::FusedPlan::build(support, tiling.rows);
-    const detail::FusedPlan kplan = detail::FusedPlan::build(transposed, tiling.rows);
+    const detail::FusedPlan& qplan = support.cached_fused_plan(tiling.rows);
+    const detail::FusedPlan& kplan = transposed.cached_fused_plan(tiling.rows);
+    const std::int64_t resident = tiling.resident_words(p, Pass::backward, Kernels::sparse);
     const std::int64_t qb = qplan.blocks(), kb = kplan.blocks();
     const std::int64_t groups = backward_dq_groups(p, kb);
     const int workers = Counter::kComputes ? max_concurrency() : 0;
+    CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
     const kernels::Workspace<Scalar> delta(Counter::kComputes ? 1 : 0, p.batch_heads() * p.n_q);
     const kernels::Workspace<Scalar> ws(workers, Scratch<Scalar>::words(p, tiling));
     const kernels::Workspace<std::int64_t> cursors(workers, tiling.rows);
     const std::int64_t rows = groups * p.batch_heads() * p.n_q;
-    const std::int64_t dw = padded(p.d, Simd<Scalar>::kLanes);
+    const std::int64_t dw = lane_padded(p.d);
     const kernels::Workspace<Scalar> partials( // rows are read only where `reached` says written
         Counter::kComputes ? 1 : 0,
         rows * dw,
         false);
     const kernels::Workspace<std::uint8_t> reached(1, rows);
+    alloc.allocate();
     const Partials<Scalar> dq{
         groups, dw, p.n_q, p.batch_heads(), partials.slab(0), reached.slab(0)};
     parallel_for_counted(p.batch_heads() * qb, counter, [&](std::int64_t task, int, Counter& io) {
@@ -446,6 +455,7 @@ void backward_fused(const BackwardArgs<Scalar>& args,
                           delta.slab(0),
                           ws.slab(worker),
                           cursors.slab(worker),
+                          resident,
                           io);
         });
     parallel_for_counted(p.batch_heads() * qb, counter, [&](std::int64_t task, int, Counter& io) {

@@ -200,6 +200,7 @@ void probs_tile(const Slice<Scalar>& w, std::int64_t k, std::int64_t blk, int wo
             }
             io.release((r + c) * kw);
         }
+        io.complete({Operand::scores, qs, i0, r, j0, c}); // S recomputed on the tile's Omega
         if constexpr (Counter::kComputes) {
             // --- P_ij = 2^(scale log2(e) S_ij - log2(e) L_i); a row with L = -inf: 0 ---
             const Scalar* s = w.tile(worker);
@@ -210,7 +211,7 @@ void probs_tile(const Slice<Scalar>& w, std::int64_t k, std::int64_t blk, int wo
                 const auto [lo, hi] = w.segment(i0 + x, j0, c);
                 Scalar* out = &w.store(k, lo);
                 for (std::int64_t e = lo; e < hi; ++e)
-                    out[e - lo] = s[x * ld + w.key(e) - j0] * scale;
+                    out[e - lo] = std::min(s[x * ld + w.key(e) - j0] * scale, l2); // P <= 1
                 if (l2 == std::numeric_limits<Scalar>::infinity())
                     std::fill(out, out + (hi - lo), Scalar(0));
                 else
@@ -431,8 +432,10 @@ void backward_materialized(const BackwardArgs<Scalar>& args,
     // fast memory: D_i, one tile and one chunk per worker; slow memory: P, then dS (CSR order)
     const bool computes = Counter::kComputes;
     const int workers = computes ? max_concurrency() : 0;
+    CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
     const kernels::Workspace<Scalar> fast(workers, Slice<Scalar>::scratch_words(p, b));
     const kernels::Workspace<Scalar> slow(computes ? 1 : 0, p.group() * support.z_qk());
+    alloc.allocate();
     Scalar* const pds = computes ? slow.slab(0) : nullptr;
     Slice<Scalar> w{&a, &src, &support, &rows_view, &keys_view, b, 0, 0, pds, &fast};
     for (int worker = 0; worker < workers; ++worker)

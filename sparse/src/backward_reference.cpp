@@ -76,9 +76,13 @@ void backward_reference(const BackwardArgs<Scalar>& args,
     const detail::RowSource<Scalar> d_o{a.d_o, nullptr};
     // P and dS for every slice in CSR order (Z_QK doubles each per slice).
     const auto z = static_cast<std::size_t>(support.z_qk());
-    std::vector<double> pr(z * static_cast<std::size_t>(p.batch_heads()));
-    std::vector<double> ds(pr.size());
+    CallMemory alloc(kWhere);
+    const kernels::Workspace<double> pr_slab(1, support.z_qk() * p.batch_heads());
+    const kernels::Workspace<double> ds_slab(1, support.z_qk() * p.batch_heads());
     const kernels::Workspace<double> ws(max_concurrency(), p.d + p.d_v);
+    alloc.allocate();
+    double* const pr = pr_slab.slab(0);
+    double* const ds = ds_slab.slab(0);
     const auto offset = [&](std::int64_t slice, std::int64_t i) {
         return static_cast<std::size_t>(slice) * z +
                static_cast<std::size_t>(support.row_offsets()[static_cast<std::size_t>(i)]);
@@ -86,7 +90,7 @@ void backward_reference(const BackwardArgs<Scalar>& args,
     parallel_for_tiles(p.batch_heads() * p.n_q, [&](std::int64_t task, int worker) {
         const std::int64_t slice = task / p.n_q, i = task % p.n_q;
         const std::size_t at = offset(slice, i);
-        row_grad(a, src, support, slice, i, pr.data() + at, ds.data() + at);
+        row_grad(a, src, support, slice, i, pr + at, ds + at);
         const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
         const auto cols = support.row(i);
         double* acc = ws.slab(worker);

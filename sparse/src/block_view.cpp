@@ -9,6 +9,7 @@
 
 #include "fail.hpp"
 
+#include <ioattn/resources.hpp>
 #include <ioattn/sparse/block_view.hpp>
 #include <ioattn/sparse/support.hpp>
 
@@ -30,13 +31,19 @@ BlockView Support::block_view(std::int64_t br, std::int64_t bc) const {
     if (bc < 1)
         detail::fail(kWhere, "Bc = ", bc, " (expected >= 1)");
 
+    // per column tile a count, per key a mark (the view itself grows with the pairs it meets)
+    require_memory(
+        kWhere,
+        add_bytes(add_bytes(bytes_of(n_k_ / bc, sizeof(std::int64_t)), sizeof(std::int64_t)),
+                  bytes_of(n_k_, 1)),
+        "scratch");
     BlockView v;
     v.rows = br;
     v.cols = bc;
     v.n_q = n_q_;
     v.n_k = n_k_;
-    v.row_blocks = (n_q_ + br - 1) / br;
-    v.col_blocks = (n_k_ + bc - 1) / bc;
+    v.row_blocks = n_q_ / br + (n_q_ % br != 0 ? 1 : 0); // (n + b - 1) / b overflows at huge b
+    v.col_blocks = n_k_ / bc + (n_k_ % bc != 0 ? 1 : 0);
     v.tile_offsets.assign(1, 0);
     v.key_offsets.assign(1, 0);
     v.tile_offsets.reserve(static_cast<std::size_t>(v.row_blocks) + 1);

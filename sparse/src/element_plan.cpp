@@ -42,12 +42,16 @@ ElementPlan ElementPlan::build(const Support& support, std::int64_t max_rows, st
     const kernels::Workspace<std::int64_t> stamps(workers, support.n_k());
     const kernels::Workspace<std::int64_t> keys(workers, n_panels);
     const kernels::Workspace<std::int64_t> runs(workers, n_panels);
+    const kernels::Workspace<std::int64_t> reads(workers, n_panels);
+    const kernels::Workspace<std::int64_t> ends(workers, n_panels); // rows ending in a panel
     parallel_for_tiles(n, [&](std::int64_t b, int w) {
         std::int64_t* stamp = stamps.slab(w);
         std::int64_t* nk = keys.slab(w);
         std::int64_t* run = runs.slab(w);
-        std::fill(nk, nk + n_panels, std::int64_t{0});
-        std::fill(run, run + n_panels, std::int64_t{0});
+        std::int64_t* rd = reads.slab(w);
+        std::int64_t* end = ends.slab(w);
+        for (std::int64_t* x : {nk, run, rd, end})
+            std::fill(x, x + n_panels, std::int64_t{0});
         for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i) {
             const auto row = support.row(i);
             for (std::size_t e = 0; e < row.size();) {
@@ -58,14 +62,24 @@ ElementPlan ElementPlan::build(const Support& support, std::int64_t max_rows, st
                         stamp[row[f]] = b + 1;
                         ++nk[p];
                     }
-                run[p] = std::max(run[p], static_cast<std::int64_t>(f - e));
+                const auto walked = static_cast<std::int64_t>(f - e + (f < row.size() ? 1 : 0));
+                run[p] = std::max(run[p], walked);
+                rd[p] += static_cast<std::int64_t>(f - e);
                 e = f;
             }
+            if (!row.empty())
+                ++end[row.back() / panel];
+        }
+        // every row whose last key lies past panel p reads one index there to end its run
+        std::int64_t going_on = 0;
+        for (std::int64_t p = n_panels - 1; p >= 0; --p) {
+            rd[p] += going_on;
+            going_on += end[p];
         }
         auto& out = per_block[static_cast<std::size_t>(b)];
         for (std::int64_t p = 0; p < n_panels; ++p)
             if (nk[p] > 0)
-                out.push_back({p, nk[p], run[p]});
+                out.push_back({p, nk[p], std::max<std::int64_t>(run[p], 1), rd[p]});
     });
     plan.offsets.assign(static_cast<std::size_t>(n) + 1, 0);
     for (std::int64_t b = 0; b < n; ++b)

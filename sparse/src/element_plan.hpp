@@ -22,12 +22,16 @@
 
 namespace ioattn::sparse::detail {
 
-/// One panel a block touches: its index, the distinct keys of the block in it, and the
-/// longest run of one row's keys in it.
+/// One panel a block touches: its index, the distinct keys of the block in it, the most
+/// indices one row's walk reads in it (its run of keys there, plus the first key past the
+/// panel that ends the run when the row goes on), and the indices all rows' walks read in it
+/// (the block's pairs in the panel plus one per row with keys past the panel): the kernels
+/// count those as index reads.
 struct PanelVisit {
     std::int64_t panel = 0;
     std::int64_t keys = 0;
     std::int64_t run = 0;
+    std::int64_t reads = 0;
 };
 
 struct ElementPlan {

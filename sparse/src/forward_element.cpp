@@ -7,14 +7,16 @@
 //     [resume: read O, L rows as the starting softmax state                     r*(d_v + 1)]
 //     for each panel p the block touches (n_p distinct keys of the block there):
 //       read K, V rows of those keys (gathered in place)                        n_p*(d + d_v)
+//       read the indices the rows' walks see there: their runs, and per row going on the
+//       key that ends its run (PanelVisit::reads)                               reads_p*iw
 //       for each row, its run of keys in the panel, kLanes keys per batch:
 //         s = q . K_j (one accumulator per key, one transposing reduction)
 //         m' = max(m, s); O = 2^(m - m') O + sum 2^(s - m') V_j; l likewise (base 2)
 //     write O / l, L                                                              r*(d_v + 1)
 // Resident: r*(line(d) + line(d_v)) + 2 line(r) + line(r*iw)          (q, O, m, l, cursors)
-//   + max over panels of n_p*(line(d) + line(d_v)) + line(run_p*iw)  (K, V rows, index run)
+//   + max over panels of n_p*(line(d) + line(d_v)) + line(run_p*iw)  (K, V rows, index walk)
 // I/O = io_cost_forward_element = n_q*d + sum over blocks of |keys(block)|*(d + d_v)
-//   + n_q*(d_v + 1) (resume: + n_q*(d_v + 1)), per head.
+//   + sum over panel visits of reads_p*iw + n_q*(d_v + 1) (resume: + n_q*(d_v + 1)), per head.
 // Flops: 2*Z_QK*(d + d_v): only allowed pairs are touched, so a key no row may see (NaN in its
 // K or V row) never reaches an output. Each row's keys run in ascending order in batches cut at
 // panel ends: the result depends on P, never on the thread count. One task per (batch, head,
@@ -188,6 +190,7 @@ void row_block(const ForwardArgs<Scalar>& a,
         io.acquire(panel);
         io.read({Operand::k, kv, p0, v.keys, 0, p.d});
         io.read({Operand::v, kv, p0, v.keys, 0, p.d_v});
+        io.read({Operand::index, slice, blk, 1, 0, v.reads * words.index}); // the rows' walks
         if constexpr (Counter::kComputes) {
             // --- every row of the block over its keys in [p0, p1) ---
             for (std::int64_t x = 0; x < r; ++x) {

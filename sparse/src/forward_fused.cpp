@@ -6,9 +6,15 @@
 //       read (gather) K rows, V rows                                        c*(d + d_v)
 //       S = scale*Q_i K_c^T; entries outside Omega -> -inf; online softmax; O_i += P V_c
 //     write O_i / l_i, L_i                                                  r*d_v + r
-// Resident: r*d + c_max*(d + d_v) + r*c_max + r*d_v + 2*r <= M, c_max = min(Bc, keys of block)
-// I/O = io_cost_forward_fused = n_q*d + sum_i |keys(i)|*(d + d_v) + n_q*(d_v + 1)  (per head)
-// With the full pattern and equal Br this is exactly dense::io_cost_forward_fused.
+//   (and the block's indices: its key list unless it is one interval, the column indices of
+//    each row that is not an interval: plan.index_reads, 8 / sizeof(Scalar) words each)
+// Resident: Tiling::resident_words(p, forward, Kernels::sparse) <= M: the scratch below
+// (Q_i^T, S^T, O_i^T, m, l, alpha at lane_padded(Br) lanes, the gathered K_c, V_c), the rows
+// streamed at a time and the indices walked (tiling.cpp)
+// I/O = io_cost_forward_fused = n_q*d + sum_i (|keys(i)|*(d + d_v) + index words(i))
+//       + n_q*(d_v + 1)  (per head)
+// With the full pattern and equal Br this is exactly dense::io_cost_forward_fused (its blocks
+// are intervals: no index words).
 // Per 64-lane slab only the chunk entries some row of the slab may see are computed.
 // Flops: 2*Z_QK*(d + d_v) useful; computed tiles also cover pairs outside Omega inside a chunk.
 // A sparse K or V (SparseInputs) is multiplied as stored (detail::streamed_scores,
@@ -57,28 +63,26 @@ struct Scratch {
     Scalar *qt = nullptr, *st = nullptr, *ot = nullptr, *m = nullptr, *l = nullptr,
            *alpha = nullptr, *kg = nullptr, *vg = nullptr;
 
-    static std::int64_t padded(std::int64_t n) {
-        constexpr int kL = Simd<Scalar>::kLanes;
-        return (n + kL - 1) / kL * kL;
-    }
-
+    /// Within Tiling::resident_words(p, forward, Kernels::sparse) (lane_padded rows, as
+    /// the dense kernel: the footprint is the same under every instruction set).
     static std::int64_t words(const Problem& p, const Tiling& t) {
-        const std::int64_t rp = padded(t.rows);
-        return (p.d + t.cols + p.d_v + 3) * rp + t.cols * (p.d + p.d_v);
+        const std::int64_t rp = lane_padded(std::min(t.rows, p.n_q)), c = std::min(t.cols, p.n_k);
+        return (p.d + c + p.d_v + 3) * rp + c * (p.d + p.d_v);
     }
 
     Scratch() = default;
 
     Scratch(Scalar* base, const Problem& p, const Tiling& t)
-        : rp(padded(t.rows)) {
+        : rp(lane_padded(std::min(t.rows, p.n_q))) {
+        const std::int64_t c = std::min(t.cols, p.n_k);
         qt = base;
         st = qt + p.d * rp;
-        ot = st + t.cols * rp;
+        ot = st + c * rp;
         m = ot + p.d_v * rp;
         l = m + rp;
         alpha = l + rp;
         kg = alpha + rp;
-        vg = kg + t.cols * p.d;
+        vg = kg + c * p.d;
     }
 };
 
@@ -91,6 +95,7 @@ void row_block(const ForwardArgs<Scalar>& a,
                std::int64_t slice,
                std::int64_t blk,
                const char* v_finite_slices,
+               std::int64_t resident,
                Scalar* base,
                std::int64_t* cursor,
                Counter& io) {
@@ -101,10 +106,10 @@ void row_block(const ForwardArgs<Scalar>& a,
     const std::int64_t i0 = plan.row0(blk), r = plan.rows(blk);
     const auto keys = plan.keys_of(blk);
     const auto nk = static_cast<std::int64_t>(keys.size());
-    const std::int64_t cmax = std::min(t.cols, nk);
-    const std::int64_t resident = r * p.d + cmax * (p.d + p.d_v) + r * cmax + r * p.d_v + 2 * r;
     io.acquire(resident);
     detail::read_rows(io, Operand::q, slice, src.q, b, h, i0, r);
+    if (const std::int64_t iw = plan.index_words<Scalar>(blk); iw > 0)
+        io.read({Operand::index, slice, blk, 1, 0, iw});
     Scratch<Scalar> w;
     detail::RowCursors cur;
     std::int64_t n_vec = 0;
@@ -123,6 +128,7 @@ void row_block(const ForwardArgs<Scalar>& a,
         const std::int64_t* kc = keys.data() + y0;
         detail::read_gathered(io, Operand::k, kv_slice, src.k, b, g, kc, c);
         detail::read_gathered(io, Operand::v, kv_slice, src.v, b, g, kc, c);
+        io.complete({Operand::scores, slice, i0, r, kc[0], kc[c - 1] - kc[0] + 1}); // its Omega
         if constexpr (!Counter::kComputes)
             continue;
         // --- K_c, V_c: in place when the chunk is an interval of dense rows, else gathered ---
@@ -210,11 +216,14 @@ void forward_fused(const ForwardArgs<Scalar>& args,
         detail::validate_inputs(a, support, inputs, kWhere, !Counter::kComputes);
     detail::validate(a, support, &tiling, Schedule::fused, memory, kWhere, true);
     const Problem& p = a.problem;
-    const detail::FusedPlan plan = detail::FusedPlan::build(support, tiling.rows);
+    const detail::FusedPlan& plan = support.cached_fused_plan(tiling.rows);
     const std::int64_t blocks = plan.blocks();
+    const std::int64_t resident = tiling.resident_words(p, Pass::forward, Kernels::sparse);
     const int workers = Counter::kComputes ? max_concurrency() : 0;
+    CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
     const kernels::Workspace<Scalar> ws(workers, Scratch<Scalar>::words(p, tiling));
     const kernels::Workspace<std::int64_t> cursors(workers, tiling.rows);
+    alloc.allocate();
     // Whether each (batch, kv head) slice of a dense V is finite: chunks read in place skip
     // the exact non-finite path then (one O(n_k d_v) pass instead of one per chunk).
     std::vector<char> v_finite(static_cast<std::size_t>(p.batch * p.kv_heads), 0);
@@ -234,6 +243,7 @@ void forward_fused(const ForwardArgs<Scalar>& args,
                       task / blocks,
                       task % blocks,
                       v_finite.data(),
+                      resident,
                       ws.slab(worker),
                       cursors.slab(worker),
                       io);

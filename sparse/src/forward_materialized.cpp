@@ -127,6 +127,7 @@ void sddmm_tile(const ForwardArgs<Scalar>& a,
         }
         io.release((t.r + c) * kw);
     }
+    io.complete({Operand::scores, t.slice, t.i0, t.r, j0, c}); // the tile's entries of Omega
     if constexpr (Counter::kComputes) {
         // --- keep Omega's entries (base 2), online update of m, l ---
         const auto qs = static_cast<Scalar>(p.scale * 1.4426950408889634);
@@ -285,8 +286,10 @@ void forward_materialized(const ForwardArgs<Scalar>& args,
                              support.row_offsets()[static_cast<std::size_t>(i0)]);
     }
     const int workers = Counter::kComputes ? max_concurrency() : 0;
+    CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
     const kernels::Workspace<Scalar> ws(workers, Buffers<Scalar>::words(bs, strip));
     const kernels::Workspace<std::int64_t> cursors(workers, bs);
+    alloc.allocate();
     const std::int64_t blocks = view.row_blocks;
     parallel_for_counted(
         p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker, Counter& io) {

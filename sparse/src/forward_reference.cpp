@@ -68,7 +68,9 @@ void forward_reference(const ForwardArgs<Scalar>& args,
     const detail::Operands<Scalar> src = detail::validate_inputs(a, support, inputs, kWhere, false);
     detail::validate(a, support, nullptr, Schedule::reference, MemoryModel{1}, kWhere, true);
     const Problem& p = a.problem;
+    CallMemory alloc(kWhere);
     const kernels::Workspace<double> ws(max_concurrency(), p.n_k + p.d_v);
+    alloc.allocate();
     parallel_for_tiles(p.batch_heads() * p.n_q, [&](std::int64_t task, int worker) {
         double* scratch = ws.slab(worker);
         reference_row(a, src, support, task / p.n_q, task % p.n_q, scratch, scratch + p.n_k);

@@ -38,22 +38,19 @@ IoReport io_cost_forward_fused(const Problem& problem,
     require(p, support, tiling, Schedule::fused, "ioattn::sparse::io_cost_forward_fused");
     const auto [q, k, v] =
         detail::shape_operands(p, inputs, "ioattn::sparse::io_cost_forward_fused");
-    const detail::FusedPlan plan = detail::FusedPlan::build(support, tiling.rows);
-    std::int64_t reads = 0, peak = 0;
+    const detail::FusedPlan& plan = support.cached_fused_plan(tiling.rows);
+    std::int64_t reads = 0;
     for (std::int64_t slice = 0; slice < p.batch_heads(); ++slice) {
         const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
         for (std::int64_t blk = 0; blk < plan.blocks(); ++blk) {
-            const auto keys = plan.keys_of(blk);
-            reads += q.words(b, h, plan.row0(blk), plan.rows(blk));
-            for (const std::int64_t j : keys)
+            reads += q.words(b, h, plan.row0(blk), plan.rows(blk)) + plan.index_words<Scalar>(blk);
+            for (const std::int64_t j : plan.keys_of(blk))
                 reads += k.words(b, g, j) + v.words(b, g, j);
-            if (slice > 0)
-                continue;
-            const auto nk = static_cast<std::int64_t>(keys.size());
-            const std::int64_t r = plan.rows(blk), c = std::min(tiling.cols, nk);
-            peak = std::max(peak, r * p.d + c * (p.d + p.d_v) + r * c + r * p.d_v + 2 * r);
         }
     }
+    const std::int64_t peak = plan.blocks() > 0 && p.batch_heads() > 0
+                                  ? tiling.resident_words(p, Pass::forward, Kernels::sparse)
+                                  : 0;
     return {reads, p.n_q * (p.d_v + 1) * p.batch_heads(), peak};
 }
 
@@ -166,10 +163,10 @@ tuned_tiling(Schedule schedule, const MemoryModel& memory, const Problem& proble
         // half-efficient 2-vector slab) and the smallest working set.
         const Tiling t{
             Schedule::fused, std::min<std::int64_t>(64, p.n_q), std::min<std::int64_t>(96, p.n_k)};
-        if (t.resident_words(p, pass) <= memory.fast_words)
+        if (t.resident_words(p, pass, Kernels::sparse) <= memory.fast_words)
             return t;
     }
-    return Tiling::tuned(schedule, memory, p, pass);
+    return Tiling::tuned(schedule, memory, p, pass, Kernels::sparse);
 }
 
 std::int64_t dense_z_input(const Problem& problem) {
@@ -270,8 +267,10 @@ Schedule select_schedule(const Problem& problem,
                          Select select,
                          std::int64_t z_input) {
     const Problem p = problem.resolved("ioattn::sparse::select_schedule");
-    const auto fused = Tiling::try_for_memory(Schedule::fused, memory, p);
-    const auto mat = Tiling::try_for_memory(Schedule::materialized, memory, p);
+    const auto fused =
+        Tiling::try_for_memory(Schedule::fused, memory, p, Pass::forward, Kernels::sparse);
+    const auto mat =
+        Tiling::try_for_memory(Schedule::materialized, memory, p, Pass::forward, Kernels::sparse);
     if (!fused && !mat)
         throw CapacityError(
             "ioattn::sparse::select_schedule: M = " + std::to_string(memory.fast_words) +

@@ -25,8 +25,8 @@ IoReport io_cost_backward_fused(const Problem& problem,
                               "match the problem");
     const auto [q, k, v] =
         detail::shape_operands(p, inputs, "ioattn::sparse::io_cost_backward_fused");
-    const detail::FusedPlan qplan = detail::FusedPlan::build(support, tiling.rows);
-    const detail::FusedPlan kplan = detail::FusedPlan::build(support.transposed(), tiling.rows);
+    const detail::FusedPlan& qplan = support.cached_fused_plan(tiling.rows);
+    const detail::FusedPlan& kplan = support.transposed().cached_fused_plan(tiling.rows);
     const std::int64_t groups = backward_dq_groups(p, kplan.blocks());
     // the dQ partials, the same in every slice: each streamed row is written; read when its
     // group reached it before; pass R reads every row a group reached
@@ -57,15 +57,14 @@ IoReport io_cost_backward_fused(const Problem& problem,
         }
     }
     reads *= p.batch_heads() / slices;
+    for (std::int64_t j = 0; j < kplan.blocks(); ++j) // each query head walks the key block's
+        reads += p.batch_heads() * kplan.index_words<Scalar>(j); // indices (the transpose's)
     for (std::int64_t i = 0; i < qplan.blocks(); ++i) {
         const std::int64_t r = qplan.rows(i);
         peak = std::max({peak, r * (2 * p.d_v + 1), 2 * r * p.d});
     }
-    for (std::int64_t j = 0; j < kplan.blocks(); ++j) {
-        const auto nq = static_cast<std::int64_t>(kplan.keys_of(j).size());
-        const std::int64_t r = kplan.rows(j), c = std::min(tiling.cols, nq);
-        peak = std::max(peak, r * (2 * p.d + 2 * p.d_v) + c * (2 * p.d + p.d_v + 2) + 2 * r * c);
-    }
+    if (kplan.blocks() > 0)
+        peak = std::max(peak, tiling.resident_words(p, Pass::backward, Kernels::sparse));
     for (std::int64_t kv = 0; kv < p.batch * p.kv_heads; ++kv) { // pass A: K_j, V_j resident
         const std::int64_t b = kv / p.kv_heads, g = kv % p.kv_heads;
         reads += k.words(b, g, 0, p.n_k) + v.words(b, g, 0, p.n_k);

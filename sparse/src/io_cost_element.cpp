@@ -77,11 +77,14 @@ IoReport detail::io_cost_forward_element(const Problem& problem,
     if (support.n_q() != p.n_q || support.n_k() != p.n_k)
         throw InvalidArgument(std::string(kWhere) + ": support shape does not match the problem");
     const detail::ElementPlan plan = detail::element_plan(support, tiling, kWhere);
-    std::int64_t keys = 0;
-    for (const detail::PanelVisit& v : plan.visits)
+    const auto words = detail::ElementWords::of(sizeof(Scalar));
+    std::int64_t keys = 0, indices = 0;
+    for (const detail::PanelVisit& v : plan.visits) {
         keys += v.keys;
-    const std::int64_t reads =
-        p.n_q * p.d + keys * (p.d + p.d_v) + (resume ? p.n_q * (p.d_v + 1) : 0);
+        indices += v.reads;
+    }
+    const std::int64_t reads = p.n_q * p.d + keys * (p.d + p.d_v) + indices * words.index +
+                               (resume ? p.n_q * (p.d_v + 1) : 0);
     return {reads * p.batch_heads(),
             p.n_q * (p.d_v + 1) * p.batch_heads(),
             detail::forward_element_peak(p, plan, detail::ElementWords::of(sizeof(Scalar)))};
@@ -111,13 +114,18 @@ IoReport detail::io_cost_backward_element(const Problem& problem,
         throw InvalidArgument(std::string(kWhere) + ": support shape does not match the problem");
     const detail::ElementPlan rows = detail::element_plan(support, tiling, kWhere);
     const detail::ElementPlan keys = detail::element_plan(support.transposed(), tiling, kWhere);
-    std::int64_t row_keys = 0, key_queries = 0;
-    for (const detail::PanelVisit& v : rows.visits)
+    const auto words = detail::ElementWords::of(sizeof(Scalar));
+    std::int64_t row_keys = 0, key_queries = 0, indices = 0;
+    for (const detail::PanelVisit& v : rows.visits) {
         row_keys += v.keys;
-    for (const detail::PanelVisit& v : keys.visits)
+        indices += v.reads;
+    }
+    for (const detail::PanelVisit& v : keys.visits) {
         key_queries += v.keys;
-    const std::int64_t per_head =
-        p.n_q * (p.d + 2 * p.d_v + 1) + row_keys * (p.d + p.d_v) + key_queries * (p.d + p.d_v + 2);
+        indices += v.reads;
+    }
+    const std::int64_t per_head = p.n_q * (p.d + 2 * p.d_v + 1) + row_keys * (p.d + p.d_v) +
+                                  key_queries * (p.d + p.d_v + 2) + indices * words.index;
     const std::int64_t kv = p.batch * p.kv_heads;
     const std::int64_t added =
         accumulate ? p.n_q * p.d * p.batch_heads() + kv * p.n_k * (p.d + p.d_v) : 0;
@@ -145,16 +153,16 @@ Tiling element_tiling(const Problem& problem, const MemoryModel& memory, Pass pa
     const Problem p = problem.resolved(kWhere);
     const auto w = detail::ElementWords::of(sizeof(Scalar));
     const std::int64_t pd = w.pad(p.d), pdv = w.pad(p.d_v);
-    // the peak when every panel holds P distinct keys and a run of P
+    // the peak when every panel holds P distinct keys and a walk of P + 1 indices
     const auto bound = [&](std::int64_t r, std::int64_t c) {
-        const std::int64_t panel = c * (pd + pdv) + w.indices(c);
+        const std::int64_t panel = c * (pd + pdv) + w.indices(c + 1);
         const std::int64_t fwd = r * (pd + pdv) + 2 * w.pad(r) + w.indices(r) + panel;
         if (pass == Pass::forward)
             return fwd;
         const std::int64_t sweep_q =
             r * (2 * pd + pdv) + 2 * w.pad(r) + w.indices(r) + std::max(pdv, panel);
         const std::int64_t sweep_k =
-            r * (2 * pd + 2 * pdv) + w.indices(r) + c * (pd + pdv + w.pad(2)) + w.indices(c);
+            r * (2 * pd + 2 * pdv) + w.indices(r) + c * (pd + pdv + w.pad(2)) + w.indices(c + 1);
         return std::max(sweep_q, sweep_k);
     };
     // 256 rows x 512 keys: state and panel in half the 512 KiB L2 of the Zen 3 machine and the

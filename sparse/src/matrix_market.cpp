@@ -10,6 +10,7 @@
 #include "matrix_market_scan.hpp"
 
 #include <ioattn/error.hpp>
+#include <ioattn/resources.hpp>
 #include <ioattn/sparse/matrix_market.hpp>
 
 #include <algorithm>
@@ -90,6 +91,12 @@ read_pairs(std::string_view path, const detail::MatrixMarketInfo& info) {
 
 Support read_matrix_market(std::string_view path) {
     const detail::MatrixMarketInfo info = detail::scan_matrix_market(kRead, path);
+    // row offsets; per entry CHOLMOD's triplet (i, j, x), two mirrored pairs, a column index
+    require_memory(kRead,
+                   add_bytes(bytes_of(info.rows + 1, sizeof(std::int64_t)),
+                             bytes_of(info.entries, 8 * sizeof(std::int64_t))),
+                   "support of a " + std::to_string(info.rows) + " x " + std::to_string(info.cols) +
+                       " file");
     if (info.entries == 0)
         return Support::none(info.rows, info.cols);
     auto pairs = read_pairs(path, info);

@@ -97,10 +97,20 @@ private:
         if (peek() != '(')
             return atom();
         const std::size_t open = pos_++;
+        if (++depth_ > kMaxDepth) // each level is three frames of this recursive descent
+            detail::fail(kWhere,
+                         "parentheses nested deeper than ",
+                         kMaxDepth,
+                         " at position ",
+                         open,
+                         " in '",
+                         spec_.substr(0, 64),
+                         spec_.size() > 64 ? "...'" : "'");
         Support s = expr();
         if (peek() != ')')
             detail::fail(kWhere, "'(' at position ", open, " is not closed in '", spec_, "'");
         ++pos_;
+        --depth_;
         return s;
     }
 
@@ -312,12 +322,15 @@ private:
     }
 
     static constexpr std::size_t kNpos = std::string_view::npos;
+    /// Deeper nesting overflowed the stack (60000 levels: a segmentation fault).
+    static constexpr int kMaxDepth = 256;
 
     std::string_view spec_;
     std::int64_t n_q_;
     std::int64_t n_k_;
     std::uint64_t seed_;
     std::size_t pos_ = 0;
+    int depth_ = 0;
     std::uint64_t random_terms_ = 0;
 };
 

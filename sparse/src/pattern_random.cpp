@@ -59,24 +59,25 @@ Support pattern_random(std::int64_t n_q, std::int64_t n_k, double density, std::
     detail::check_shape(kWhere, n_q, n_k);
     check_density(kWhere, density);
     const double log_keep = std::log1p(-density); // log(1 - p) < 0 for 0 < p < 1
-    return detail::build_rows(n_q, n_k, [&](std::int64_t i, std::vector<std::int64_t>& cols) {
-        if (density >= 1.0) {
-            detail::append_range(cols, 0, n_k - 1, n_k);
-            return;
-        }
-        if (density <= 0.0)
-            return;
-        detail::RowRng rng(seed, kSaltRandom, i);
-        std::int64_t j = -1;
-        for (;;) {
-            // skip ~ Geometric(p): P(skip = s) = (1-p)^s p
-            const double skip = std::floor(std::log1p(-rng.uniform()) / log_keep);
-            if (skip >= static_cast<double>(n_k - 1 - j))
-                break;
-            j += static_cast<std::int64_t>(skip) + 1;
-            cols.push_back(j);
-        }
-    });
+    return detail::build_rows(
+        kWhere, n_q, n_k, [&](std::int64_t i, std::vector<std::int64_t>& cols) {
+            if (density >= 1.0) {
+                detail::append_range(cols, 0, n_k - 1, n_k);
+                return;
+            }
+            if (density <= 0.0)
+                return;
+            detail::RowRng rng(seed, kSaltRandom, i);
+            std::int64_t j = -1;
+            for (;;) {
+                // skip ~ Geometric(p): P(skip = s) = (1-p)^s p
+                const double skip = std::floor(std::log1p(-rng.uniform()) / log_keep);
+                if (skip >= static_cast<double>(n_k - 1 - j))
+                    break;
+                j += static_cast<std::int64_t>(skip) + 1;
+                cols.push_back(j);
+            }
+        });
 }
 
 Support pattern_block(
@@ -89,20 +90,21 @@ Support pattern_block(
     const std::int64_t col_blocks = (n_k + b - 1) / b;
     std::vector<std::int64_t> kept;
     std::int64_t kept_for = -1;
-    return detail::build_rows(n_q, n_k, [&](std::int64_t i, std::vector<std::int64_t>& cols) {
-        const std::int64_t rb = i / b;
-        if (rb != kept_for) {
-            // --- draw the kept column blocks of row block rb ---
-            detail::RowRng rng(seed, kSaltBlock, rb);
-            kept.clear();
-            for (std::int64_t c = 0; c < col_blocks; ++c)
-                if (rng.uniform() < density)
-                    kept.push_back(c);
-            kept_for = rb;
-        }
-        for (const std::int64_t c : kept)
-            detail::append_range(cols, c * b, c * b + b - 1, n_k);
-    });
+    return detail::build_rows(
+        kWhere, n_q, n_k, [&](std::int64_t i, std::vector<std::int64_t>& cols) {
+            const std::int64_t rb = i / b;
+            if (rb != kept_for) {
+                // --- draw the kept column blocks of row block rb ---
+                detail::RowRng rng(seed, kSaltBlock, rb);
+                kept.clear();
+                for (std::int64_t c = 0; c < col_blocks; ++c)
+                    if (rng.uniform() < density)
+                        kept.push_back(c);
+                kept_for = rb;
+            }
+            for (const std::int64_t c : kept)
+                detail::append_range(cols, c * b, c * b + b - 1, n_k);
+        });
 }
 
 Support pattern_bigbird(std::int64_t n_q,
@@ -120,32 +122,34 @@ Support pattern_bigbird(std::int64_t n_q,
     g = std::min(g, n_q + n_k);
     std::vector<std::int64_t> base;
     std::vector<std::int64_t> extra;
-    return detail::build_rows(n_q, n_k, [&](std::int64_t i, std::vector<std::int64_t>& cols) {
-        // --- window + global ---
-        const std::int64_t p = i + n_k - n_q;
-        base.clear();
-        if (p >= 0 && p < g) {
-            detail::append_range(base, 0, n_k - 1, n_k);
-        } else {
-            detail::append_range(base, 0, g - 1, n_k);
-            detail::append_range(base, std::max(p - w, g), p + w, n_k);
-        }
-        // --- r random keys among the n_k - |base| others ---
-        const std::int64_t avail = n_k - static_cast<std::int64_t>(base.size());
-        if (r >= avail) {
-            detail::append_range(cols, 0, n_k - 1, n_k);
-            return;
-        }
-        detail::RowRng rng(seed, kSaltBigbird, i);
-        extra = sample_ranks(rng, avail, r);
-        std::size_t below = 0; // base keys <= the current key
-        for (std::int64_t& t : extra) {
-            while (below < base.size() && base[below] <= t + static_cast<std::int64_t>(below))
-                ++below;
-            t += static_cast<std::int64_t>(below); // rank t of the complement -> key
-        }
-        std::merge(base.begin(), base.end(), extra.begin(), extra.end(), std::back_inserter(cols));
-    });
+    return detail::build_rows(
+        kWhere, n_q, n_k, [&](std::int64_t i, std::vector<std::int64_t>& cols) {
+            // --- window + global ---
+            const std::int64_t p = i + n_k - n_q;
+            base.clear();
+            if (p >= 0 && p < g) {
+                detail::append_range(base, 0, n_k - 1, n_k);
+            } else {
+                detail::append_range(base, 0, g - 1, n_k);
+                detail::append_range(base, std::max(p - w, g), p + w, n_k);
+            }
+            // --- r random keys among the n_k - |base| others ---
+            const std::int64_t avail = n_k - static_cast<std::int64_t>(base.size());
+            if (r >= avail) {
+                detail::append_range(cols, 0, n_k - 1, n_k);
+                return;
+            }
+            detail::RowRng rng(seed, kSaltBigbird, i);
+            extra = sample_ranks(rng, avail, r);
+            std::size_t below = 0; // base keys <= the current key
+            for (std::int64_t& t : extra) {
+                while (below < base.size() && base[below] <= t + static_cast<std::int64_t>(below))
+                    ++below;
+                t += static_cast<std::int64_t>(below); // rank t of the complement -> key
+            }
+            std::merge(
+                base.begin(), base.end(), extra.begin(), extra.end(), std::back_inserter(cols));
+        });
 }
 
 } // namespace ioattn::sparse

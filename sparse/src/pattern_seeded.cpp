@@ -118,33 +118,34 @@ Support pattern_bigbird_block(std::int64_t n_q,
     };
     std::vector<std::int64_t> blocks;
     std::int64_t blocks_for = std::numeric_limits<std::int64_t>::min();
-    return detail::build_rows(n_q, n_k, [&](std::int64_t i, std::vector<std::int64_t>& cols) {
-        const std::int64_t qb = floor_div(i + n_k - n_q, b);
-        if (qb != blocks_for) {
-            // --- the key blocks of block row qb: window, global, then r random ---
-            blocks.clear();
-            if (global(qb)) {
-                for (std::int64_t c = 0; c < nb; ++c)
-                    blocks.push_back(c);
-            } else {
-                for (std::int64_t c = qb - (w - 1) / 2; c <= qb + w / 2; ++c)
-                    if (c >= 0 && c < nb)
+    return detail::build_rows(
+        kWhere, n_q, n_k, [&](std::int64_t i, std::vector<std::int64_t>& cols) {
+            const std::int64_t qb = floor_div(i + n_k - n_q, b);
+            if (qb != blocks_for) {
+                // --- the key blocks of block row qb: window, global, then r random ---
+                blocks.clear();
+                if (global(qb)) {
+                    for (std::int64_t c = 0; c < nb; ++c)
                         blocks.push_back(c);
-                for (std::int64_t c = 0; c < nb; ++c)
-                    if (global(c))
-                        blocks.push_back(c);
-                std::sort(blocks.begin(), blocks.end());
-                blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
-                detail::RowRng rng(seed, kSaltBlocks, qb);
-                const std::vector<std::int64_t> taken = blocks;
-                draw_blocks(rng, nb, taken, r, blocks);
-                std::sort(blocks.begin(), blocks.end());
+                } else {
+                    for (std::int64_t c = qb - (w - 1) / 2; c <= qb + w / 2; ++c)
+                        if (c >= 0 && c < nb)
+                            blocks.push_back(c);
+                    for (std::int64_t c = 0; c < nb; ++c)
+                        if (global(c))
+                            blocks.push_back(c);
+                    std::sort(blocks.begin(), blocks.end());
+                    blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+                    detail::RowRng rng(seed, kSaltBlocks, qb);
+                    const std::vector<std::int64_t> taken = blocks;
+                    draw_blocks(rng, nb, taken, r, blocks);
+                    std::sort(blocks.begin(), blocks.end());
+                }
+                blocks_for = qb;
             }
-            blocks_for = qb;
-        }
-        for (const std::int64_t c : blocks)
-            detail::append_range(cols, c * b, c * b + b - 1, n_k);
-    });
+            for (const std::int64_t c : blocks)
+                detail::append_range(cols, c * b, c * b + b - 1, n_k);
+        });
 }
 
 Support
@@ -185,28 +186,29 @@ pattern_powerlaw(std::int64_t n_q, std::int64_t n_k, double avg_degree, std::uin
     }
     const double c = 0.5 * (lo + hi);
     // --- each row: keys in rank order, kept with min(1, c w_i u_t) (Miller-Hagberg skip) ---
-    return detail::build_rows(n_q, n_k, [&](std::int64_t i, std::vector<std::int64_t>& cols) {
-        const double a = c * w[static_cast<std::size_t>(i)];
-        detail::RowRng rng(seed, kSaltPowerlaw, i);
-        const std::size_t first = cols.size();
-        double p = std::min(1.0, a * u[0]);
-        for (std::int64_t t = 0; t < n_k;) {
-            if (p <= 0.0)
-                break;
-            if (p < 1.0) {
-                const double skip = std::floor(std::log1p(-rng.uniform()) / std::log1p(-p));
-                if (skip >= static_cast<double>(n_k - t))
+    return detail::build_rows(
+        kWhere, n_q, n_k, [&](std::int64_t i, std::vector<std::int64_t>& cols) {
+            const double a = c * w[static_cast<std::size_t>(i)];
+            detail::RowRng rng(seed, kSaltPowerlaw, i);
+            const std::size_t first = cols.size();
+            double p = std::min(1.0, a * u[0]);
+            for (std::int64_t t = 0; t < n_k;) {
+                if (p <= 0.0)
                     break;
-                t += static_cast<std::int64_t>(skip);
+                if (p < 1.0) {
+                    const double skip = std::floor(std::log1p(-rng.uniform()) / std::log1p(-p));
+                    if (skip >= static_cast<double>(n_k - t))
+                        break;
+                    t += static_cast<std::int64_t>(skip);
+                }
+                const double q = std::min(1.0, a * u[static_cast<std::size_t>(t)]);
+                if (rng.uniform() * p < q)
+                    cols.push_back(key_at[static_cast<std::size_t>(t)]);
+                p = q;
+                ++t;
             }
-            const double q = std::min(1.0, a * u[static_cast<std::size_t>(t)]);
-            if (rng.uniform() * p < q)
-                cols.push_back(key_at[static_cast<std::size_t>(t)]);
-            p = q;
-            ++t;
-        }
-        std::sort(cols.begin() + static_cast<std::ptrdiff_t>(first), cols.end());
-    });
+            std::sort(cols.begin() + static_cast<std::ptrdiff_t>(first), cols.end());
+        });
 }
 
 } // namespace ioattn::sparse

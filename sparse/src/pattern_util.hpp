@@ -4,11 +4,14 @@
 
 #include "fail.hpp"
 
+#include <ioattn/resources.hpp>
 #include <ioattn/sparse/support.hpp>
 
 #include <algorithm>
 #include <cstdint>
+#include <new>
 #include <numeric>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -24,17 +27,34 @@ inline void check_shape(std::string_view where, std::int64_t n_q, std::int64_t n
 }
 
 /// Assembles a Support from row_fn(i, cols), which appends row i's sorted unique columns.
+/// Throws ResourceError naming `where` as soon as the columns outgrow memory_limit() (the
+/// builders know their size only row by row) or an allocation fails.
 template <typename RowFn>
-Support build_rows(std::int64_t n_q, std::int64_t n_k, RowFn&& row_fn) {
-    std::vector<std::int64_t> offsets;
-    offsets.reserve(static_cast<std::size_t>(n_q) + 1);
-    offsets.push_back(0);
-    std::vector<std::int64_t> cols;
-    for (std::int64_t i = 0; i < n_q; ++i) {
-        row_fn(i, cols);
-        offsets.push_back(static_cast<std::int64_t>(cols.size()));
+Support build_rows(std::string_view where, std::int64_t n_q, std::int64_t n_k, RowFn&& row_fn) {
+    constexpr std::string_view kWhat = "support (CSR column indices and row offsets)";
+    const std::uint64_t limit = memory_limit().bytes;
+    const std::uint64_t offset_bytes =
+        add_bytes(bytes_of(n_q, sizeof(std::int64_t)), sizeof(std::int64_t)); // n_q + 1 offsets
+    require_memory(where, offset_bytes, kWhat);
+    try {
+        std::vector<std::int64_t> offsets;
+        offsets.reserve(static_cast<std::size_t>(n_q) + 1);
+        offsets.push_back(0);
+        std::vector<std::int64_t> cols;
+        for (std::int64_t i = 0; i < n_q; ++i) {
+            row_fn(i, cols);
+            offsets.push_back(static_cast<std::int64_t>(cols.size()));
+            const std::uint64_t bytes = add_bytes(offset_bytes, cols.size() * sizeof(std::int64_t));
+            if (bytes > limit) // at least this much: the later rows are not built yet
+                require_memory(where,
+                               bytes,
+                               std::string(kWhat) + " for rows 0.." + std::to_string(i) + " of " +
+                                   std::to_string(n_q));
+        }
+        return {n_q, n_k, std::move(offsets), std::move(cols)};
+    } catch (const std::bad_alloc&) {
+        throw_allocation_failed(where, offset_bytes, kWhat);
     }
-    return {n_q, n_k, std::move(offsets), std::move(cols)};
 }
 
 /// Appends [lo, hi] clipped to [0, n), if non-empty.

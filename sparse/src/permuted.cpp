@@ -13,7 +13,8 @@
 // Resident: the split variant's peak, or line(max(d, d_v)) while copying (one row).
 // I/O = io_cost of the split variant on the reordered parts + io_cost_permutation: each copy
 //   reads and writes its rows once: forward n_q (d + d_v + 1) per head (rows), n_k (d + d_v)
-//   per kv head (keys); backward n_q (2d + 2 d_v + 1) per head, 2 n_k (d + d_v) per kv head.
+//   per kv head (keys); backward n_q (2d + 2 d_v + 1) per head, 2 n_k (d + d_v) per kv head;
+//   and each copy reads its order (rows indices of 8 bytes) once per slice.
 // Copies run in parallel over slices; thread-count invariant (a copy is exact).
 // Tests: tests/sparse/variants_test.cpp
 
@@ -50,6 +51,7 @@ void run_copies(const std::vector<Copy<Scalar>>& copies, std::int64_t line, Coun
             const std::int64_t b = s / heads, h = s % heads, n = c.src.rows;
             io.acquire(line);
             io.read({c.operand, s, 0, n, 0, c.src.cols});
+            io.read({Operand::index, s, 0, 1, 0, n * ElementWords::of(sizeof(Scalar)).index});
             if constexpr (Counter::kComputes)
                 for (std::int64_t a = 0; a < n; ++a) {
                     const std::int64_t o = (*c.order)[static_cast<std::size_t>(a)];
@@ -62,9 +64,11 @@ void run_copies(const std::vector<Copy<Scalar>>& copies, std::int64_t line, Coun
     }
 }
 
+/// A copy's footprint: the row in flight and a line of the order it walks.
 template <typename Scalar>
 std::int64_t copy_line(const Problem& p) {
-    return ElementWords::of(sizeof(Scalar)).pad(std::max(p.d, p.d_v));
+    const auto w = ElementWords::of(sizeof(Scalar));
+    return w.pad(std::max(p.d, p.d_v)) + w.indices(1);
 }
 
 /// Owned packed buffers (empty in a dry run).
@@ -216,13 +220,18 @@ template <typename Scalar>
 IoReport io_cost_permutation(const Problem& problem, const VariantPlan& plan) {
     const Problem p = problem.resolved("ioattn::sparse::io_cost (permuted)");
     const bool fwd = plan.pass == Pass::forward;
-    std::int64_t words = 0;
-    if (plan.rows_reordered)
+    const std::int64_t iw = ElementWords::of(sizeof(Scalar)).index;
+    std::int64_t words = 0, indices = 0; // indices: each copy walks its order once per slice
+    if (plan.rows_reordered) {
         words += p.batch_heads() * p.n_q * (fwd ? p.d + p.d_v + 1 : 2 * p.d + 2 * p.d_v + 1);
-    if (plan.keys_reordered)
+        indices += p.batch_heads() * p.n_q * (fwd ? 3 : 5); // Q in, O, L out; + dO, O in, dQ out
+    }
+    if (plan.keys_reordered) {
         words += p.batch * p.kv_heads * p.n_k * (p.d + p.d_v) * (fwd ? 1 : 2);
+        indices += p.batch * p.kv_heads * p.n_k * (fwd ? 2 : 4); // K, V in; + dK, dV out
+    }
     const bool any = plan.rows_reordered || plan.keys_reordered;
-    return {words, words, any ? copy_line<Scalar>(p) : 0};
+    return {words + indices * iw, words, any ? copy_line<Scalar>(p) : 0};
 }
 
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \

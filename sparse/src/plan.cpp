@@ -44,7 +44,9 @@ FusedPlan FusedPlan::build(const Support& support, std::int64_t max_rows) {
     plan.bounds = row_blocks(support, max_rows);
     const std::int64_t n = plan.blocks();
     std::vector<std::int64_t> counts(static_cast<std::size_t>(n) + 1, 0);
+    CallMemory alloc("ioattn::sparse::FusedPlan::build");
     const kernels::Workspace<std::int64_t> stamps(max_concurrency(), support.n_k());
+    alloc.allocate();
     // Stamps hold block + 1 (fill pass: -(block + 1)), so no clearing between blocks.
     const auto visit = [&](std::int64_t b, std::int64_t* stamp, std::int64_t mark, auto&& emit) {
         for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i)
@@ -108,6 +110,9 @@ FusedPlan FusedPlan::build(const Support& support, std::int64_t max_rows) {
     plan.key_offsets.assign(counts.size(), 0);
     for (std::size_t b = 1; b < counts.size(); ++b)
         plan.key_offsets[b] = plan.key_offsets[b - 1] + counts[b];
+    require_memory("ioattn::sparse::FusedPlan::build",
+                   bytes_of(plan.key_offsets.back(), sizeof(std::int64_t)),
+                   "key lists");
     plan.keys.resize(static_cast<std::size_t>(plan.key_offsets.back()));
     parallel_for_tiles(n, [&](std::int64_t b, int w) {
         auto* out = plan.keys.data() + plan.key_offsets[static_cast<std::size_t>(b)];
@@ -122,6 +127,20 @@ FusedPlan FusedPlan::build(const Support& support, std::int64_t max_rows) {
         std::int64_t c = 0;
         visit(b, stamps.slab(w), -(b + 1), [&](std::int64_t j) { out[c++] = j; });
         std::sort(out, out + c);
+    });
+    plan.index_reads.assign(static_cast<std::size_t>(n), 0);
+    parallel_for_tiles(n, [&](std::int64_t b, int) {
+        const auto at = static_cast<std::size_t>(b);
+        const auto block_keys = plan.keys_of(b);
+        const auto count = static_cast<std::int64_t>(block_keys.size());
+        bool simple = count == 0 || block_keys.back() - block_keys.front() + 1 == count;
+        std::int64_t words = 0;
+        for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i)
+            if (plan.row_lo[static_cast<std::size_t>(i)] < 0) {
+                words += support.row_nonzeros(i);
+                simple = false;
+            }
+        plan.index_reads[at] = words + (simple ? 0 : count);
     });
     return plan;
 }

@@ -1,7 +1,8 @@
 #pragma once
 // The fused sparse schedule's plan: row blocks cut by rows and by nonzeros, and for each block
 // the sorted keys some row of it may see (the K/V rows the block streams). Built in parallel,
-// O(Z_QK + sum over blocks of k log k) for k visible keys per block.
+// O(Z_QK + sum over blocks of k log k) for k visible keys per block, once per (support, rows):
+// Support::cached_fused_plan keeps it with the structure, so repeated calls do not rebuild it.
 
 #include <ioattn/sparse/support.hpp>
 
@@ -20,6 +21,14 @@ struct FusedPlan {
     std::vector<std::int64_t> keys;        ///< per block, sorted unique visible keys
     std::vector<std::int64_t> row_lo;      ///< per query row: its keys are [lo, hi] (empty row:
     std::vector<std::int64_t> row_hi;      ///< [0, -1]); lo = -1: not an interval
+    /// Per block, the indices a pass over it reads from slow memory: the column indices of
+    /// each row that is not an interval (mask_chunk walks them), and its key list unless the
+    /// block is simple (every row an interval, the keys one interval: the kernels then read
+    /// only the ends of each chunk, and mask by the row intervals). Not counted: the row
+    /// intervals (2 per row, O(n_q) per head beside the n_q (d + d_v + 1) words of Q, O and
+    /// L), and the list of a simple block where the backward's bookkeeping or a sparse input's
+    /// copy walks it (one index per streamed row beside its d + d_v + 2 words).
+    std::vector<std::int64_t> index_reads;
 
     [[nodiscard]] std::int64_t blocks() const {
         return static_cast<std::int64_t>(bounds.size()) - 1;
@@ -37,6 +46,13 @@ struct FusedPlan {
 
     [[nodiscard]] std::int64_t rows(std::int64_t b) const {
         return bounds[static_cast<std::size_t>(b) + 1] - bounds[static_cast<std::size_t>(b)];
+    }
+
+    /// The indices block b reads, in words of Scalar (an int64 is 8 / sizeof(Scalar) words).
+    template <typename Scalar>
+    [[nodiscard]] std::int64_t index_words(std::int64_t b) const {
+        return index_reads[static_cast<std::size_t>(b)] *
+               static_cast<std::int64_t>(sizeof(std::int64_t) / sizeof(Scalar));
     }
 
     static FusedPlan build(const Support& support, std::int64_t max_rows);

@@ -216,7 +216,7 @@ void read_rows(Counter& io,
     if (src.sparse == nullptr)
         io.read({op, slice, i0, n, 0, src.dense.cols});
     else
-        io.read({op, slice, i0, src.words(b, h, i0, n), 0, 1});
+        io.read({op, slice, i0, n, 0, src.dense.cols}, src.words(b, h, i0, n));
 }
 
 /// Counts the read of rows [i0, i0 + n), columns [c0, c0 + cw): a dense block, or the nonzeros
@@ -239,10 +239,12 @@ void read_cols(Counter& io,
     std::int64_t words = 0;
     if constexpr (Counter::kCounts)
         words = src.words(b, h, i0, n, c0, cw);
-    io.read({op, slice, i0, words, c0, 1});
+    io.read({op, slice, i0, n, c0, cw}, words);
 }
 
-/// Counts the read of the gathered rows idx[0, c): a block of c rows (dense), or their nonzeros.
+/// Counts the read of the gathered rows idx[0, c) (ascending): c rows of d words (dense), or
+/// their nonzeros. A recording counter gets one event per run of consecutive rows, so the trace
+/// says which rows were read.
 template <typename Scalar, typename Counter>
 void read_gathered(Counter& io,
                    Operand op,
@@ -252,15 +254,21 @@ void read_gathered(Counter& io,
                    std::int64_t h,
                    const std::int64_t* idx,
                    std::int64_t c) {
-    if (src.sparse == nullptr) {
-        io.read({op, slice, idx[0], c, 0, src.dense.cols});
-        return;
+    const std::int64_t cols = src.dense.cols;
+    if constexpr (Counter::kCounts) {
+        for (std::int64_t y0 = 0, y = 1; y <= c; ++y) {
+            if (y < c && (!io.recording() || idx[y] == idx[y - 1] + 1))
+                continue;
+            std::int64_t words = (y - y0) * cols; // rows idx[y0, y), one run when recording
+            if (src.sparse != nullptr) {
+                words = 0;
+                for (std::int64_t x = y0; x < y; ++x)
+                    words += src.words(b, h, idx[x]);
+            }
+            io.read({op, slice, idx[y0], y - y0, 0, cols}, words);
+            y0 = y;
+        }
     }
-    std::int64_t words = 0;
-    if constexpr (Counter::kCounts)
-        for (std::int64_t y = 0; y < c; ++y)
-            words += src.words(b, h, idx[y]);
-    io.read({op, slice, idx[0], words, 0, 1});
 }
 
 /// Packs rows [row0, row0 + n) transposed and scaled into t (cols x ld), zero-padded: as

@@ -23,9 +23,10 @@ void check_same_shape(std::string_view where, const Support& a, const Support& b
 } // namespace
 
 Support union_of(const Support& a, const Support& b) {
-    check_same_shape("ioattn::sparse::union_of", a, b);
+    constexpr std::string_view kWhere = "ioattn::sparse::union_of";
+    check_same_shape(kWhere, a, b);
     return detail::build_rows(
-        a.n_q(), a.n_k(), [&](std::int64_t i, std::vector<std::int64_t>& cols) {
+        kWhere, a.n_q(), a.n_k(), [&](std::int64_t i, std::vector<std::int64_t>& cols) {
             const auto ra = a.row(i);
             const auto rb = b.row(i);
             std::set_union(ra.begin(), ra.end(), rb.begin(), rb.end(), std::back_inserter(cols));
@@ -33,9 +34,10 @@ Support union_of(const Support& a, const Support& b) {
 }
 
 Support intersection_of(const Support& a, const Support& b) {
-    check_same_shape("ioattn::sparse::intersection_of", a, b);
+    constexpr std::string_view kWhere = "ioattn::sparse::intersection_of";
+    check_same_shape(kWhere, a, b);
     return detail::build_rows(
-        a.n_q(), a.n_k(), [&](std::int64_t i, std::vector<std::int64_t>& cols) {
+        kWhere, a.n_q(), a.n_k(), [&](std::int64_t i, std::vector<std::int64_t>& cols) {
             const auto ra = a.row(i);
             const auto rb = b.row(i);
             std::set_intersection(

@@ -7,10 +7,13 @@
 #include "fail.hpp"
 
 #include <ioattn/error.hpp>
+#include <ioattn/resources.hpp>
 #include <ioattn/sparse/sparse_rows.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <utility>
 
 namespace ioattn::sparse {
@@ -28,13 +31,16 @@ void check_dense(std::string_view where,
         detail::fail(where, "rows = ", rows, " (expected >= 0)");
     if (cols < 0)
         detail::fail(where, "cols = ", cols, " (expected >= 0)");
-    if (static_cast<std::int64_t>(dense.size()) != rows * cols)
-        detail::fail(where,
-                     "dense has ",
-                     dense.size(),
-                     " elements (expected rows*cols = ",
-                     rows * cols,
-                     ")");
+    std::int64_t elements = 0;
+    if (__builtin_mul_overflow(rows, cols, &elements))
+        detail::fail(where, "rows*cols = ", rows, " x ", cols, " overflows int64");
+    if (static_cast<std::int64_t>(dense.size()) != elements)
+        detail::fail(
+            where, "dense has ", dense.size(), " elements (expected rows*cols = ", elements, ")");
+    // rows + 1 offsets (rows may be huge when cols = 0)
+    require_memory(where,
+                   add_bytes(bytes_of(rows, sizeof(std::int64_t)), sizeof(std::int64_t)),
+                   "row offsets");
     for (std::size_t e = 0; e < dense.size(); ++e)
         if (std::isnan(dense[e]))
             detail::fail(where,
@@ -199,7 +205,12 @@ std::span<const Scalar> SparseRows<Scalar>::row_values(std::int64_t i) const {
 
 template <typename Scalar>
 std::vector<Scalar> SparseRows<Scalar>::to_dense() const {
-    std::vector<Scalar> out(static_cast<std::size_t>(rows_ * cols_), Scalar(0));
+    std::int64_t elements = 0; // rows x cols may pass int64 (a valid CSR of huge cols)
+    if (__builtin_mul_overflow(rows_, cols_, &elements))
+        elements = std::numeric_limits<std::int64_t>::max();
+    require_memory(
+        "ioattn::sparse::SparseRows::to_dense", bytes_of(elements, sizeof(Scalar)), "dense copy");
+    std::vector<Scalar> out(static_cast<std::size_t>(elements), Scalar(0));
     for (std::int64_t i = 0; i < rows_; ++i) {
         const auto c = row_indices(i);
         const auto v = row_values(i);

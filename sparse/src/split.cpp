@@ -70,8 +70,8 @@ IoReport io_cost_split(const Problem& problem, const VariantParts& parts, const 
     const bool fwd = plan.pass == Pass::forward;
     IoReport r;
     if (tile)
-        r = fwd ? io_cost_forward_fused(problem, parts.tile, plan.tile)
-                : io_cost_backward_fused(problem, parts.tile, plan.tile);
+        r = fwd ? io_cost_forward_fused(problem, parts.tile, SparseInputs<Scalar>{}, plan.tile)
+                : io_cost_backward_fused(problem, parts.tile, SparseInputs<Scalar>{}, plan.tile);
     if (parts.element.z_qk() > 0)
         r = sum(r,
                 fwd ? io_cost_forward_element<Scalar>(problem, parts.element, plan.element, tile)

@@ -5,8 +5,10 @@
 // Tests: tests/sparse/support_test.cpp
 
 #include "fail.hpp"
+#include "plan.hpp"
 
 #include <ioattn/error.hpp>
+#include <ioattn/resources.hpp>
 #include <ioattn/sparse/support.hpp>
 
 #include <algorithm>
@@ -22,6 +24,9 @@ struct Support::Cache {
         transposed_positions; ///< per entry of the transpose, its position here
     std::mutex views_mutex;
     std::vector<std::unique_ptr<BlockView>> views; ///< stable addresses: references stay valid
+    std::mutex plans_mutex;
+    std::vector<std::unique_ptr<detail::FusedPlan>> plans; ///< stable addresses, as views
+    std::vector<std::int64_t> plan_rows;                   ///< the rows of each plan
 };
 
 std::shared_ptr<Support::Cache> Support::make_cache() {
@@ -37,8 +42,34 @@ const BlockView& Support::cached_block_view(std::int64_t br, std::int64_t bc) co
     return *cache_->views.back();
 }
 
+const detail::FusedPlan& Support::cached_fused_plan(std::int64_t rows) const {
+    {
+        const std::lock_guard<std::mutex> lock(cache_->plans_mutex);
+        for (std::size_t k = 0; k < cache_->plans.size(); ++k)
+            if (cache_->plan_rows[k] == rows)
+                return *cache_->plans[k];
+    }
+    // Built unlocked (it runs parallel loops: a worker waiting on the lock here could be the
+    // one the build needs); of two concurrent builds the first stored is kept.
+    auto plan = std::make_unique<detail::FusedPlan>(detail::FusedPlan::build(*this, rows));
+    const std::lock_guard<std::mutex> lock(cache_->plans_mutex);
+    for (std::size_t k = 0; k < cache_->plans.size(); ++k)
+        if (cache_->plan_rows[k] == rows)
+            return *cache_->plans[k];
+    cache_->plans.push_back(std::move(plan));
+    cache_->plan_rows.push_back(rows);
+    return *cache_->plans.back();
+}
+
 const Support& Support::transposed() const {
-    std::call_once(cache_->once, [this] {
+    std::call_once(cache_->once, [this] { // a throw leaves the flag unset: the next call retries
+        // offsets and the cursor per key, rows and positions per entry
+        require_memory(
+            "ioattn::sparse::Support::transposed",
+            add_bytes(
+                bytes_of(n_k_, 2 * sizeof(std::int64_t)), // n_k + 1 overflows at INT64_MAX
+                add_bytes(2 * sizeof(std::int64_t), bytes_of(z_qk(), 2 * sizeof(std::int64_t)))),
+            "transpose");
         std::vector<std::int64_t> offsets(static_cast<std::size_t>(n_k_) + 1, 0);
         for (const std::int64_t j : cols_)
             ++offsets[static_cast<std::size_t>(j) + 1];
@@ -155,6 +186,10 @@ Support::Support(std::int64_t n_q,
 Support Support::none(std::int64_t n_q, std::int64_t n_k) {
     if (n_q < 0)
         detail::fail("ioattn::sparse::Support::none", "n_q = ", n_q, " (expected >= 0)");
+    require_memory(
+        "ioattn::sparse::Support::none",
+        add_bytes(bytes_of(n_q, sizeof(std::int64_t)), sizeof(std::int64_t)), // n_q + 1 offsets
+        "row offsets");
     return {n_q, n_k, std::vector<std::int64_t>(static_cast<std::size_t>(n_q) + 1, 0), {}};
 }
 

@@ -40,7 +40,7 @@ void validate(Args& a,
     if (tiling->schedule != schedule)
         throw InvalidArgument(std::string(where) + ": tiling is for the " +
                               std::string(to_string(tiling->schedule)) + " schedule");
-    tiling->validate(where, memory, p, pass);
+    tiling->validate(where, memory, p, pass, Kernels::sparse);
 }
 
 /// Checks the sparse operands against the problem (stacked rows: batch*heads*n_q for Q,

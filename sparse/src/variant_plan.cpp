@@ -108,7 +108,8 @@ VariantPlan plan_variants(const Problem& problem,
                           const Support& support,
                           const MemoryModel& memory,
                           Pass pass,
-                          std::optional<Variant> force) {
+                          std::optional<Variant> force,
+                          std::optional<Tiling> tile) {
     constexpr const char* kWhere = "ioattn::sparse::plan_variants";
     const Problem p = problem.resolved(kWhere);
     memory.validate(kWhere);
@@ -120,9 +121,12 @@ VariantPlan plan_variants(const Problem& problem,
     if (p.causal)
         throw InvalidArgument(std::string(kWhere) +
                               ": problem.causal = true; use the 'causal' pattern instead");
+    if (tile && tile->schedule != Schedule::fused)
+        throw InvalidArgument(std::string(kWhere) + ": the tile part's tiling is " +
+                              std::string(ioattn::to_string(tile->schedule)) + " (expected fused)");
     VariantPlan plan;
     plan.pass = pass;
-    plan.tile = tuned_tiling(Schedule::fused, memory, p, pass);
+    plan.tile = tile ? *tile : tuned_tiling(Schedule::fused, memory, p, pass);
     plan.element = element_tiling<Scalar>(p, memory, pass);
     const detail::CostModel cm = cost_model(pass);
     const std::optional<Variant> inner_force = force == Variant::permuted ? std::nullopt : force;
@@ -231,10 +235,18 @@ IOATTN_INSTANTIATE(double, NullCounter)
 IOATTN_INSTANTIATE(double, IoCounter)
 IOATTN_INSTANTIATE(double, DryRunCounter)
 #undef IOATTN_INSTANTIATE
-template VariantPlan plan_variants<float>(
-    const Problem&, const Support&, const MemoryModel&, Pass, std::optional<Variant>);
-template VariantPlan plan_variants<double>(
-    const Problem&, const Support&, const MemoryModel&, Pass, std::optional<Variant>);
+template VariantPlan plan_variants<float>(const Problem&,
+                                          const Support&,
+                                          const MemoryModel&,
+                                          Pass,
+                                          std::optional<Variant>,
+                                          std::optional<Tiling>);
+template VariantPlan plan_variants<double>(const Problem&,
+                                           const Support&,
+                                           const MemoryModel&,
+                                           Pass,
+                                           std::optional<Variant>,
+                                           std::optional<Tiling>);
 template IoReport io_cost<float>(const Problem&, const Support&, const VariantPlan&);
 template IoReport io_cost<double>(const Problem&, const Support&, const VariantPlan&);
 

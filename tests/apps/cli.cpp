@@ -80,13 +80,20 @@ std::string command_of(const std::vector<std::string>& args) {
     return cmd;
 }
 
-Outcome run_ioattn(const std::vector<std::string>& args) {
+Outcome
+run_ioattn(const std::vector<std::string>& args, const Env& env, const std::string& launcher) {
     static int calls = 0;
     ++calls;
     const std::filesystem::path out = scratch_dir() / ("stdout_" + std::to_string(calls));
     const std::filesystem::path err = scratch_dir() / ("stderr_" + std::to_string(calls));
-    const std::string cmd =
-        command_of(args) + " < /dev/null > " + quoted(out.string()) + " 2> " + quoted(err.string());
+    std::string prefix;
+    for (const auto& [name, value] : env)
+        prefix += (prefix.empty() ? "env " : " ") + quoted(name + "=" + value);
+    if (!launcher.empty())
+        prefix += (prefix.empty() ? "" : " ") + launcher;
+    const std::string cmd = (prefix.empty() ? "" : prefix + " ") + command_of(args) +
+                            " < /dev/null > " + quoted(out.string()) + " 2> " +
+                            quoted(err.string());
     const int raw = std::system(cmd.c_str());
     Outcome r;
     if (raw == -1)
@@ -157,8 +164,9 @@ bool has_word(const std::string& text, const std::string& word, bool ignore_case
 
 void require_one_line_error(const std::vector<std::string>& args,
                             const std::string& names,
-                            int status) {
-    const Outcome r = run_ioattn(args);
+                            int status,
+                            const Env& env) {
+    const Outcome r = run_ioattn(args, env);
     INFO("command: " << command_of(args));
     INFO("stderr: " << r.err);
     CHECK(r.status == status);

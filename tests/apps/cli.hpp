@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ioattn::app::test {
@@ -25,8 +26,14 @@ std::string write_scratch(const std::string& name, const std::string& content);
 /// The shell command line of `ioattn args...`, each argument single-quoted (for CAPTURE).
 std::string command_of(const std::vector<std::string>& args);
 
-/// Runs `ioattn args...` and waits for it.
-Outcome run_ioattn(const std::vector<std::string>& args);
+/// Environment variables set for one run (NAME, value).
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+/// Runs `ioattn args...` (with `env` added to the environment) and waits for it; a non-empty
+/// `launcher` (e.g. "mpiexec -n 2") is put in front of the command line as it is.
+Outcome run_ioattn(const std::vector<std::string>& args,
+                   const Env& env = {},
+                   const std::string& launcher = "");
 
 /// The lines of `text`, without their '\n'.
 std::vector<std::string> lines_of(const std::string& text);
@@ -42,6 +49,7 @@ bool has_word(const std::string& text, const std::string& word, bool ignore_case
 /// one line on stderr, "ioattn: ...", which contains `names` (the offending token or value).
 void require_one_line_error(const std::vector<std::string>& args,
                             const std::string& names,
-                            int status = 2);
+                            int status = 2,
+                            const Env& env = {});
 
 } // namespace ioattn::app::test

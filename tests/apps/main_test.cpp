@@ -111,6 +111,8 @@ TEST_CASE("help of each subcommand exits 0 and lists its options", "[apps][main]
                       "--seed",
                       "--threads",
                       "--negative-control",
+                      "--pattern",
+                      "--quick",
                       "--json"}});
 #endif
     for (const Help& h : helps) {

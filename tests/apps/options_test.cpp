@@ -48,10 +48,6 @@ TEST_CASE("a fast memory below one word is a usage error", "[apps][options]") {
     require_one_line_error(small_run({"--M-bytes", "2"}), "--M-bytes 2");
 }
 
-// options.hpp: tiling_for "throws InvalidArgument (usage) when M is below the smallest valid
-// tiling, naming that smallest M". For d = 16 the smallest materialized tiling needs M = 5, the
-// smallest fused forward M = 608 (one row lane-padded to 16: 16 (2d + 4) words of scratch, and
-// one key's K and V rows streaming) and the fused backward M = 1890 (Tiling::resident_words).
 TEST_CASE("run --cache-bytes plans for half the cache; too small or beside --M is a usage error",
           "[apps][options]") {
     const auto r = run_ioattn(small_run({"--cache-bytes", "256KiB", "--json"}));
@@ -63,6 +59,11 @@ TEST_CASE("run --cache-bytes plans for half the cache; too small or beside --M i
     require_one_line_error(small_run({"--cache-bytes", "1MiB", "--M", "100"}), "--cache-bytes");
 }
 
+// ioattn::plan_attention (attention.hpp, which `run` calls) "throws InvalidArgument (usage)
+// when M is below the smallest tiling of the schedule, naming the smallest M". For d = 16 the
+// smallest materialized tiling needs M = 5, the smallest fused forward M = 608 (one row
+// lane-padded to 16: 16 (2d + 4) words of scratch, and one key's K and V rows streaming) and the
+// fused backward M = 1890 (Tiling::resident_words).
 TEST_CASE("run: --M below every tiling is a usage error naming the smallest M", "[apps][options]") {
     require_one_line_error(small_run({"--M", "4"}), "M = 4 words");
     require_one_line_error(small_run({"--M", "4"}), "needs M >= 5");
@@ -80,7 +81,7 @@ TEST_CASE("run: --M below every tiling is a usage error naming the smallest M", 
 
 // Under --schedule auto every run path (a sparse pattern, sparse inputs, the backward) checks
 // that some tiling fits M before it selects, so a too-small M is a usage error naming M (it
-// exited 1 with a library message on those paths before require_some_tiling).
+// exited 1 with a library message on those paths before the check existed).
 TEST_CASE("run: --M below every tiling is a usage error on every run path", "[apps][options]") {
     require_one_line_error(small_run({"--M", "4", "--pattern", "window:8"}), "M = 4 words");
     require_one_line_error(small_run({"--M", "4", "--input-density", "0.5"}), "M = 4 words");
@@ -100,8 +101,9 @@ TEST_CASE("bad --pattern specs are usage errors naming the token", "[apps][optio
 }
 
 TEST_CASE("a sparse pattern on a dense-only subcommand is a usage error", "[apps][options]") {
-    require_one_line_error({"io", "--N", "128", "--d", "16", "--pattern", "window:8"},
-                           "--pattern window:8");
+    // io takes a pattern (each variant of the sparse fused schedule), not with --causal
+    require_one_line_error({"io", "--N", "128", "--d", "16", "--pattern", "window:8", "--causal"},
+                           "--pattern takes neither");
     require_one_line_error(
         {"bound", "--N", "128", "--d", "16", "--pattern", "window:8", "--preset", "a100"},
         "--pattern window:8");

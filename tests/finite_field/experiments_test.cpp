@@ -52,15 +52,106 @@ TEST_CASE("results do not depend on the thread count", "[ff][experiments]") {
     one.threads = 1;
     Config two = small();
     two.threads = 2;
-    for (const std::string& name :
-         {std::string("rank-formula"), std::string("lemma-4.6"), std::string("fooling")}) {
+    for (const std::string& name : {std::string("rank-formula"),
+                                    std::string("lemma-4.6"),
+                                    std::string("fooling"),
+                                    std::string("sparse-rank"),
+                                    std::string("epochs")}) {
         const Result a = run_experiment(name, one);
         const Result b = run_experiment(name, two);
         CAPTURE(name);
         CHECK(a.instances == b.instances);
         CHECK(a.passed == b.passed);
         CHECK(((std::isnan(a.min_slack) && std::isnan(b.min_slack)) || a.min_slack == b.min_slack));
+        CHECK(((std::isnan(a.max_epoch_ratio) && std::isnan(b.max_epoch_ratio)) ||
+               a.max_epoch_ratio == b.max_epoch_ratio));
+        CHECK(a.first_failure == b.first_failure);
+        REQUIRE(a.rows.size() == b.rows.size());
+        for (std::size_t i = 0; i < a.rows.size(); ++i)
+            CHECK(a.rows[i].instances == b.rows[i].instances);
     }
+}
+
+TEST_CASE("epochs checks every schedule and reports each one", "[ff][experiments]") {
+    const Result r = experiment_epochs(small());
+    CAPTURE(r.first_failure, r.note);
+    CHECK(r.ok());
+    REQUIRE(r.rows.size() >= 5); // the dense kinds, the sparse ones if built, the controls
+    CHECK(r.rows.back().label == "controls (must fail)");
+    CHECK(r.rows.back().instances == 1);
+    CHECK(r.rows.back().failed == 0);
+    std::int64_t counted = 0;
+    for (std::size_t i = 0; i + 1 < r.rows.size(); ++i) {
+        const ResultRow& row = r.rows[i];
+        CAPTURE(row.label);
+        CHECK(row.instances > 0);
+        CHECK(row.failed == 0);
+        CHECK(row.max_epoch_ratio > 0);
+        CHECK(row.max_epoch_ratio <= 1);
+        CHECK(row.max_message_ratio > 0);
+        CHECK(row.max_message_ratio <= 1);
+        counted += row.instances;
+    }
+    CHECK(counted + 1 == r.instances);
+    CHECK(r.max_epoch_ratio <= 1);
+    CHECK(r.rows[0].label == "dense forward fused");
+    CHECK(r.rows[2].label == "dense backward fused");
+}
+
+TEST_CASE("epochs with one pattern runs the sparse schedules on it", "[ff][experiments]") {
+    Config c = small();
+    c.pattern = "window:2+global:1";
+    const Result one = experiment_epochs(c);
+    const Result all = experiment_epochs(small());
+    CHECK(one.ok());
+    CHECK_THAT(one.note, Catch::Contains("pattern window:2+global:1"));
+    if (all.rows.size() > 5) // sparse kinds built: one spec instead of every family
+        CHECK(one.instances < all.instances);
+    c.pattern = "window:16"; // half-width N: does not fit
+    CHECK_THROWS_WITH(experiment_epochs(c), Catch::Contains("does not fit N = 16"));
+    c.pattern = "windows:2";
+    CHECK_THROWS_AS(experiment_epochs(c), InvalidArgument);
+    CHECK_THROWS_AS(run_experiments("all", c), InvalidArgument);
+    c.pattern = "window:40"; // ignored by the experiments without a support
+    CHECK(experiment_fooling(c).ok());
+}
+
+TEST_CASE("sparse-rank: the formula, its control and the lemma's slack", "[ff][experiments]") {
+    const Result r = experiment_sparse_rank(small());
+    CAPTURE(r.first_failure, r.note);
+    CHECK(r.ok());
+    REQUIRE(r.rows.size() == 5);
+    CHECK(r.rows[0].instances > 0); // consecutive exponents: rank == formula
+    CHECK(r.rows[1].instances == r.rows[0].instances);
+    CHECK(r.rows[2].instances == 1); // the control failed as predicted
+    CHECK(r.rows[2].failed == 0);
+    CHECK(r.rows[3].instances > 0);
+    for (std::size_t i = 3; i < r.rows.size(); ++i)
+        if (r.rows[i].instances > 0)
+            CHECK(r.rows[i].min_slack >= 0);
+    CHECK(r.min_slack >= 0);
+    CHECK_THAT(r.note, Catch::Contains("attained on"));
+}
+
+TEST_CASE("each experiment has its default sizes", "[ff][experiments]") {
+    const Config c;
+    CHECK(c.sized_for("epochs").n == 1024);
+    CHECK(c.sized_for("epochs").d == 64);
+    CHECK(c.sized_for("rank-formula").n == 256);
+    CHECK(c.sized_for("rank-formula").d == 32);
+    Config q;
+    q.quick = true;
+    CHECK(q.sized_for("epochs").n == 256);
+    CHECK(q.sized_for("lemma-4.6").n == 64);
+    CHECK(q.sized_for("lemma-4.6").d == 16);
+    Config given;
+    given.n = 8;
+    given.pattern = "causal";
+    CHECK(given.sized_for("epochs").n == 8);
+    CHECK(given.sized_for("epochs").d == 8); // capped at N
+    CHECK(given.sized_for("epochs").pattern == "causal");
+    CHECK(given.sized_for("sparse-rank").pattern == "causal");
+    CHECK(given.sized_for("lemma-4.6").pattern.empty());
 }
 
 TEST_CASE("the seed changes the random instances, not the verdict", "[ff][experiments]") {
@@ -112,8 +203,11 @@ TEST_CASE("bad configs throw InvalidArgument before running", "[ff][experiments]
     c.m = -1;
     CHECK_THROWS_AS(run_experiments("epochs", c), InvalidArgument);
     c = small();
-    c.n = 0;
+    c.n = -1; // 0 is the default
     CHECK_THROWS_AS(run_experiments("all", c), InvalidArgument);
+    c = small();
+    c.m = (std::int64_t{1} << 40) + 1;
+    CHECK_THROWS_AS(run_experiments("epochs", c), InvalidArgument);
     c = small();
     c.trials = -2;
     CHECK_THROWS_AS(run_experiments("all", c), InvalidArgument);

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <sstream>
+#include <type_traits>
 
 using ioattn::Block;
 using ioattn::CapacityError;
@@ -57,13 +58,51 @@ TEST_CASE("IoCounter fork and merge: sums and the max of the peaks", "[io_counte
     root.merge(a);
     root.merge(b);
     CHECK(root.report() == IoReport{6, 7, 40});
-    REQUIRE(root.trace().size() == 3);
-    CHECK(root.trace()[0].kind == ioattn::TraceEvent::Kind::read);
-    CHECK(root.trace()[1].kind == ioattn::TraceEvent::Kind::write);
-    CHECK(root.trace()[2].kind == ioattn::TraceEvent::Kind::complete);
-    CHECK(root.trace()[2].block.operand == Operand::scores);
+    using Kind = ioattn::TraceEvent::Kind;
+    REQUIRE(root.trace().size() == 5); // a's events, then b's: acquires are recorded too
+    CHECK(root.trace()[0].kind == Kind::acquire);
+    CHECK(root.trace()[0].words == 30);
+    CHECK(root.trace()[1].kind == Kind::read);
+    CHECK(root.trace()[2].kind == Kind::acquire);
+    CHECK(root.trace()[2].words == 40);
+    CHECK(root.trace()[3].kind == Kind::write);
+    CHECK(root.trace()[4].kind == Kind::complete);
+    CHECK(root.trace()[4].block.operand == Operand::scores);
     IoCounter quiet(50);
     quiet.read(Block{Operand::q, 0, 0, 2, 0, 3});
+    CHECK(quiet.trace().empty());
+}
+
+TEST_CASE("IoCounter records acquire, release and sparse reads", "[io_counter]") {
+    using Kind = ioattn::TraceEvent::Kind;
+    IoCounter c(20, true);
+    CHECK(c.recording());
+    c.acquire(12);
+    c.read(Block{Operand::q, 0, 2, 3, 0, 4}, 5); // 5 stored entries inside a 3 x 4 block
+    c.read(Block{Operand::k, 0, 0, 1, 0, 4});
+    c.release(12);
+    CHECK(c.report() == IoReport{9, 0, 12});
+    CHECK(c.resident() == 0);
+    const auto& t = c.trace();
+    REQUIRE(t.size() == 4);
+    CHECK(t[0].kind == Kind::acquire);
+    CHECK(t[0].moved() == 12);
+    CHECK(t[1].kind == Kind::read);
+    CHECK(t[1].block == Block{Operand::q, 0, 2, 3, 0, 4});
+    CHECK(t[1].moved() == 5);
+    CHECK(t[2].moved() == 4);
+    CHECK(t[3].kind == Kind::release);
+    CHECK(t[3].moved() == 12);
+    // a hand-made event without words moves its whole block
+    CHECK(ioattn::TraceEvent{Kind::read, Block{Operand::v, 0, 0, 2, 0, 3}}.moved() == 6);
+    // counting without recording is the same
+    IoCounter quiet(20);
+    CHECK_FALSE(quiet.recording());
+    quiet.acquire(12);
+    quiet.read(Block{Operand::q, 0, 2, 3, 0, 4}, 5);
+    quiet.read(Block{Operand::k, 0, 0, 1, 0, 4});
+    quiet.release(12);
+    CHECK(quiet.report() == c.report());
     CHECK(quiet.trace().empty());
 }
 
@@ -76,6 +115,9 @@ TEST_CASE("NullCounter and DryRunCounter", "[io_counter]") {
     ioattn::NullCounter n(5);
     n.acquire(100);
     n.read(Block{Operand::q, 0, 0, 10, 0, 10});
+    n.read(Block{Operand::q, 0, 0, 10, 0, 10}, 7);
+    STATIC_REQUIRE(!ioattn::NullCounter::recording());
+    STATIC_REQUIRE(std::is_empty_v<ioattn::NullCounter>); // zero-cost: no state at all
     CHECK(n.report() == IoReport{});
     ioattn::DryRunCounter d(8);
     ioattn::DryRunCounter f = d.fork();

@@ -35,9 +35,11 @@ TEST_CASE("parallel_for_counted merges per-task counters in task order", "[paral
     const ioattn::IoReport r = counter.report();
     CHECK(r.reads == 64 * 65 / 2);
     CHECK(r.peak == 64);
-    REQUIRE(counter.trace().size() == 64);
-    for (std::size_t t = 0; t < 64; ++t)
-        CHECK(counter.trace()[t].block.slice == static_cast<std::int64_t>(t));
+    REQUIRE(counter.trace().size() == 3 * 64); // acquire, read, release per task
+    for (std::size_t t = 0; t < 64; ++t) {
+        CHECK(counter.trace()[3 * t].kind == ioattn::TraceEvent::Kind::acquire);
+        CHECK(counter.trace()[3 * t + 1].block.slice == static_cast<std::int64_t>(t));
+    }
 }
 
 TEST_CASE("with_threads limits the workers", "[parallel]") {

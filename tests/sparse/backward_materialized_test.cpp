@@ -70,7 +70,7 @@ TEST_CASE("sparse backward_materialized: batches and a group of three query head
     run_forward_reference(ref, s);
     ioattn::sparse::backward_reference(ref.backward(), s);
     const Tiling t{Schedule::materialized, 3, 3};
-    const MemoryModel m{t.resident_words(p, ioattn::Pass::backward)};
+    const MemoryModel m{t.resident_words(p, ioattn::Pass::backward, ioattn::Kernels::sparse)};
     IoCounter io(m.fast_words);
     ioattn::sparse::backward_materialized(c.backward(), s, t, m, io);
     CHECK(max_error(c.d_q, ref.d_q) < 1e-13);
@@ -90,7 +90,8 @@ TEST_CASE("sparse backward_materialized: counted I/O equals the cost, the dry ru
                 const Tiling t{Schedule::materialized, b, b};
                 Case<float> c(p, 1);
                 run_forward_reference(c, s);
-                const MemoryModel m{t.resident_words(p, ioattn::Pass::backward)};
+                const MemoryModel m{
+                    t.resident_words(p, ioattn::Pass::backward, ioattn::Kernels::sparse)};
                 IoCounter io(m.fast_words);
                 ioattn::sparse::backward_materialized(c.backward(), s, t, m, io);
                 const auto cost = ioattn::sparse::io_cost_backward_materialized(p, s, t);

@@ -128,7 +128,8 @@ TEST_CASE("sparse counted I/O equals the structural cost and the dry run", "[spa
             const Support s = ioattn::sparse::parse_pattern(spec, 17, 13, 2);
             CAPTURE(spec, t.rows, t.cols, ioattn::to_string(t.schedule));
             Case<float> c(p, 1);
-            const MemoryModel m{t.resident_words(p)};
+            const MemoryModel m{
+                t.resident_words(p, ioattn::Pass::forward, ioattn::Kernels::sparse)};
             IoCounter io(m.fast_words);
             ioattn::sparse::forward(c.forward(), s, t, m, io);
             const auto cost = ioattn::sparse::io_cost_forward(p, s, t);
@@ -153,19 +154,15 @@ TEST_CASE("sparse counts reduce to the dense closed forms on dense and causal pa
             const auto dense_cost = ioattn::io_cost_forward(dense, t);
             if (!causal && t.schedule == Schedule::materialized) { // identical, peak included
                 CHECK(sparse_cost == dense_cost);
-            } else if (!causal) {
-                // the full mask moves the same words; the fused peaks differ while the dense
-                // kernel counts its real footprint (lane padding, Tiling::resident_words) and
-                // the sparse one still the model's residency (issue 11, sparse part pending)
-                CHECK(sparse_cost.reads == dense_cost.reads);
-                CHECK(sparse_cost.writes == dense_cost.writes);
-                CHECK(sparse_cost.peak <= dense_cost.peak);
             } else if (t.schedule == Schedule::fused) {
-                // same traffic; the sparse kernel sizes each block's key buffer to the keys it
-                // sees, so its peak can only be lower
+                // the full and causal masks move the same words (their blocks are intervals:
+                // no index words); the sparse kernel's footprint is the dense one plus its
+                // gathered chunks and the indices it walks (Kernels::sparse)
                 CHECK(sparse_cost.reads == dense_cost.reads);
                 CHECK(sparse_cost.writes == dense_cost.writes);
-                CHECK(sparse_cost.peak <= dense_cost.peak);
+                CHECK(sparse_cost.peak ==
+                      t.resident_words(p, ioattn::Pass::forward, ioattn::Kernels::sparse));
+                CHECK(sparse_cost.peak > dense_cost.peak);
             } else { // materialized: the diagonal tiles store only their allowed scores
                 CHECK(sparse_cost.total() <= dense_cost.total());
             }
@@ -287,7 +284,11 @@ TEST_CASE("sparse forward throws on a mismatched support, a causal problem, a sm
         ioattn::InvalidArgument);
     CHECK_THROWS_AS(
         ioattn::sparse::forward_fused(
-            c.forward(), Support::none(8, 8), t, MemoryModel{t.resident_words(p) - 1}, io),
+            c.forward(),
+            Support::none(8, 8),
+            t,
+            MemoryModel{t.resident_words(p, ioattn::Pass::forward, ioattn::Kernels::sparse) - 1},
+            io),
         ioattn::CapacityError);
     CHECK_THROWS_AS(ioattn::sparse::forward_materialized(
                         c.forward(), Support::none(8, 8), t, MemoryModel{1 << 20}, io),

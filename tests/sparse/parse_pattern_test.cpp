@@ -131,3 +131,17 @@ TEST_CASE("parse_pattern: bad specs give one error naming the token", "[parse_pa
     CHECK_THAT(err("window:-3"), Catch::StartsWith("ioattn::sparse::parse_pattern: "));
     CHECK_THROWS_AS(parse_pattern("dense", -1, 3, 0), ioattn::InvalidArgument);
 }
+
+TEST_CASE("parse_pattern: deep nesting is an error, not a stack overflow",
+          "[parse_pattern][throws]") {
+    // regression: 60000 levels of parentheses crashed the recursive descent (SIGSEGV)
+    const auto nested = [](int levels) {
+        return std::string(static_cast<std::size_t>(levels), '(') + "window:1" +
+               std::string(static_cast<std::size_t>(levels), ')');
+    };
+    CHECK(parse_pattern(nested(256), 5, 5, 0) == sp::pattern_window(5, 5, 1));
+    CHECK_THROWS_WITH(parse_pattern(nested(257), 5, 5, 0),
+                      Catch::Contains("parentheses nested deeper than 256 at position 256"));
+    CHECK_THROWS_AS(parse_pattern(nested(60000), 5, 5, 0), ioattn::InvalidArgument);
+    CHECK_THROWS_AS(parse_pattern(std::string(60000, '('), 5, 5, 0), ioattn::InvalidArgument);
+}

@@ -269,7 +269,7 @@ TEST_CASE("sparse inputs: counted I/O equals the cost and the dry run, below the
                     const Sparse<float> sp = sparsify(c, "qkv", cut);
                     const SparseInputs<float> in = sp.inputs();
                     ioattn::sparse::forward_reference(c.forward(), s);
-                    const MemoryModel m{t.resident_words(p, pass)};
+                    const MemoryModel m{t.resident_words(p, pass, ioattn::Kernels::sparse)};
                     IoCounter io(m.fast_words), dense(m.fast_words);
                     ioattn::IoReport cost, dry;
                     if (pass == Pass::forward) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <random>
 #include <vector>
@@ -121,4 +122,40 @@ TEST_CASE("SparseRows: bad dense inputs throw", "[sparse_rows][throws]") {
     const std::vector<float> with_nan = {1, std::numeric_limits<float>::quiet_NaN(), 3, 4};
     CHECK_THROWS_WITH(S::from_dense_top_k(with_nan, 2, 2, 1),
                       Catch::Contains("NaN at row 0, column 1"));
+}
+
+TEST_CASE("SparseRows: rows*cols past int64 is an error, not an overflow",
+          "[sparse_rows][throws]") {
+    // regression (sparse_rows_fuzz, corpus/sparse_rows_fuzz/regress-rows-cols-overflow):
+    // 8 x 4963541883495890297 overflowed in the size check (UBSan: signed integer overflow)
+    const std::vector<double> dense(8, 1.0);
+    const std::int64_t huge = 4963541883495890297;
+    CHECK_THROWS_WITH(SparseRows<double>::from_dense_threshold(dense, 8, huge, 0.0),
+                      Catch::Contains("rows*cols = 8 x 4963541883495890297 overflows int64"));
+    CHECK_THROWS_AS(SparseRows<double>::from_dense_top_k(dense, huge, 8, 1), InvalidArgument);
+    const std::vector<float> one(1, 1.0F);
+    CHECK_THROWS_AS(SparseRows<float>::from_dense_threshold(one, huge, huge, 0.0F),
+                    InvalidArgument);
+}
+
+TEST_CASE("SparseRows: to_dense() of rows*cols past int64 is refused, not an overflow",
+          "[sparse_rows][throws]") {
+    // regression (sparse_rows_fuzz, corpus/sparse_rows_fuzz/regress-to-dense-overflow): a valid
+    // 5 x 2351055617237491872 CSR overflowed sizing its dense copy (UBSan: signed overflow)
+    const SparseRows<float> r(5, 2351055617237491872, {0, 1, 1, 1, 1, 1}, {7}, {2.0F});
+    CHECK(r.nonzeros() == 1);
+    CHECK_THROWS_AS(r.to_dense(), ioattn::ResourceError);
+    CHECK_THROWS_WITH(r.to_dense(), Catch::Contains("SparseRows::to_dense: needs"));
+}
+
+TEST_CASE("SparseRows: huge rows with cols = 0 are refused, not a length_error",
+          "[sparse_rows][throws]") {
+    // regression (sparse_rows_fuzz, corpus/sparse_rows_fuzz/regress-huge-rows-zero-cols): rows
+    // x 0 matches an empty dense, and reserving rows + 1 offsets threw std::length_error
+    const std::vector<float> none;
+    const std::int64_t huge = std::numeric_limits<std::int64_t>::max();
+    CHECK_THROWS_AS(SparseRows<float>::from_dense_threshold(none, huge, 0, 0.0F),
+                    ioattn::ResourceError);
+    CHECK_THROWS_AS(SparseRows<float>::from_dense_top_k(none, huge, 0, 0), ioattn::ResourceError);
+    CHECK(SparseRows<float>::from_dense_threshold(none, 3, 0, 0.0F).rows() == 3);
 }

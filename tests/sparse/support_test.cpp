@@ -8,7 +8,10 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 using ioattn::InvalidArgument;
@@ -142,4 +145,43 @@ TEST_CASE("Support: transposed() swaps every pair, transposed_positions() finds 
         const Support copy = s; // copies share the cached transpose
         CHECK(&copy.transposed() == &t);
     }
+}
+
+TEST_CASE("Support: transposed() of n_k = INT64_MAX is refused, not an overflow",
+          "[support][throws]") {
+    // regression (support_fuzz, corpus/support_fuzz/regress-transpose-nk-max): sizing the
+    // transpose's n_k + 1 offsets overflowed int64 (UBSan: signed integer overflow)
+    const std::int64_t n_k = std::numeric_limits<std::int64_t>::max();
+    const Support s(1, n_k, {0, 1}, {n_k - 1});
+    CHECK(s.contains(0, n_k - 1));
+    CHECK_THROWS_AS(s.transposed(), ioattn::ResourceError);
+    CHECK_THROWS_WITH(s.transposed(), Catch::Contains("Support::transposed: needs"));
+    CHECK_THROWS_AS(Support::none(n_k, 1), ioattn::ResourceError);
+}
+
+TEST_CASE("Support: block_view with Br or Bc near INT64_MAX counts every pair once",
+          "[support][block_view]") {
+    // regression (support_fuzz, corpus/support_fuzz/regress-block-view-huge-bc): the tile
+    // counts (n + B - 1) / B overflowed for B = INT64_MAX (UBSan: signed overflow)
+    const std::int64_t big = std::numeric_limits<std::int64_t>::max();
+    const Support s(3, 4, {0, 2, 3, 4}, {0, 3, 1, 2});
+    for (const auto& [br, bc] :
+         {std::pair{big, big}, std::pair{std::int64_t{1}, big}, std::pair{big, std::int64_t{2}}}) {
+        const auto v = s.block_view(br, bc);
+        CHECK(v.row_blocks == (br == big ? 1 : 3));
+        CHECK(v.col_blocks == (bc == big ? 1 : 2));
+        std::int64_t pairs = 0;
+        for (std::int64_t b = 0; b < v.row_blocks; ++b)
+            for (const auto& tile : v.tiles_of(b))
+                pairs += tile.nonzeros;
+        CHECK(pairs == 4);
+    }
+}
+
+TEST_CASE("Support: block_view of n_k = INT64_MAX with Bc = 1 is refused, not an overflow",
+          "[support][block_view][throws]") {
+    // regression (support_fuzz, corpus/support_fuzz/regress-block-view-nk-max): sizing n_k / Bc
+    // + 1 tile counts overflowed int64 (UBSan: signed overflow)
+    const Support s(1, std::numeric_limits<std::int64_t>::max(), {0, 1}, {5});
+    CHECK_THROWS_AS(s.block_view(1, 1), ioattn::ResourceError);
 }

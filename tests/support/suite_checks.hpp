@@ -50,7 +50,7 @@ inline std::int64_t traced_words(const IoCounter& counter, TraceEvent::Kind kind
     std::int64_t words = 0;
     for (const TraceEvent& e : counter.trace())
         if (e.kind == kind)
-            words += e.block.words();
+            words += e.moved();
     return words;
 }
 

@@ -25,6 +25,14 @@ public:
     using Error::Error;
 };
 
+/// A call needs more memory than it may take (IOATTN_MAX_BYTES, else the machine's physical
+/// memory; see ioattn/resources.hpp), or an allocation failed: the message names the call, the
+/// bytes needed and the bytes available.
+class ResourceError : public Error {
+public:
+    using Error::Error;
+};
+
 } // namespace ioattn
 
 /// Cheap check kept in Release builds: throws ioattn::Error with the message.

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ioattn {
@@ -28,7 +29,9 @@ enum class Operand : std::uint8_t {
     delta,
     probs,
     d_scores,
-    d_q_partial ///< a partial sum of dQ; Block::slice = group * batch_heads + slice
+    d_q_partial, ///< a partial sum of dQ; Block::slice = group * batch_heads + slice
+    index ///< the sparse kernels' index arrays (a block's keys, rows' column indices): one row
+          ///< of `cols` words per read, Block::row0 = the kernel's block
 };
 
 /// A rectangular block of an operand of one (batch, head) slice: rows [row0, row0 + rows),
@@ -48,9 +51,17 @@ struct Block {
 
 /// One event of a recorded trace.
 struct TraceEvent {
-    enum class Kind : std::uint8_t { read, write, complete };
+    enum class Kind : std::uint8_t { read, write, complete, acquire, release };
     Kind kind = Kind::read;
-    Block block; ///< for `complete`: the entries of S = Q K^T (operand scores) now final
+    /// read, write: where the words lie; complete: the entries of S = Q K^T (operand scores) now
+    /// final (a sparse kernel: those of its support inside the block); acquire, release: unused.
+    Block block;
+    /// read, write: the words moved, -1 for all of block (a sparse operand moves the entries it
+    /// stores inside block, row-major); acquire, release: the words taken or freed; complete: 0.
+    std::int64_t words = -1;
+
+    /// Words moved (read, write) or taken / freed (acquire, release).
+    [[nodiscard]] std::int64_t moved() const { return words >= 0 ? words : block.words(); }
 };
 
 /// Counted traffic: words read from and written to slow memory, and the largest number of
@@ -79,6 +90,8 @@ public:
 
     void read(const Block& /*b*/) {}
 
+    void read(const Block& /*where*/, std::int64_t /*words*/) {}
+
     void write(const Block& /*b*/) {}
 
     void complete(const Block& /*b*/) {}
@@ -89,13 +102,17 @@ public:
 
     void merge(const NullCounter& /*other*/) {}
 
+    [[nodiscard]] static constexpr bool recording() { return false; }
+
     [[nodiscard]] NullCounter fork() const { return {}; }
 
     [[nodiscard]] IoReport report() const { return {}; }
 };
 
 /// Exact counter with capacity checking: acquire() throws CapacityError when more than
-/// `fast_words` would be resident. With record(true) it also keeps the event trace.
+/// `fast_words` would be resident. Constructed with record = true it also keeps the event
+/// trace: every read, write, complete, acquire and release in call order (the counts do not
+/// depend on it).
 class IoCounter {
 public:
     static constexpr bool kCounts = true;
@@ -107,24 +124,30 @@ public:
         : fast_words_(fast_words)
         , record_(record) {}
 
-    void read(const Block& b) {
-        reads_ += b.words();
+    void read(const Block& b) { read(b, b.words()); }
+
+    /// Reads `words` words lying inside `where`: the entries a sparse operand stores there
+    /// (words <= where.words()).
+    void read(const Block& where, std::int64_t words) {
+        reads_ += words;
         if (record_)
-            trace_.push_back({TraceEvent::Kind::read, b});
+            trace_.push_back({TraceEvent::Kind::read, where, words});
     }
 
     void write(const Block& b) {
         writes_ += b.words();
         if (record_)
-            trace_.push_back({TraceEvent::Kind::write, b});
+            trace_.push_back({TraceEvent::Kind::write, b, b.words()});
     }
 
     void complete(const Block& b) {
         if (record_)
-            trace_.push_back({TraceEvent::Kind::complete, b});
+            trace_.push_back({TraceEvent::Kind::complete, b, 0});
     }
 
     void acquire(std::int64_t words) {
+        if (record_)
+            trace_.push_back({TraceEvent::Kind::acquire, {}, words});
         resident_ += words;
         if (resident_ > fast_words_)
             throw CapacityError("ioattn::IoCounter: " + std::to_string(resident_) +
@@ -133,7 +156,11 @@ public:
             peak_ = resident_;
     }
 
-    void release(std::int64_t words) { resident_ -= words; }
+    void release(std::int64_t words) {
+        if (record_)
+            trace_.push_back({TraceEvent::Kind::release, {}, words});
+        resident_ -= words;
+    }
 
     /// A fresh counter with the same M and recording mode, for one task.
     [[nodiscard]] IoCounter fork() const { return IoCounter(fast_words_, record_); }
@@ -153,7 +180,13 @@ public:
 
     [[nodiscard]] std::int64_t resident() const { return resident_; }
 
+    /// Whether the trace is kept.
+    [[nodiscard]] bool recording() const { return record_; }
+
     [[nodiscard]] const std::vector<TraceEvent>& trace() const { return trace_; }
+
+    /// Moves the trace out; the counter's trace is empty afterwards (the counts stay).
+    [[nodiscard]] std::vector<TraceEvent> take_trace() { return std::move(trace_); }
 
 private:
     std::int64_t fast_words_ = 0;

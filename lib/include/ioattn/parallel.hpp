@@ -7,11 +7,59 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
+#include <atomic>
 #include <cstdint>
+#include <exception>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
+#if defined(__SANITIZE_THREAD__)
+#define IOATTN_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define IOATTN_TSAN 1
+#endif
+#endif
+#ifdef IOATTN_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+
 namespace ioattn {
+
+/// The ordering oneTBB guarantees around a parallel loop, told to ThreadSanitizer: what the
+/// caller did before the loop happens before every task, and every task before what the caller
+/// does after it. TBB provides it inside libtbb, which Debian does not build instrumented, so
+/// TSan would otherwise report every read of an input and every write of an output as a race.
+/// Tasks stay unordered among themselves, so races between tasks are still reported. Empty
+/// unless built with -fsanitize=thread.
+class ForkJoinOrder {
+public:
+    void fork() { release(&fork_); } ///< the caller, before the loop
+
+    void task_begin() { acquire(&fork_); } ///< each task, first
+
+    void task_end() { release(&join_); } ///< each task, last
+
+    void join() { acquire(&join_); } ///< the caller, after the loop
+
+private:
+#ifdef IOATTN_TSAN
+    static void release(char* at) {
+        __tsan_release(at);
+    }
+
+    static void acquire(char* at) {
+        __tsan_acquire(at);
+    }
+#else
+    static void release(char* /*at*/) {}
+
+    static void acquire(char* /*at*/) {}
+#endif
+    char fork_ = 0;
+    char join_ = 0;
+};
 
 /// Number of workers that may run tasks of the current arena (>= 1).
 inline int max_concurrency() {
@@ -29,12 +77,17 @@ inline int worker_index() {
 /// must write disjoint outputs; the result is then independent of the thread count.
 template <typename Body>
 void parallel_for_tiles(std::int64_t n_tasks, const Body& body) {
+    ForkJoinOrder order;
+    order.fork();
     tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n_tasks, 1),
                       [&](const tbb::blocked_range<std::int64_t>& r) {
+                          order.task_begin();
                           const int w = worker_index();
                           for (std::int64_t t = r.begin(); t != r.end(); ++t)
                               body(t, w);
+                          order.task_end();
                       });
+    order.join();
 }
 
 /// parallel_for_tiles with one counter per task, forked from `counter` and merged back in task
@@ -67,7 +120,49 @@ auto with_threads(int threads, Fn&& fn) -> decltype(fn()) {
     if (threads <= 0)
         return fn();
     tbb::task_arena arena(threads);
-    return arena.execute([&]() -> decltype(fn()) { return fn(); });
+    ForkJoinOrder order; // execute() may run fn on a worker of the arena
+    order.fork();
+    if constexpr (std::is_void_v<decltype(fn())>) {
+        arena.execute([&] {
+            order.task_begin();
+            fn();
+            order.task_end();
+        });
+        order.join();
+    } else {
+        auto result = arena.execute([&]() -> decltype(fn()) {
+            order.task_begin();
+            auto r = fn();
+            order.task_end();
+            return r;
+        });
+        order.join();
+        return result;
+    }
+}
+
+/// Runs work() on a new thread, in an arena of `threads` slots (that thread and up to
+/// threads - 1 oneTBB workers; threads <= 0: all), while the calling thread repeats idle() until
+/// work() has returned: the caller stays free for another duty (ioattn::dist keeps MPI
+/// progressing with it). Needs no worker thread, so it cannot stall under any
+/// max_allowed_parallelism. Rethrows what work() threw.
+template <typename Work, typename Idle>
+void run_beside(int threads, const Work& work, const Idle& idle) {
+    std::atomic<bool> done{false};
+    std::exception_ptr error;
+    std::thread beside([&] {
+        try {
+            with_threads(threads, work);
+        } catch (...) {
+            error = std::current_exception();
+        }
+        done.store(true, std::memory_order_release);
+    });
+    while (!done.load(std::memory_order_acquire))
+        idle();
+    beside.join();
+    if (error)
+        std::rethrow_exception(error);
 }
 
 } // namespace ioattn

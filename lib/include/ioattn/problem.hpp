@@ -26,7 +26,9 @@ struct Problem {
 
     /// A copy with the defaults filled in, validated. Throws InvalidArgument naming `where`
     /// and the bad value: non-positive sizes, heads not divisible by kv_heads, non-finite or
-    /// negative scale.
+    /// negative scale; ResourceError when an operand (Q, K, V, O) or the score matrix
+    /// (batch * heads * n_q * n_k) would have 2^62 elements or more, which no machine holds and
+    /// whose indices would overflow.
     [[nodiscard]] Problem resolved(std::string_view where = "ioattn::Problem") const;
 
     /// Validates a problem whose defaults are already filled (throws as resolved()).

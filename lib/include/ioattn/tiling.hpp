@@ -45,6 +45,16 @@ constexpr std::int64_t lane_padded(std::int64_t n) {
     return (n + kLanePad - 1) / kLanePad * kLanePad;
 }
 
+/// Which kernels a tiling is for: the dense ones (ioattn::dense) or those over the nonzero
+/// structure of a mask (ioattn::sparse), which also hold the gathered copies of the rows they
+/// stream and the index arrays they walk (cursors, row intervals, a chunk's keys, a line of
+/// each row's column indices), so the same tile sizes need more fast memory.
+enum class Kernels { dense, sparse };
+
+/// Words an int64 index takes in the residency of the sparse kernels: two fp32 words (in
+/// double it is one word; counted as two, an upper bound).
+inline constexpr std::int64_t kIndexWords = 2;
+
 /// Tile sizes of a schedule. Fused: rows = Br (query rows resident), cols = Bc (keys streamed
 /// per step). Materialized: rows = cols = b, the side of the square tiles.
 struct Tiling {
@@ -58,33 +68,38 @@ struct Tiling {
     static Tiling for_memory(Schedule schedule,
                              const MemoryModel& memory,
                              const Problem& problem,
-                             Pass pass = Pass::forward);
+                             Pass pass = Pass::forward,
+                             Kernels kernels = Kernels::dense);
 
     /// As for_memory, but std::nullopt when M is too small for any tiling.
     static std::optional<Tiling> try_for_memory(Schedule schedule,
                                                 const MemoryModel& memory,
                                                 const Problem& problem,
-                                                Pass pass = Pass::forward);
+                                                Pass pass = Pass::forward,
+                                                Kernels kernels = Kernels::dense);
 
     /// A tiling tuned for this CPU (register blocking, cache, enough tasks for the threads)
     /// that still fits M; falls back to for_memory when the tuned one does not fit.
     static Tiling tuned(Schedule schedule,
                         const MemoryModel& memory,
                         const Problem& problem,
-                        Pass pass = Pass::forward);
+                        Pass pass = Pass::forward,
+                        Kernels kernels = Kernels::dense);
 
     /// Peak fast-memory residency in words of this tiling on `problem`: the footprint of the
     /// kernel as it lays its data out (lane padding, packed and transposed copies, per-row
     /// statistics, the streamed rows of a step), which is what a cache of that size must hold.
     [[nodiscard]] std::int64_t resident_words(const Problem& problem,
-                                              Pass pass = Pass::forward) const;
+                                              Pass pass = Pass::forward,
+                                              Kernels kernels = Kernels::dense) const;
 
     /// Throws InvalidArgument for non-positive sizes or a non-square materialized tiling, and
     /// CapacityError when resident_words(problem) > M. `where` names the caller.
     void validate(std::string_view where,
                   const MemoryModel& memory,
                   const Problem& problem,
-                  Pass pass = Pass::forward) const;
+                  Pass pass = Pass::forward,
+                  Kernels kernels = Kernels::dense) const;
 
     bool operator==(const Tiling&) const = default;
 };

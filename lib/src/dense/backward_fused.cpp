@@ -367,6 +367,7 @@ void backward_fused(const BackwardArgs<Scalar>& args,
     const std::int64_t q_blocks = (p.n_q + rs - 1) / rs, k_blocks = (p.n_k + rs - 1) / rs;
     const std::int64_t groups = backward_dq_groups(p, k_blocks);
     const int workers = Counter::kComputes ? max_concurrency() : 0;
+    CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
     const kernels::Workspace<Scalar> delta(Counter::kComputes ? 1 : 0, p.batch_heads() * p.n_q);
     const kernels::Workspace<Scalar> ws(workers, Scratch<Scalar>::words(p, tiling));
     const std::int64_t dw = lane_padded(p.d);
@@ -374,6 +375,7 @@ void backward_fused(const BackwardArgs<Scalar>& args,
         Counter::kComputes ? 1 : 0,
         groups * p.batch_heads() * p.n_q * dw,
         false);
+    alloc.allocate();
     const Partials<Scalar> dq{groups, dw, p.n_q, p.batch_heads(), partials.slab(0)};
     parallel_for_counted(
         p.batch_heads() * q_blocks, counter, [&](std::int64_t task, int, Counter& io) {

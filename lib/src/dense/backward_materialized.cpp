@@ -173,7 +173,8 @@ void probs_tile(const Group<Scalar>& w, std::int64_t k, std::int64_t i0, int wor
                     lse == -std::numeric_limits<Scalar>::infinity() ? 0 : w.seen(i0 + x, j0, c);
                 Scalar* out = w.pds(k, i0 + x, j0);
                 for (std::int64_t y = 0; y < c; ++y)
-                    out[y] = y < seen ? std::exp(scale * s[x * c + y] - lse) : Scalar(0);
+                    out[y] = y < seen ? std::exp(std::min(scale * s[x * c + y] - lse, Scalar(0)))
+                                      : Scalar(0); // P <= 1 though L is rounded (NaN passes)
             }
         }
         io.write({Operand::probs, qs, i0, r, j0, c});
@@ -385,9 +386,11 @@ void backward_materialized(const BackwardArgs<Scalar>& args,
     const std::int64_t dch = (p.d + b - 1) / b, vch = (p.d_v + b - 1) / b;
     // fast memory: one b x b tile and b-wide chunks (plus D_i); slow memory: P, then dS
     const bool computes = Counter::kComputes;
+    CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
     const kernels::Workspace<Scalar> fast(computes ? max_concurrency() : 0,
                                           Group<Scalar>::scratch_words(p, b));
     const kernels::Workspace<Scalar> slow(computes ? 1 : 0, p.group() * p.n_q * lane_padded(p.n_k));
+    alloc.allocate();
     for (std::int64_t kv = 0; kv < p.batch * p.kv_heads; ++kv) {
         const Group<Scalar> w{
             &a, b, kv / p.kv_heads, kv % p.kv_heads, computes ? slow.slab(0) : nullptr, &fast};

@@ -132,11 +132,14 @@ void dkv_row(const BackwardArgs<Scalar>& a,
 template <typename Scalar>
 void backward_reference(const BackwardArgs<Scalar>& args) {
     BackwardArgs<Scalar> a = args;
-    a.validate("ioattn::dense::backward_reference");
+    constexpr const char* kWhere = "ioattn::dense::backward_reference";
+    a.validate(kWhere);
     const Problem& p = a.problem;
     const std::int64_t rows = p.batch_heads() * p.n_q;
+    CallMemory alloc(kWhere);
     const kernels::Workspace<double> delta(1, rows);
     const kernels::Workspace<double> ws(max_concurrency(), p.d + p.d_v);
+    alloc.allocate();
     double* const d = delta.slab(0);
     const auto row_of = [&](std::int64_t task) {
         const std::int64_t slice = task / p.n_q, h = slice % p.heads;

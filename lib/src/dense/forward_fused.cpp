@@ -170,8 +170,10 @@ void forward_fused(const ForwardArgs<Scalar>& args,
     tiling.validate(kWhere, memory, a.problem);
     const Problem& p = a.problem;
     const std::int64_t blocks = (p.n_q + tiling.rows - 1) / tiling.rows;
+    CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
     const kernels::Workspace<Scalar> ws(Counter::kComputes ? max_concurrency() : 0,
                                         Scratch<Scalar>::words(p, tiling));
+    alloc.allocate();
     parallel_for_counted(
         p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker, Counter& io) {
             row_block(a, tiling, task / blocks, task % blocks * tiling.rows, ws.slab(worker), io);

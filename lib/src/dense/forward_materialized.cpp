@@ -254,8 +254,10 @@ void forward_materialized(const ForwardArgs<Scalar>& args,
     const Problem& p = a.problem;
     const std::int64_t b = tiling.rows;
     const std::int64_t blocks = (p.n_q + b - 1) / b;
+    CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
     const kernels::Workspace<Scalar> ws(Counter::kComputes ? max_concurrency() : 0,
                                         Buffers<Scalar>::words(p, b));
+    alloc.allocate();
     parallel_for_counted(
         p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker, Counter& io) {
             row_block(a, b, task / blocks, task % blocks * b, ws.slab(worker), io);

@@ -60,9 +60,12 @@ void reference_row(const ForwardArgs<Scalar>& a, std::int64_t slice, std::int64_
 template <typename Scalar>
 void forward_reference(const ForwardArgs<Scalar>& args) {
     ForwardArgs<Scalar> a = args;
-    a.validate("ioattn::dense::forward_reference");
+    constexpr const char* kWhere = "ioattn::dense::forward_reference";
+    a.validate(kWhere);
     const Problem& p = a.problem;
+    CallMemory alloc(kWhere);
     const kernels::Workspace<double> ws(max_concurrency(), p.n_k);
+    alloc.allocate();
     parallel_for_tiles(p.batch_heads() * p.n_q, [&](std::int64_t task, int worker) {
         reference_row(a, task / p.n_q, task % p.n_q, ws.slab(worker));
     });

@@ -7,8 +7,11 @@
 /// share it. A row with no visible key (L = -inf) contributes exactly zero gradient.
 ///
 /// All kernels: validate once at entry and throw InvalidArgument naming the kernel and the bad
-/// values (CapacityError when the tiling does not fit M); oneTBB-parallel; results bitwise
-/// independent of the thread count (no atomics; fixed-order reductions).
+/// values (CapacityError when the tiling does not fit M; ResourceError, before anything is
+/// allocated or written, when their workspace - P and dS, dQ partials - exceeds
+/// ioattn::memory_limit()); oneTBB-parallel; results bitwise independent of the thread count
+/// (no atomics; fixed-order reductions). P is taken as exp(min(scale*S - L, 0)): exactly P <= 1,
+/// and a rounded L below the largest score must not make it overflow.
 
 #include <ioattn/io_counter.hpp>
 #include <ioattn/memory_model.hpp>

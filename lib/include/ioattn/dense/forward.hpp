@@ -3,7 +3,9 @@
 /// and L = row log-sum-exp, for the shapes documented on ForwardArgs.
 ///
 /// All kernels: validate once at entry and throw InvalidArgument naming the kernel and the bad
-/// values (CapacityError when the tiling does not fit M); parallel over batch x head x row block
+/// values (CapacityError when the tiling does not fit M; ResourceError, before anything is
+/// allocated or written, when their workspace exceeds ioattn::memory_limit()); parallel over
+/// batch x head x row block
 /// with oneTBB; results are bitwise independent of the thread count. A row with no visible key
 /// gets O = 0 and L = -inf. NaN in an input reaches only the outputs that depend on it.
 

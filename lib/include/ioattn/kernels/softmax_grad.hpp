@@ -57,7 +57,11 @@ void softmax_grad(Scalar* pr,
         }
 }
 
-/// P = 2^(S - L) in place over an n_out x n_vec-vector tile; L per lane or per row.
+/// P = 2^(min(S, L) - L) in place over an n_out x n_vec-vector tile; L per lane or per row.
+/// Exactly, S <= L; with |S| beyond 1/eps the rounded L can fall below S, and 2^(S - L) would
+/// overflow to inf (NaN in dS) where the gradient is finite. A masked entry (S = -inf) gets
+/// P = 0 whatever L is: a row whose L is NaN must not reach the keys it does not see. Other
+/// NaN in S or L stays NaN.
 template <typename Scalar>
 void probabilities(Scalar* s,
                    std::int64_t ld,
@@ -70,7 +74,11 @@ void probabilities(Scalar* s,
         for (std::int64_t v = 0; v < n_vec; ++v) {
             const Vec<Scalar> lv = l_lanes ? load(l_lanes + v * kL) : splat<Scalar>(l_rows[x]);
             Scalar* q = s + x * ld + v * kL;
-            store(q, exp2_diff<Scalar>(load(q), lv)); // P = exp(S - L)
+            const Vec<Scalar> sv = load(q); // P = exp(S - L) <= 1: L rounded may sit below S
+            const Vec<Scalar> pv = exp2_diff<Scalar>(sv > lv ? lv : sv, lv); // (NaN passes)
+            store(q,
+                  sv == splat<Scalar>(-std::numeric_limits<Scalar>::infinity()) ? Vec<Scalar>{}
+                                                                                : pv);
         }
 }
 

@@ -2,11 +2,17 @@
 /// Per-worker scratch memory, allocated once before a parallel region and indexed by
 /// ioattn::worker_index(), so parallel bodies never allocate. 64-byte aligned, zero-initialised.
 /// Blocks come from a small per-thread pool, so repeated calls (benchmarks, training loops)
-/// reuse mapped pages instead of faulting fresh ones in on every call.
+/// reuse mapped pages instead of faulting fresh ones in on every call. The bytes a call needs
+/// are checked before they are allocated (ioattn::CallMemory, ioattn/resources.hpp).
+
+#include <ioattn/error.hpp>
+#include <ioattn/resources.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <new>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -47,7 +53,8 @@ public:
 
 private:
     struct Blocks : std::vector<std::pair<std::size_t, void*>> {
-        Blocks() = default;
+        Blocks() { reserve(kKeep); } // so that give(), called by destructors, never allocates
+
         Blocks(const Blocks&) = delete;
         Blocks& operator=(const Blocks&) = delete;
 
@@ -63,41 +70,48 @@ private:
     }
 };
 
+/// `workers` slabs of `words` elements of T (an arithmetic type) each. Sized and allocated as a
+/// WorkspaceBlock (ioattn/resources.hpp): inside a CallMemory by its allocate(), else at once;
+/// either way a call that cannot fit throws ResourceError before anything is allocated.
 template <typename T>
-class Workspace {
+class Workspace : WorkspaceBlock {
 public:
-    /// `workers` slabs of `words` elements each, zero-initialised unless `zeroed` is false (for
-    /// buffers every reader finds written first: zeroing the fused backward's 32 MiB of dQ
-    /// partials ran serially, 10% of a window:256 backward at N=16384, H=1).
+    /// Zero-initialised unless `zeroed` is false (for buffers every reader finds written first:
+    /// zeroing the fused backward's 32 MiB of dQ partials ran serially, 10% of a window:256
+    /// backward at N=16384, H=1). A negative `words` (an overflowed size) cannot fit.
     Workspace(int workers, std::int64_t words, bool zeroed = true)
-        : words_((words + 15) / 16 * 16)
-        , count_(static_cast<std::size_t>(workers) * static_cast<std::size_t>(words_)) {
-        if (count_ == 0)
-            return;
-        const auto [block, bytes] = ScratchPool::take(count_ * sizeof(T));
-        data_ = static_cast<T*>(block);
-        bytes_ = bytes;
-        if (zeroed)
-            for (std::size_t i = 0; i < count_; ++i)
-                data_[i] = T(0);
+        : WorkspaceBlock(bytes(workers, words), zeroed)
+        , words_(padded(words)) {}
+
+    /// The bytes `workers` slabs of `words` elements take (saturating).
+    static std::uint64_t bytes(int workers, std::int64_t words) {
+        const std::int64_t w = padded(words);
+        if (workers <= 0 || w == 0)
+            return 0;
+        if (w < 0 || w > std::numeric_limits<std::int64_t>::max() / workers)
+            return std::numeric_limits<std::uint64_t>::max();
+        return bytes_of(w * workers, sizeof(T));
     }
 
-    ~Workspace() {
-        if (data_ != nullptr)
-            ScratchPool::give(data_, bytes_);
+    /// The slab of worker w (null for an empty workspace). Precondition: allocated (checked
+    /// in Debug).
+    T* slab(int w) const {
+        IOATTN_ASSERT(ready());
+        T* base = static_cast<T*>(data());
+        return base == nullptr ? nullptr : base + static_cast<std::int64_t>(w) * words_;
     }
-
-    Workspace(const Workspace&) = delete;
-    Workspace& operator=(const Workspace&) = delete;
-
-    /// The slab of worker w.
-    T* slab(int w) const { return data_ + static_cast<std::int64_t>(w) * words_; }
 
 private:
+    static_assert(std::is_arithmetic_v<T>, "zero-filled by memset");
+
+    /// words rounded up to 16 (64 bytes of float); -1 if negative or overflowing.
+    static std::int64_t padded(std::int64_t words) {
+        if (words < 0 || words > std::numeric_limits<std::int64_t>::max() - 15)
+            return -1;
+        return (words + 15) / 16 * 16;
+    }
+
     std::int64_t words_;
-    std::size_t count_;
-    std::size_t bytes_ = 0; ///< the block's size, at least count_ * sizeof(T)
-    T* data_ = nullptr;
 };
 
 } // namespace ioattn::kernels

@@ -6,7 +6,9 @@
 ///
 /// Shapes and aliasing are those of ioattn::ForwardArgs; problem.causal must be false (the
 /// support carries any mask). All kernels validate at entry (InvalidArgument naming the kernel
-/// and the values; CapacityError when the tiling does not fit M), run oneTBB-parallel with work
+/// and the values; CapacityError when the tiling does not fit M; ResourceError, before anything
+/// is allocated or written, when their workspace exceeds ioattn::memory_limit()), run
+/// oneTBB-parallel with work
 /// partitioned by nonzeros, and are bitwise independent of the thread count.
 
 #include <ioattn/io_counter.hpp>

@@ -109,7 +109,8 @@ Support intersection_of(const Support& a, const Support& b);
 ///
 /// Throws InvalidArgument naming the offending token: unknown name, wrong number of
 /// arguments, an argument that is not a number or is out of range, an empty term, an
-/// unbalanced parenthesis, a file that cannot be read or has the wrong shape.
+/// unbalanced parenthesis, parentheses nested deeper than 256, a file that cannot be read or
+/// has the wrong shape. Throws ResourceError when a term's support cannot fit in memory_limit().
 Support
 parse_pattern(std::string_view spec, std::int64_t n_q, std::int64_t n_k, std::uint64_t seed);
 

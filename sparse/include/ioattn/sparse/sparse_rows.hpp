@@ -64,7 +64,8 @@ public:
     /// Values of row i, aligned with row_indices(i).
     [[nodiscard]] std::span<const Scalar> row_values(std::int64_t i) const;
 
-    /// The row-major dense matrix (zeros where nothing is stored).
+    /// The row-major dense matrix (zeros where nothing is stored). Throws ResourceError when
+    /// rows x cols values cannot fit in memory_limit().
     [[nodiscard]] std::vector<Scalar> to_dense() const;
 
 private:

@@ -11,6 +11,10 @@
 
 namespace ioattn::sparse {
 
+namespace detail {
+struct FusedPlan;
+}
+
 /// Omega as CSR over n_q query rows and n_k keys: row i allows the keys
 /// col_indices[row_offsets[i] .. row_offsets[i+1]), sorted ascending and unique.
 /// Immutable after construction; concurrent reads are safe. A default-constructed Support is
@@ -70,6 +74,11 @@ public:
     /// do not rebuild it (20% of a materializing window:256 forward, N=16384, H=1).
     [[nodiscard]] const BlockView& cached_block_view(std::int64_t br, std::int64_t bc) const;
 
+    /// The fused kernels' plan for row blocks of at most `rows` rows (internal type, see
+    /// sparse/src/plan.hpp), built on first use for each `rows` and kept with the structure
+    /// (copies share it; thread-safe; built outside any lock, so a call from inside a parallel
+    /// region cannot deadlock): repeated runs on one structure do not rebuild it.
+    [[nodiscard]] const detail::FusedPlan& cached_fused_plan(std::int64_t rows) const;
     /// Omega^T: the n_k x n_q support whose row j lists the queries that may see key j. Built
     /// on first use (O(n_k + Z_QK)) and kept: copies share it; thread-safe.
     [[nodiscard]] const Support& transposed() const;

@@ -70,14 +70,17 @@ struct VariantPlan {
 /// element kernels, and of gathering and reordering rows; variant_plan.cpp), the reordering of
 /// the permuted variant is tried when the structure has one, and the cheapest estimate wins;
 /// `force` runs the given variant instead (permuted with an identity reordering runs its inner
-/// plan unreordered). The tilings fit M. O(Z_QK log) time; the plan holds copies of the parts.
-/// Throws InvalidArgument (support shape, causal problem) and CapacityError (no tiling fits M).
+/// plan unreordered). `tile` is the tile part's tiling (nullopt: tuned_tiling of the fused
+/// schedule). The tilings fit M. O(Z_QK log) time; the plan holds copies of the parts.
+/// Throws InvalidArgument (support shape, causal problem, a tile tiling that is not fused) and
+/// CapacityError (no tiling fits M).
 template <typename Scalar>
 VariantPlan plan_variants(const Problem& problem,
                           const Support& support,
                           const MemoryModel& memory,
                           Pass pass,
-                          std::optional<Variant> force = std::nullopt);
+                          std::optional<Variant> force = std::nullopt,
+                          std::optional<Tiling> tile = std::nullopt);
 
 /// Runs a forward plan: the variants' kernels over their parts, one softmax (the element part
 /// resumes from the tile part's outputs). Same results as forward_reference up to rounding,

@@ -1,0 +1,61 @@
+#pragma once
+// numpy arrays as the library's strided views: the working type the arrays of a call share
+// (TypeError otherwise, never a cast), views taken in place when the kernels can read the
+// layout, and packed copies only of the arrays they cannot (negative or fractional strides,
+// a non-unit last stride, overlapping rows, misaligned data).
+
+#include <ioattn/view.hpp>
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+namespace ioattn::python {
+
+namespace py = pybind11;
+
+/// The working type of a call.
+enum class Dtype { f32, f64 };
+
+/// One named argument of a call.
+using Named = std::pair<const char*, py::handle>;
+
+/// The dtype every array shares. Throws py::type_error naming `where` unless each object is a
+/// numpy.ndarray and all are float32 or all float64.
+Dtype common_dtype(const char* where, std::initializer_list<Named> arrays);
+
+/// Throws py::value_error unless `a` has `rank` axes (`layout` names them in the message).
+void require_rank(const char* where, const Named& a, int rank, const char* layout);
+
+/// The size of axis `axis` of the ndarray `a`.
+std::int64_t extent(py::handle a, int axis);
+
+/// Whether Inputs::view reads the float32 or float64 4-D array `a` in place (no copy).
+bool in_place(py::handle a);
+
+/// The arrays one call reads, as views of Scalar; keeps alive the copies it had to make.
+template <typename Scalar>
+class Inputs {
+public:
+    /// A read-only view of the 4-D array [B][H][rows][cols] (with `lse`, the 3-D [B][H][rows]
+    /// as cols = 1), in place when the kernels can read its layout, else of a packed copy.
+    TensorView<const Scalar> view(py::handle array, bool lse = false);
+
+private:
+    std::vector<py::array> keep_;
+};
+
+/// A new C-contiguous array of the given shape and its view as [B][H][rows][cols]
+/// (a 3-D shape: cols = 1).
+template <typename Scalar>
+std::pair<py::array_t<Scalar>, TensorView<Scalar>> output(const std::vector<py::ssize_t>& shape);
+
+extern template class Inputs<float>;
+extern template class Inputs<double>;
+
+} // namespace ioattn::python

@@ -1,0 +1,164 @@
+"""ioattn: exact dense and sparse attention on CPUs, forward and backward, measured in data
+movement (the Python front end of the C++ library; see README.md, section Python).
+
+Arrays are numpy ``[B, H, N, d]``: q ``[B, H, n_q, d]``, k ``[B, H_kv, n_k, d]`` and
+v ``[B, H_kv, n_k, d_v]`` with H_kv dividing H (grouped-query attention); out is
+``[B, H, n_q, d_v]`` and lse ``[B, H, n_q]``, the natural-log log-sum-exp of the scaled scores
+(-inf for a row with no allowed key, whose output is 0). All arrays of a call are float32 or
+all float64: anything else is a TypeError, never a silent cast. ``causal=True`` is
+bottom-right aligned: query i sees key j iff j <= i + (n_k - n_q). Errors: ValueError
+(ioattn.InvalidArgument) for bad arguments, ioattn.Error (a RuntimeError) for the rest.
+``import ioattn.torch`` for the PyTorch autograd Function and the SDPA-style drop-in.
+"""
+
+import sys as _sys
+
+import numpy as _np
+
+from . import _core
+from ._core import CapacityError, Error, InvalidArgument, Mask
+
+__all__ = [
+    "attention",
+    "attention_backward",
+    "Mask",
+    "io_count",
+    "bound",
+    "Error",
+    "InvalidArgument",
+    "CapacityError",
+]
+__version__ = "0.1.0"
+
+
+def _is_scipy_sparse(x):
+    sp = _sys.modules.get("scipy.sparse")  # a scipy matrix means scipy is imported already
+    return sp is not None and sp.issparse(x)
+
+
+def _mask_of(mask, n_q, n_k, where):
+    """The ioattn.Mask a `mask=` argument names, of shape (n_q, n_k)."""
+    if isinstance(mask, Mask):
+        m = mask
+    elif isinstance(mask, str):
+        m = Mask(mask, (n_q, n_k))
+    elif isinstance(mask, _np.ndarray):
+        m = Mask.from_dense(mask)
+    elif _is_scipy_sparse(mask):
+        m = Mask.from_scipy(mask)
+    else:
+        raise TypeError(
+            f"{where}: mask must be None, a spec string, an ioattn.Mask, a scipy.sparse "
+            f"matrix or a boolean numpy array (got {type(mask).__name__})"
+        )
+    if m.shape != (n_q, n_k):
+        raise ValueError(f"{where}: the mask is {m.shape[0]} x {m.shape[1]}, the call's "
+                         f"n_q x n_k is {n_q} x {n_k}")
+    return m
+
+
+def _resolve(mask, causal, n_q, n_k, where):
+    """(Mask or None, causal flag for the kernels, pattern label): a mask with causal=True
+    becomes the mask intersected with the (bottom-right) causal pattern."""
+    if mask is None:
+        return None, bool(causal), "dense"
+    m = _mask_of(mask, n_q, n_k, where)
+    label = mask if isinstance(mask, str) else "mask"
+    if causal:
+        return m & Mask("causal", (n_q, n_k)), False, f"({label})&causal"
+    return m, False, label
+
+
+def _lengths(q, k):
+    """(n_q, n_k) of well-formed q, k; None lets the core report what is wrong with them."""
+    if all(isinstance(x, _np.ndarray) and x.ndim == 4 for x in (q, k)):
+        return q.shape[2], k.shape[2]
+    return None
+
+
+def attention(q, k, v, *, mask=None, causal=False, scale=None, schedule="auto",
+              select="cost", M=None, return_lse=False, num_threads=None):
+    """O = softmax(scale * Q K^T restricted to the mask) V per (batch, head).
+
+    mask: None (every pair, or the causal ones), a spec string such as
+    "window:256+global:4" (resolved for this call's n_q, n_k), an ioattn.Mask, a
+    scipy.sparse matrix (stored entries allowed) or a boolean array (True = attend); one
+    (n_q, n_k) mask is shared by every batch and head. scale: None for 1/sqrt(d).
+    schedule: "auto" (chosen by `select`: "cost" or "theory"), "fused", "materialized" or
+    "reference". M: the fast memory in words (None: this machine's per-core L2).
+    num_threads: None for every core, else at most that many workers (results are bitwise
+    the same for any count). Returns out, or (out, lse) with return_lse. The GIL is released
+    while the kernels run.
+    """
+    m, c = None, causal
+    sizes = _lengths(q, k)
+    if mask is not None and sizes is not None:
+        m, c, _ = _resolve(mask, causal, *sizes, "ioattn.attention")
+    return _core.attention(q, k, v, m, c, scale, schedule, select, M, return_lse,
+                           num_threads)
+
+
+def attention_backward(dout, q, k, v, out, lse, *, mask=None, causal=False, scale=None,
+                       schedule="auto", select="cost", M=None, num_threads=None):
+    """(dq, dk, dv) of attention() from its out and lse and the upstream gradient dout
+    (shaped like out); the other arguments as attention(). With grouped-query heads dk and dv
+    sum over the query heads that share a key/value head."""
+    m, c = None, causal
+    sizes = _lengths(q, k)
+    if mask is not None and sizes is not None:
+        m, c, _ = _resolve(mask, causal, *sizes, "ioattn.attention_backward")
+    return _core.attention_backward(dout, q, k, v, out, lse, m, c, scale, schedule, select, M,
+                                    num_threads)
+
+
+def _problem(where, n, n_q, n_k, d, d_v, batch, heads, kv_heads, causal, scale):
+    n_q = n if n_q is None else n_q
+    n_k = n if n_k is None else n_k
+    if n_q is None or n_k is None or d is None:
+        raise TypeError(f"{where}: give n (or n_q and n_k) and d")
+    return _core._Sizes(batch, heads, kv_heads, n_q, n_k, d, d_v, causal, scale)
+
+
+def _is_double(dtype, where):
+    dt = _np.dtype(dtype)
+    if dt not in (_np.float32, _np.float64):
+        raise TypeError(f"{where}: dtype must be float32 or float64 (got {dt})")
+    return dt == _np.float64
+
+
+def io_count(*, n=None, n_q=None, n_k=None, d=None, d_v=None, batch=1, heads=1, kv_heads=None,
+             causal=False, scale=None, mask=None, backward=False, schedule="auto",
+             select="cost", M=None, dtype="float32", tuned=True, num_threads=None):
+    """The I/O attention() (or attention_backward() with backward=True) would move for these
+    sizes, counted by walking its schedule without data, as `ioattn run --count-io --json`
+    reports it: the problem keys, "schedule", "selected_by", "M", "tiling", "bound" and "io"
+    {"reads", "writes", "total", "peak_resident", "closed_form_total",
+    "matches_closed_form", "ratio_to_bound"}; "z_qk" and "z_input" for a mask. M in words
+    (None: the per-core L2 in words of dtype); tuned=False takes the I/O-optimal tiling
+    instead of the one tuned for this CPU."""
+    where = "ioattn.io_count"
+    sizes = _problem(where, n, n_q, n_k, d, d_v, batch, heads, kv_heads, causal, scale)
+    m, c, label = _resolve(mask, causal, sizes.n_q, sizes.n_k, where)
+    sizes.causal = c
+    return _core.io_count(sizes, m, label, bool(backward), schedule, select, M,
+                          _is_double(dtype, where), bool(tuned), num_threads)
+
+
+def bound(*, n=None, n_q=None, n_k=None, d=None, d_v=None, batch=1, heads=1, kv_heads=None,
+          causal=False, scale=None, mask=None, backward=False, M=None, dtype="float32"):
+    """The I/O lower bounds of the pass for M words, as the "bound" of `ioattn run --json`:
+    "regime", "compulsory", "leading", "asymptotic", "explicit" (and "theorem_1_1" for the
+    dense backward), with "M", and "z_qk", "z_input" for a mask (Li et al. Thm 4.5)."""
+    where = "ioattn.bound"
+    sizes = _problem(where, n, n_q, n_k, d, d_v, batch, heads, kv_heads, causal, scale)
+    m, c, label = _resolve(mask, causal, sizes.n_q, sizes.n_k, where)
+    sizes.causal = c
+    return _core.bound(sizes, m, label, bool(backward), M, _is_double(dtype, where))
+
+
+def __getattr__(name):
+    if name == "torch":  # `ioattn.torch` without importing torch for numpy users
+        import importlib
+
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError(f"module 'ioattn' has no attribute {name!r}")

@@ -1,0 +1,167 @@
+// ioattn.Mask (see mask.hpp): the builders, the CSR and scipy views, and set operations.
+// Every builder validates through sparse::Support (InvalidArgument -> ValueError) and runs
+// without the GIL once its arrays are read.
+
+#include "mask.hpp"
+
+#include <ioattn/sparse/matrix_market.hpp>
+#include <ioattn/sparse/pattern.hpp>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+namespace ioattn::python {
+
+namespace {
+
+using Index = std::vector<std::int64_t>;
+
+/// The 1-D integer array `h` as int64 values; TypeError for other dtypes or objects.
+Index index_array(py::handle h, const char* name) {
+    if (!py::isinstance<py::array>(h))
+        throw py::type_error(std::string("ioattn.Mask.from_csr: ") + name +
+                             " must be a numpy.ndarray of integers");
+    const auto a = py::reinterpret_borrow<py::array>(h);
+    const char kind = a.dtype().kind();
+    if (kind != 'i' && kind != 'u')
+        throw py::type_error(std::string("ioattn.Mask.from_csr: ") + name +
+                             " must have an integer dtype (got " +
+                             py::str(a.attr("dtype")).cast<std::string>() + ")");
+    if (a.ndim() != 1)
+        throw py::value_error(std::string("ioattn.Mask.from_csr: ") + name + " must be 1-D (got " +
+                              std::to_string(a.ndim()) + "-D)");
+    const auto v = py::array_t<std::int64_t, py::array::forcecast>::ensure(a);
+    const auto r = v.unchecked<1>();
+    Index out(static_cast<std::size_t>(r.shape(0)));
+    for (py::ssize_t i = 0; i < r.shape(0); ++i)
+        out[static_cast<std::size_t>(i)] = r(i);
+    return out;
+}
+
+Mask from_csr(py::handle indptr, py::handle indices, std::pair<std::int64_t, std::int64_t> shape) {
+    Index offsets = index_array(indptr, "indptr");
+    Index cols = index_array(indices, "indices");
+    py::gil_scoped_release release;
+    return Mask(sparse::Support(shape.first, shape.second, std::move(offsets), std::move(cols)));
+}
+
+Mask from_dense(py::handle h) {
+    if (!py::array_t<bool>::check_(h))
+        throw py::type_error("ioattn.Mask.from_dense: the mask must be a boolean numpy.ndarray "
+                             "(True = attend)");
+    const auto a = py::reinterpret_borrow<py::array_t<bool>>(h);
+    if (a.ndim() != 2)
+        throw py::value_error("ioattn.Mask.from_dense: the mask must be 2-D (n_q, n_k), got " +
+                              std::to_string(a.ndim()) + "-D");
+    const auto r = a.unchecked<2>();
+    Index offsets{0}, cols;
+    for (py::ssize_t i = 0; i < r.shape(0); ++i) {
+        for (py::ssize_t j = 0; j < r.shape(1); ++j)
+            if (r(i, j))
+                cols.push_back(j);
+        offsets.push_back(static_cast<std::int64_t>(cols.size()));
+    }
+    return Mask(sparse::Support(r.shape(0), r.shape(1), std::move(offsets), std::move(cols)));
+}
+
+Mask from_scipy(py::handle m) {
+    const py::module_ sp = py::module_::import("scipy.sparse");
+    if (!sp.attr("issparse")(m).cast<bool>())
+        throw py::type_error("ioattn.Mask.from_scipy: expected a scipy.sparse matrix or array, "
+                             "got " +
+                             m.get_type().attr("__name__").cast<std::string>());
+    const py::object csr = sp.attr("csr_matrix")(m, py::arg("copy") = true);
+    csr.attr("sum_duplicates")(); // sorted, unique indices per row
+    const auto shape = csr.attr("shape").cast<std::pair<std::int64_t, std::int64_t>>();
+    return from_csr(csr.attr("indptr"), csr.attr("indices"), shape);
+}
+
+py::array_t<std::int64_t> numpy_copy(std::span<const std::int64_t> x) {
+    return py::array_t<std::int64_t>(static_cast<py::ssize_t>(x.size()), x.data());
+}
+
+py::object to_scipy(const Mask& m) {
+    const sparse::Support& s = m.support();
+    const py::module_ np = py::module_::import("numpy");
+    const py::object data = np.attr("ones")(s.z_qk(), py::arg("dtype") = "bool");
+    return py::module_::import("scipy.sparse")
+        .attr("csr_matrix")(
+            py::make_tuple(data, numpy_copy(s.col_indices()), numpy_copy(s.row_offsets())),
+            py::arg("shape") = py::make_tuple(s.n_q(), s.n_k()));
+}
+
+Mask from_spec(const std::string& spec,
+               std::pair<std::int64_t, std::int64_t> shape,
+               std::uint64_t seed) {
+    py::gil_scoped_release release;
+    return Mask(sparse::parse_pattern(spec, shape.first, shape.second, seed));
+}
+
+} // namespace
+
+void register_mask(py::module_& m) {
+    using Shape = std::pair<std::int64_t, std::int64_t>;
+    py::class_<Mask>(m,
+                     "Mask",
+                     "The allowed (query, key) pairs of a sparse attention (True = "
+                     "attend), shared by every batch and head; immutable.")
+        .def(py::init(&from_spec),
+             py::arg("spec"),
+             py::arg("shape"),
+             py::arg("seed") = 0,
+             "From a spec string such as 'window:256+global:4' for shape (n_q, n_k); random "
+             "terms use `seed`.")
+        .def_static(
+            "from_mtx",
+            [](const std::string& path) {
+                py::gil_scoped_release release;
+                return Mask(sparse::read_matrix_market(path));
+            },
+            py::arg("path"),
+            "From a Matrix Market coordinate file (every stored entry allowed).")
+        .def_static("from_csr",
+                    &from_csr,
+                    py::arg("indptr"),
+                    py::arg("indices"),
+                    py::arg("shape"),
+                    "From CSR arrays: row i allows indices[indptr[i]:indptr[i+1]], sorted, "
+                    "unique.")
+        .def_static("from_scipy",
+                    &from_scipy,
+                    py::arg("matrix"),
+                    "From a scipy.sparse matrix: every stored entry is allowed.")
+        .def_static(
+            "from_dense", &from_dense, py::arg("mask"), "From a 2-D boolean array, True = attend.")
+        .def_property_readonly("nnz", [](const Mask& x) { return x.support().z_qk(); })
+        .def_property_readonly("shape",
+                               [](const Mask& x) {
+                                   return Shape{x.support().n_q(), x.support().n_k()};
+                               })
+        .def_property_readonly("empty_rows", [](const Mask& x) { return x.support().empty_rows(); })
+        .def_property_readonly("indptr",
+                               [](const Mask& x) { return numpy_copy(x.support().row_offsets()); })
+        .def_property_readonly("indices",
+                               [](const Mask& x) { return numpy_copy(x.support().col_indices()); })
+        .def("to_scipy", &to_scipy, "A scipy.sparse.csr_matrix of booleans.")
+        .def("__and__",
+             [](const Mask& a, const Mask& b) {
+                 return Mask(sparse::intersection_of(a.support(), b.support()));
+             })
+        .def("__or__",
+             [](const Mask& a, const Mask& b) {
+                 return Mask(sparse::union_of(a.support(), b.support()));
+             })
+        .def("__eq__", [](const Mask& a, const Mask& b) { return a.support() == b.support(); })
+        .def("__repr__", [](const Mask& x) {
+            return "ioattn.Mask(shape=(" + std::to_string(x.support().n_q()) + ", " +
+                   std::to_string(x.support().n_k()) +
+                   "), nnz=" + std::to_string(x.support().z_qk()) + ")";
+        });
+}
+
+} // namespace ioattn::python

@@ -1,0 +1,35 @@
+// ioattn._core: the compiled part of the ioattn Python package (apps/python/ioattn/ is the
+// rest). Maps the library's errors to Python: InvalidArgument -> ioattn.InvalidArgument (a
+// ValueError), CapacityError -> ioattn.CapacityError and any other ioattn::Error ->
+// ioattn.Error (RuntimeError subclasses), each with the library's message.
+
+#include "calls.hpp"
+#include "mask.hpp"
+
+#include <ioattn/error.hpp>
+#include <ioattn/memory_model.hpp>
+#include <ioattn/parallel.hpp>
+
+#include <pybind11/pybind11.h>
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_core, m) {
+    m.doc() = "ioattn's compiled core: exact dense and sparse attention, forward and backward, "
+              "with counted I/O. Use the ioattn package, not this module.";
+    // translators registered later are tried first: the base class goes first
+    const auto& error = py::register_exception<ioattn::Error>(m, "Error", PyExc_RuntimeError);
+    py::register_exception<ioattn::InvalidArgument>(m, "InvalidArgument", PyExc_ValueError);
+    py::register_exception<ioattn::CapacityError>(m, "CapacityError", error.ptr());
+    m.def(
+        "per_core_l2_words",
+        [](int word_bytes) { return ioattn::MemoryModel::per_core_l2(word_bytes).fast_words; },
+        py::arg("word_bytes"),
+        "The default M: this machine's per-core L2 in words.");
+    m.def(
+        "max_threads",
+        [] { return ioattn::max_concurrency(); },
+        "Workers a call with num_threads=None may use.");
+    ioattn::python::register_mask(m);
+    ioattn::python::register_calls(m);
+}

@@ -1,0 +1,107 @@
+#pragma once
+/// The memory one call may take. Before allocating, every kernel driver (through
+/// kernels::CallMemory, ioattn/kernels/workspace.hpp), the pattern builders and the ioattn
+/// program compare the bytes the call needs with memory_limit() and throw ResourceError, naming
+/// the call, the bytes needed and the bytes available, when it cannot fit. The limit applies to
+/// one call (one kernel's workspace, one support, the program's operands), not to the process.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace ioattn {
+
+/// The bytes one call may allocate and where that figure comes from.
+struct MemoryLimit {
+    std::uint64_t bytes = 0;
+    std::string source; ///< "IOATTN_MAX_BYTES", "physical memory" or "cgroup memory limit"
+};
+
+/// IOATTN_MAX_BYTES when it is set: a decimal byte count with an optional suffix k, M, G, T
+/// (powers of 1024, an optional "iB" or "B" after it); otherwise the machine's physical memory
+/// (sysconf), or the cgroup's memory limit (sysfs: memory.max, memory.limit_in_bytes) when that
+/// is smaller. The environment is read on every call, the machine's figures once.
+/// Thread-safe as long as nobody changes the environment meanwhile. Throws InvalidArgument if
+/// IOATTN_MAX_BYTES is not a byte count.
+MemoryLimit memory_limit();
+
+/// count * size, saturated at UINT64_MAX (the sizes of an absurd request never wrap);
+/// a negative count (an overflowed product of sizes) saturates too.
+std::uint64_t bytes_of(std::int64_t count, std::size_t size);
+
+/// a + b, saturated at UINT64_MAX.
+std::uint64_t add_bytes(std::uint64_t a, std::uint64_t b);
+
+/// "1.5 GiB": bytes in the largest binary unit below them, three significant digits.
+std::string format_bytes(std::uint64_t bytes);
+
+/// Throws ResourceError "<where>: needs N bytes (1.5 GiB) of <what>, M bytes (...) available
+/// (<source>)" when bytes > memory_limit().bytes. Also throws what memory_limit() throws.
+void require_memory(std::string_view where, std::uint64_t bytes, std::string_view what);
+
+/// Throws ResourceError "<where>: allocating N bytes (...) of <what> failed (M bytes ... are
+/// available, <source>)": what a caught std::bad_alloc becomes.
+[[noreturn]] void
+throw_allocation_failed(std::string_view where, std::uint64_t bytes, std::string_view what);
+
+class WorkspaceBlock;
+
+/// The memory of one kernel call, opened by its driver before it declares its workspaces:
+///   CallMemory memory(kWhere);          // sizes what follows
+///   const kernels::Workspace<Scalar> a(...), b(...);
+///   memory.allocate();                  // checks the total, then allocates a and b
+/// Workspaces constructed on this thread while it is the innermost open CallMemory are sized
+/// but not allocated; allocate() throws ResourceError (naming the call, their total and the
+/// limit) when the total exceeds memory_limit(), else allocates them all, turning a failed
+/// allocation into ResourceError too. Outside any CallMemory a workspace allocates at once
+/// with the same checks. Not copyable; lives on the stack of one thread.
+class CallMemory {
+public:
+    explicit CallMemory(const char* where);
+    ~CallMemory();
+    CallMemory(const CallMemory&) = delete;
+    CallMemory& operator=(const CallMemory&) = delete;
+
+    /// Checks and allocates the pending workspaces (once; later calls do nothing).
+    void allocate();
+
+    /// Bytes of the workspaces sized so far.
+    [[nodiscard]] std::uint64_t bytes() const;
+
+private:
+    friend class WorkspaceBlock;
+    static constexpr int kMaxBlocks = 8;
+    const char* where_;
+    CallMemory* outer_;
+    WorkspaceBlock* pending_[kMaxBlocks] = {};
+    int count_ = 0;
+};
+
+/// Untyped storage of a kernels::Workspace: `bytes` bytes, 64-byte aligned, from the calling
+/// thread's kernels::ScratchPool, zero-filled when `zeroed`; allocated at once or by the open
+/// CallMemory.
+class WorkspaceBlock {
+public:
+    WorkspaceBlock(const WorkspaceBlock&) = delete;
+    WorkspaceBlock& operator=(const WorkspaceBlock&) = delete;
+
+protected:
+    WorkspaceBlock(std::uint64_t bytes, bool zeroed);
+    ~WorkspaceBlock();
+
+    [[nodiscard]] void* data() const { return data_; }
+
+    [[nodiscard]] bool ready() const { return data_ != nullptr || need_ == 0; }
+
+private:
+    friend class CallMemory;
+    void allocate(const char* where);
+    std::uint64_t need_;
+    bool zeroed_;
+    std::size_t block_ = 0; ///< the pool block's size, at least need_
+    void* data_ = nullptr;
+    CallMemory* pending_in_ = nullptr;
+};
+
+} // namespace ioattn

@@ -1,0 +1,172 @@
+#pragma once
+/// Tier 1: the one entry point of ioattn. attention() and attention_backward() take the views of
+/// a problem, optionally a support (Omega) and operands stored sparse, and a schedule or a way
+/// to select one; they plan (schedule, tiling), validate once, run, and report what they chose
+/// and, when asked, the counted I/O beside its closed form and the lower bounds. The ioattn
+/// program and the Python module call these; the named kernels and the dispatchers of dense/
+/// and sparse/ stay available underneath for callers that fix a tiling themselves.
+///
+/// It lives in ioattn::sparse because it dispatches to both libraries and only ioattn::sparse
+/// sees both (sparse depends on core, never the reverse).
+
+#include <ioattn/io_cost.hpp>
+#include <ioattn/io_counter.hpp>
+#include <ioattn/memory_model.hpp>
+#include <ioattn/sparse/forward.hpp>
+#include <ioattn/sparse/support.hpp>
+#include <ioattn/sparse/variants.hpp>
+#include <ioattn/tiling.hpp>
+#include <ioattn/view.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace ioattn {
+
+/// The allowed pairs and the storage of the operands of one call.
+template <typename Scalar>
+struct Structure {
+    /// Omega (n_q x n_k), shared by every (batch, head); null: every pair, or the causal pairs
+    /// (bottom-right aligned) when problem.causal. Must outlive the call and its plan.
+    const sparse::Support* support = nullptr;
+    /// Q, K, V stored as CSR rows over d (sparse::SparseInputs; null members: the dense views).
+    /// Sparse operands need a support (sparse::pattern_dense for every pair).
+    sparse::SparseInputs<Scalar> inputs{};
+
+    /// Whether the sparse kernels run: a support or a sparse operand is given.
+    [[nodiscard]] bool sparse() const {
+        return support != nullptr || inputs.q != nullptr || inputs.k != nullptr ||
+               inputs.v != nullptr;
+    }
+};
+
+/// How a call chooses, sizes, counts and runs its schedule.
+struct AttentionOptions {
+    std::optional<Schedule> schedule; ///< nullopt: auto, chosen by `select`
+    Select select = Select::cost;
+    /// nullopt: MemoryModel::for_cache(cache_bytes, sizeof(Scalar)) when cache_bytes is given,
+    /// else MemoryModel::per_core_l2(sizeof(Scalar)).
+    std::optional<MemoryModel> memory;
+    /// Plan for a real cache of this many bytes (the tilings leave it the slack an LRU cache
+    /// needs: MemoryModel::for_cache); exclusive with `memory`.
+    std::optional<std::int64_t> cache_bytes;
+    bool tuned = true; ///< the tiling tuned for this CPU; false: Tiling::for_memory's
+    /// The sparse fused schedule over dense operands runs the structure dispatcher's plan
+    /// (sparse::plan_variants): nullopt lets it pick the variant, a value forces one (it then
+    /// needs a support, dense operands and the fused schedule: InvalidArgument otherwise).
+    std::optional<sparse::Variant> variant;
+    /// false: the sparse fused schedule runs forward_fused / backward_fused alone (no
+    /// dispatcher), as the named kernels of sparse/ do.
+    bool dispatch = true;
+    bool count_io = false;        ///< count the run with an IoCounter of M
+    IoCounter* counter = nullptr; ///< count into this one instead (e.g. one recording a trace)
+    int threads = 0;              ///< at most this many workers (a task_arena); <= 0: all
+    std::string_view where = "ioattn::attention"; ///< the caller named in error messages
+};
+
+/// What a call runs: the resolved problem, its schedule and tiling, and the sizes its bound
+/// depends on.
+struct AttentionPlan {
+    Problem problem; ///< resolved
+    Pass pass = Pass::forward;
+    MemoryModel memory;
+    Schedule schedule = Schedule::fused;
+    std::optional<Select> selected_by; ///< set when auto chose the schedule
+    Tiling tiling;
+    bool sparse = false; ///< the sparse kernels run (Structure::sparse())
+
+    /// The kernels' footprint the plan's tiling is for.
+    [[nodiscard]] Kernels kernels() const { return sparse ? Kernels::sparse : Kernels::dense; }
+
+    /// The structure dispatcher's plan (sparse fused schedule, dense operands, dispatch on):
+    /// which variant runs over which pairs (sparse/variants.hpp); tiling is then its tile part's.
+    std::optional<sparse::VariantPlan> variants;
+
+    std::int64_t z_qk = 0;    ///< allowed pairs per (batch, head)
+    std::int64_t z_input = 0; ///< Z_input per (batch, head): nnz of Q, K, V (backward: + dO)
+    /// Dense: bound(problem, memory, pass); sparse: sparse::bound of the pass with z_input and
+    /// the used input words (Li et al. Thm 4.5; compulsory counts only rows and keys in use).
+    Bound bound;
+};
+
+/// What a call ran and, when counted, moved.
+struct AttentionReport {
+    AttentionPlan plan;
+    std::optional<IoReport> io;          ///< the counted words (count_io or a counter given)
+    std::optional<IoReport> closed_form; ///< io_cost of the plan, beside io
+};
+
+/// The plan attention() or attention_backward() would run. Auto (options.schedule nullopt)
+/// selects with options.select: dense by select_schedule, the sparse forward by
+/// sparse::select_schedule, the sparse backward by the exact costs of both schedules (cost) or
+/// M >= Z_input^2 / Z_QK (theory). The tiling is the tuned one (sparse::tuned_tiling for sparse
+/// plans) or Tiling::for_memory; the reference schedule's is n_q x n_k. A sparse fused plan
+/// over dense operands holds the structure dispatcher's plan (variants; O(Z_QK log) to build).
+/// Throws InvalidArgument naming options.where: a bad problem or M; both memory and cache_bytes,
+/// a forced variant without a support, with sparse operands or another schedule,
+/// or a cache below two words; M below the smallest tiling
+/// of the schedule (of either schedule under auto), naming the smallest M that fits; a support
+/// of another shape; a support with problem.causal (intersect it with sparse::pattern_causal);
+/// sparse operands without a support or of the wrong shape. Cost: O(1) dense; O(n_q + Z_QK)
+/// sparse under auto with Select::cost. Thread-safe.
+template <typename Scalar>
+AttentionPlan plan_attention(const Problem& problem,
+                             Pass pass,
+                             const Structure<Scalar>& structure = {},
+                             const AttentionOptions& options = {});
+
+/// Plans (plan_attention) and runs the forward: writes args.o and args.lse (natural log; a row
+/// with no allowed key gets O = 0 and L = -inf). Counts when options.count_io or
+/// options.counter (then io and closed_form are set). Throws as plan_attention, InvalidArgument
+/// for bad views or counting the reference schedule, CapacityError if a counted run exceeds M.
+/// Results are bitwise independent of options.threads. Thread-safe for distinct outputs.
+template <typename Scalar>
+AttentionReport attention(const ForwardArgs<Scalar>& args,
+                          const Structure<Scalar>& structure = {},
+                          const AttentionOptions& options = {});
+
+/// Runs a plan made by plan_attention for this problem, Pass::forward and structure (timed
+/// loops plan once); of `options` only count_io, counter, threads and where are read.
+/// Throws InvalidArgument when the plan is of another problem or pass.
+template <typename Scalar>
+AttentionReport attention(const ForwardArgs<Scalar>& args,
+                          const Structure<Scalar>& structure,
+                          const AttentionPlan& plan,
+                          const AttentionOptions& options = {});
+
+/// Plans and runs the backward: from args.o and args.lse as the forward wrote them and args.d_o,
+/// overwrites args.d_q, args.d_k, args.d_v (GQA: dK, dV of a key/value head sum over its query
+/// heads). Otherwise as attention().
+template <typename Scalar>
+AttentionReport attention_backward(const BackwardArgs<Scalar>& args,
+                                   const Structure<Scalar>& structure = {},
+                                   const AttentionOptions& options = {});
+
+/// Runs a Pass::backward plan (see the forward's overload).
+template <typename Scalar>
+AttentionReport attention_backward(const BackwardArgs<Scalar>& args,
+                                   const Structure<Scalar>& structure,
+                                   const AttentionPlan& plan,
+                                   const AttentionOptions& options = {});
+
+/// The plan of `pass` walked without data or arithmetic (a dry run): io is the counted I/O,
+/// closed_form its io_cost; shapes with N in the millions take seconds. Sparse operands are
+/// read for their structure only. Throws as plan_attention, and InvalidArgument for the
+/// reference schedule (it has no I/O model).
+template <typename Scalar>
+AttentionReport io_count(const Problem& problem,
+                         Pass pass,
+                         const Structure<Scalar>& structure = {},
+                         const AttentionOptions& options = {});
+
+/// The smallest M (words) for which `schedule` (nullopt: the fused or the materialized one)
+/// has a tiling of `pass` on `problem` for `kernels` (the sparse kernels hold more: see
+/// ioattn::Kernels); 0 if none up to 2^50. Throws InvalidArgument for a bad problem. O(log M)
+/// tiling searches.
+std::int64_t smallest_memory(const Problem& problem,
+                             Pass pass,
+                             std::optional<Schedule> schedule = {},
+                             Kernels kernels = Kernels::dense);
+
+} // namespace ioattn
