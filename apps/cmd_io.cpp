@@ -2,10 +2,12 @@
 // --M-range lo:hi) for one shape, against both lower bounds, with the schedule each selection
 // rule picks and the measured crossover next to d^2 (issue 2, "I/O accounting"; COSMA's
 // miniapp/cosma_statistics.cpp). Counts are the closed forms io_cost_forward_*; when the shape
-// is small enough each is also walked by a dry run of the kernel and the two must agree.
+// is small enough each is also walked by a dry run of the kernel and the two must agree. With
+// a sparse --pattern, each variant of the sparse fused schedule instead (io_sparse.cpp).
 
 #include "commands.hpp"
 #include "io_sweep.hpp"
+#include "io_sparse.hpp"
 #include "options.hpp"
 #include "output.hpp"
 
@@ -70,7 +72,6 @@ std::string tile_or_dash(const SweepPoint& pt) {
 }
 
 void run(const IoOptions& o) {
-    require_dense_pattern(o.shared, kWhere);
     const Problem p = problem_of(o.shared, kWhere);
     const Pass pass = pass_of(o.shared, kWhere);
     std::int64_t lo = 4 * p.d;
@@ -78,6 +79,14 @@ void run(const IoOptions& o) {
     if (!o.range.empty())
         std::tie(lo, hi) = parse_range(o.range, "--M-range");
     hi = std::max(hi, lo);
+    if (o.shared.pattern != "dense") { // each variant of the sparse fused schedule
+        if (!o.plot.empty() || p.causal)
+            throw UsageError(
+                std::string(kWhere) +
+                ": --pattern takes neither --plot nor --causal (use the 'causal' pattern)");
+        run_sparse_io(o.shared, p, pass, lo, hi, o.dry_run);
+        return;
+    }
     if (!o.plot.empty())
         (void)plot_files(o.plot, kWhere); // a bad name fails before the sweep
     const std::vector<SweepRow> rows = io_sweep(p, pass, lo, hi, o.dry_run);

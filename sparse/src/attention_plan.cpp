@@ -139,6 +139,32 @@ Tiling tiling_of(const AttentionPlan& plan, bool tuned) {
                        : Tiling::tuned(plan.schedule, plan.memory, p, plan.pass);
 }
 
+/// The structure dispatcher's plan of a sparse fused call over dense operands (the variants
+/// compute from the dense views; sparse operands run forward_fused / backward_fused, the one
+/// kernel that multiplies them as stored). Under auto, an M too small for the element kernels
+/// leaves the tile kernels alone; a forced variant names why it cannot run.
+template <typename Scalar>
+void plan_dispatch(AttentionPlan& plan, const Structure<Scalar>& s, const AttentionOptions& o) {
+    const auto& in = s.inputs;
+    const bool dense_operands = in.q == nullptr && in.k == nullptr && in.v == nullptr;
+    const bool eligible =
+        s.support != nullptr && dense_operands && plan.schedule == Schedule::fused && o.dispatch;
+    if (o.variant && !eligible)
+        throw InvalidArgument(std::string(o.where) + ": variant " +
+                              std::string(sparse::to_string(*o.variant)) +
+                              " needs a support, dense operands and the fused schedule (schedule " +
+                              std::string(to_string(plan.schedule)) + ")");
+    if (!eligible)
+        return;
+    try {
+        plan.variants = sparse::plan_variants<Scalar>(
+            plan.problem, *s.support, plan.memory, plan.pass, o.variant, plan.tiling);
+    } catch (const CapacityError&) {
+        if (o.variant)
+            throw;
+    }
+}
+
 } // namespace
 
 template <typename Scalar>
@@ -170,6 +196,7 @@ AttentionPlan plan_attention(const Problem& problem,
         plan.selected_by = options.select;
     }
     plan.tiling = tiling_of(plan, options.tuned);
+    plan_dispatch(plan, structure, options);
     plan.bound =
         plan.sparse
             ? sparse::bound(p,

@@ -187,3 +187,13 @@ TEST_CASE("io --plot into a missing directory is a runtime error in one line", "
     CHECK(lines_of(r.err).size() == 1);
     CHECK(r.err.find(svg) != std::string::npos);
 }
+
+TEST_CASE("io --pattern counts each variant of the sparse fused schedule", "[apps][io]") {
+    const std::vector<std::string> args{
+        "io", "--N", "128", "--d", "16", "--pattern", "random:0.05", "--M-range", "4096:8192"};
+    const auto r = run_ok(args);
+    for (const char* variant : {"tile", "element", "split", "permuted"}) {
+        INFO("variant: " << variant);
+        CHECK(r.out.find(variant) != std::string::npos);
+    }
+}
