@@ -1,6 +1,9 @@
 // ioattn bench --suite sparse: patterns x N x d x {fused, materialized} x threads {1, 2}, forward
 // and backward, each beside the dense fused kernel on the same shape, the GraphBLAS
 // pipeline (graphblas_peer.hpp) and the SGEMM 2048^3 roofline, all measured in this run.
+// The fused rows run the structure dispatcher's plan (variants.hpp; column `variant`); the
+// column `fastest < dense` says, per pattern and pass with Z_QK <= N^2/4, whether the fastest
+// sparse schedule (2 threads) took less time than the dense fused kernel on the same shape.
 // GFLOP/s counts 4 Z_QK d (backward 2.5x); medians of --repeat runs after a warm-up; B = H = 1.
 
 #include "bench_sparse.hpp"
@@ -15,6 +18,7 @@
 #include <ioattn/sparse/io_cost.hpp>
 #include <ioattn/sparse/pattern.hpp>
 #include <ioattn/sparse/support_stats.hpp>
+#include <ioattn/sparse/variants.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -39,6 +43,7 @@ struct Row {
     std::string theory, cost;
     std::int64_t io = -1;
     double bound = 0;
+    std::string variant = "-", beats = "-";
 };
 
 /// Operands and gradients of one B = H = 1 problem.
@@ -98,7 +103,9 @@ void print(const SparseSuiteOptions& o, const std::vector<Row>& rows, const Roof
                                  {"theory_choice", r.theory},
                                  {"cost_choice", r.cost},
                                  {"io", r.io < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.io)},
-                                 {"bound", r.bound}});
+                                 {"bound", r.bound},
+                                 {"variant", r.variant},
+                                 {"fastest_beats_dense", r.beats}});
         std::cout << j.dump(2) << '\n';
         return;
     }
@@ -108,6 +115,7 @@ void print(const SparseSuiteOptions& o, const std::vector<Row>& rows, const Roof
                                   "Z_QK",
                                   "density",
                                   "schedule",
+                                  "variant",
                                   "pass",
                                   "thr",
                                   "seconds",
@@ -117,7 +125,8 @@ void print(const SparseSuiteOptions& o, const std::vector<Row>& rows, const Roof
                                   "vs dense",
                                   "vs GrB",
                                   "theory",
-                                  "cost"};
+                                  "cost",
+                                  "fastest < dense"};
     if (o.count_io) {
         head.emplace_back("I/O");
         head.emplace_back("bound");
@@ -130,6 +139,7 @@ void print(const SparseSuiteOptions& o, const std::vector<Row>& rows, const Roof
                                        grouped(r.z_qk),
                                        fixed(100 * r.density, 2) + "%",
                                        r.schedule,
+                                       r.variant,
                                        r.pass,
                                        std::to_string(r.threads),
                                        sig(r.seconds),
@@ -139,7 +149,8 @@ void print(const SparseSuiteOptions& o, const std::vector<Row>& rows, const Roof
                                        r.vs_dense > 0 ? fixed(r.vs_dense, 2) : "-",
                                        r.vs_graphblas > 0 ? fixed(r.vs_graphblas, 1) : "-",
                                        r.theory,
-                                       r.cost};
+                                       r.cost,
+                                       r.beats};
         if (o.count_io) {
             cells.push_back(r.io < 0 ? "-" : grouped(r.io));
             cells.push_back(r.bound > 0 ? sig(r.bound) : "-");
@@ -160,6 +171,158 @@ void print(const SparseSuiteOptions& o, const std::vector<Row>& rows, const Roof
     t.print(std::cout);
 }
 
+/// The forward and backward GFLOP/s of each pattern on 2 threads, beside the dense fused
+/// kernel's on the same shape and pass.
+BarPlot sparse_plot(const std::vector<Row>& rows, bool one_shape) {
+    std::vector<Bar> bars;
+    std::vector<const Row*> dense;
+    for (const Row& r : rows) {
+        if (r.threads != 2)
+            continue;
+        if (r.pattern == "dense") {
+            dense.push_back(&r);
+            continue;
+        }
+        const std::string group =
+            r.pattern + (r.pass == "forward" ? " fwd" : " bwd") +
+            (one_shape ? std::string() : " N=" + std::to_string(r.n) + " d=" + std::to_string(r.d));
+        bars.push_back({group, r.schedule, r.gflops});
+        for (const Row* dr : dense)
+            if (dr->n == r.n && dr->d == r.d && dr->pass == r.pass)
+                bars.push_back({group, "dense fused", dr->gflops});
+    }
+    return bar_plot_of("ioattn bench --suite sparse: fp32, B = H = 1, 2 threads, GFLOP/s = 4 "
+                       "Z_QK d (backward 2.5x)",
+                       "GFLOP/s",
+                       bars);
+}
+
+} // namespace
+
+void render_bench_plot(BarPlot plot, const Roofline& roof, const PlotFiles& files) {
+    plot.y_marks.push_back(
+        {roof.gemm_gflops, "SGEMM 2048^3 roofline " + fixed(roof.gemm_gflops, 1) + " GFLOP/s"});
+    plot.y_marks.push_back(
+        {roof.peak_gflops, "FMA peak " + fixed(roof.peak_gflops, 1) + " GFLOP/s"});
+    render(plot, files, "bench");
+    std::cerr << "ioattn bench: wrote " << files.svg << " (data " << files.csv << ", script "
+              << files.script << ")\n";
+}
+
+namespace {
+
+/// One pattern on one shape: its schedules timed, forward and backward, with the verdict
+/// against the dense fused kernel's seconds.
+struct PatternRun {
+    const SparseSuiteOptions& o;
+    const Problem& p;
+    Data& data;
+    const MemoryModel& mem;
+    double dense_f, dense_b; ///< dense fused seconds, forward and backward (2 threads)
+    int repeat;
+    double peak;
+
+    void run(const std::string& spec, std::vector<Row>& rows) const {
+        const std::int64_t n = p.n_q, d = p.d;
+        const sparse::Support s = sparse::parse_pattern(spec, n, n, o.seed);
+        const double flops = 4.0 * static_cast<double>(s.z_qk()) * static_cast<double>(d);
+        const std::int64_t z_in = sparse::dense_z_input(p);
+        const auto pick = [&](Select sel) {
+            return std::string(to_string(sparse::select_schedule(p, s, mem, sel, z_in)));
+        };
+        const std::string theory = pick(Select::theory), cost = pick(Select::cost);
+        const std::string where = spec + " N=" + std::to_string(n) + " d=" + std::to_string(d);
+        progress(where + " graphblas");
+        GraphBlasAttention gb(s, data.fwd.q.data(), data.fwd.k.data(), data.fwd.v.data(), d, d, 2);
+        const float scale = static_cast<float>(p.scale);
+        const double gb_s =
+            bench::median_seconds(repeat, [&] { gb.run(scale, data.fwd.o.data()); });
+        Row g{spec,
+              n,
+              d,
+              s.z_qk(),
+              sparse::density(s),
+              "graphblas",
+              "forward",
+              2,
+              gb_s,
+              flops / gb_s * 1e-9,
+              flops / gb_s * 1e-9 / peak,
+              0,
+              1.0,
+              theory,
+              cost,
+              -1,
+              0};
+        rows.push_back(g);
+        for (const Pass pass : {Pass::forward, Pass::backward}) {
+            const bool fwd = pass == Pass::forward;
+            const sparse::VariantPlan plan = sparse::plan_variants<float>(p, s, mem, pass);
+            const std::size_t first = rows.size();
+            double fastest = 0;
+            for (const Schedule sch : {Schedule::fused, Schedule::materialized})
+                for (const int threads : {1, 2}) {
+                    const Tiling t = sparse::tuned_tiling(sch, mem, p, pass);
+                    progress(where + " " + std::string(to_string(sch)) + (fwd ? "" : " backward") +
+                             " t=" + std::to_string(threads));
+                    const bool fused = sch == Schedule::fused;
+                    const double sec = bench::median_seconds(repeat, [&] {
+                        NullCounter c;
+                        with_threads(threads, [&] {
+                            if (fused && fwd)
+                                sparse::forward(data.fwd.args(), s, plan, mem, c);
+                            else if (fused)
+                                sparse::backward(data.backward(), s, plan, mem, c);
+                            else if (fwd)
+                                sparse::forward(data.fwd.args(), s, t, mem, c);
+                            else
+                                sparse::backward(data.backward(), s, t, mem, c);
+                        });
+                    });
+                    Row r{spec,
+                          n,
+                          d,
+                          s.z_qk(),
+                          sparse::density(s),
+                          std::string(to_string(sch)),
+                          std::string(to_string(pass)),
+                          threads,
+                          sec,
+                          (fwd ? 1.0 : 2.5) * flops / sec * 1e-9,
+                          0,
+                          0,
+                          fwd ? gb_s / sec : 0,
+                          theory,
+                          cost,
+                          -1,
+                          0};
+                    r.roofline = r.gflops / peak;
+                    // GFLOP/s over the dense fused kernel's (each with its own flop count)
+                    r.vs_dense = r.gflops * 1e9 /
+                                 (flop_count_convention(p, pass) / (fwd ? dense_f : dense_b));
+                    if (fused)
+                        r.variant = std::string(sparse::to_string(plan.variant));
+                    if (o.count_io) {
+                        r.io = fused ? sparse::io_cost<float>(p, s, plan).total()
+                               : fwd ? sparse::io_cost_forward(p, s, t).total()
+                                     : sparse::io_cost_backward_materialized(p, s, t).total();
+                        if (fwd)
+                            r.bound = sparse::forward_bound(p, s, mem, z_in).asymptotic();
+                    }
+                    if (threads == 2 && (fastest == 0 || sec < fastest))
+                        fastest = sec;
+                    rows.push_back(r);
+                }
+            // --- the fastest sparse schedule against the dense fused kernel ---
+            const bool quarter = 4 * s.z_qk() <= n * n;
+            const std::string beats =
+                !quarter ? "-" : (fastest < (fwd ? dense_f : dense_b) ? "yes" : "NO");
+            for (std::size_t i = first; i < rows.size(); ++i)
+                rows[i].beats = beats;
+        }
+    }
+};
+
 } // namespace
 
 void run_sparse_suite(const SparseSuiteOptions& o) {
@@ -168,9 +331,12 @@ void run_sparse_suite(const SparseSuiteOptions& o) {
                 : std::vector<std::string>{"window:256",
                                            "causal-window:256",
                                            "bigbird:64:2:3",
+                                           "bigbird-block:64:3:2:3",
                                            "strided:64",
+                                           "dilated:256:4",
                                            "block:64:0.1",
-                                           "random:0.02"};
+                                           "random:0.02",
+                                           "powerlaw:32"};
     const std::vector<std::int64_t> ns =
         o.quick ? std::vector<std::int64_t>{4096} : std::vector<std::int64_t>{4096, 16384};
     const std::vector<std::int64_t> ds =
@@ -200,151 +366,37 @@ void run_sparse_suite(const SparseSuiteOptions& o) {
                 NullCounter c;
                 with_threads(2, [&] { dense::backward(data.backward(), dense_bwd, mem, c); });
             });
-            const double dense_f = flop_count_convention(p) / dense_fs;
-            const double dense_b = flop_count_convention(p, Pass::backward) / dense_bs;
-            rows.push_back({"dense",
-                            n,
-                            d,
-                            n * n,
-                            1.0,
-                            "fused",
-                            "forward",
-                            2,
-                            dense_fs,
-                            dense_f * 1e-9,
-                            dense_f * 1e-9 / peak,
-                            1.0,
-                            0,
-                            "-",
-                            "-",
-                            -1,
-                            0});
-            rows.push_back({"dense",
-                            n,
-                            d,
-                            n * n,
-                            1.0,
-                            "fused",
-                            "backward",
-                            2,
-                            dense_bs,
-                            dense_b * 1e-9,
-                            dense_b * 1e-9 / peak,
-                            1.0,
-                            0,
-                            "-",
-                            "-",
-                            -1,
-                            0});
-            for (const std::string& spec : patterns) {
-                const sparse::Support s = sparse::parse_pattern(spec, n, n, o.seed);
-                const double flops = 4.0 * static_cast<double>(s.z_qk()) * static_cast<double>(d);
-                const std::int64_t z_in = sparse::dense_z_input(p);
-                const auto pick = [&](Select sel) {
-                    return std::string(to_string(sparse::select_schedule(p, s, mem, sel, z_in)));
-                };
-                const std::string theory = pick(Select::theory), cost = pick(Select::cost);
-                progress(spec + " N=" + std::to_string(n) + " d=" + std::to_string(d) +
-                         " graphblas");
-                GraphBlasAttention gb(
-                    s, data.fwd.q.data(), data.fwd.k.data(), data.fwd.v.data(), d, d, 2);
-                const float scale = static_cast<float>(p.scale);
-                const double gb_s =
-                    bench::median_seconds(repeat, [&] { gb.run(scale, data.fwd.o.data()); });
-                rows.push_back({spec,
+            for (const Pass pass : {Pass::forward, Pass::backward}) {
+                const double sec = pass == Pass::forward ? dense_fs : dense_bs;
+                const double gf = flop_count_convention(p, pass) / sec * 1e-9;
+                rows.push_back({"dense",
                                 n,
                                 d,
-                                s.z_qk(),
-                                sparse::density(s),
-                                "graphblas",
-                                "forward",
-                                2,
-                                gb_s,
-                                flops / gb_s * 1e-9,
-                                flops / gb_s * 1e-9 / peak,
-                                0,
+                                n * n,
                                 1.0,
-                                theory,
-                                cost,
+                                "fused",
+                                std::string(to_string(pass)),
+                                2,
+                                sec,
+                                gf,
+                                gf / peak,
+                                1.0,
+                                0,
+                                "-",
+                                "-",
                                 -1,
                                 0});
-                for (const Schedule sch : {Schedule::fused, Schedule::materialized})
-                    for (const int threads : {1, 2}) {
-                        const Tiling t = sparse::tuned_tiling(sch, mem, p, Pass::forward);
-                        progress(spec + " N=" + std::to_string(n) + " d=" + std::to_string(d) +
-                                 " " + std::string(to_string(sch)) +
-                                 " t=" + std::to_string(threads));
-                        const double sec = bench::median_seconds(repeat, [&] {
-                            NullCounter c;
-                            with_threads(threads,
-                                         [&] { sparse::forward(data.fwd.args(), s, t, mem, c); });
-                        });
-                        Row r{spec,
-                              n,
-                              d,
-                              s.z_qk(),
-                              sparse::density(s),
-                              std::string(to_string(sch)),
-                              "forward",
-                              threads,
-                              sec,
-                              flops / sec * 1e-9,
-                              0,
-                              0,
-                              gb_s / sec,
-                              theory,
-                              cost,
-                              -1,
-                              0};
-                        r.roofline = r.gflops / peak;
-                        r.vs_dense = r.gflops / (dense_f * 1e-9);
-                        if (o.count_io) {
-                            r.io = sparse::io_cost_forward(p, s, t).total();
-                            r.bound = sparse::forward_bound(p, s, mem, z_in).asymptotic();
-                        }
-                        rows.push_back(r);
-                    }
-                for (const Schedule sch : {Schedule::fused, Schedule::materialized})
-                    for (const int threads : {1, 2}) {
-                        const Tiling t = sparse::tuned_tiling(sch, mem, p, Pass::backward);
-                        progress(spec + " N=" + std::to_string(n) + " d=" + std::to_string(d) +
-                                 " " + std::string(to_string(sch)) +
-                                 " backward t=" + std::to_string(threads));
-                        const double sec = bench::median_seconds(repeat, [&] {
-                            NullCounter c;
-                            with_threads(threads,
-                                         [&] { sparse::backward(data.backward(), s, t, mem, c); });
-                        });
-                        Row r{spec,
-                              n,
-                              d,
-                              s.z_qk(),
-                              sparse::density(s),
-                              std::string(to_string(sch)),
-                              "backward",
-                              threads,
-                              sec,
-                              2.5 * flops / sec * 1e-9,
-                              0,
-                              0,
-                              0,
-                              theory,
-                              cost,
-                              -1,
-                              0};
-                        r.roofline = r.gflops / peak;
-                        r.vs_dense = r.gflops / (dense_b * 1e-9);
-                        if (o.count_io)
-                            r.io = sch == Schedule::fused
-                                       ? sparse::io_cost_backward_fused(p, s, t).total()
-                                       : sparse::io_cost_backward_materialized(p, s, t).total();
-                        rows.push_back(r);
-                    }
             }
+            const PatternRun run{o, p, data, mem, dense_fs, dense_bs, repeat, peak};
+            for (const std::string& spec : patterns)
+                run.run(spec, rows);
         }
     if (isatty(STDERR_FILENO) != 0)
         std::cerr << "\r\033[K" << std::flush;
     print(o, rows, roof);
+    if (!o.plot.empty())
+        render_bench_plot(
+            sparse_plot(rows, ns.size() * ds.size() == 1), roof, plot_files(o.plot, "bench"));
 }
 
 } // namespace ioattn::app

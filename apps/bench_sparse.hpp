@@ -1,7 +1,11 @@
 #pragma once
 // `ioattn bench --suite sparse`: the sparse benchmark suite (issue 4), in one process and run.
 
+#include "machine.hpp"
+#include "plot.hpp"
+
 #include <cstdint>
+#include <string>
 
 namespace ioattn::app {
 
@@ -12,9 +16,14 @@ struct SparseSuiteOptions {
     bool count_io = false; ///< add the counted I/O of each row (dry run) and its bound
     int repeat = 5;
     std::uint64_t seed = 42;
+    std::string plot; ///< --plot FILE.svg; empty: none
 };
 
 /// Runs the suite and prints the table (or CSV / JSON) on stdout, progress on stderr.
 void run_sparse_suite(const SparseSuiteOptions& o);
+
+/// --plot of both suites: `plot` with the same-run SGEMM roofline and the FMA peak as
+/// horizontal lines, rendered to `files` (plot.hpp); says so on stderr.
+void render_bench_plot(BarPlot plot, const Roofline& roof, const PlotFiles& files);
 
 } // namespace ioattn::app

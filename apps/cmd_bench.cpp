@@ -19,6 +19,7 @@
 #include <chrono>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,6 +42,7 @@ struct BenchOptions {
     int threads = 2;
     int repeat = 5;
     std::uint64_t seed = 42;
+    std::string plot;
 };
 
 struct Result {
@@ -83,9 +85,31 @@ void settle() {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
 }
 
+void print_dense(const BenchOptions& o,
+                 const std::vector<Result>& rows,
+                 const Roofline& roof,
+                 const Machine& machine,
+                 const std::string& faster,
+                 bool below_bound);
+
+/// GFLOP/s of every row but the roofline's, grouped by shape.
+BarPlot dense_plot(const std::vector<Result>& rows, int threads) {
+    std::vector<Bar> bars;
+    for (const Result& r : rows)
+        if (!r.what.starts_with("sgemm"))
+            bars.push_back(
+                {"N=" + std::to_string(r.n) + " d=" + std::to_string(r.d), r.what, r.gflops});
+    return bar_plot_of("ioattn bench --suite dense: fp32, B=1, H=8, " + std::to_string(threads) +
+                           " threads, GFLOP/s = 4 B H N^2 d / s (backward 2.5x)",
+                       "GFLOP/s",
+                       bars);
+}
+
 void run(const BenchOptions& o) {
+    const std::optional<PlotFiles> files =
+        o.plot.empty() ? std::nullopt : std::optional(plot_files(o.plot, kWhere));
     if (o.suite == "sparse") {
-        run_sparse_suite({o.quick, o.json, o.csv, o.count_io, o.repeat, o.seed});
+        run_sparse_suite({o.quick, o.json, o.csv, o.count_io, o.repeat, o.seed, o.plot});
         return;
     }
     if (o.suite != "dense")
@@ -229,7 +253,19 @@ void run(const BenchOptions& o) {
         below_bound = below_bound || (r.bound_seconds > 0 && r.seconds < r.bound_seconds);
     }
     const std::string faster = naive_wins[0] >= naive_wins[1] ? "heads-parallel" : "blas-threads";
+    print_dense(o, rows, roof, machine, faster, below_bound);
+    if (files)
+        render_bench_plot(dense_plot(rows, threads), roof, *files);
+}
 
+/// The dense suite's table (or JSON, CSV).
+void print_dense(const BenchOptions& o,
+                 const std::vector<Result>& rows,
+                 const Roofline& roof,
+                 const Machine& machine,
+                 const std::string& faster,
+                 bool below_bound) {
+    const int threads = o.threads;
     if (o.json) {
         nlohmann::json j;
         j["suite"] = o.suite;
@@ -330,5 +366,9 @@ void register_bench(CLI::App& app) {
         ->check(CLI::Range(1, 1 << 20))
         ->capture_default_str();
     cmd->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
+    cmd->add_option("--plot",
+                    o->plot,
+                    "Also plot GFLOP/s per shape or pattern and schedule, with the peers and the "
+                    "roofline, with gnuplot: FILE.svg, its data FILE.csv and script FILE.gp");
     cmd->callback([o] { run(*o); });
 }

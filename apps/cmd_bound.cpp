@@ -58,6 +58,26 @@ constexpr Preset kPresets[] = {
      989000.0,
      "NVIDIA H100 SXM5 80GB, fp16: HBM3 3.35 TB/s, 989 TFLOP/s dense tensor-core fp16 (NVIDIA "
      "H100 datasheet), 228 KiB shared memory per SM (Hopper H100 architecture whitepaper)"},
+    {"h200",
+     std::int64_t{228} * 1024,
+     2,
+     4800.0,
+     989000.0,
+     "NVIDIA H200 SXM 141GB, fp16: HBM3e 4.8 TB/s, 989 TFLOP/s dense tensor-core fp16/bf16 (the "
+     "1,979 TFLOP/s of the datasheet is with 2:4 sparsity; NVIDIA H200 datasheet, "
+     "https://www.nvidia.com/en-us/data-center/h200/), 228 KiB shared memory per SM (the "
+     "Hopper SM of the H100: Hopper architecture whitepaper)"},
+    {"m1-max",
+     std::int64_t{32} * 1024,
+     4,
+     400.0,
+     10400.0,
+     "Apple M1 Max, 32-core GPU, fp32: 400 GB/s unified memory (Apple Newsroom, 'Introducing M1 "
+     "Pro and M1 Max', 2021-10-18, https://www.apple.com/newsroom/2021/10/"
+     "introducing-m1-pro-and-m1-max-the-most-powerful-chips-apple-has-ever-built/), 10.4 "
+     "TFLOP/s fp32 GPU peak (Apple's 'Unleashed' event, 2021-10-18), 32 KiB threadgroup memory "
+     "per threadgroup as the fast memory (Apple Metal Feature Set Tables, "
+     "https://developer.apple.com/metal/Metal-Feature-Set-Tables.pdf)"},
 };
 
 struct BoundOptions {
@@ -96,7 +116,7 @@ Machine machine_of(const BoundOptions& o) {
     if (m.bandwidth_gbs <= 0 || m.peak_gflops <= 0)
         throw UsageError(std::string(kWhere) +
                          ": give --bandwidth GB/s and --peak GFLOP/s, or a --preset "
-                         "(this-machine, a100, h100)");
+                         "(this-machine, a100, h100, h200, m1-max)");
     return m;
 }
 
@@ -287,8 +307,14 @@ void register_bound(CLI::App& app) {
                     "fp16, 1555 GB/s HBM2, 312 TFLOP/s, 192 KiB SRAM/SM (NVIDIA A100 datasheet; "
                     "FlashAttention arXiv 2205.14135 Fig. 1). h100: NVIDIA H100 SXM5, fp16, "
                     "3.35 TB/s HBM3, 989 TFLOP/s dense, 228 KiB shared/SM (NVIDIA H100 "
-                    "datasheet, Hopper whitepaper). Explicit options override a preset.")
-        ->check(CLI::IsMember({"this-machine", "a100", "h100"}));
+                    "datasheet, Hopper whitepaper). h200: NVIDIA H200 SXM, fp16, 4.8 TB/s HBM3e, "
+                    "989 TFLOP/s dense, 228 KiB shared/SM (NVIDIA H200 datasheet, "
+                    "nvidia.com/en-us/data-center/h200; Hopper whitepaper). m1-max: Apple M1 Max "
+                    "32-core GPU, fp32, 400 GB/s unified memory, 10.4 TFLOP/s, 32 KiB threadgroup "
+                    "memory (Apple Newsroom 2021-10-18 'Introducing M1 Pro and M1 Max'; Apple's "
+                    "Oct 2021 event; Metal Feature Set Tables). Explicit options override a "
+                    "preset.")
+        ->check(CLI::IsMember({"this-machine", "a100", "h100", "h200", "m1-max"}));
 #ifdef IOATTN_WITH_MPI
     add_dist_bound_options(*cmd, o->dist);
 #endif

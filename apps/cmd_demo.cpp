@@ -1,165 +1,134 @@
-// ioattn demo: a short tour on built-in seeded inputs (no files, well under a minute):
-// 1. the three schedules agree with the double reference; 2. counted I/O equals the closed
-// form and sits above the lower bounds, in both regimes; 3. which schedule each rule picks for
-// M around d^2, and the measured crossover; 4. a timing line.
+// ioattn demo: the whole engine in under a minute, on built-in seeded inputs (no files):
+// 1. the dense forward and backward of both schedules against the double reference, with
+// their counted I/O; 2. the I/O sweep over M and the measured crossover next to d^2 (with
+// --plot, drawn by gnuplot); 3. a sparse pattern checked, then timed against the GraphBLAS
+// pipeline and the dense kernel; 4. the finite-field verifier's quick experiments; 5. the
+// fused forward timed against naive attention on OpenBLAS. Each part opens with what it shows
+// and the command that goes further; --json prints the whole tour as one document.
 
-#include "check.hpp"
 #include "commands.hpp"
-#include "output.hpp"
+#include "demo.hpp"
+#include "plot.hpp"
 
-#include <ioattn/dense.hpp>
+#include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <iostream>
 #include <memory>
 #include <string>
-
-#include <bench_util.hpp>
 
 namespace ioattn::app {
 
 namespace {
 
-struct DemoOptions {
-    int threads = 0;
-    std::uint64_t seed = 42;
+struct Part {
+    const char* key;
+    const char* title;
+    const char* about; ///< what the part shows
+    const char* next;  ///< the command that goes further
+    nlohmann::json (*run)(const DemoOptions&, bool);
 };
 
-void correctness(const DemoOptions& o) {
-    Problem p;
-    p.batch = 1;
-    p.heads = 4;
-    p.kv_heads = 2;
-    p.n_q = 300;
-    p.n_k = 300;
-    p.d = 64;
-    p.causal = true;
-    p = p.resolved("demo");
-    std::cout << "1. Agreement with the double reference (float; B=1, H=4 sharing 2 KV heads, "
-                 "N=300, d=64, causal)\n";
-    const MemoryModel mem = MemoryModel::per_core_l2(sizeof(float));
-    bench::ForwardData<float> data(p, o.seed);
-    const Reference ref = reference_of(data, o.threads);
-    Table t({"schedule", "tiling", "max_abs_error", "naive float", "error_ratio", "passed"});
-    for (Schedule s : {Schedule::reference, Schedule::fused, Schedule::materialized}) {
-        const Tiling tiling =
-            s == Schedule::reference ? Tiling{s, p.n_q, p.n_k} : Tiling::tuned(s, mem, p);
-        NullCounter c;
-        with_threads(o.threads, [&] { dense::forward(data.args(), tiling, mem, c); });
-        const CheckResult r = check_forward(data, ref, o.threads);
-        t.add({std::string(to_string(s)),
-               s == Schedule::reference
-                   ? "-"
-                   : std::to_string(tiling.rows) + "x" + std::to_string(tiling.cols),
-               sig(r.max_abs_error),
-               sig(r.naive_error),
-               fixed(r.error_ratio, 3),
-               r.passed ? "yes" : "NO"});
-    }
-    t.print(std::cout);
-}
+constexpr Part kParts[] = {
+    {"dense",
+     "Dense attention, forward and backward, against the reference",
+     "Both schedules (fused: FlashAttention's streaming order, at a large fast memory M = 4 d^2; "
+     "materialized: square tiles of the score matrix, at a small M = d^2 / 2) on a causal, "
+     "grouped-query problem, checked against a double-precision reference (passed: the error is "
+     "within twice that of a naive float computation). Every word moved is counted by IoCounter "
+     "and must equal the closed form io_cost exactly.",
+     "ioattn run --pass backward --schedule materialized --M 2048 --check --count-io",
+     &demo_dense},
+    {"io_sweep",
+     "Counted I/O against M: the two regimes and the crossover",
+     "The I/O of each schedule's tiling as the fast memory M doubles, next to the lower bound "
+     "max(compulsory, min(N^2 d^2/M, N^2 d/sqrt(M))) and the explicit bound. Below d^2 the "
+     "materialized schedule moves fewer words, above it the fused one: the measured crossover "
+     "lands near M = d^2, where the papers put it. Every point is also walked by a dry run of "
+     "the kernel.",
+     "ioattn io --N 4096 --d 64 --plot io.svg  (or ioattn demo --plot io.svg)",
+     &demo_io_sweep},
+    {"sparse",
+     "Sparse attention: a sliding window against GraphBLAS and the dense kernel",
+     "The sparse engine on a window pattern (each query sees 257 keys): checked against the "
+     "reference with exact counted I/O on a small shape, then timed on N = 2048 against the "
+     "SuiteSparse:GraphBLAS pipeline (masked SDDMM, softmax, SpMM; its output must match) and "
+     "against the dense fused kernel computing every pair.",
+     "ioattn bench --suite sparse --quick --plot sparse.svg",
+     &demo_sparse},
+    {"verify",
+     "The lower bounds' argument, verified over a finite field",
+     "The communication-complexity argument behind the I/O lower bounds, run on concrete "
+     "instances over F_p (NTL): Vandermonde ranks, the rank formula, counting, Lemma 4.6, "
+     "fooling sets, the negative control, the sparse ranks, the epochs of real schedules and "
+     "the binary field; the quick sizes.",
+     "ioattn verify all  (full sizes; ioattn verify --help lists the experiments)",
+     &demo_verify},
+    {"speed",
+     "Speed: the fused forward against naive attention on OpenBLAS",
+     "The fused forward (NullCounter, tuned tiling) against the naive three-step attention on "
+     "OpenBLAS (S = Q K^T, softmax, O = P V with the scores in memory), B = 1, H = 8, N = 1024, "
+     "d = 64; both outputs must agree.",
+     "ioattn bench --suite dense --plot dense.svg  (roofline, time / bound, both passes)",
+     &demo_speed},
+};
 
-void counted_io(const DemoOptions& o) {
-    Problem p;
-    p.batch = 1;
-    p.heads = 2;
-    p.n_q = 512;
-    p.n_k = 512;
-    p.d = 32;
-    p = p.resolved("demo");
-    const std::int64_t d2 = p.d * p.d;
-    std::cout << "\n2. Counted I/O (IoCounter) = closed form io_cost >= bounds (B=1, H=2, N=512, "
-                 "d=32, d^2="
-              << d2 << ")\n";
-    bench::ForwardData<float> data(p, o.seed);
-    Table t({"M",
-             "regime",
-             "schedule",
-             "tiling",
-             "counted",
-             "= io_cost",
-             "peak<=M",
-             "bound",
-             "explicit",
-             "counted/bound"});
-    for (std::int64_t m : {d2 / 4, 4 * d2}) {
-        const MemoryModel mem{m};
-        const Bound b = forward_bound(p, mem);
-        for (Schedule s : {Schedule::fused, Schedule::materialized}) {
-            const auto tiling = Tiling::try_for_memory(s, mem, p);
-            if (!tiling)
-                continue;
-            IoCounter counter(m);
-            with_threads(o.threads, [&] { dense::forward(data.args(), *tiling, mem, counter); });
-            const IoReport r = counter.report();
-            t.add({std::to_string(m),
-                   std::string(b.regime),
-                   std::string(to_string(s)),
-                   std::to_string(tiling->rows) + "x" + std::to_string(tiling->cols),
-                   std::to_string(r.total()),
-                   r == io_cost_forward(p, *tiling) ? "yes" : "NO",
-                   r.peak <= m ? "yes" : "NO",
-                   fixed(b.asymptotic(), 0),
-                   fixed(b.explicit_bound, 0),
-                   fixed(static_cast<double>(r.total()) / b.asymptotic(), 2)});
+/// `text` wrapped at 96 columns, indented by 3.
+void paragraph(const std::string& text) {
+    std::string line = "  ";
+    std::string word;
+    const auto flush_word = [&] {
+        if (word.empty())
+            return;
+        if (line.size() + 1 + word.size() > 96) {
+            std::cout << line << '\n';
+            line = "  ";
         }
+        line += " " + word;
+        word.clear();
+    };
+    for (const char c : text) {
+        if (c == ' ')
+            flush_word();
+        else
+            word += c;
     }
-    t.print(std::cout);
+    flush_word();
+    std::cout << line << '\n';
 }
 
-void selection() {
-    Problem p;
-    p.batch = 1;
-    p.heads = 1;
-    p.n_q = 4096;
-    p.n_k = 4096;
-    p.d = 64;
-    p = p.resolved("demo");
-    const std::int64_t d2 = p.d * p.d;
-    std::cout << "\n3. Which schedule moves fewer words (N=4096, d=64, d^2=" << d2 << ")\n";
-    Table t({"M", "M/d^2", "fused io", "materialized io", "cost picks", "theory picks"});
-    for (std::int64_t m : {d2 / 16, d2 / 4, d2, 4 * d2, 16 * d2}) {
-        const MemoryModel mem{m};
-        const auto cost_of = [&](Schedule s) {
-            const auto tiling = Tiling::try_for_memory(s, mem, p);
-            return tiling ? std::to_string(io_cost_forward(p, *tiling).total()) : std::string("-");
-        };
-        t.add({std::to_string(m),
-               sig(static_cast<double>(m) / static_cast<double>(d2)),
-               cost_of(Schedule::fused),
-               cost_of(Schedule::materialized),
-               std::string(to_string(select_schedule(p, mem, Select::cost))),
-               std::string(to_string(select_schedule(p, mem, Select::theory)))});
+void run(const DemoOptions& o) {
+    if (!o.plot.empty())
+        (void)plot_files(o.plot, "demo"); // a bad name fails before the tour
+    const auto start = std::chrono::steady_clock::now();
+    nlohmann::json tour = {{"parts", nlohmann::json::object()}};
+    bool passed = true;
+    int index = 0;
+    for (const Part& part : kParts) {
+        ++index;
+        if (!o.json) {
+            std::cout << (index == 1 ? "" : "\n") << index << ". " << part.title << '\n';
+            paragraph(part.about);
+        }
+        nlohmann::json j = part.run(o, !o.json);
+        passed = passed && j.at("passed").get<bool>();
+        if (!o.json)
+            std::cout << "   further: " << part.next << '\n';
+        j["about"] = part.about;
+        j["next"] = part.next;
+        tour["parts"][part.key] = j;
     }
-    t.print(std::cout);
-    const std::int64_t x = measured_crossover(p, Pass::forward, 4 * p.d, p.n_k * p.d);
-    std::cout << "measured crossover: M = " << x
-              << " words = " << fixed(static_cast<double>(x) / static_cast<double>(d2), 3)
-              << " d^2 (the papers' crossover is M = d^2)\n";
-}
-
-void timing(const DemoOptions& o) {
-    Problem p;
-    p.batch = 1;
-    p.heads = 8;
-    p.n_q = 2048;
-    p.n_k = 2048;
-    p.d = 64;
-    p = p.resolved("demo");
-    const MemoryModel mem = MemoryModel::per_core_l2(sizeof(float));
-    const Tiling tiling = Tiling::tuned(Schedule::fused, mem, p);
-    bench::ForwardData<float> data(p, o.seed);
-    const ForwardArgs<float> args = data.args();
-    const double s = bench::median_seconds(5, [&] {
-        NullCounter c;
-        with_threads(o.threads, [&] { dense::forward(args, tiling, mem, c); });
-    });
-    const int threads = with_threads(o.threads, [] { return max_concurrency(); });
-    std::cout << "\n4. Timing: fused forward, float, B=1, H=8, N=2048, d=64, tiling " << tiling.rows
-              << "x" << tiling.cols << ", " << threads << " threads: " << fixed(s * 1e3, 2)
-              << " ms (median of 5), " << fixed(flop_count_convention(p) / s * 1e-9, 1)
-              << " GFLOP/s\n"
-              << "   (ioattn bench --suite dense compares with naive OpenBLAS attention and the "
-                 "SGEMM roofline)\n";
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    tour["passed"] = passed;
+    tour["seconds"] = seconds;
+    if (o.json)
+        std::cout << tour.dump(2) << '\n';
+    else
+        std::cout << "\ndemo: " << (passed ? "every check passed" : "A CHECK FAILED") << " in "
+                  << seconds << " s\n";
+    if (!passed)
+        throw CheckFailed("demo: a check failed (see the parts above)");
 }
 
 } // namespace
@@ -170,15 +139,14 @@ void register_demo(CLI::App& app) {
     using namespace ioattn::app;
     auto o = std::make_shared<DemoOptions>();
     auto* cmd = app.add_subcommand(
-        "demo", "A short tour on built-in random inputs: accuracy, counted I/O, selection, speed");
+        "demo",
+        "The whole engine in under a minute on built-in inputs: dense forward and backward, the "
+        "I/O sweep and its crossover, sparse against GraphBLAS, the verifier, speed");
     cmd->add_option("--threads", o->threads, "Worker threads (0: all cores)")
         ->check(CLI::Range(0, 1 << 16))
         ->capture_default_str();
     cmd->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
-    cmd->callback([o] {
-        correctness(*o);
-        counted_io(*o);
-        selection();
-        timing(*o);
-    });
+    cmd->add_option("--plot", o->plot, "Also draw the I/O sweep with gnuplot to FILE.svg");
+    cmd->add_flag("--json", o->json, "The whole tour as one JSON document on stdout");
+    cmd->callback([o] { run(*o); });
 }

@@ -40,6 +40,7 @@ struct RunOptions {
     bool count_io = false;
     int repeat = 1;
     double input_density = 1.0;
+    std::string variant = "auto";
     std::string dist; ///< --dist: empty, or ring, zigzag, sparse (run_dist.hpp)
 };
 
@@ -166,6 +167,17 @@ void print_text(const nlohmann::json& j, const RunOptions& o) {
     if (!j["selected_by"].is_null())
         os << " (auto chose it with --select " << j["selected_by"].get<std::string>() << ")";
     os << '\n';
+    if (j.contains("variant") && !j["variant"].is_null()) {
+        const auto& v = j["variant_plan"];
+        os << "  variant  " << j["variant"].get<std::string>();
+        if (j["variant"] == "permuted")
+            os << " (rows " << (v["rows_reordered"].get<bool>() ? "" : "not ") << "reordered, keys "
+               << (v["keys_reordered"].get<bool>() ? "" : "not ")
+               << "reordered; inside: " << v["inner"].get<std::string>() << ")";
+        os << "; blocks: " << v["tile_blocks"] << " tile, " << v["element_blocks"] << " element, "
+           << v["split_blocks"] << " split; pairs: " << grouped(v["tile_pairs"].get<std::int64_t>())
+           << " tile, " << grouped(v["element_pairs"].get<std::int64_t>()) << " element\n";
+    }
     const auto& t = j["tiling"];
     if (j["schedule"] != "reference") {
         os << "  tiling   rows " << t["rows"] << ", cols " << t["cols"];
@@ -197,8 +209,11 @@ void print_text(const nlohmann::json& j, const RunOptions& o) {
            << grouped(io["total"].get<std::int64_t>()) << " words; peak resident "
            << grouped(io["peak_resident"].get<std::int64_t>()) << "\n           "
            << (io["matches_closed_form"].get<bool>() ? "= " : "!= ") << "io_cost_"
-           << j["pass"].get<std::string>() << "_" << j["schedule"].get<std::string>() << " ("
-           << grouped(io["closed_form_total"].get<std::int64_t>())
+           << j["pass"].get<std::string>() << "_" << j["schedule"].get<std::string>()
+           << (j.contains("variant") && !j["variant"].is_null()
+                   ? " (" + j["variant"].get<std::string>() + " plan)"
+                   : std::string())
+           << " (" << grouped(io["closed_form_total"].get<std::int64_t>())
            << "); counted / bound = " << fixed(io["ratio_to_bound"].get<double>(), 3) << '\n';
     }
     if (!j["check"].is_null()) {
@@ -271,6 +286,9 @@ nlohmann::json run_json(const RunOptions& o) {
     if (!(o.input_density > 0.0 && o.input_density <= 1.0)) // NaN too
         throw UsageError(std::string(kWhere) + ": --input-density " + sig(o.input_density) +
                          " (expected 0 < density <= 1)");
+    if (o.variant != "auto" && o.shared.pattern == "dense")
+        throw UsageError(std::string(kWhere) + ": --variant " + o.variant +
+                         " needs a sparse --pattern (the variants are the sparse fused kernels')");
     if (pass == Pass::forward && o.shared.pattern == "dense" && o.input_density == 1.0) {
         require_operand_memory(o, problem_of(o.shared, kWhere), true);
         return o.shared.dtype == "double" ? run_typed<double>(o) : run_typed<float>(o);
@@ -289,6 +307,7 @@ nlohmann::json run_json(const RunOptions& o) {
     r.count_io = o.count_io;
     r.repeat = o.repeat;
     r.input_density = o.input_density;
+    r.variant = o.variant;
     return o.shared.dtype == "double" ? run_variant<double>(r) : run_variant<float>(r);
 }
 
@@ -353,6 +372,12 @@ void register_run(CLI::App& app) {
                     "Sparse inputs: Q, K and V keep each entry with this probability (the rest "
                     "are zeros, as after a ReLU) and reach the sparse kernels as CSR rows over d; "
                     "I/O counts their stored entries (Z_input). 1: dense inputs")
+        ->capture_default_str();
+    cmd->add_option("--variant",
+                    o->variant,
+                    "Variant of the sparse fused schedule: auto (the structure dispatcher's "
+                    "choice), tile, element, split or permuted (forced); JSON key 'variant'")
+        ->check(CLI::IsMember({"auto", "tile", "element", "split", "permuted"}))
         ->capture_default_str();
 #ifdef IOATTN_WITH_MPI
     add_dist_option(*cmd, o->dist);

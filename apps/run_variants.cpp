@@ -10,6 +10,7 @@
 #include <ioattn/dense.hpp>
 #include <ioattn/sparse/backward.hpp>
 #include <ioattn/sparse/pattern.hpp>
+#include <ioattn/sparse/variants.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -180,6 +181,8 @@ AttentionOptions attention_options(const VariantRun& r) {
     a.cache_bytes = r.cache_bytes;
     a.threads = r.threads;
     a.where = kWhere;
+    if (r.variant != "auto")
+        a.variant = sparse::parse_variant(r.variant);
     return a;
 }
 
@@ -278,6 +281,23 @@ nlohmann::json plan_json(const VariantRun& r, const AttentionPlan& plan) {
         j["z_input"] = plan.z_input; // per (batch, head)
     }
     j["schedule"] = std::string(to_string(plan.schedule));
+    if (const auto& v = plan.variants) { // keys only when the structure dispatcher ran
+        const auto tiling_json = [](const Tiling& t) {
+            return nlohmann::json{{"rows", t.rows}, {"cols", t.cols}};
+        };
+        j["variant"] = std::string(sparse::to_string(v->variant));
+        j["variant_plan"] = {{"inner", std::string(sparse::to_string(v->inner))},
+                             {"forced", r.variant != "auto"},
+                             {"tile_blocks", v->tile_blocks},
+                             {"element_blocks", v->element_blocks},
+                             {"split_blocks", v->split_blocks},
+                             {"tile_pairs", v->tile_pairs},
+                             {"element_pairs", v->element_pairs},
+                             {"rows_reordered", v->rows_reordered},
+                             {"keys_reordered", v->keys_reordered},
+                             {"tile_tiling", tiling_json(v->tile)},
+                             {"element_tiling", tiling_json(v->element)}};
+    }
     j["selected_by"] = plan.selected_by ? nlohmann::json(std::string(to_string(*plan.selected_by)))
                                         : nlohmann::json(nullptr);
     j["M"] = plan.memory.fast_words;
@@ -307,6 +327,10 @@ nlohmann::json run_variant(const VariantRun& r) {
     const Operands<Scalar> operands(r, data);
     const Structure<Scalar> structure = operands.structure();
     // --- the schedule and its tiling: the library's plan ---
+    if (r.variant != "auto" &&
+        (r.input_density < 1.0 || (r.schedule != "fused" && r.schedule != "auto")))
+        throw UsageError(std::string(kWhere) + ": --variant " + r.variant +
+                         " needs the fused schedule, a sparse --pattern and dense inputs");
     const AttentionOptions opts = attention_options(r);
     const AttentionPlan plan = plan_attention(p, r.pass, structure, opts);
     if (r.count_io && plan.schedule == Schedule::reference)

@@ -1,7 +1,8 @@
 #pragma once
 // `ioattn run` beyond the dense forward: the backward pass (--pass backward) and sparse patterns
 // (--pattern SPEC, --input-density P), with the same JSON keys as the dense forward (schedule, seconds, gflops,
-// io{reads, writes, total, peak_resident}, bound{regime, leading, explicit}, check{...}).
+// io{reads, writes, total, peak_resident}, bound{regime, leading, explicit}, check{...}); a sparse
+// fused run goes through the structure dispatcher and adds `variant` and `variant_plan`.
 
 #include "options.hpp"
 
@@ -29,7 +30,8 @@ struct VariantRun {
     bool check = false;
     bool count_io = false;
     int repeat = 1;
-    double input_density = 1.0; ///< < 1: Q, K, V as SparseInputs (run --input-density)
+    double input_density = 1.0;   ///< < 1: Q, K, V as SparseInputs (run --input-density)
+    std::string variant = "auto"; ///< sparse fused: auto or a forced variant (run --variant)
 };
 
 /// Runs the problem and returns the JSON document `ioattn run` prints. Throws UsageError for

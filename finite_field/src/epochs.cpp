@@ -29,7 +29,8 @@
 //   are monotone in w. Dense inputs: w_ij = d, one level, the dense budget.
 // Exactness: budgets in integers (|I| w^2 <= 8M^2 or |I| <= 8M, 128-bit); ranks from per-epoch
 //   row and column counts; complete_once from a per-entry count over Omega.
-// Ops: O(trace events + entries of Omega (log)) plus, per epoch, O(levels x touched rows).
+// Ops: O(trace events + entries of Omega (log)) plus, per epoch, O(levels x touched rows)
+//   (sparse inputs: + O(d), the counting sort by w).
 // Tests: tests/finite_field/epochs_test.cpp
 
 #include "epoch_entries.hpp"
@@ -88,52 +89,95 @@ struct Item {
     std::int64_t w = 0;
 };
 
-// The entries of the current epoch and the measures of the levels w present in it.
+// The entries of the current epoch and the measures of the levels w present in it. Dense
+// inputs (every w = d, one level) keep row and column counts only; sparse inputs keep the
+// entries and order them by w, descending, with a counting sort (w in [1, d]).
 class EpochLevels {
 public:
-    EpochLevels(std::int64_t n_q, std::int64_t n_k, std::int64_t m, bool dense)
+    EpochLevels(std::int64_t n_q, std::int64_t n_k, std::int64_t d, std::int64_t m, bool dense)
         : m_(m)
+        , d_(d)
         , dense_(dense)
         , rows_(static_cast<std::size_t>(n_q), 0)
-        , cols_(static_cast<std::size_t>(n_k), 0) {}
+        , cols_(static_cast<std::size_t>(n_k), 0) {
+        if (!dense)
+            bucket_.assign(static_cast<std::size_t>(d + 2), 0);
+    }
 
+    // Dense inputs: `count` entries of row i, and (separately) `count` entries of column j.
+    void add_row(std::int64_t i, std::int64_t count) {
+        bump(rows_, touched_rows_, i, count);
+        size_ += count;
+    }
+
+    void add_col(std::int64_t j, std::int64_t count) { bump(cols_, touched_cols_, j, count); }
+
+    // Sparse inputs: one entry of inner dimension w >= 1.
     void add(Item it) { items_.push_back(it); }
 
     void flush(std::int64_t epoch, EpochStats& s) {
-        if (!dense_)
-            std::sort(items_.begin(), items_.end(), [](const Item& a, const Item& b) {
-                return a.w > b.w;
-            });
-        s.max_entries = std::max(s.max_entries, static_cast<std::int64_t>(items_.size()));
-        for (std::size_t x = 0; x < items_.size();) {
-            // --- level w: I_t(w) = the items so far plus those of inner dimension w ---
-            const std::int64_t w = items_[x].w;
-            for (; x < items_.size() && items_[x].w == w; ++x) {
-                bump(rows_, touched_rows_, items_[x].row);
-                bump(cols_, touched_cols_, items_[x].col);
+        if (dense_) {
+            s.max_entries = std::max(s.max_entries, size_);
+            level(epoch, d_, size_, s);
+        } else {
+            order_by_w();
+            s.max_entries = std::max(s.max_entries, static_cast<std::int64_t>(items_.size()));
+            for (std::size_t x = 0; x < sorted_.size();) {
+                // --- level w: I_t(w) = the items so far plus those of inner dimension w ---
+                const std::int64_t w = sorted_[x].w;
+                for (; x < sorted_.size() && sorted_[x].w == w; ++x) {
+                    bump(rows_, touched_rows_, sorted_[x].row, 1);
+                    bump(cols_, touched_cols_, sorted_[x].col, 1);
+                }
+                level(epoch, w, static_cast<std::int64_t>(x), s);
             }
-            const auto size = static_cast<std::int64_t>(x);
-            const double ratio = static_cast<double>(size) / epoch_entry_limit(m_, w);
-            if (ratio > s.max_ratio) {
-                s.max_ratio = ratio;
-                s.busiest = epoch;
-                s.worst_w = w;
-                s.entry_limit = epoch_entry_limit(m_, w);
-            }
-            s.within_budget = s.within_budget && within(size, w, m_);
-            s.max_rank_rows = std::max(s.max_rank_rows, capped(rows_, touched_rows_, w));
-            s.max_rank_cols = std::max(s.max_rank_cols, capped(cols_, touched_cols_, w));
+            items_.clear();
         }
         reset(rows_, touched_rows_);
         reset(cols_, touched_cols_);
-        items_.clear();
+        size_ = 0;
     }
 
 private:
-    static void
-    bump(std::vector<std::int64_t>& c, std::vector<std::int64_t>& touched, std::int64_t i) {
-        if (c[static_cast<std::size_t>(i)]++ == 0)
+    // The measures of I_t(w) (`size` entries, counted in rows_ and cols_).
+    void level(std::int64_t epoch, std::int64_t w, std::int64_t size, EpochStats& s) {
+        if (size == 0)
+            return;
+        const double limit = epoch_entry_limit(m_, w);
+        const double ratio = static_cast<double>(size) / limit;
+        if (ratio > s.max_ratio) {
+            s.max_ratio = ratio;
+            s.busiest = epoch;
+            s.worst_w = w;
+            s.entry_limit = limit;
+        }
+        s.within_budget = s.within_budget && within(size, w, m_);
+        s.max_rank_rows = std::max(s.max_rank_rows, capped(rows_, touched_rows_, w));
+        s.max_rank_cols = std::max(s.max_rank_cols, capped(cols_, touched_cols_, w));
+    }
+
+    // sorted_ = items_ by w descending, stable (counting sort over w in [1, d]).
+    void order_by_w() {
+        for (const Item& it : items_)
+            ++bucket_[static_cast<std::size_t>(d_ - it.w + 1)];
+        for (std::size_t x = 1; x < bucket_.size(); ++x)
+            bucket_[x] += bucket_[x - 1];
+        sorted_.resize(items_.size());
+        for (const Item& it : items_)
+            sorted_[static_cast<std::size_t>(bucket_[static_cast<std::size_t>(d_ - it.w)]++)] = it;
+        std::fill(bucket_.begin(), bucket_.end(), 0);
+    }
+
+    static void bump(std::vector<std::int64_t>& c,
+                     std::vector<std::int64_t>& touched,
+                     std::int64_t i,
+                     std::int64_t by) {
+        std::int64_t& v = c[static_cast<std::size_t>(i)];
+        if (by == 0) // an empty block: nothing to count (and i must not be touched twice)
+            return;
+        if (v == 0)
             touched.push_back(i);
+        v += by;
     }
 
     // sum over touched i of min(c_i, w): r^w from row (column) counts
@@ -153,10 +197,41 @@ private:
     }
 
     std::int64_t m_;
-    bool dense_; // every w = d: one level, no sort
-    std::vector<Item> items_;
+    std::int64_t d_;
+    bool dense_;
+    std::int64_t size_ = 0; // dense inputs: |I_t|
+    std::vector<Item> items_, sorted_;
+    std::vector<std::int64_t> bucket_;
     std::vector<std::int64_t> rows_, cols_, touched_rows_, touched_cols_;
 };
+
+// The entries of Omega inside a complete block into the epoch (dense inputs): row and column
+// counts directly, each entry counted once in `seen` (saturating at 2).
+void add_dense_block(const Block& b,
+                     const RowPattern* omega,
+                     std::int64_t n_k,
+                     std::vector<std::uint8_t>& seen,
+                     EpochLevels& cur) {
+    for (std::int64_t i = b.row0; i < b.row0 + b.rows; ++i) {
+        std::uint8_t* row = seen.data() + i * n_k;
+        if (omega == nullptr) {
+            for (std::int64_t j = b.col0; j < b.col0 + b.cols; ++j)
+                row[j] = static_cast<std::uint8_t>(row[j] + (row[j] < 2 ? 1 : 0));
+            cur.add_row(i, b.cols);
+            continue;
+        }
+        const auto [a, z] = detail::cols_in(*omega, i, b.col0, b.cols);
+        for (const std::int64_t* j = a; j != z; ++j) {
+            row[*j] = static_cast<std::uint8_t>(row[*j] + (row[*j] < 2 ? 1 : 0));
+            cur.add_col(*j, 1);
+        }
+        if (z != a)
+            cur.add_row(i, z - a);
+    }
+    if (omega == nullptr && b.rows > 0)
+        for (std::int64_t j = b.col0; j < b.col0 + b.cols; ++j)
+            cur.add_col(j, b.rows);
+}
 
 } // namespace
 
@@ -230,7 +305,7 @@ epoch_stats(const std::vector<TraceEvent>& trace, const EpochShape& shape, std::
     shape.validate(kWhere);
     const detail::InnerDims inner(shape);
     EpochStats s;
-    EpochLevels cur(shape.n_q, shape.n_k, m, inner.dense());
+    EpochLevels cur(shape.n_q, shape.n_k, shape.d, m, inner.dense());
     std::vector<std::uint8_t> seen(static_cast<std::size_t>(shape.n_q * shape.n_k), 0);
     std::int64_t pos = 0;
     std::int64_t epoch = 0;
@@ -246,6 +321,10 @@ epoch_stats(const std::vector<TraceEvent>& trace, const EpochShape& shape, std::
         if (detail::epoch_of(pos, m) != epoch) {
             cur.flush(epoch, s);
             epoch = detail::epoch_of(pos, m);
+        }
+        if (inner.dense()) {
+            add_dense_block(ev.block, shape.omega, shape.n_k, seen, cur);
+            continue;
         }
         detail::for_each_entry(ev.block, shape.omega, [&](std::int64_t i, std::int64_t j) {
             std::uint8_t& f = seen[static_cast<std::size_t>(i * shape.n_k + j)];

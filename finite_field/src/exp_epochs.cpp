@@ -18,7 +18,8 @@
 //   budget must break) and the same trace without its acquire / release events (the replay
 //   must find reads outside any scope).
 // Reported: max |I_t(w)| / B(M, w) and max message / 2M, in total and per schedule (rows).
-// Ops: one dry run, one stats pass and two replays (O(trace)) per instance.
+// Ops: one dry run (recorded into a trace buffer reused across instances, TraceBuffers), one
+//   stats pass and two replays (O(trace)) per instance.
 // Tests: tests/finite_field/experiments_test.cpp, tests/finite_field/epochs_test.cpp
 
 #include "experiments_impl.hpp"
@@ -72,10 +73,11 @@ std::string where(const Instance& in, const Tiling& t) {
     return w.str();
 }
 
-detail::Outcome run_one(const Instance& in, const Prime& p, bool repeated_points) {
-    const auto rec = in.kind.sparse
-                         ? detail::record_sparse(in.kind, in.spec, in.n, in.d, in.m, in.seed)
-                         : detail::record_dense(in.kind, in.n, in.d, in.m);
+// The checks of one instance on its recorded run (nullopt: no tiling fit, a failure).
+detail::Outcome check_one(const Instance& in,
+                          const std::optional<detail::Recorded>& rec,
+                          const Prime& p,
+                          bool repeated_points) {
     detail::Outcome o;
     o.row = in.row;
     if (!rec) { // enumeration only lists points with a tiling
@@ -115,6 +117,19 @@ detail::Outcome run_one(const Instance& in, const Prime& p, bool repeated_points
     return o;
 }
 
+// Records the instance's run into a reused buffer and checks it.
+detail::Outcome
+run_one(const Instance& in, const Prime& p, bool repeated_points, detail::TraceBuffers& buffers) {
+    auto rec =
+        in.kind.sparse
+            ? detail::record_sparse(in.kind, in.spec, in.n, in.d, in.m, in.seed, buffers.take())
+            : detail::record_dense(in.kind, in.n, in.d, in.m, buffers.take());
+    detail::Outcome o = check_one(in, rec, p, repeated_points);
+    if (rec)
+        buffers.give(std::move(rec->trace));
+    return o;
+}
+
 // The controls: a dense fused forward trace at its smallest M with every completion moved into
 // one epoch, and the same trace with its acquire and release events dropped. Passes when both
 // checks fail; N = 128, d = 32 keep N^2 above B_max at the smallest fused M (checked), and the
@@ -123,7 +138,8 @@ detail::Outcome run_controls(std::int64_t row) {
     const Prime p = Prime::for_size(1000003, 128);
     constexpr std::int64_t kN = 128, kD = 32;
     const detail::ScheduleKind fused{Pass::forward, Schedule::fused, false, false};
-    const std::int64_t m = detail::smallest_memory(fused, kN, kD);
+    const std::int64_t m = ioattn::smallest_memory(
+        detail::square_problem(kN, kD), fused.pass, fused.schedule, fused.kernels());
     const auto rec = detail::record_dense(fused, kN, kD, m);
     detail::Outcome o;
     o.row = row;
@@ -172,7 +188,8 @@ sweep(std::int64_t top, std::initializer_list<std::int64_t> grid, std::int64_t c
 // tiling (the point is skipped).
 std::vector<std::int64_t>
 memories(const detail::ScheduleKind& kind, std::int64_t n, std::int64_t d, std::int64_t given) {
-    const std::int64_t smallest = detail::smallest_memory(kind, n, d);
+    const std::int64_t smallest = ioattn::smallest_memory(
+        detail::square_problem(n, d), kind.pass, kind.schedule, kind.kernels());
     if (given > 0)
         return smallest > 0 && given >= smallest ? std::vector<std::int64_t>{given}
                                                  : std::vector<std::int64_t>{};
@@ -202,6 +219,7 @@ Result experiment_epochs(const Config& given) {
         result.rows.push_back({detail::label(kind)});
     result.rows.push_back({"controls (must fail)"});
     std::vector<Instance> inst;
+    detail::TraceBuffers buffers;
     std::int64_t skipped = 0; // (shape, schedule, M) with no tiling that fits M
     const std::vector<std::int64_t> ns = sweep(config.n, {16, 64, 256, 1024}, config.n);
     for (auto it = ns.rbegin(); it != ns.rend(); ++it) { // the largest first: balanced tasks
@@ -233,8 +251,10 @@ Result experiment_epochs(const Config& given) {
                       config, static_cast<std::int64_t>(inst.size()) + 1, [&](std::int64_t i) {
                           if (i == static_cast<std::int64_t>(inst.size()))
                               return run_controls(static_cast<std::int64_t>(kinds.size()));
-                          return run_one(
-                              inst[static_cast<std::size_t>(i)], p, config.negative_control);
+                          return run_one(inst[static_cast<std::size_t>(i)],
+                                         p,
+                                         config.negative_control,
+                                         buffers);
                       }));
     result.note =
         std::to_string(kinds.size()) + " schedules, N<=" + std::to_string(config.n) +

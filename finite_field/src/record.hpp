@@ -9,6 +9,7 @@
 #include <ioattn/tiling.hpp>
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,14 +23,38 @@ struct ScheduleKind {
     bool sparse = false;        ///< the sparse kernels over a support (else the dense kernels)
     bool sparse_inputs = false; ///< Q, K, V stored sparse (sparse kernels only)
 
+    /// The kernels' footprint this kind runs with (Tiling::resident_words).
+    [[nodiscard]] Kernels kernels() const { return sparse ? Kernels::sparse : Kernels::dense; }
+
     bool operator==(const ScheduleKind&) const = default;
 };
+
+/// One batch x head slice, n_q = n_k = n, head dimension d: the problem every recorded run uses
+/// (its smallest M is ioattn::smallest_memory(square_problem(n, d), kind.pass, kind.schedule,
+/// kind.kernels())).
+Problem square_problem(std::int64_t n, std::int64_t d);
 
 /// "dense forward fused", "sparse backward materialized, sparse inputs", ...
 std::string label(const ScheduleKind& kind);
 
 /// Every schedule kind this build records: the dense ones, then the sparse ones (if built).
 std::vector<ScheduleKind> schedule_kinds();
+
+/// Trace buffers handed from one recorded run to the next (thread-safe): a run records into a
+/// buffer taken here (its capacity kept) and gives its trace back when done, so the epoch
+/// experiments fault each buffer's pages in once instead of once per run.
+class TraceBuffers {
+public:
+    /// A free buffer (empty, with the largest capacity here), or a new one.
+    std::vector<TraceEvent> take();
+
+    /// Keeps `trace`'s storage for a later take().
+    void give(std::vector<TraceEvent>&& trace);
+
+private:
+    std::mutex mutex_;
+    std::vector<std::vector<TraceEvent>> free_;
+};
 
 /// A recorded run with the structure its epochs need.
 struct Recorded {
@@ -46,30 +71,32 @@ struct Recorded {
     }
 };
 
-/// The dense kernel of `kind` on N x d with M words; nullopt when no tiling fits M.
-std::optional<Recorded>
-record_dense(const ScheduleKind& kind, std::int64_t n, std::int64_t d, std::int64_t m);
-
-/// The smallest M for which `kind` has a tiling on N x N x d (Tiling::try_for_memory; the
-/// sparse kernels with their larger footprint, Kernels::sparse), or 0 when none fits
-/// M <= 64 N d.
-std::int64_t smallest_memory(const ScheduleKind& kind, std::int64_t n, std::int64_t d);
+/// The dense kernel of `kind` on N x d with M words, recorded into `buffer`'s storage; nullopt
+/// when no tiling fits M.
+std::optional<Recorded> record_dense(const ScheduleKind& kind,
+                                     std::int64_t n,
+                                     std::int64_t d,
+                                     std::int64_t m,
+                                     std::vector<TraceEvent> buffer = {});
 
 /// Whether the sparse kernels are built into this library.
 bool sparse_available();
 
 /// The sparse kernel of `kind` over the support `spec` (parse_pattern at N x N with `seed`),
 /// with sparse inputs when kind.sparse_inputs (sparse_input_pattern per operand); nullopt when
-/// no tiling fits M. Throws InvalidArgument when the sparse kernels are not built.
+/// no tiling fits M; recorded into `buffer`'s storage. Throws InvalidArgument when the sparse
+/// kernels are not built.
 std::optional<Recorded> record_sparse(const ScheduleKind& kind,
                                       const std::string& spec,
                                       std::int64_t n,
                                       std::int64_t d,
                                       std::int64_t m,
-                                      std::uint64_t seed);
+                                      std::uint64_t seed,
+                                      std::vector<TraceEvent> buffer = {});
 
 /// The stored pattern of a sparse operand of the experiments: row r keeps a uniformly random
-/// subset of [0, d) whose size is uniform in [1, d], from derive_seed(seed, stream, r).
+/// subset of [0, d) whose size is uniform in [1, d], drawn from a SplitMix64 stream seeded
+/// with derive_seed(seed, stream, r) (rows independent of each other).
 RowPattern
 sparse_input_pattern(std::int64_t rows, std::int64_t d, std::uint64_t seed, std::uint64_t stream);
 

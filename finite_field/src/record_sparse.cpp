@@ -117,11 +117,9 @@ std::optional<Recorded> record_sparse(const ScheduleKind& kind,
                                       std::int64_t n,
                                       std::int64_t d,
                                       std::int64_t m,
-                                      std::uint64_t seed) {
-    Problem problem;
-    problem.n_q = n;
-    problem.n_k = n;
-    problem.d = d;
+                                      std::uint64_t seed,
+                                      std::vector<TraceEvent> buffer) {
+    const Problem problem = square_problem(n, d);
     const MemoryModel memory{m};
     const auto tiling =
         Tiling::try_for_memory(kind.schedule, memory, problem, kind.pass, Kernels::sparse);
@@ -144,6 +142,7 @@ std::optional<Recorded> record_sparse(const ScheduleKind& kind,
         inputs = {&q, &k, &v};
     }
     DryRunCounter counter(m, true);
+    counter.reuse_trace(std::move(buffer));
     if (kind.pass == Pass::forward) {
         const auto args =
             ForwardArgs<float>::packed(problem, nullptr, nullptr, nullptr, nullptr, nullptr);
@@ -224,7 +223,8 @@ std::optional<Recorded> record_sparse(const ScheduleKind& /*kind*/,
                                       std::int64_t /*n*/,
                                       std::int64_t /*d*/,
                                       std::int64_t /*m*/,
-                                      std::uint64_t /*seed*/) {
+                                      std::uint64_t /*seed*/,
+                                      std::vector<TraceEvent> /*buffer*/) {
     unavailable("ioattn::ff::record_sparse");
 }
 

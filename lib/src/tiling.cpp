@@ -316,6 +316,41 @@ std::ostream& operator<<(std::ostream& os, const Tiling& t) {
     return os << to_string(t.schedule) << ' ' << t.rows << 'x' << t.cols;
 }
 
+namespace {
+
+/// The smallest M of one schedule, by doubling then bisection; 0 if none up to 2^50.
+std::int64_t smallest_of(Schedule schedule, const Problem& p, Pass pass, Kernels k) {
+    const auto fits = [&](std::int64_t m) {
+        return Tiling::try_for_memory(schedule, MemoryModel{m}, p, pass, k).has_value();
+    };
+    std::int64_t hi = 1;
+    while (!fits(hi)) {
+        if (hi > (std::int64_t{1} << 50))
+            return 0;
+        hi *= 2;
+    }
+    std::int64_t lo = hi / 2; // does not fit (or 0)
+    while (hi - lo > 1) {
+        const std::int64_t mid = lo + (hi - lo) / 2;
+        (fits(mid) ? hi : lo) = mid;
+    }
+    return hi;
+}
+
+} // namespace
+
+std::int64_t smallest_memory(const Problem& problem,
+                             Pass pass,
+                             std::optional<Schedule> schedule,
+                             Kernels kernels) {
+    const Problem p = problem.resolved("ioattn::smallest_memory");
+    if (schedule)
+        return *schedule == Schedule::reference ? 1 : smallest_of(*schedule, p, pass, kernels);
+    const std::int64_t f = smallest_of(Schedule::fused, p, pass, kernels);
+    const std::int64_t m = smallest_of(Schedule::materialized, p, pass, kernels);
+    return f == 0 || m == 0 ? std::max(f, m) : std::min(f, m);
+}
+
 std::int64_t backward_dq_groups(const Problem& problem, std::int64_t key_blocks) {
     constexpr std::int64_t kTasks = 16, kMaxGroups = 8;
     const std::int64_t kv = std::max<std::int64_t>(1, problem.batch * problem.kv_heads);

@@ -1,7 +1,9 @@
 // ioattn::attention, ioattn::attention_backward and ioattn::io_count: the entry point's runs.
 // Each validates the views once (naming the caller), runs the plan of attention_plan.cpp
-// through the dense or sparse dispatcher in a task_arena of options.threads workers, and when
-// counting reports the counter beside the plan's closed-form I/O. No algorithm lives here.
+// through the dense or sparse dispatcher (a sparse fused plan over dense operands: the
+// structure dispatcher's variants, sparse/variants.hpp) in a task_arena of options.threads
+// workers, and when counting reports the counter beside the plan's closed-form I/O. No
+// algorithm lives here.
 
 #include <ioattn/attention.hpp>
 #include <ioattn/dense.hpp>
@@ -22,7 +24,9 @@ void run(const ForwardArgs<Scalar>& a,
          const Structure<Scalar>& s,
          const AttentionPlan& plan,
          Counter& counter) {
-    if (plan.sparse)
+    if (plan.variants)
+        sparse::forward(a, *s.support, *plan.variants, plan.memory, counter);
+    else if (plan.sparse)
         sparse::forward(a, *s.support, s.inputs, plan.tiling, plan.memory, counter);
     else
         dense::forward(a, plan.tiling, plan.memory, counter);
@@ -33,7 +37,9 @@ void run(const BackwardArgs<Scalar>& a,
          const Structure<Scalar>& s,
          const AttentionPlan& plan,
          Counter& counter) {
-    if (plan.sparse)
+    if (plan.variants)
+        sparse::backward(a, *s.support, *plan.variants, plan.memory, counter);
+    else if (plan.sparse)
         sparse::backward(a, *s.support, s.inputs, plan.tiling, plan.memory, counter);
     else
         dense::backward(a, plan.tiling, plan.memory, counter);
@@ -45,6 +51,8 @@ IoReport closed_form(const AttentionPlan& plan, const Structure<Scalar>& s) {
     const Problem& p = plan.problem;
     if (!plan.sparse)
         return io_cost(p, plan.tiling, plan.pass);
+    if (plan.variants)
+        return sparse::io_cost<Scalar>(p, *s.support, *plan.variants);
     if (plan.pass == Pass::forward)
         return sparse::io_cost_forward(p, *s.support, s.inputs, plan.tiling);
     return plan.tiling.schedule == Schedule::fused

@@ -20,22 +20,6 @@ bool fits(Schedule schedule, const MemoryModel& memory, const Problem& p, Pass p
     return Tiling::try_for_memory(schedule, memory, p, pass, k).has_value();
 }
 
-/// The smallest M of one schedule, by doubling then bisection; 0 if none up to 2^50.
-std::int64_t smallest_of(Schedule schedule, const Problem& p, Pass pass, Kernels k) {
-    std::int64_t hi = 1;
-    while (!fits(schedule, MemoryModel{hi}, p, pass, k)) {
-        if (hi > (std::int64_t{1} << 50))
-            return 0;
-        hi *= 2;
-    }
-    std::int64_t lo = hi / 2; // does not fit (or 0)
-    while (hi - lo > 1) {
-        const std::int64_t mid = lo + (hi - lo) / 2;
-        (fits(schedule, MemoryModel{mid}, p, pass, k) ? hi : lo) = mid;
-    }
-    return hi;
-}
-
 /// M is below every tiling of `schedule` (nullopt: of both schedules of `pass`).
 [[noreturn]] void throw_too_small(const std::string& where,
                                   const MemoryModel& memory,
@@ -155,19 +139,33 @@ Tiling tiling_of(const AttentionPlan& plan, bool tuned) {
                        : Tiling::tuned(plan.schedule, plan.memory, p, plan.pass);
 }
 
-} // namespace
-
-std::int64_t smallest_memory(const Problem& problem,
-                             Pass pass,
-                             std::optional<Schedule> schedule,
-                             Kernels kernels) {
-    const Problem p = problem.resolved("ioattn::smallest_memory");
-    if (schedule)
-        return *schedule == Schedule::reference ? 1 : smallest_of(*schedule, p, pass, kernels);
-    const std::int64_t f = smallest_of(Schedule::fused, p, pass, kernels);
-    const std::int64_t m = smallest_of(Schedule::materialized, p, pass, kernels);
-    return f == 0 || m == 0 ? std::max(f, m) : std::min(f, m);
+/// The structure dispatcher's plan of a sparse fused call over dense operands (the variants
+/// compute from the dense views; sparse operands run forward_fused / backward_fused, the one
+/// kernel that multiplies them as stored). Under auto, an M too small for the element kernels
+/// leaves the tile kernels alone; a forced variant names why it cannot run.
+template <typename Scalar>
+void plan_dispatch(AttentionPlan& plan, const Structure<Scalar>& s, const AttentionOptions& o) {
+    const auto& in = s.inputs;
+    const bool dense_operands = in.q == nullptr && in.k == nullptr && in.v == nullptr;
+    const bool eligible =
+        s.support != nullptr && dense_operands && plan.schedule == Schedule::fused && o.dispatch;
+    if (o.variant && !eligible)
+        throw InvalidArgument(std::string(o.where) + ": variant " +
+                              std::string(sparse::to_string(*o.variant)) +
+                              " needs a support, dense operands and the fused schedule (schedule " +
+                              std::string(to_string(plan.schedule)) + ")");
+    if (!eligible)
+        return;
+    try {
+        plan.variants = sparse::plan_variants<Scalar>(
+            plan.problem, *s.support, plan.memory, plan.pass, o.variant, plan.tiling);
+    } catch (const CapacityError&) {
+        if (o.variant)
+            throw;
+    }
 }
+
+} // namespace
 
 template <typename Scalar>
 AttentionPlan plan_attention(const Problem& problem,
@@ -198,6 +196,7 @@ AttentionPlan plan_attention(const Problem& problem,
         plan.selected_by = options.select;
     }
     plan.tiling = tiling_of(plan, options.tuned);
+    plan_dispatch(plan, structure, options);
     plan.bound =
         plan.sparse
             ? sparse::bound(p,

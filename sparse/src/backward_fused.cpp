@@ -254,8 +254,8 @@ void key_block(const BackwardArgs<Scalar>& a,
             io.read({Operand::index, slice, blk, 1, 0, iw});
         if constexpr (Counter::kComputes)
             std::fill(cur.pos, cur.pos + r, std::int64_t{0});
-        for (std::int64_t x0 = 0; x0 < nq; x0 += t.cols) {
-            const std::int64_t c = std::min(t.cols, nq - x0);
+        for (std::int64_t x0 = 0, c = 0; x0 < nq; x0 += c) {
+            c = detail::chunk_length(queries.data(), nq, x0, t.cols); // runs in place (plan.hpp)
             const std::int64_t* qc = queries.data() + x0;
             detail::read_gathered(io, Operand::q, slice, src.q, b, h, qc, c);
             io.complete({Operand::scores, slice, qc[0], qc[c - 1] - qc[0] + 1, j0, r}); // on Omega

@@ -26,8 +26,15 @@
 // (vch = ceil(d_v/b), dch = ceil(d/b)):
 //   reads  r + T r d + C d  +  vch Z + T r d_v  +  2 r d_v + T r d_v + C d_v + Z
 //          +  dch Z + C d  +  dch Z + T r d
+//          +  iw ((2 + dch + 2 (vch + dch)) Z + (dch + vch) Z_pp)
 //   writes 2 Z, plus n_q d (dQ) per head and n_k (d + d_v) (dK, dV) per kv slice.
-// With the full pattern (Z = r C) this is dense::io_cost_backward_materialized.
+// Indices (Operand::index, iw = kIndexReadWords<Scalar> words per int64: 2 in float, 1 in
+// double): each pass over a tile's stored values reads their keys, nnz_ij (P, dS, each d chunk
+// of dQ), or Omega^T's queries and each entry's position in Omega, 2 nnz_ij (each chunk of dV
+// and dK); the SDDMMs of P and dS read a per-pair tile's keys once per chunk (tile_rule.hpp;
+// Z_pp: the pairs of such tiles). Row offsets and run searches are not counted.
+// With the full pattern (Z = r C) this is dense::io_cost_backward_materialized plus the index
+// words.
 // Sparse inputs (Q, K, V as CSR rows over d, SparseInputs): a chunk of a sparse operand is read
 // as the nonzeros stored in it, so T r d (twice), C d (twice) and C d_v become T nnz(Q_i) and
 // the sums of nnz(K_j), nnz(V_j) over the row tile's tiles (per query head); a tile with few
@@ -56,6 +63,7 @@
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
 #include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
+#include "backward_materialized_slice.hpp"
 #include "row_source.hpp"
 #include "tile_ops.hpp"
 #include "validate.hpp"
@@ -67,106 +75,7 @@ namespace ioattn::sparse::IOATTN_ISA {
 
 namespace {
 
-/// One kv slice (batch bb, kv head g) and its group of query heads. `pds` is the slow-memory
-/// P/dS store [group][Z_QK] in CSR order; `fast` the per-worker scratch: D (rb), a dense tile
-/// (rb x ld), an accumulator (max(rb, cb) x wb), the scattered chunks of sparse operands
-/// (rb x wb for Q, cb x wb for K or V), the B^T of a dense tile (wb x ld), ones (ld) and one
-/// key's values down a row tile (rb),
-/// rb = min(b, n_q), cb = min(b, n_k), wb = min(b, max(d, d_v)), ld = cb padded to vectors.
-template <typename Scalar>
-struct Slice {
-    const BackwardArgs<Scalar>* a;
-    const detail::Operands<Scalar>* src;
-    const Support* s;
-    const BlockView* rows_view; ///< Omega, b x b: per row tile, its non-empty key tiles
-    const BlockView* keys_view; ///< Omega^T, b x b: per key tile, its non-empty row tiles
-    std::int64_t b, bb, g;
-    Scalar* pds;
-    const kernels::Workspace<Scalar>* fast;
-
-    [[nodiscard]] static std::int64_t lanes(const Problem& p, std::int64_t b) {
-        constexpr int kL = kernels::Simd<Scalar>::kLanes;
-        return (std::min(b, p.n_k) + kL - 1) / kL * kL;
-    }
-
-    [[nodiscard]] static std::int64_t scratch_words(const Problem& p, std::int64_t b) {
-        const std::int64_t rb = std::min(b, p.n_q), cb = std::min(b, p.n_k);
-        const std::int64_t wb = std::min(b, std::max(p.d, p.d_v)), ld = lanes(p, b);
-        return rb + rb * ld + std::max(rb, cb) * wb + (rb + cb) * wb + wb * ld + ld + rb;
-    }
-
-    [[nodiscard]] const Problem& p() const { return a->problem; }
-
-    [[nodiscard]] std::int64_t ld() const { return lanes(p(), b); }
-
-    [[nodiscard]] Scalar* delta(int worker) const { return fast->slab(worker); }
-
-    [[nodiscard]] Scalar* tile(int worker) const { return delta(worker) + std::min(b, p().n_q); }
-
-    [[nodiscard]] Scalar* acc(int worker) const {
-        return tile(worker) + std::min(b, p().n_q) * ld();
-    }
-
-    [[nodiscard]] std::int64_t chunk_width() const { return std::min(b, std::max(p().d, p().d_v)); }
-
-    /// Scattered Q chunk (rows x chunk_width) of a sparse Q.
-    [[nodiscard]] Scalar* q_chunk(int worker) const {
-        return acc(worker) + std::max(std::min(b, p().n_q), std::min(b, p().n_k)) * chunk_width();
-    }
-
-    /// Scattered K or V chunk (keys x chunk_width) of a sparse K or V.
-    [[nodiscard]] Scalar* kv_chunk(int worker) const {
-        return q_chunk(worker) + std::min(b, p().n_q) * chunk_width();
-    }
-
-    /// B^T of a dense tile (chunk_width x ld), then ones (ld, set by the kernel's driver).
-    [[nodiscard]] Scalar* kt(int worker) const {
-        return kv_chunk(worker) + std::min(b, p().n_k) * chunk_width();
-    }
-
-    [[nodiscard]] Scalar* ones(int worker) const { return kt(worker) + chunk_width() * ld(); }
-
-    /// One key's stored values down a row tile (rb).
-    [[nodiscard]] Scalar* column(int worker) const { return ones(worker) + ld(); }
-
-    /// Where S_ij of rect (i0, r, j0, c) with nnz pairs goes in worker's scratch.
-    [[nodiscard]] detail::TileTarget<Scalar> target(int worker,
-                                                    std::int64_t i0,
-                                                    std::int64_t r,
-                                                    std::int64_t j0,
-                                                    std::int64_t c,
-                                                    std::int64_t nnz) const {
-        return {i0, r, j0, c, nnz, tile(worker), ld(), kt(worker), ones(worker)};
-    }
-
-    [[nodiscard]] std::int64_t head(std::int64_t k) const { return g * p().group() + k; }
-
-    [[nodiscard]] std::int64_t q_slice(std::int64_t k) const { return bb * p().heads + head(k); }
-
-    [[nodiscard]] std::int64_t kv_slice() const { return bb * p().kv_heads + g; }
-
-    [[nodiscard]] std::int64_t rows(std::int64_t i0) const { return std::min(b, p().n_q - i0); }
-
-    [[nodiscard]] std::int64_t cols(std::int64_t j0) const { return std::min(b, p().n_k - j0); }
-
-    /// CSR positions [lo, hi) of the keys of row i in [j0, j0 + c).
-    [[nodiscard]] std::pair<std::int64_t, std::int64_t>
-    segment(std::int64_t i, std::int64_t j0, std::int64_t c) const {
-        const std::int64_t base = s->row_offsets()[static_cast<std::size_t>(i)];
-        const auto [lo, hi] = detail::keys_in(s->row(i), j0, c, -1);
-        return {base + lo, base + hi};
-    }
-
-    /// Key of the CSR position e.
-    [[nodiscard]] std::int64_t key(std::int64_t e) const {
-        return s->col_indices()[static_cast<std::size_t>(e)];
-    }
-
-    /// The stored P/dS value of head k at CSR position e.
-    [[nodiscard]] Scalar& store(std::int64_t k, std::int64_t e) const {
-        return pds[k * s->z_qk() + e];
-    }
-};
+using detail::Slice;
 
 /// P phase for head k, row tile blk: P_ij = exp(scale * Q_i K_j^T - L_i) on Omega per tile.
 template <typename Scalar, typename Counter>
@@ -187,6 +96,8 @@ void probs_tile(const Slice<Scalar>& w, std::int64_t k, std::int64_t blk, int wo
             io.acquire((r + c) * kw);
             detail::read_cols(io, Operand::q, qs, w.src->q, w.bb, h, i0, r, k0, kw);
             detail::read_cols(io, Operand::k, w.kv_slice(), w.src->k, w.bb, w.g, j0, c, k0, kw);
+            if (detail::per_pair_tile(t.nonzeros, r, c)) // the pairs' keys, once per chunk
+                io.read({Operand::index, qs, i0, 1, j0, kIndexReadWords<Scalar> * t.nonzeros});
             if constexpr (Counter::kComputes) { // --- S_ij += Q_i[:,k] K_j[:,k]^T on Omega ---
                 detail::sddmm_chunk(
                     *w.s,
@@ -201,6 +112,7 @@ void probs_tile(const Slice<Scalar>& w, std::int64_t k, std::int64_t blk, int wo
             io.release((r + c) * kw);
         }
         io.complete({Operand::scores, qs, i0, r, j0, c}); // S recomputed on the tile's Omega
+        io.read({Operand::index, qs, i0, 1, j0, kIndexReadWords<Scalar> * t.nonzeros}); // keys
         if constexpr (Counter::kComputes) {
             // --- P_ij = 2^(scale log2(e) S_ij - log2(e) L_i); a row with L = -inf: 0 ---
             const Scalar* s = w.tile(worker);
@@ -261,6 +173,8 @@ void d_scores_tile(
             io.acquire((r + c) * xw);
             io.read({Operand::d_o, qs, i0, r, x0, xw});
             detail::read_cols(io, Operand::v, w.kv_slice(), w.src->v, w.bb, w.g, j0, c, x0, xw);
+            if (detail::per_pair_tile(t.nonzeros, r, c)) // the pairs' keys, once per chunk
+                io.read({Operand::index, qs, i0, 1, j0, kIndexReadWords<Scalar> * t.nonzeros});
             if constexpr (Counter::kComputes) { // --- dP_ij += dO_i[:,x] V_j[:,x]^T on Omega ---
                 const detail::RowSource<Scalar> d_o{a.d_o, nullptr};
                 detail::sddmm_chunk(
@@ -277,6 +191,7 @@ void d_scores_tile(
         }
         io.acquire(r * c);
         io.read({Operand::probs, qs, i0, t.nonzeros, j0, 1});
+        io.read({Operand::index, qs, i0, 1, j0, kIndexReadWords<Scalar> * t.nonzeros}); // keys
         if constexpr (Counter::kComputes) {
             const std::int64_t ld = w.ld();
             for (std::int64_t x = 0; x < r; ++x) { // --- dS_ij = P_ij o (dP_ij - D_i) ---
@@ -313,6 +228,7 @@ void d_q_chunk(const Slice<Scalar>& w,
         const std::int64_t j0 = t.col_block * w.b, c = w.cols(j0);
         io.acquire(r * c + c * kw);
         io.read({Operand::d_scores, qs, i0, t.nonzeros, j0, 1});
+        io.read({Operand::index, qs, i0, 1, j0, kIndexReadWords<Scalar> * t.nonzeros}); // keys
         detail::read_cols(io, Operand::k, w.kv_slice(), w.src->k, w.bb, w.g, j0, c, k0, kw);
         if constexpr (Counter::kComputes) {
             const auto kj = w.src->k.rows(w.bb, w.g, j0, c, k0, kw, w.kv_chunk(worker));
@@ -366,6 +282,8 @@ void d_kv_chunk(const Slice<Scalar>& w,
             const std::int64_t i0 = t.col_block * w.b, r = w.rows(i0);
             io.acquire(r * c + r * zw);
             io.read({values ? Operand::probs : Operand::d_scores, qs, i0, t.nonzeros, j0, 1});
+            // Omega^T's column indices (the queries) and each entry's position in Omega
+            io.read({Operand::index, qs, i0, 2, j0, kIndexReadWords<Scalar> * t.nonzeros});
             if (values)
                 io.read({Operand::d_o, qs, i0, r, z0, zw});
             else

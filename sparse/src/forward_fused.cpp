@@ -123,8 +123,8 @@ void row_block(const ForwardArgs<Scalar>& a,
         std::fill(w.l, w.l + w.rp, Scalar(0));
         cur = detail::row_cursors(plan, i0, r, cursor);
     }
-    for (std::int64_t y0 = 0; y0 < nk; y0 += t.cols) {
-        const std::int64_t c = std::min(t.cols, nk - y0);
+    for (std::int64_t y0 = 0, c = 0; y0 < nk; y0 += c) {
+        c = detail::chunk_length(keys.data(), nk, y0, t.cols); // runs in place (plan.hpp)
         const std::int64_t* kc = keys.data() + y0;
         detail::read_gathered(io, Operand::k, kv_slice, src.k, b, g, kc, c);
         detail::read_gathered(io, Operand::v, kv_slice, src.v, b, g, kc, c);

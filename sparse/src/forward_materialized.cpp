@@ -11,9 +11,15 @@
 //       write O_ix                                                          r*xw
 //     write L_i                                                             r
 // Resident: as dense::forward_materialized (a dense b x b tile buffer in both phases) <= 4b^2.
+// Indices (Operand::index, iw = kIndexReadWords<Scalar> words per int64: 2 in float, 1 in
+// double): every pass over a tile's stored scores reads their keys, nnz_ij: the keep step of
+// phase 1, each d_v chunk of phase 2, and each d chunk of the SDDMM of a tile computed pair by
+// pair (tile_rule.hpp; Z_pp: the pairs of such tiles). Row offsets and the search for each
+// row's run of keys (r per tile, in the lines read next) are not counted.
 // I/O = io_cost_forward_materialized (per row block: T tiles of total width C, Z nonzeros):
-//   T*r*d + C*d + Z  +  ceil(d_v/b)*Z + C*d_v + r*d_v + r; with the full pattern this is
-//   exactly dense::io_cost_forward_materialized. Stored scores: Z_QK words per head.
+//   T*r*d + C*d + Z  +  ceil(d_v/b)*Z + C*d_v + r*d_v + r
+//   + iw*((1 + ceil(d_v/b))*Z + ceil(d/b)*Z_pp); with the full pattern this is
+//   dense::io_cost_forward_materialized plus the index words. Stored scores: Z_QK words per head.
 // Sparse inputs (CSR rows over d): a chunk of a sparse operand is read as the nonzeros stored
 // in it, so r*d, C*d, C*d_v become nnz(Q_i), the sum of nnz(K_j) and of nnz(V_j) over the
 // tiles; a tile with few pairs takes its scores as dot products over the stored entries,
@@ -113,6 +119,8 @@ void sddmm_tile(const ForwardArgs<Scalar>& a,
         io.acquire((t.r + c) * kw);
         detail::read_cols(io, Operand::q, t.slice, src.q, t.b, t.h, t.i0, t.r, k0, kw);
         detail::read_cols(io, Operand::k, t.kv, src.k, t.b, t.g, j0, c, k0, kw);
+        if (detail::per_pair_tile(nnz, t.r, c)) // the pairs' keys, once per chunk
+            io.read({Operand::index, t.slice, t.i0, 1, j0, kIndexReadWords<Scalar> * nnz});
         if constexpr (Counter::kComputes) {
             // --- S_ij (+)= Q_i[:,k] K_j[:,k]^T on Omega ---
             detail::sddmm_chunk(
@@ -128,6 +136,7 @@ void sddmm_tile(const ForwardArgs<Scalar>& a,
         io.release((t.r + c) * kw);
     }
     io.complete({Operand::scores, t.slice, t.i0, t.r, j0, c}); // the tile's entries of Omega
+    io.read({Operand::index, t.slice, t.i0, 1, j0, kIndexReadWords<Scalar> * nnz}); // its keys
     if constexpr (Counter::kComputes) {
         // --- keep Omega's entries (base 2), online update of m, l ---
         const auto qs = static_cast<Scalar>(p.scale * 1.4426950408889634);
@@ -183,6 +192,7 @@ void spmm_chunk(const ForwardArgs<Scalar>& a,
         const std::int64_t j0 = tile.col_block * bs, c = view.block_cols(tile.col_block);
         io.acquire(t.r * c + c * xw);
         io.read({Operand::scores, t.slice, t.i0, tile.nonzeros, j0, 1});
+        io.read({Operand::index, t.slice, t.i0, 1, j0, kIndexReadWords<Scalar> * tile.nonzeros});
         detail::read_cols(io, Operand::v, t.kv, src.v, t.b, t.g, j0, c, x0, xw);
         if constexpr (Counter::kComputes) {
             // V_j[:,x] in place, or scattered into the K^T buffer when V is stored sparse

@@ -4,6 +4,7 @@
 #include "fail.hpp"
 #include "plan.hpp"
 #include "row_source.hpp"
+#include "tile_rule.hpp"
 
 #include <ioattn/error.hpp>
 #include <ioattn/sparse/io_cost.hpp>
@@ -83,21 +84,25 @@ IoReport io_cost_forward_materialized(const Problem& problem,
     const std::int64_t b = tiling.rows;
     const BlockView& view = support.cached_block_view(b, b);
     const std::int64_t kd = std::min(b, p.d), kv = std::min(b, p.d_v);
-    const std::int64_t vch = (p.d_v + b - 1) / b;
+    const std::int64_t vch = (p.d_v + b - 1) / b, dch = (p.d + b - 1) / b;
     std::int64_t reads = 0, writes = 0, peak = 0;
     for (std::int64_t i = 0; i < view.row_blocks; ++i) {
         const std::int64_t r = view.block_rows(i), i0 = i * b;
         const auto tiles = view.tiles_of(i);
-        std::int64_t nnz = 0, cmax = 0;
+        std::int64_t nnz = 0, cmax = 0, per_pair = 0; // per_pair: the pairs of per-pair tiles
         for (const BlockTile& t : tiles) {
+            const std::int64_t c = view.block_cols(t.col_block);
             nnz += t.nonzeros;
-            cmax = std::max(cmax, view.block_cols(t.col_block));
+            cmax = std::max(cmax, c);
+            per_pair += detail::per_pair_tile(t.nonzeros, r, c) ? t.nonzeros : 0;
         }
         const auto n_tiles = static_cast<std::int64_t>(tiles.size());
         for (std::int64_t slice = 0; slice < slices; ++slice) {
             const std::int64_t bb = slice / p.heads, h = slice % p.heads, g = h / p.group();
             reads += n_tiles * q.words(bb, h, i0, r) + vch * nnz; // Q_i per tile, scores
-            for (const BlockTile& t : tiles) {                    // K_j, V_j
+            // keys: the keep step, each SpMM chunk, each SDDMM chunk of a per-pair tile
+            reads += kIndexReadWords<Scalar> * ((1 + vch) * nnz + dch * per_pair);
+            for (const BlockTile& t : tiles) { // K_j, V_j
                 const std::int64_t j0 = t.col_block * b, c = view.block_cols(t.col_block);
                 reads += k.words(bb, g, j0, c) + v.words(bb, g, j0, c);
             }

@@ -4,6 +4,7 @@
 
 #include "plan.hpp"
 #include "row_source.hpp"
+#include "tile_rule.hpp"
 
 #include <ioattn/error.hpp>
 #include <ioattn/sparse/backward.hpp>
@@ -116,11 +117,12 @@ IoReport io_cost_backward_materialized(const Problem& problem,
     for (std::int64_t i = 0; i < view.row_blocks; ++i) {
         const std::int64_t r = view.block_rows(i);
         peak = std::max(peak, r * kd); // dQ of a row tile without pairs: zeros
-        std::int64_t tiles = 0, nnz = 0, cmax = 0;
+        std::int64_t tiles = 0, nnz = 0, cmax = 0, per_pair = 0; // pairs of per-pair tiles
         for (const BlockTile& t : view.tiles_of(i)) {
             const std::int64_t c = view.block_cols(t.col_block);
             ++tiles;
             nnz += t.nonzeros;
+            per_pair += detail::per_pair_tile(t.nonzeros, r, c) ? t.nonzeros : 0;
             cmax = std::max(cmax, c);
             auto& rmax = tallest[static_cast<std::size_t>(t.col_block)];
             rmax = std::max(rmax, r);
@@ -128,8 +130,12 @@ IoReport io_cost_backward_materialized(const Problem& problem,
         if (tiles == 0)
             continue;
         // L (P), P (dV), dO (dV), O and dO (D), dO (dS), P (dS), dS (dQ, dK)
+        // keys (P, dS, dQ per d chunk; the SDDMMs of P and dS per chunk of a per-pair tile),
+        // Omega^T's queries and each entry's position in Omega (dV, dK per chunk)
+        const std::int64_t index = nnz * (2 + dch + 2 * (vch + dch)) + per_pair * (dch + vch);
         const std::int64_t fixed = r + vch * nnz + tiles * r * p.d_v + 2 * r * p.d_v +
-                                   tiles * r * p.d_v + nnz + 2 * dch * nnz;
+                                   tiles * r * p.d_v + nnz + 2 * dch * nnz +
+                                   kIndexReadWords<Scalar> * index;
         for (std::int64_t slice = 0; slice < slices; ++slice) {
             const std::int64_t bb = slice / p.heads, h = slice % p.heads, g = h / p.group();
             std::int64_t k_words = 0, v_words = 0; // K_j, V_j over the row tile's tiles

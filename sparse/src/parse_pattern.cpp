@@ -30,7 +30,7 @@ struct Term {
     std::string_view usage;
 };
 
-constexpr std::array<Term, 11> kTerms = {{
+constexpr std::array<Term, 13> kTerms = {{
     {"dense", 0, "dense"},
     {"causal", 0, "causal"},
     {"window", 1, "window:W"},
@@ -38,9 +38,11 @@ constexpr std::array<Term, 11> kTerms = {{
     {"dilated", 2, "dilated:W:S"},
     {"global", 1, "global:G"},
     {"bigbird", 3, "bigbird:W:G:R"},
+    {"bigbird-block", 4, "bigbird-block:B:W:G:R"},
     {"strided", 1, "strided:L"},
     {"block", 2, "block:B:DENSITY"},
     {"random", 1, "random:DENSITY"},
+    {"powerlaw", 1, "powerlaw:AVG_DEGREE"},
     {"file", 1, "file:PATH"},
 }};
 
@@ -149,7 +151,7 @@ private:
                          "' in '",
                          token,
                          "' (known: dense, causal, window, causal-window, dilated, global, "
-                         "bigbird, strided, block, random, file)");
+                         "bigbird, bigbird-block, strided, block, random, powerlaw, file)");
         if (args.size() != term->args)
             detail::fail(kWhere,
                          "'",
@@ -185,6 +187,16 @@ private:
             const std::int64_t r = integer(t, token, a[2], "R", 0);
             return pattern_bigbird(n_q_, n_k_, w, g, r, next_seed());
         }
+        if (n == "bigbird-block") {
+            const std::int64_t b = integer(t, token, a[0], "B", 1);
+            const std::int64_t w = integer(t, token, a[1], "W", 0);
+            const std::int64_t g = integer(t, token, a[2], "G", 0);
+            const std::int64_t r = integer(t, token, a[3], "R", 0);
+            return pattern_bigbird_block(n_q_, n_k_, b, w, g, r, next_seed());
+        }
+        if (n == "powerlaw")
+            return pattern_powerlaw(
+                n_q_, n_k_, positive(t, token, a[0], "AVG_DEGREE"), next_seed());
         if (n == "block") {
             const std::int64_t b = integer(t, token, a[0], "B", 1);
             const double density = fraction(t, token, a[1], "DENSITY");
@@ -267,6 +279,29 @@ private:
                          ")");
         if (v < 0.0 || v > 1.0)
             detail::fail(kWhere, "'", token, "': ", what, " = ", arg, " (expected in [0, 1])");
+        return v;
+    }
+
+    static double
+    positive(const Term& t, std::string_view token, std::string_view arg, const char* what) {
+        if (arg.empty())
+            detail::fail(
+                kWhere, "'", token, "': missing value of ", what, " (expected ", t.usage, ")");
+        double v = 0.0;
+        const auto [end, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), v);
+        if (ec != std::errc() || end != arg.data() + arg.size() || !std::isfinite(v))
+            detail::fail(kWhere,
+                         "'",
+                         token,
+                         "': ",
+                         what,
+                         " = '",
+                         arg,
+                         "' is not a number (expected ",
+                         t.usage,
+                         ")");
+        if (v <= 0.0)
+            detail::fail(kWhere, "'", token, "': ", what, " = ", arg, " (expected > 0)");
         return v;
     }
 

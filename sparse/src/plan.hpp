@@ -5,6 +5,7 @@
 // Support::cached_fused_plan keeps it with the structure, so repeated calls do not rebuild it.
 
 #include <ioattn/sparse/support.hpp>
+#include <ioattn/tiling.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -51,12 +52,36 @@ struct FusedPlan {
     /// The indices block b reads, in words of Scalar (an int64 is 8 / sizeof(Scalar) words).
     template <typename Scalar>
     [[nodiscard]] std::int64_t index_words(std::int64_t b) const {
-        return index_reads[static_cast<std::size_t>(b)] *
-               static_cast<std::int64_t>(sizeof(std::int64_t) / sizeof(Scalar));
+        return index_reads[static_cast<std::size_t>(b)] * kIndexReadWords<Scalar>;
     }
 
     static FusedPlan build(const Support& support, std::int64_t max_rows);
 };
+
+/// The shortest run of consecutive keys the fused kernels read in place as a chunk of its own.
+inline constexpr std::int64_t kMinRun = 16;
+
+/// Length of the next chunk of keys[y0, n) (sorted, unique) of the fused kernels, at most
+/// `max`: a run of at least kMinRun consecutive keys (whole key blocks, a band) forms chunks of
+/// its own, split evenly, so that they are read in place; other keys are gathered together up
+/// to the next such run. The chunking changes what is copied, never what is counted.
+inline std::int64_t
+chunk_length(const std::int64_t* keys, std::int64_t n, std::int64_t y0, std::int64_t max) {
+    const auto run_from = [&](std::int64_t y) {
+        return y + kMinRun <= n && keys[y + kMinRun - 1] - keys[y] == kMinRun - 1;
+    };
+    if (run_from(y0)) {
+        std::int64_t run = kMinRun;
+        while (y0 + run < n && keys[y0 + run] == keys[y0] + run)
+            ++run;
+        const std::int64_t parts = (run + max - 1) / max;
+        return (run + parts - 1) / parts;
+    }
+    std::int64_t c = 1;
+    while (c < max && y0 + c < n && !run_from(y0 + c))
+        ++c;
+    return c;
+}
 
 /// Per-row state of mask_chunk for the rows [i0, i0 + r) of one block: the position of the next
 /// key in the row, and the row's keys as an interval [lo, hi] (lo = -1: not an interval). Read

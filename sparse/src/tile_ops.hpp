@@ -4,6 +4,7 @@
 // allowed pairs of a tile, on the broadcast micro-kernel when the tile is dense enough.
 
 #include "row_source.hpp"
+#include "tile_rule.hpp"
 
 #include <ioattn/kernels/strip.hpp>
 #include <ioattn/kernels/tile.hpp>
@@ -36,15 +37,6 @@ keys_in(std::span<const std::int64_t> row, std::int64_t j0, std::int64_t c, std:
         ++e;
     return {from, e};
 }
-
-/// A tile with at least 1/kDenseTileFill of its pairs allowed computes all of S_ij in the
-/// broadcast micro-kernel; a sparser one takes a dot product per allowed pair. Measured on the
-/// forward (N=16384, d=64, 2 threads, `ioattn run --schedule materialized --repeat 3`, GFLOP/s,
-/// shared machine), fill 1/2, 1/4, 1/8, 1/16: window:256 63.8 / 66.6 / 68.7 / 32.1,
-/// bigbird:64:2:3 11.8 / 12.2 / 13.1 / 5.7, random:0.02 5.1 / 5.1 / 3.2 / 2.6, block:64:0.1
-/// 68.7 / 68.5 / 32.6 / 34.1; every tile dense: 15.0, 1.6, 1.4, 15.7 (before the in-place
-/// reads), every tile by pairs: 13.5, 3.7, 1.8, 12.4.
-inline constexpr std::int64_t kDenseTileFill = 4;
 
 /// A tile of sparse rows with fewer than (r + c) / kScatterPairs pairs takes its dot products
 /// over the stored entries; a fuller one scatters its rows first. Measured (materialized,
@@ -92,7 +84,7 @@ void sddmm_chunk(const Support& s,
                  std::int64_t zw,
                  bool first,
                  const std::int64_t* cursor) {
-    if (t.nnz * kDenseTileFill >= t.r * t.c) { // B^T lanes zero-padded to ld
+    if (!per_pair_tile(t.nnz, t.r, t.c)) { // B^T lanes zero-padded to ld
         const RowBlock<Scalar> ra = a.block(c0, zw), rb = b.block(c0, zw);
         for (std::int64_t z = 0; z < zw; ++z) {
             for (std::int64_t y = 0; y < t.c; ++y)

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 using ioattn::app::test::require_one_line_error;
@@ -46,4 +47,57 @@ TEST_CASE("bound --preset a100 --json gives the time bound max of w L over beta 
 TEST_CASE("bound without machine figures is a usage error", "[apps][bound]") {
     require_one_line_error({"bound", "--N", "256", "--d", "16"}, "--bandwidth");
     require_one_line_error({"bound", "--N", "256", "--d", "16", "--preset", "tpu"}, "tpu");
+}
+
+TEST_CASE("bound --preset h200 and m1-max carry their documented figures and sources",
+          "[apps][bound]") {
+    struct Expected {
+        const char* preset;
+        std::int64_t word_bytes;
+        std::int64_t fast_bytes;
+        double bandwidth_gbs, peak_gflops;
+        const char* source; ///< a piece of the cited source
+        const char* text;   ///< the machine's figures as the text output prints them
+    };
+
+    const Expected table[] = {
+        {"h200",
+         2,
+         228 * 1024,
+         4800.0,
+         989000.0,
+         "nvidia.com/en-us/data-center/h200",
+         "M = 116,736 words of 2 bytes"},
+        {"m1-max",
+         4,
+         32 * 1024,
+         400.0,
+         10400.0,
+         "Metal-Feature-Set-Tables",
+         "M = 8,192 words of 4 bytes"},
+    };
+    for (const Expected& e : table) {
+        CAPTURE(e.preset);
+        const auto r =
+            run_ioattn({"bound", "--N", "4096", "--d", "128", "--preset", e.preset, "--json"});
+        INFO("stderr: " << r.err);
+        REQUIRE(r.status == 0);
+        json j;
+        REQUIRE_NOTHROW(j = json::parse(r.out));
+        CHECK(j.at("preset") == e.preset);
+        CHECK(j.at("word_bytes") == e.word_bytes);
+        CHECK(j.at("M") == e.fast_bytes / e.word_bytes);
+        CHECK(j.at("bandwidth_gbs").get<double>() == e.bandwidth_gbs);
+        CHECK(j.at("peak_gflops").get<double>() == e.peak_gflops);
+        CHECK(j.at("source").get<std::string>().find(e.source) != std::string::npos);
+        // the text output names the preset, its source and its figures
+        const auto t = run_ioattn({"bound", "--N", "4096", "--d", "128", "--preset", e.preset});
+        REQUIRE(t.status == 0);
+        CHECK(t.out.find(std::string("preset       ") + e.preset + ": ") != std::string::npos);
+        CHECK(t.out.find(e.source) != std::string::npos);
+        CHECK(t.out.find(e.text) != std::string::npos);
+    }
+    const auto help = run_ioattn({"bound", "--help"});
+    for (const char* piece : {"h200", "4.8 TB/s", "m1-max", "10.4 TFLOP/s", "32 KiB threadgroup"})
+        CHECK(help.out.find(piece) != std::string::npos);
 }

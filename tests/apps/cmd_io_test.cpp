@@ -1,6 +1,7 @@
 // Tests of apps/cmd_io.cpp through the built program: `ioattn io` sweeps M in powers of two,
 // prints a CSV header and rows of equal width, JSON rows whose counts are consistent with the
-// bounds and the selection rule, and an SVG plot; forward and backward.
+// bounds and the selection rule, and the data and script of its plot; forward and backward.
+// The rendered SVG is checked by plot_check.py (when gnuplot is installed).
 
 #include "cli.hpp"
 
@@ -132,17 +133,50 @@ TEST_CASE("io --json rows: counts agree with the dry runs and sit above the boun
     CHECK(with_explicit > 0); // the explicit-bound check above is not vacuous
 }
 
-TEST_CASE("io --plot writes an SVG and says so on stderr", "[apps][io]") {
-    const std::string svg = (scratch_dir() / "io.svg").string();
-    const auto r = run_ok({"io", "--N", "128", "--d", "16", "--plot", svg});
-    CHECK(r.out.find("measured crossover") != std::string::npos);
-    CHECK(lines_of(r.err).size() == 1);
-    CHECK(r.err.find(svg) != std::string::npos);
-    std::ifstream in(svg);
-    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    CHECK(text.rfind("<svg", 0) == 0);
-    CHECK(text.find("</svg>") != std::string::npos);
-    CHECK(text.find("polyline") != std::string::npos);
+TEST_CASE("io --plot without gnuplot: one line, exit 1, the data and the script written",
+          "[apps][io]") {
+    // PATH of an empty directory: the program is started by its full path, gnuplot not found
+    const std::filesystem::path empty = scratch_dir() / "empty_path";
+    std::filesystem::create_directories(empty);
+    const std::string svg = (scratch_dir() / "io_nognuplot.svg").string();
+    const std::string csv = (scratch_dir() / "io_nognuplot.csv").string();
+    const std::string gp = (scratch_dir() / "io_nognuplot.gp").string();
+    const auto r =
+        run_ioattn({"io", "--N", "128", "--d", "16", "--plot", svg}, {{"PATH", empty.string()}});
+    INFO("stderr: " << r.err);
+    CHECK(r.status == 1);
+    REQUIRE(lines_of(r.err).size() == 1);
+    CHECK(r.err.find("gnuplot is not on PATH") != std::string::npos);
+    CHECK(r.err.find("gnuplot " + gp) != std::string::npos);      // how to render it later
+    CHECK(r.out.find("measured crossover") != std::string::npos); // the sweep came first
+    CHECK(!std::filesystem::exists(svg));
+    // the data: a header naming every series, then one row per M of the sweep (4d = 64 ... Nd)
+    std::ifstream in(csv);
+    REQUIRE(in);
+    std::string line;
+    std::vector<std::string> rows;
+    while (std::getline(in, line))
+        rows.push_back(line);
+    REQUIRE(rows.size() == 1 + 6);
+    CHECK(csv_fields(rows[0]) == std::vector<std::string>{"M (words)",
+                                                          "fused",
+                                                          "materialized",
+                                                          "bound max(compulsory; leading)",
+                                                          "explicit bound (Thm 4.8)"});
+    CHECK(csv_fields(rows[1]).at(0) == "64");
+    CHECK(csv_fields(rows[6]).at(0) == "2048");
+    // the script reads that data and writes that image
+    std::ifstream script(gp);
+    const std::string text{std::istreambuf_iterator<char>(script),
+                           std::istreambuf_iterator<char>()};
+    CHECK(text.find("set output '" + svg + "'") != std::string::npos);
+    CHECK(text.find("plot '" + csv + "'") != std::string::npos);
+    CHECK(text.find("title 'materialized'") != std::string::npos);
+    CHECK(text.find("d^2 = 256") != std::string::npos);
+}
+
+TEST_CASE("io --plot needs a .svg name", "[apps][io]") {
+    require_one_line_error({"io", "--N", "128", "--d", "16", "--plot", "io.png"}, "io.png");
 }
 
 TEST_CASE("io --plot into a missing directory is a runtime error in one line", "[apps][io]") {
@@ -152,4 +186,14 @@ TEST_CASE("io --plot into a missing directory is a runtime error in one line", "
     CHECK(r.status == 1);
     CHECK(lines_of(r.err).size() == 1);
     CHECK(r.err.find(svg) != std::string::npos);
+}
+
+TEST_CASE("io --pattern counts each variant of the sparse fused schedule", "[apps][io]") {
+    const std::vector<std::string> args{
+        "io", "--N", "128", "--d", "16", "--pattern", "random:0.05", "--M-range", "4096:8192"};
+    const auto r = run_ok(args);
+    for (const char* variant : {"tile", "element", "split", "permuted"}) {
+        INFO("variant: " << variant);
+        CHECK(r.out.find(variant) != std::string::npos);
+    }
 }

@@ -42,7 +42,7 @@ TEST_CASE("bad usage: one line, exit 2, naming the value", "[apps][errors]") {
         {{"run", "--N", "8", "--input-density", "0"}, "--input-density", 2, {}},
         {{"run", "--N", "8", "--count-io", "--schedule", "reference"}, "--count-io", 2, {}},
         {{"run", "--N", "8"}, "IOATTN_MAX_BYTES = 'lots'", 2, {{"IOATTN_MAX_BYTES", "lots"}}},
-        {{"io", "--N", "8", "--pattern", "window:2"}, "dense attention only", 2, {}},
+        {{"io", "--N", "8", "--pattern", "window:2", "--causal"}, "--pattern takes neither", 2, {}},
         {{"io", "--N", "8", "--M-range", "9:3"}, "--M-range '9:3'", 2, {}},
         {{"io", "--N", "8", "--M-range", "abc"}, "--M-range 'abc'", 2, {}},
         {{"bound", "--N", "8"}, "--bandwidth", 2, {}},
@@ -116,5 +116,6 @@ TEST_CASE("a plot that cannot be written: the table, then one line, exit 1", "[a
     CHECK(r.status == 1);
     CHECK(r.out.find("ioattn io:") == 0); // the sweep was printed before the plot
     CHECK(ioattn::app::test::lines_of(r.err).size() == 1);
-    CHECK(r.err == "ioattn: io: cannot write --plot /nonexistent/dir/plot.svg\n");
+    CHECK(r.err == "ioattn: io: cannot write --plot /nonexistent/dir/plot.svg (its file "
+                   "/nonexistent/dir/plot.csv)\n");
 }

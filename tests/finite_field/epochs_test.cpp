@@ -275,3 +275,25 @@ TEST_CASE("epochs bad input", "[ff][epochs][throws]") {
                         InvalidArgument);
     }
 }
+
+TEST_CASE("epoch_stats: empty complete blocks count nothing, with or without a support",
+          "[ff][epochs]") {
+    // one epoch completing row 0 (4 entries) after empty blocks touching rows 0 and 1: at
+    // d = 2, r_R = min(4, 2) = 2 and r_C = 4 x min(1, 2) = 4, however often a row was touched
+    const std::vector<TraceEvent> trace{read(Operand::q, 0, 1, 0, 2),
+                                        done(0, 2, 0, 0),
+                                        done(0, 1, 0, 4),
+                                        done(1, 0, 0, 4),
+                                        done(0, 2, 2, 0)};
+    const EpochStats s = epoch_stats(trace, 2, 4, 2, 100);
+    CHECK(s.max_entries == 4);
+    CHECK(s.max_rank_rows == 2);
+    CHECK(s.max_rank_cols == 4);
+    CHECK_FALSE(s.complete_once); // row 1 never completes
+    const RowPattern omega = pattern({{0, 1, 2, 3}, {}});
+    const EpochStats t = epoch_stats(trace, EpochShape{2, 4, 2, &omega, nullptr, nullptr}, 100);
+    CHECK(t.max_entries == 4);
+    CHECK(t.max_rank_rows == 2);
+    CHECK(t.max_rank_cols == 4);
+    CHECK(t.complete_once); // row 1 holds no allowed entry
+}

@@ -69,7 +69,10 @@ TEST_CASE("every schedule's trace meets the budgets and replays on every epoch",
         const std::vector<std::string> specs =
             kind.sparse ? detail::pattern_families(n) : std::vector<std::string>{""};
         // from the schedule's smallest M (the fused backward needs ~1000 words at d = 4)
-        const std::int64_t m0 = std::max<std::int64_t>(detail::smallest_memory(kind, n, d), 64);
+        const std::int64_t m0 = std::max<std::int64_t>(
+            ioattn::smallest_memory(
+                detail::square_problem(n, d), kind.pass, kind.schedule, kind.kernels()),
+            64);
         for (const std::string& spec : specs)
             for (std::int64_t m : {m0, 2 * m0, 4 * m0}) {
                 const auto rec = record(kind, spec, n, d, m);
@@ -100,7 +103,8 @@ TEST_CASE("a trace without its scopes or with an inflated epoch fails", "[ff][re
     // N = 128, d = 32 at the fused forward's smallest M: N^2 entries exceed B_max
     const std::int64_t n = 128, d = 32;
     const detail::ScheduleKind fused{Pass::forward, Schedule::fused, false, false};
-    const std::int64_t m = detail::smallest_memory(fused, n, d);
+    const std::int64_t m = ioattn::smallest_memory(
+        detail::square_problem(n, d), fused.pass, fused.schedule, fused.kernels());
     const auto rec = detail::record_dense(fused, n, d, m);
     REQUIRE(rec);
     REQUIRE(static_cast<double>(n * n) > ioattn::epoch_entry_limit(m, d));
@@ -131,7 +135,8 @@ TEST_CASE("the smallest M is the first with a tiling", "[ff][record]") {
     problem.n_k = 64;
     problem.d = 16;
     for (const detail::ScheduleKind& kind : detail::schedule_kinds()) {
-        const std::int64_t m = detail::smallest_memory(kind, 64, 16);
+        const std::int64_t m = ioattn::smallest_memory(
+            detail::square_problem(64, 16), kind.pass, kind.schedule, kind.kernels());
         CAPTURE(detail::label(kind), m);
         REQUIRE(m > 0);
         const auto kernels = kind.sparse ? ioattn::Kernels::sparse : ioattn::Kernels::dense;
@@ -166,7 +171,10 @@ TEST_CASE("recorded sparse traces move what the kernels count", "[ff][record]") 
     for (const detail::ScheduleKind& kind : detail::schedule_kinds()) {
         if (!kind.sparse)
             continue;
-        const std::int64_t m = std::max<std::int64_t>(detail::smallest_memory(kind, n, d), 256);
+        const std::int64_t m = std::max<std::int64_t>(
+            ioattn::smallest_memory(
+                detail::square_problem(n, d), kind.pass, kind.schedule, kind.kernels()),
+            256);
         for (const std::string spec : {"strided:5", "bigbird:2:1:3", "random:0.2"}) {
             CAPTURE(detail::label(kind), spec);
             const auto rec = detail::record_sparse(kind, spec, n, d, m, 7);

@@ -106,6 +106,36 @@ TEST_CASE("IoCounter records acquire, release and sparse reads", "[io_counter]")
     CHECK(quiet.trace().empty());
 }
 
+TEST_CASE("IoCounter restart and reuse_trace keep the storage, not the contents", "[io_counter]") {
+    IoCounter c(20, true);
+    c.acquire(12);
+    c.read(Block{Operand::q, 0, 0, 2, 0, 3});
+    const auto* storage = c.trace().data();
+    c.restart(); // a fresh fork in the same buffer
+    CHECK(c.report() == IoReport{});
+    CHECK(c.resident() == 0);
+    CHECK(c.trace().empty());
+    c.acquire(20); // the whole of M again: resident started from 0
+    c.read(Block{Operand::k, 0, 0, 1, 0, 4});
+    REQUIRE(c.trace().size() == 2);
+    CHECK(c.trace().data() == storage);
+    CHECK(c.report() == IoReport{4, 0, 20});
+    // a recorded run into a larger spare buffer: its capacity is kept, its contents dropped
+    std::vector<ioattn::TraceEvent> spare(100);
+    const auto* spare_storage = spare.data();
+    IoCounter r(20, true);
+    r.reuse_trace(std::move(spare));
+    CHECK(r.trace().empty());
+    r.read(Block{Operand::q, 0, 0, 1, 0, 1});
+    CHECK(r.trace().data() == spare_storage);
+    CHECK(r.trace().size() == 1);
+    IoCounter quiet(20); // not recording: no effect
+    std::vector<ioattn::TraceEvent> other(10);
+    quiet.reuse_trace(std::move(other));
+    quiet.read(Block{Operand::q, 0, 0, 1, 0, 1});
+    CHECK(quiet.trace().empty());
+}
+
 TEST_CASE("NullCounter and DryRunCounter", "[io_counter]") {
     STATIC_REQUIRE(!ioattn::NullCounter::kCounts);
     STATIC_REQUIRE(ioattn::NullCounter::kComputes);

@@ -42,6 +42,26 @@ TEST_CASE("parallel_for_counted merges per-task counters in task order", "[paral
     }
 }
 
+TEST_CASE("parallel_for_counted: recording or not, the same counts", "[parallel]") {
+    // recording runs the tasks in order through one restarted task counter: each task still
+    // starts from nothing resident (a task that keeps words would overflow M otherwise)
+    const auto body = [](std::int64_t t, int, ioattn::IoCounter& c) {
+        c.acquire(60);
+        c.read(ioattn::Block{ioattn::Operand::k, 0, t, 1, 0, 3});
+        c.write(ioattn::Block{ioattn::Operand::o, 0, t, 1, 0, 2});
+    };
+    ioattn::IoCounter recorded(100, true);
+    ioattn::IoCounter counted(100);
+    ioattn::parallel_for_counted(40, recorded, body);
+    ioattn::parallel_for_counted(40, counted, body);
+    CHECK(recorded.report() == counted.report());
+    CHECK(recorded.report() == ioattn::IoReport{120, 80, 60});
+    REQUIRE(recorded.trace().size() == 3 * 40);
+    for (std::size_t t = 0; t < 40; ++t)
+        CHECK(recorded.trace()[3 * t + 1].block.row0 == static_cast<std::int64_t>(t));
+    CHECK(counted.trace().empty());
+}
+
 TEST_CASE("with_threads limits the workers", "[parallel]") {
     CHECK(ioattn::with_threads(1, [] { return ioattn::max_concurrency(); }) == 1);
     CHECK(ioattn::with_threads(0, [] { return 7; }) == 7);

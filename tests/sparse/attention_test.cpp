@@ -77,7 +77,9 @@ run_dispatcher(const Problem& p, Pass pass, const Structure<T>& st, const Attent
     Case<T> c(p, 5);
     NullCounter n;
     if (pass == Pass::forward) {
-        if (st.support != nullptr)
+        if (plan.variants) // the structure dispatcher's plan
+            ioattn::sparse::forward(c.forward(), *st.support, *plan.variants, plan.memory, n);
+        else if (st.support != nullptr)
             ioattn::sparse::forward(c.forward(), *st.support, plan.tiling, plan.memory, n);
         else
             ioattn::dense::forward(c.forward(), plan.tiling, plan.memory, n);
@@ -85,7 +87,10 @@ run_dispatcher(const Problem& p, Pass pass, const Structure<T>& st, const Attent
     }
     if (st.support != nullptr) {
         ioattn::sparse::forward_reference(c.forward(), *st.support);
-        ioattn::sparse::backward(c.backward(), *st.support, plan.tiling, plan.memory, n);
+        if (plan.variants)
+            ioattn::sparse::backward(c.backward(), *st.support, *plan.variants, plan.memory, n);
+        else
+            ioattn::sparse::backward(c.backward(), *st.support, plan.tiling, plan.memory, n);
     } else {
         ioattn::dense::forward_reference(c.forward());
         ioattn::dense::backward(c.backward(), plan.tiling, plan.memory, n);
@@ -126,6 +131,10 @@ TEST_CASE("attention runs the plan it reports, bitwise as the dispatchers", "[sp
                                  : Tiling::tuned(plan.schedule, plan.memory, p, pass)));
     CHECK(plan.z_qk == (sparse ? window.z_qk() : p.allowed_pairs()));
     CHECK(plan.z_input == ioattn::sparse::z_input(p, pass));
+    // the structure dispatcher plans every sparse fused call over dense operands
+    CHECK(plan.variants.has_value() == (sparse && plan.schedule == Schedule::fused));
+    if (plan.variants)
+        CHECK(plan.variants->tile == plan.tiling);
     if (schedule)
         CHECK(plan.schedule == *schedule);
     ioattn::AttentionReport report;
@@ -337,4 +346,44 @@ TEST_CASE("attention's documented throws", "[sparse][attention]") {
     named.where = "caller";
     CHECK_THROWS_WITH(ioattn::attention(bad, Structure<float>{}, named),
                       Catch::StartsWith("caller: q has shape"));
+}
+
+TEST_CASE("attention forces each variant of the structure dispatcher, same answer, exact I/O",
+          "[sparse][attention][variants]") {
+    const Support s = ioattn::sparse::parse_pattern("random:0.2+window:2", 40, 36, 4);
+    const Pass pass = GENERATE(Pass::forward, Pass::backward);
+    const Problem p = shape(40, 36);
+    Structure<double> st;
+    st.support = &s;
+    AttentionOptions base = with(Schedule::fused, 1 << 16);
+    const Case<double> want = run_entry(p, pass, st, base, nullptr);
+    for (const auto v : {ioattn::sparse::Variant::tile,
+                         ioattn::sparse::Variant::element,
+                         ioattn::sparse::Variant::split,
+                         ioattn::sparse::Variant::permuted}) {
+        CAPTURE(pass, ioattn::sparse::to_string(v));
+        AttentionOptions o = base;
+        o.variant = v;
+        o.count_io = true;
+        ioattn::AttentionReport report;
+        const Case<double> got = run_entry(p, pass, st, o, &report);
+        REQUIRE(report.plan.variants.has_value());
+        if (v != ioattn::sparse::Variant::split) // a forced split cuts by fill: may be one part
+            CHECK(report.plan.variants->variant == v);
+        CHECK(*report.io == *report.closed_form);
+        CHECK(*ioattn::io_count(p, pass, st, o).io == *report.io);
+        for (std::size_t i = 0; i < want.o.size(); ++i)
+            CHECK(got.o[i] == Approx(want.o[i]).margin(1e-12));
+        if (pass == Pass::backward)
+            for (std::size_t i = 0; i < want.d_q.size(); ++i)
+                CHECK(got.d_q[i] == Approx(want.d_q[i]).margin(1e-12));
+    }
+    // a forced variant needs the fused schedule and a support
+    AttentionOptions bad = base;
+    bad.variant = ioattn::sparse::Variant::element;
+    bad.schedule = Schedule::materialized;
+    CHECK_THROWS_AS(ioattn::plan_attention(p, pass, st, bad), ioattn::InvalidArgument);
+    bad.schedule = Schedule::fused;
+    CHECK_THROWS_AS(ioattn::plan_attention(p, pass, Structure<double>{}, bad),
+                    ioattn::InvalidArgument);
 }

@@ -34,6 +34,10 @@ TEST_CASE("parse_pattern: each term equals its builder", "[parse_pattern]") {
         CHECK(parse_pattern("random:0.25", n_q, n_k, seed) ==
               sp::pattern_random(n_q, n_k, 0.25, seed));
         CHECK(parse_pattern("random:1", n_q, n_k, seed) == sp::pattern_dense(n_q, n_k));
+        CHECK(parse_pattern("bigbird-block:2:3:2:1", n_q, n_k, seed) ==
+              sp::pattern_bigbird_block(n_q, n_k, 2, 3, 2, 1, seed));
+        CHECK(parse_pattern("powerlaw:2.5", n_q, n_k, seed) ==
+              sp::pattern_powerlaw(n_q, n_k, 2.5, seed));
     }
 }
 
@@ -112,6 +116,18 @@ TEST_CASE("parse_pattern: bad specs give one error naming the token", "[parse_pa
     CHECK_THAT(err("(causal"), Catch::Contains("'(' at position 0 is not closed"));
     CHECK_THAT(err("causal)"), Catch::Contains("unexpected ')' at position 6"));
     CHECK_THAT(err("()"), Catch::Contains("empty term"));
+    CHECK_THAT(err("powerlaw:0"),
+               Catch::Contains("'powerlaw:0'") && Catch::Contains("AVG_DEGREE = 0 (expected > 0)"));
+    CHECK_THAT(err("powerlaw:-1"),
+               Catch::Contains("'powerlaw:-1'") &&
+                   Catch::Contains("AVG_DEGREE = -1 (expected > 0)"));
+    CHECK_THAT(err("powerlaw:x"), Catch::Contains("'x' is not a number"));
+    CHECK_THAT(err("powerlaw"), Catch::Contains("powerlaw:AVG_DEGREE"));
+    CHECK_THAT(err("bigbird-block:0:1:1:1"),
+               Catch::Contains("'bigbird-block:0:1:1:1'") &&
+                   Catch::Contains("B = 0 (expected >= 1)"));
+    CHECK_THAT(err("bigbird-block:64:3:2"), Catch::Contains("bigbird-block:B:W:G:R"));
+    CHECK_THAT(err("bigbird-block:64:-3:2:1"), Catch::Contains("W = -3"));
     CHECK_THAT(err("window:-3"), Catch::StartsWith("ioattn::sparse::parse_pattern: "));
     CHECK_THROWS_AS(parse_pattern("dense", -1, 3, 0), ioattn::InvalidArgument);
 }

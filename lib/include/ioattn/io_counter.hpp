@@ -174,6 +174,23 @@ public:
             trace_.insert(trace_.end(), other.trace_.begin(), other.trace_.end());
     }
 
+    /// Empties the counts and the trace, keeping the trace's storage: a fresh fork() that
+    /// reuses this counter's buffer (parallel_for_counted, one task after another).
+    void restart() {
+        reads_ = writes_ = resident_ = peak_ = 0;
+        trace_.clear();
+    }
+
+    /// Records into `buffer`'s storage from now on (its contents are dropped, its capacity
+    /// kept) when that is more room than the trace has and nothing is recorded yet, so that a
+    /// caller recording many runs reuses one buffer instead of faulting a fresh one in for each.
+    void reuse_trace(std::vector<TraceEvent>&& buffer) {
+        if (!record_ || !trace_.empty() || buffer.capacity() <= trace_.capacity())
+            return;
+        buffer.clear();
+        trace_.swap(buffer);
+    }
+
     [[nodiscard]] IoReport report() const { return {reads_, writes_, peak_}; }
 
     [[nodiscard]] std::int64_t fast_words() const { return fast_words_; }

@@ -55,6 +55,12 @@ enum class Kernels { dense, sparse };
 /// double it is one word; counted as two, an upper bound).
 inline constexpr std::int64_t kIndexWords = 2;
 
+/// Words of Scalar that reading one int64 index moves (two in float, one in double): the unit
+/// of the sparse kernels' counted index reads (Operand::index).
+template <typename Scalar>
+inline constexpr std::int64_t kIndexReadWords = static_cast<std::int64_t>(sizeof(std::int64_t) /
+                                                                          sizeof(Scalar));
+
 /// Tile sizes of a schedule. Fused: rows = Br (query rows resident), cols = Bc (keys streamed
 /// per step). Materialized: rows = cols = b, the side of the square tiles.
 struct Tiling {
@@ -111,5 +117,15 @@ std::ostream& operator<<(std::ostream& os, const Tiling& t);
 /// busy, at most 8 and at most the number of key blocks. A function of the shape only, so the
 /// results do not depend on the thread count.
 std::int64_t backward_dq_groups(const Problem& problem, std::int64_t key_blocks);
+
+/// The smallest M (words) for which `schedule` (nullopt: the fused or the materialized one)
+/// has a tiling of `pass` on `problem` for `kernels` (the sparse kernels hold more: see
+/// ioattn::Kernels); 0 if none up to 2^50. Throws InvalidArgument for a bad problem. O(log M)
+/// tiling searches. (Here, not in attention.hpp, so that everything built on ioattn::core,
+/// the finite-field verifier among it, uses the one definition.)
+std::int64_t smallest_memory(const Problem& problem,
+                             Pass pass,
+                             std::optional<Schedule> schedule = {},
+                             Kernels kernels = Kernels::dense);
 
 } // namespace ioattn

@@ -14,6 +14,7 @@
 #include <ioattn/memory_model.hpp>
 #include <ioattn/sparse/forward.hpp>
 #include <ioattn/sparse/support.hpp>
+#include <ioattn/sparse/variants.hpp>
 #include <ioattn/tiling.hpp>
 #include <ioattn/view.hpp>
 
@@ -50,7 +51,14 @@ struct AttentionOptions {
     /// Plan for a real cache of this many bytes (the tilings leave it the slack an LRU cache
     /// needs: MemoryModel::for_cache); exclusive with `memory`.
     std::optional<std::int64_t> cache_bytes;
-    bool tuned = true;            ///< the tiling tuned for this CPU; false: Tiling::for_memory's
+    bool tuned = true; ///< the tiling tuned for this CPU; false: Tiling::for_memory's
+    /// The sparse fused schedule over dense operands runs the structure dispatcher's plan
+    /// (sparse::plan_variants): nullopt lets it pick the variant, a value forces one (it then
+    /// needs a support, dense operands and the fused schedule: InvalidArgument otherwise).
+    std::optional<sparse::Variant> variant;
+    /// false: the sparse fused schedule runs forward_fused / backward_fused alone (no
+    /// dispatcher), as the named kernels of sparse/ do.
+    bool dispatch = true;
     bool count_io = false;        ///< count the run with an IoCounter of M
     IoCounter* counter = nullptr; ///< count into this one instead (e.g. one recording a trace)
     int threads = 0;              ///< at most this many workers (a task_arena); <= 0: all
@@ -71,6 +79,10 @@ struct AttentionPlan {
     /// The kernels' footprint the plan's tiling is for.
     [[nodiscard]] Kernels kernels() const { return sparse ? Kernels::sparse : Kernels::dense; }
 
+    /// The structure dispatcher's plan (sparse fused schedule, dense operands, dispatch on):
+    /// which variant runs over which pairs (sparse/variants.hpp); tiling is then its tile part's.
+    std::optional<sparse::VariantPlan> variants;
+
     std::int64_t z_qk = 0;    ///< allowed pairs per (batch, head)
     std::int64_t z_input = 0; ///< Z_input per (batch, head): nnz of Q, K, V (backward: + dO)
     /// Dense: bound(problem, memory, pass); sparse: sparse::bound of the pass with z_input and
@@ -89,8 +101,10 @@ struct AttentionReport {
 /// selects with options.select: dense by select_schedule, the sparse forward by
 /// sparse::select_schedule, the sparse backward by the exact costs of both schedules (cost) or
 /// M >= Z_input^2 / Z_QK (theory). The tiling is the tuned one (sparse::tuned_tiling for sparse
-/// plans) or Tiling::for_memory; the reference schedule's is n_q x n_k.
+/// plans) or Tiling::for_memory; the reference schedule's is n_q x n_k. A sparse fused plan
+/// over dense operands holds the structure dispatcher's plan (variants; O(Z_QK log) to build).
 /// Throws InvalidArgument naming options.where: a bad problem or M; both memory and cache_bytes,
+/// a forced variant without a support, with sparse operands or another schedule,
 /// or a cache below two words; M below the smallest tiling
 /// of the schedule (of either schedule under auto), naming the smallest M that fits; a support
 /// of another shape; a support with problem.causal (intersect it with sparse::pattern_causal);
@@ -146,13 +160,6 @@ AttentionReport io_count(const Problem& problem,
                          const Structure<Scalar>& structure = {},
                          const AttentionOptions& options = {});
 
-/// The smallest M (words) for which `schedule` (nullopt: the fused or the materialized one)
-/// has a tiling of `pass` on `problem` for `kernels` (the sparse kernels hold more: see
-/// ioattn::Kernels); 0 if none up to 2^50. Throws InvalidArgument for a bad problem. O(log M)
-/// tiling searches.
-std::int64_t smallest_memory(const Problem& problem,
-                             Pass pass,
-                             std::optional<Schedule> schedule = {},
-                             Kernels kernels = Kernels::dense);
+// ioattn::smallest_memory(problem, pass, schedule, kernels): ioattn/tiling.hpp.
 
 } // namespace ioattn

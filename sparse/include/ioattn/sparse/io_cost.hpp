@@ -10,6 +10,10 @@
 
 namespace ioattn::sparse {
 
+// Counts are in words of the call's Scalar. The sparse kernels also read index arrays
+// (Operand::index: keys, column indices, positions), an int64 costing kIndexReadWords<Scalar>
+// words (two in float, one in double): the overloads without SparseInputs count a float call.
+
 /// Row blocks of the fused schedule: consecutive query rows, at most `rows` per block, and a
 /// block is closed early once it holds 4 * rows * ceil(Z_QK / n_q) allowed pairs, so that heavy
 /// rows (global tokens) get blocks of their own. Returns the n_blocks + 1 boundaries.
@@ -29,7 +33,7 @@ IoReport io_cost_forward_fused(const Problem& problem,
                                const Tiling& tiling);
 
 /// Exact I/O of forward_materialized, from the structure (non-empty b x b tiles and their
-/// nonzeros).
+/// nonzeros), with the keys it reads once per pass over a tile's stored scores.
 IoReport
 io_cost_forward_materialized(const Problem& problem, const Support& support, const Tiling& tiling);
 

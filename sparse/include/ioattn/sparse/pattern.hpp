@@ -65,6 +65,28 @@ Support pattern_block(
 /// the cost is O(n_q + Z_QK), not O(n_q n_k)).
 Support pattern_random(std::int64_t n_q, std::int64_t n_k, double density, std::uint64_t seed);
 
+/// BigBird's block-sparse pattern as the paper and the Hugging Face implementation build it
+/// (block_size 64, 3 sliding, 2 global, 3 random blocks there): keys in blocks of b (the last
+/// clipped), query i in block row floor(i' / b). A block row sees the w key blocks around its
+/// own (from qb - (w-1)/2 to qb + w/2), the g global key blocks (the first ceil(g/2) and the
+/// last floor(g/2)), and r more key blocks drawn uniformly without replacement from the rest
+/// (all of them if fewer remain), one draw per block row; a global block row sees every key.
+/// b >= 1; w, g, r >= 0. Cost O(n_q + Z_QK + blocks r log r).
+Support pattern_bigbird_block(std::int64_t n_q,
+                              std::int64_t n_k,
+                              std::int64_t b,
+                              std::int64_t w,
+                              std::int64_t g,
+                              std::int64_t r,
+                              std::uint64_t seed);
+
+/// A graph with a power-law degree distribution (Chung-Lu, exponent 2.5, as the neighbourhoods
+/// of graph attention): pair (i, j) kept independently with probability min(1, c w_i u_j),
+/// weights (rank + 1)^(-2/3) over seeded random ranks of the rows and of the keys (hubs at
+/// random indices), c such that the expected pairs are avg_degree * n_q. avg_degree > 0
+/// (finite); avg_degree >= n_k gives every pair. Cost O(n_q log n_k + Z_QK log Z_QK).
+Support pattern_powerlaw(std::int64_t n_q, std::int64_t n_k, double avg_degree, std::uint64_t seed);
+
 /// a union b. Throws InvalidArgument if the shapes differ. O(n_q + Z_a + Z_b).
 Support union_of(const Support& a, const Support& b);
 
@@ -74,10 +96,11 @@ Support intersection_of(const Support& a, const Support& b);
 /// Builds the support a spec string names, for n_q queries and n_k keys.
 ///
 /// Terms: `dense`, `causal`, `window:W`, `causal-window:W`, `dilated:W:S`, `global:G`,
-/// `bigbird:W:G:R`, `strided:L`, `block:B:DENSITY`, `random:DENSITY`, `file:PATH` (a Matrix
+/// `bigbird:W:G:R`, `bigbird-block:B:W:G:R`, `strided:L`, `block:B:DENSITY`, `random:DENSITY`,
+/// `powerlaw:AVG_DEGREE`, `file:PATH` (a Matrix
 /// Market coordinate file, see read_matrix_market; it must be n_q x n_k; PATH runs to the next
 /// `+`, `&`, `(` or `)`, so it cannot contain those). Integers are decimal, DENSITY a decimal
-/// number in [0, 1].
+/// number in [0, 1], AVG_DEGREE a decimal number > 0.
 /// Operators: `+` is union, `&` is intersection; `&` binds tighter than `+` (as * over +),
 /// both associate left, and parentheses group: `window:4+global:2&causal` is
 /// window:4 + (global:2 & causal). Spaces around terms and operators are ignored.

@@ -1,0 +1,51 @@
+#pragma once
+// The dense I/O sweep of `ioattn io` and `ioattn demo`: for M = lo, 2 lo, 4 lo, ... <= hi, the
+// closed-form I/O of each schedule's tiling (io_cost), checked by a dry run of the kernel when
+// the walk is small, against both lower bounds, with the schedule each selection rule picks;
+// and the sweep as a log-log plot (plot.hpp).
+
+#include "plot.hpp"
+
+#include <ioattn/io_cost.hpp>
+#include <ioattn/problem.hpp>
+#include <ioattn/tiling.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ioattn::app {
+
+/// One schedule at one M.
+struct SweepPoint {
+    std::optional<Tiling> tiling; ///< nullopt: no tiling of the schedule fits M
+    IoReport cost;                ///< io_cost of the tiling
+    std::string dry = "-";        ///< "=" the dry run agrees, "!=" it differs, "-" skipped
+};
+
+/// One M of the sweep.
+struct SweepRow {
+    std::int64_t m = 0;
+    Bound bound;
+    SweepPoint fused, mat;
+    std::string cost_choice = "-", theory_choice = "-"; ///< "-": no schedule fits M
+};
+
+/// The sweep over M = lo, 2 lo, ... <= hi (at least lo). A dry run checks each point whose walk
+/// visits at most 2e7 tiles when `dry_run`.
+std::vector<SweepRow>
+io_sweep(const Problem& problem, Pass pass, std::int64_t lo, std::int64_t hi, bool dry_run);
+
+/// Whether a dry run of the sweep differed from its closed form.
+bool any_dry_run_differs(const std::vector<SweepRow>& rows);
+
+/// The log-log plot of a sweep: fused and materialized I/O, the bound max(compulsory,
+/// leading) and the explicit bound against M, vertical lines at d^2 and at `crossover`
+/// (0: none).
+LinePlot io_sweep_plot(const Problem& problem,
+                       Pass pass,
+                       const std::vector<SweepRow>& rows,
+                       std::int64_t crossover);
+
+} // namespace ioattn::app

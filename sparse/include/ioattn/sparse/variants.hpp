@@ -1,0 +1,108 @@
+#pragma once
+/// The variants of the fused sparse schedule and the dispatcher that picks them by structure
+/// (DESIGN.md §2.3.1). Tiles pay only where their pairs are dense, so:
+///   tile      forward_fused / backward_fused: masked dense tiles over each query block's key
+///             list (whole key blocks read in place): banded and block patterns;
+///   element   forward_element / backward_element: one query row at a time over its own keys
+///             (K_j, V_j gathered per allowed key), 2-D cache blocked: scattered rows;
+///   split     per query block, the key columns dense enough for tiles through the tile
+///             variant and the other pairs through the element variant, one softmax;
+///   permuted  rows and keys reordered (by residue when every allowed i' - j shares a factor,
+///             keys by the query blocks that see them), so that strided and dilated patterns
+///             become banded, then the variants above on the reordered structure; the
+///             reordering of Q, K, V, O and the gradients is applied inside the call and
+///             counted as I/O.
+/// Every variant computes the same attention (up to rounding) and is bitwise independent of
+/// the thread count; its counted I/O equals its closed form and is the same under every
+/// instruction set.
+
+#include <ioattn/io_counter.hpp>
+#include <ioattn/memory_model.hpp>
+#include <ioattn/sparse/backward.hpp>
+#include <ioattn/sparse/element.hpp>
+#include <ioattn/sparse/forward.hpp>
+#include <ioattn/sparse/support.hpp>
+#include <ioattn/tiling.hpp>
+#include <ioattn/view.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+
+namespace ioattn::sparse {
+
+namespace detail {
+struct VariantParts; // the decomposed and reordered supports of a plan (private)
+} // namespace detail
+
+/// A variant of the fused sparse schedule (see the header comment).
+enum class Variant : std::uint8_t { tile, element, split, permuted };
+
+std::string_view to_string(Variant v);
+
+/// Parses "tile", "element", "split", "permuted"; throws InvalidArgument otherwise.
+Variant parse_variant(std::string_view text);
+
+/// The dispatcher's decision for one pass of the fused schedule over one support: a value, as
+/// a Tiling is. Blocks are tile.rows consecutive query rows (forward) or keys (backward: the
+/// tile backward keeps key blocks resident); each block's key (query) columns whose tile would
+/// be dense enough go to the tile part, the other pairs to the element part.
+struct VariantPlan {
+    Pass pass = Pass::forward;
+    Variant variant = Variant::tile; ///< what the call runs
+    Variant inner = Variant::tile;   ///< permuted: what runs on the reordered structure
+    Tiling tile;                     ///< of the tile part (forward_fused / backward_fused)
+    Tiling element;                  ///< of the element part (forward_element / ...)
+    std::int64_t tile_blocks = 0;    ///< blocks whose pairs all take tiles
+    std::int64_t element_blocks = 0; ///< blocks whose pairs all go element by element
+    std::int64_t split_blocks = 0;   ///< blocks with both
+    std::int64_t tile_pairs = 0;     ///< pairs of the tile part
+    std::int64_t element_pairs = 0;  ///< pairs of the element part
+    bool rows_reordered = false;     ///< permuted: rows (and Q, O, dO, L, dQ) reordered
+    bool keys_reordered = false;     ///< permuted: keys (and K, V, dK, dV) reordered
+    double estimate = 0;             ///< the cost model's time estimate (relative units)
+    std::shared_ptr<const detail::VariantParts> parts;
+};
+
+/// Plans the fused schedule of `pass` over `support` for fast memory M (in words of Scalar):
+/// the structure is split per block by the cost model (measured per-pair costs of the tile and
+/// element kernels, and of gathering and reordering rows; variant_plan.cpp), the reordering of
+/// the permuted variant is tried when the structure has one, and the cheapest estimate wins;
+/// `force` runs the given variant instead (permuted with an identity reordering runs its inner
+/// plan unreordered). `tile` is the tile part's tiling (nullopt: tuned_tiling of the fused
+/// schedule). The tilings fit M. O(Z_QK log) time; the plan holds copies of the parts.
+/// Throws InvalidArgument (support shape, causal problem, a tile tiling that is not fused) and
+/// CapacityError (no tiling fits M).
+template <typename Scalar>
+VariantPlan plan_variants(const Problem& problem,
+                          const Support& support,
+                          const MemoryModel& memory,
+                          Pass pass,
+                          std::optional<Variant> force = std::nullopt,
+                          std::optional<Tiling> tile = std::nullopt);
+
+/// Runs a forward plan: the variants' kernels over their parts, one softmax (the element part
+/// resumes from the tile part's outputs). Same results as forward_reference up to rounding,
+/// bitwise independent of the thread count. I/O = io_cost(problem, support, plan).
+template <typename Scalar, typename Counter>
+void forward(const ForwardArgs<Scalar>& args,
+             const Support& support,
+             const VariantPlan& plan,
+             const MemoryModel& memory,
+             Counter& counter);
+
+/// Runs a backward plan (the element part adds into the tile part's gradients).
+template <typename Scalar, typename Counter>
+void backward(const BackwardArgs<Scalar>& args,
+              const Support& support,
+              const VariantPlan& plan,
+              const MemoryModel& memory,
+              Counter& counter);
+
+/// Exact I/O of a plan: the sum of its kernels' closed forms over their parts, plus the
+/// reordering's copies (permuted); peak the largest of theirs.
+template <typename Scalar>
+IoReport io_cost(const Problem& problem, const Support& support, const VariantPlan& plan);
+
+} // namespace ioattn::sparse

@@ -1,0 +1,217 @@
+#pragma once
+// Building blocks of the element kernels (forward_element.cpp, backward_element.cpp): a
+// resident row against a batch of gathered rows, one vector of lanes per batch.
+//
+//   batch_dots:     s[k] = x . Y_k for the NK <= kLanes rows Y_k of a batch (NK dot products in
+//                   flight, one accumulator each, then one transposing reduction: lane k of the
+//                   result is key k)
+//   batch_axpy:     acc = alpha acc + sum_k w[k] Y_k over a row of `n` words (the accumulator
+//                   in registers a slice of 8 vectors at a time)
+//   pair_dots, pair_axpy: the same over a batch of up to two vectors of rows (the kernels'
+//                   batch: one softmax update per 2 kLanes pairs)
+//   lanes_sum, lanes_max: horizontal reductions of one vector
+//
+// Rows gathered in place (K, V, Q, dO rows of the inputs) are read with whole-vector loads up
+// to the last full vector and a partial load for the tail, so nothing past a row is read.
+
+#include <ioattn/kernels/simd.hpp>
+#include <ioattn/kernels/tile.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+// Every loop over a batch's keys or a slice's vectors is unrolled, so that the accumulator
+// arrays live in registers (without it GCC kept them on the stack: 4x slower, perf).
+#define IOATTN_ELEMENT_UNROLL _Pragma("GCC unroll 16")
+
+namespace ioattn::sparse::detail {
+inline namespace IOATTN_ISA {
+
+using kernels::Simd;
+using kernels::Vec;
+
+/// The n < kLanes words at p in the low lanes of a vector, the rest 0.
+template <typename T>
+inline Vec<T> load_partial(const T* p, std::int64_t n) {
+    Vec<T> v{};
+    std::memcpy(&v, p, static_cast<std::size_t>(n) * sizeof(T));
+    return v;
+}
+
+/// Index of lane p of the folded pair (a, b) (Hi: the upper half of each segment): a and b
+/// each hold N / W rows' partial sums in segments of W lanes; the fold holds 2N / W rows in
+/// segments of W / 2 lanes, a's rows first.
+template <int N, int W, bool Hi>
+constexpr int fold_index(int p) {
+    const int half = W / 2, g = p / half, w = p % half, rows = N / W;
+    return (g < rows ? 0 : N) + (g % rows) * W + w + (Hi ? half : 0);
+}
+
+template <typename V, int N, int W, int... P>
+inline V fold(V a, V b, std::integer_sequence<int, P...> /*lanes*/) {
+    return __builtin_shufflevector(a, b, fold_index<N, W, false>(P)...) +
+           __builtin_shufflevector(a, b, fold_index<N, W, true>(P)...);
+}
+
+/// Lane k of the result = the sum of the lanes of v[k], for the kLanes vectors v (clobbered).
+template <typename T>
+inline Vec<T> transpose_sums(Vec<T>* v) {
+    constexpr int kN = Simd<T>::kLanes;
+    constexpr auto kSeq = std::make_integer_sequence<int, kN>{};
+    static_assert(kN >= 2 && kN <= 16 && (kN & (kN - 1)) == 0);
+    IOATTN_ELEMENT_UNROLL
+    for (int i = 0; i < kN / 2; ++i)
+        v[i] = fold<Vec<T>, kN, kN>(v[2 * i], v[2 * i + 1], kSeq);
+    if constexpr (kN >= 4)
+        IOATTN_ELEMENT_UNROLL
+    for (int i = 0; i < kN / 4; ++i)
+        v[i] = fold<Vec<T>, kN, kN / 2>(v[2 * i], v[2 * i + 1], kSeq);
+    if constexpr (kN >= 8)
+        IOATTN_ELEMENT_UNROLL
+    for (int i = 0; i < kN / 8; ++i)
+        v[i] = fold<Vec<T>, kN, kN / 4>(v[2 * i], v[2 * i + 1], kSeq);
+    if constexpr (kN >= 16)
+        v[0] = fold<Vec<T>, kN, kN / 8>(v[0], v[1], kSeq);
+    return v[0];
+}
+
+template <typename V, int N, int H, int... P>
+inline V rotate(V a, std::integer_sequence<int, P...> /*lanes*/) {
+    return __builtin_shufflevector(a, a, ((P + H) % N)...);
+}
+
+/// Sum of the lanes of v (a fixed tree: the same order every call).
+template <typename T>
+inline T lanes_sum(Vec<T> v) {
+    constexpr int kN = Simd<T>::kLanes;
+    constexpr auto kSeq = std::make_integer_sequence<int, kN>{};
+    if constexpr (kN >= 16)
+        v += rotate<Vec<T>, kN, 8>(v, kSeq);
+    if constexpr (kN >= 8)
+        v += rotate<Vec<T>, kN, 4>(v, kSeq);
+    if constexpr (kN >= 4)
+        v += rotate<Vec<T>, kN, 2>(v, kSeq);
+    v += rotate<Vec<T>, kN, 1>(v, kSeq);
+    return v[0];
+}
+
+/// Max of the lanes of v, NaN lanes ignored (-inf if all are NaN or -inf).
+template <typename T>
+inline T lanes_max(Vec<T> v) {
+    constexpr int kN = Simd<T>::kLanes;
+    constexpr auto kSeq = std::make_integer_sequence<int, kN>{};
+    v = v == v ? v : kernels::splat<T>(-std::numeric_limits<T>::infinity());
+    if constexpr (kN >= 16)
+        v = kernels::max_ignoring_nan<T>(v, rotate<Vec<T>, kN, 8>(v, kSeq));
+    if constexpr (kN >= 8)
+        v = kernels::max_ignoring_nan<T>(v, rotate<Vec<T>, kN, 4>(v, kSeq));
+    if constexpr (kN >= 4)
+        v = kernels::max_ignoring_nan<T>(v, rotate<Vec<T>, kN, 2>(v, kSeq));
+    v = kernels::max_ignoring_nan<T>(v, rotate<Vec<T>, kN, 1>(v, kSeq));
+    return v[0];
+}
+
+/// Lane k (k < NK) = x . rows[k] over n words; lanes >= NK are 0. x is zero-padded to whole
+/// vectors (a resident row); rows[k] are read only within their n words.
+template <typename T, int NK>
+inline Vec<T> batch_dots(const T* x, const T* const* rows, std::int64_t n) {
+    constexpr int kL = Simd<T>::kLanes;
+    Vec<T> acc[static_cast<std::size_t>(kL)] = {};
+    std::int64_t z = 0;
+    for (; z + kL <= n; z += kL) {
+        const Vec<T> xv = kernels::load(x + z);
+        IOATTN_ELEMENT_UNROLL
+        for (int k = 0; k < NK; ++k)
+            acc[k] = kernels::fmadd(xv, kernels::load(rows[k] + z), acc[k]);
+    }
+    if (z < n) {
+        const Vec<T> xv = kernels::load(x + z);
+        IOATTN_ELEMENT_UNROLL
+        for (int k = 0; k < NK; ++k)
+            acc[k] = kernels::fmadd(xv, load_partial(rows[k] + z, n - z), acc[k]);
+    }
+    return transpose_sums<T>(acc);
+}
+
+/// acc[0, n) = alpha * acc + sum_{k < NK} w[k] rows[k][0, n) (alpha null: no rescale). acc is
+/// zero-padded to whole vectors; rows[k] are read only within their n words. The accumulator
+/// stays in registers 8 vectors at a time while every row of the batch passes.
+template <typename T, int NK>
+inline void batch_axpy(T* acc, const T* alpha, const T* w, const T* const* rows, std::int64_t n) {
+    constexpr int kL = Simd<T>::kLanes;
+    constexpr int kSlice = 8; // accumulator vectors in registers, plus one broadcast weight
+    const std::int64_t full = n / kL * kL;
+    for (std::int64_t z0 = 0; z0 < full; z0 += kSlice * kL) {
+        const std::int64_t nv = std::min<std::int64_t>(kSlice, (full - z0) / kL);
+        kernels::with_count<kSlice>(nv, [&](auto nvc) {
+            constexpr int kV = decltype(nvc)::value;
+            Vec<T> o[static_cast<std::size_t>(kV)];
+            IOATTN_ELEMENT_UNROLL
+            for (int v = 0; v < kV; ++v)
+                o[v] = kernels::load(acc + z0 + v * kL);
+            if (alpha != nullptr) {
+                IOATTN_ELEMENT_UNROLL
+                for (int v = 0; v < kV; ++v)
+                    o[v] *= *alpha;
+            }
+            IOATTN_ELEMENT_UNROLL
+            for (int k = 0; k < NK; ++k) {
+                const Vec<T> wk = kernels::splat<T>(w[k]);
+                IOATTN_ELEMENT_UNROLL
+                for (int v = 0; v < kV; ++v)
+                    o[v] = kernels::fmadd(wk, kernels::load(rows[k] + z0 + v * kL), o[v]);
+            }
+            IOATTN_ELEMENT_UNROLL
+            for (int v = 0; v < kV; ++v)
+                kernels::store(acc + z0 + v * kL, o[v]);
+        });
+    }
+    if (full < n) {
+        Vec<T> o = kernels::load(acc + full);
+        if (alpha != nullptr)
+            o *= *alpha;
+        for (int k = 0; k < NK; ++k)
+            o = kernels::fmadd(kernels::splat<T>(w[k]), load_partial(rows[k] + full, n - full), o);
+        kernels::store(acc + full, o);
+    }
+}
+
+/// A batch of up to two vectors of rows (2 kLanes): their dot products with x, lanes past n at
+/// `fill` (scores: -inf, so that they weigh nothing).
+template <typename T>
+struct Pair {
+    Vec<T> lo, hi;
+};
+
+template <typename T>
+inline Pair<T>
+pair_dots(const T* x, const T* const* rows, std::int64_t nk, std::int64_t n, T fill) {
+    constexpr int kL = Simd<T>::kLanes;
+    Pair<T> s{kernels::splat<T>(fill), kernels::splat<T>(fill)};
+    const std::int64_t n1 = std::min<std::int64_t>(kL, nk), n2 = nk - n1;
+    kernels::with_count<kL>(n1,
+                            [&](auto c) { s.lo = batch_dots<T, decltype(c)::value>(x, rows, n); });
+    if (n2 > 0)
+        kernels::with_count<kL>(
+            n2, [&](auto c) { s.hi = batch_dots<T, decltype(c)::value>(x, rows + kL, n); });
+    for (std::int64_t k = n1; k < kL; ++k)
+        s.lo[k] = fill;
+    for (std::int64_t k = std::max<std::int64_t>(n2, 0); k < kL && n2 > 0; ++k)
+        s.hi[k] = fill;
+    return s;
+}
+
+/// batch_axpy over the nk <= 2 kLanes rows of a batch, weights w[0, nk).
+template <typename T>
+inline void pair_axpy(
+    T* acc, const T* alpha, const T* w, const T* const* rows, std::int64_t nk, std::int64_t n) {
+    constexpr int kL = Simd<T>::kLanes;
+    kernels::with_count<2 * kL>(
+        nk, [&](auto c) { batch_axpy<T, decltype(c)::value>(acc, alpha, w, rows, n); });
+}
+
+} // namespace IOATTN_ISA
+} // namespace ioattn::sparse::detail

@@ -1,0 +1,132 @@
+#pragma once
+// The element kernels' plan (forward_element.cpp, backward_element.cpp): row blocks balanced by
+// nonzeros, and for each block the key panels its rows touch, with the distinct keys it reads
+// in each and the longest run of one row's keys there. Structure only; built in parallel in
+// O(Z_QK + blocks * panels); the same for every thread count.
+//
+// 2-D cache blocking: a block's per-row state stays resident while the panels of keys [p P,
+// (p + 1) P) pass one after the other; within a panel every row of the block consumes its run
+// of keys there, so the panel's K and V rows are read from slow memory once per block and
+// reused from fast memory by every row that sees them.
+
+#include <ioattn/io_counter.hpp>
+#include <ioattn/memory_model.hpp>
+#include <ioattn/problem.hpp>
+#include <ioattn/sparse/support.hpp>
+#include <ioattn/tiling.hpp>
+#include <ioattn/view.hpp>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace ioattn::sparse::detail {
+
+/// One panel a block touches: its index, the distinct keys of the block in it, the most
+/// indices one row's walk reads in it (its run of keys there, plus the first key past the
+/// panel that ends the run when the row goes on), and the indices all rows' walks read in it
+/// (the block's pairs in the panel plus one per row with keys past the panel): the kernels
+/// count those as index reads.
+struct PanelVisit {
+    std::int64_t panel = 0;
+    std::int64_t keys = 0;
+    std::int64_t run = 0;
+    std::int64_t reads = 0;
+};
+
+struct ElementPlan {
+    std::int64_t panel = 1;            ///< P: keys per panel
+    std::vector<std::int64_t> bounds;  ///< n_blocks + 1 row boundaries
+    std::vector<std::int64_t> offsets; ///< n_blocks + 1 offsets into visits
+    std::vector<PanelVisit> visits;    ///< per block, its panels in increasing order
+
+    [[nodiscard]] std::int64_t blocks() const {
+        return static_cast<std::int64_t>(bounds.size()) - 1;
+    }
+
+    [[nodiscard]] std::int64_t row0(std::int64_t b) const {
+        return bounds[static_cast<std::size_t>(b)];
+    }
+
+    [[nodiscard]] std::int64_t rows(std::int64_t b) const {
+        return bounds[static_cast<std::size_t>(b) + 1] - bounds[static_cast<std::size_t>(b)];
+    }
+
+    [[nodiscard]] std::span<const PanelVisit> visits_of(std::int64_t b) const {
+        const auto lo = static_cast<std::size_t>(offsets[static_cast<std::size_t>(b)]);
+        const auto hi = static_cast<std::size_t>(offsets[static_cast<std::size_t>(b) + 1]);
+        return std::span<const PanelVisit>(visits).subspan(lo, hi - lo);
+    }
+
+    /// Blocks of at most max_rows rows, closed once they hold max_rows * ceil(Z_QK / n_q)
+    /// pairs (so every block has about the same work), panels of `panel` keys. Throws
+    /// InvalidArgument if max_rows < 1 or panel < 1.
+    static ElementPlan build(const Support& support, std::int64_t max_rows, std::int64_t panel);
+};
+
+/// Fast-memory words of the element kernels' layout, counted as laid out: every row of an
+/// operand padded to 64 bytes (16 floats, 8 doubles) whatever the vector width, so counts are
+/// the same under every instruction set; an index (std::int64_t) is 8 bytes of words.
+struct ElementWords {
+    std::int64_t line = 16; ///< words per 64 bytes
+    std::int64_t index = 2; ///< words per index
+
+    static ElementWords of(std::int64_t word_bytes) { return {64 / word_bytes, 8 / word_bytes}; }
+
+    /// n words rounded up to whole 64-byte lines.
+    [[nodiscard]] std::int64_t pad(std::int64_t n) const { return (n + line - 1) / line * line; }
+
+    /// n indices, rounded up to whole lines.
+    [[nodiscard]] std::int64_t indices(std::int64_t n) const { return pad(n * index); }
+};
+
+/// Peak residency of forward_element on the plan (see forward_element.cpp).
+std::int64_t forward_element_peak(const Problem& p, const ElementPlan& plan, ElementWords w);
+
+/// Peak residency of backward_element on the plans of Omega (rows) and Omega^T (keys).
+std::int64_t backward_element_peak(const Problem& p,
+                                   const ElementPlan& rows,
+                                   const ElementPlan& keys,
+                                   ElementWords w);
+
+/// Checks an element tiling (fused schedule, rows and cols >= 1; InvalidArgument naming
+/// `where`) and returns its plan over `support`.
+ElementPlan element_plan(const Support& support, const Tiling& tiling, const char* where);
+
+/// Throws CapacityError naming `where` when `peak` words exceed M.
+void check_element_peak(std::int64_t peak, const MemoryModel& memory, const char* where);
+
+/// forward_element that starts from args.o and args.lse as the softmax state of every row
+/// (resume: the outputs of another kernel over the other pairs), and backward_element that
+/// adds into d_q, d_k, d_v (accumulate); dispatch_element.cpp.
+template <typename Scalar, typename Counter>
+void forward_element(const ForwardArgs<Scalar>& args,
+                     const Support& support,
+                     const Tiling& tiling,
+                     const MemoryModel& memory,
+                     Counter& counter,
+                     bool resume);
+
+template <typename Scalar, typename Counter>
+void backward_element(const BackwardArgs<Scalar>& args,
+                      const Support& support,
+                      const Tiling& tiling,
+                      const MemoryModel& memory,
+                      Counter& counter,
+                      bool accumulate);
+
+/// Their I/O: resume adds n_q (d_v + 1) reads per head, accumulate n_q d per head and
+/// n_k (d + d_v) per kv head (io_cost_element.cpp).
+template <typename Scalar>
+IoReport io_cost_forward_element(const Problem& problem,
+                                 const Support& support,
+                                 const Tiling& tiling,
+                                 bool resume);
+
+template <typename Scalar>
+IoReport io_cost_backward_element(const Problem& problem,
+                                  const Support& support,
+                                  const Tiling& tiling,
+                                  bool accumulate);
+
+} // namespace ioattn::sparse::detail

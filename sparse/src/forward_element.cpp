@@ -1,0 +1,280 @@
+// ioattn::sparse::forward_element: element-level sparse forward for scattered rows, 2-D blocked
+// Per (batch, head): O = softmax(scale*Q K^T on Omega) V, L = row logsumexp, one query row at a
+// time over its own keys only (no tile, no mask). Reference: forward_reference.cpp.
+// R = tiling.rows (rows per block, at most; blocks cut by nonzeros too), P = tiling.cols (keys
+// per panel); element_plan.hpp. line(n): n words padded to 64 bytes; iw: words per index.
+//   parallel for each row block (r rows): read Q rows (scaled into a padded buffer)    r*d
+//     [resume: read O, L rows as the starting softmax state                     r*(d_v + 1)]
+//     for each panel p the block touches (n_p distinct keys of the block there):
+//       read K, V rows of those keys (gathered in place)                        n_p*(d + d_v)
+//       read the indices the rows' walks see there: their runs, and per row going on the
+//       key that ends its run (PanelVisit::reads)                               reads_p*iw
+//       for each row, its run of keys in the panel, kLanes keys per batch:
+//         s = q . K_j (one accumulator per key, one transposing reduction)
+//         m' = max(m, s); O = 2^(m - m') O + sum 2^(s - m') V_j; l likewise (base 2)
+//     write O / l, L                                                              r*(d_v + 1)
+// Resident: r*(line(d) + line(d_v)) + 2 line(r) + line(r*iw)          (q, O, m, l, cursors)
+//   + max over panels of n_p*(line(d) + line(d_v)) + line(run_p*iw)  (K, V rows, index walk)
+// I/O = io_cost_forward_element = n_q*d + sum over blocks of |keys(block)|*(d + d_v)
+//   + sum over panel visits of reads_p*iw + n_q*(d_v + 1) (resume: + n_q*(d_v + 1)), per head.
+// Flops: 2*Z_QK*(d + d_v): only allowed pairs are touched, so a key no row may see (NaN in its
+// K or V row) never reaches an output. Each row's keys run in ascending order in batches cut at
+// panel ends: the result depends on P, never on the thread count. One task per (batch, head,
+// row block), blocks balanced by nonzeros.
+// Tests: tests/sparse/element_test.cpp
+
+#include "element_plan.hpp"
+
+#include <ioattn/error.hpp>
+#include <ioattn/kernels/workspace.hpp>
+#include <ioattn/parallel.hpp>
+#include <ioattn/sparse/element.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+// The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
+#include <ioattn/kernels/target_begin.hpp>
+// The kernels it uses, compiled for that instruction set:
+#include "element_ops.hpp"
+#include "validate.hpp"
+
+#include <ioattn/kernels/online_softmax.hpp>
+#include <ioattn/kernels/softmax_grad.hpp>
+#include <ioattn/kernels/tile.hpp>
+
+namespace ioattn::sparse::IOATTN_ISA {
+
+namespace {
+
+using kernels::Simd;
+using kernels::Vec;
+
+template <typename Scalar>
+constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
+
+/// Per-worker state of one block: scaled q rows (R x pd), O accumulators (R x pdv), m, l.
+template <typename Scalar>
+struct State {
+    std::int64_t pd = 0, pdv = 0;
+    Scalar *q = nullptr, *o = nullptr, *m = nullptr, *l = nullptr;
+
+    static std::int64_t words(const Problem& p, std::int64_t rows) {
+        const auto w = detail::ElementWords::of(sizeof(Scalar));
+        return rows * (w.pad(p.d) + w.pad(p.d_v)) + 2 * w.pad(rows);
+    }
+
+    State() = default;
+
+    State(Scalar* base, const Problem& p, std::int64_t rows) {
+        const auto w = detail::ElementWords::of(sizeof(Scalar));
+        pd = w.pad(p.d);
+        pdv = w.pad(p.d_v);
+        q = base;
+        o = q + rows * pd;
+        m = o + rows * pdv;
+        l = m + w.pad(rows);
+    }
+};
+
+/// One row's run of n keys: the online softmax over them, two vectors of keys per batch (one
+/// max, one rescale, one exp per vector; 2 kLanes dot products in flight).
+template <typename Scalar>
+void run_row(const ForwardArgs<Scalar>& a,
+             std::int64_t b,
+             std::int64_t g,
+             const std::int64_t* keys,
+             std::int64_t n,
+             const Scalar* q,
+             Scalar* o,
+             Scalar& m_row,
+             Scalar& l_row) {
+    constexpr int kL = Simd<Scalar>::kLanes;
+    constexpr auto kB = static_cast<std::size_t>(2 * kL);
+    Scalar m = m_row, l = l_row; // in registers over the run
+    const Problem& p = a.problem;
+    const Scalar* kr[kB];
+    const Scalar* vr[kB];
+    alignas(64) Scalar w[kB];
+    const Scalar* kb = a.k.row(b, g, 0);
+    const Scalar* vb = a.v.row(b, g, 0);
+    const std::int64_t sk = a.k.stride_row, sv = a.v.stride_row;
+    for (std::int64_t k0 = 0; k0 < n; k0 += 2 * kL) {
+        const std::int64_t nk = std::min<std::int64_t>(2 * kL, n - k0);
+        for (std::int64_t k = 0; k < nk; ++k) {
+            kr[k] = kb + keys[k0 + k] * sk;
+            vr[k] = vb + keys[k0 + k] * sv;
+        }
+        // the next batch's rows, fetched while this one computes (a panel row may have left
+        // the caches; L2 hits cost nothing more)
+        for (std::int64_t k = k0 + 2 * kL; k < std::min(n, k0 + 4 * kL); ++k) {
+            __builtin_prefetch(kb + keys[k] * sk, 0, 3);
+            __builtin_prefetch(vb + keys[k] * sv, 0, 3);
+        }
+        // --- s = q . K_j (scale * log2 e in q); lanes past the run at -inf ---
+        const detail::Pair<Scalar> s = detail::pair_dots(q, kr, nk, p.d, kNegInf<Scalar>);
+        // --- m' = max(m, s); alpha = 2^(m - m'); P = 2^(s - m') ---
+        const Scalar mx =
+            std::max(m,
+                     detail::lanes_max<Scalar>(kernels::max_ignoring_nan<Scalar>(
+                         s.lo == s.lo ? s.lo : kernels::splat<Scalar>(kNegInf<Scalar>), s.hi)));
+        const Vec<Scalar> m_safe = kernels::splat<Scalar>(mx == kNegInf<Scalar> ? Scalar(0) : mx);
+        const Vec<Scalar> p_lo = kernels::exp2_diff<Scalar>(s.lo, m_safe);
+        const Vec<Scalar> p_hi = kernels::exp2_diff<Scalar>(s.hi, m_safe);
+        const bool rescale = mx != m;
+        Scalar alpha = 1;
+        if (rescale)
+            alpha = kernels::exp2_diff<Scalar>(kernels::splat<Scalar>(m), m_safe)[0];
+        l = alpha * l + detail::lanes_sum<Scalar>(p_lo + p_hi); // l = 2^(m - m') l + rowsum(P)
+        m = mx;
+        // --- O = alpha O + P V ---
+        kernels::store(w, p_lo);
+        kernels::store(w + kL, p_hi);
+        detail::pair_axpy(o, rescale ? &alpha : nullptr, w, vr, nk, p.d_v);
+    }
+    m_row = m;
+    l_row = l;
+}
+
+template <typename Scalar, typename Counter>
+void row_block(const ForwardArgs<Scalar>& a,
+               const Support& s,
+               const detail::ElementPlan& plan,
+               std::int64_t slice,
+               std::int64_t blk,
+               bool resume,
+               Scalar* base,
+               std::int64_t* cursor,
+               Counter& io) {
+    const Problem& p = a.problem;
+    const auto words = detail::ElementWords::of(sizeof(Scalar));
+    const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
+    const std::int64_t kv = b * p.kv_heads + g;
+    const std::int64_t i0 = plan.row0(blk), r = plan.rows(blk);
+    const std::int64_t state = State<Scalar>::words(p, r) + words.indices(r);
+    io.acquire(state);
+    io.read({Operand::q, slice, i0, r, 0, p.d});
+    if (resume) {
+        io.read({Operand::o, slice, i0, r, 0, p.d_v});
+        io.read({Operand::lse, slice, i0, r, 0, 1});
+    }
+    State<Scalar> w;
+    if constexpr (Counter::kComputes) {
+        w = State<Scalar>(base, p, r);
+        const auto qs = static_cast<Scalar>(p.scale * kernels::kLog2e);
+        for (std::int64_t x = 0; x < r; ++x) {
+            const Scalar* qr = a.q.row(b, h, i0 + x);
+            Scalar* qx = w.q + x * w.pd;
+            for (std::int64_t z = 0; z < p.d; ++z)
+                qx[z] = qr[z] * qs;
+            std::fill(qx + p.d, qx + w.pd, Scalar(0));
+            Scalar* ox = w.o + x * w.pdv;
+            const Scalar lse = resume ? *a.lse.row(b, h, i0 + x) : kNegInf<Scalar>;
+            // a finished row is the state (m = L in base 2, l = 1, O): same softmax
+            w.m[x] = lse == kNegInf<Scalar> ? lse : kernels::lse2(lse);
+            w.l[x] = lse == kNegInf<Scalar> ? Scalar(0) : Scalar(1);
+            if (lse != kNegInf<Scalar>)
+                std::copy_n(a.o.row(b, h, i0 + x), p.d_v, ox);
+            else
+                std::fill(ox, ox + p.d_v, Scalar(0));
+            std::fill(ox + p.d_v, ox + w.pdv, Scalar(0));
+            cursor[x] = 0;
+        }
+    }
+    for (const detail::PanelVisit& v : plan.visits_of(blk)) {
+        const std::int64_t panel =
+            v.keys * (words.pad(p.d) + words.pad(p.d_v)) + words.indices(v.run);
+        const std::int64_t p0 = v.panel * plan.panel, p1 = p0 + plan.panel;
+        io.acquire(panel);
+        io.read({Operand::k, kv, p0, v.keys, 0, p.d});
+        io.read({Operand::v, kv, p0, v.keys, 0, p.d_v});
+        io.read({Operand::index, slice, blk, 1, 0, v.reads * words.index}); // the rows' walks
+        if constexpr (Counter::kComputes) {
+            // --- every row of the block over its keys in [p0, p1) ---
+            for (std::int64_t x = 0; x < r; ++x) {
+                const auto row = s.row(i0 + x);
+                const std::int64_t* keys = row.data() + cursor[x];
+                std::int64_t n = 0;
+                const auto left = static_cast<std::int64_t>(row.size()) - cursor[x];
+                while (n < left && keys[n] < p1)
+                    ++n;
+                if (n == 0)
+                    continue;
+                cursor[x] += n;
+                run_row(a, b, g, keys, n, w.q + x * w.pd, w.o + x * w.pdv, w.m[x], w.l[x]);
+            }
+        }
+        io.release(panel);
+    }
+    if constexpr (Counter::kComputes) {
+        for (std::int64_t x = 0; x < r; ++x) { // O = O / l, L = ln 2 (m + log2 l)
+            Scalar* out = a.o.row(b, h, i0 + x);
+            const Scalar* ox = w.o + x * w.pdv;
+            const Scalar inv = w.l[x] == Scalar(0) ? Scalar(0) : Scalar(1) / w.l[x];
+            for (std::int64_t z = 0; z < p.d_v; ++z)
+                out[z] = w.l[x] == Scalar(0) ? Scalar(0) : ox[z] * inv;
+            *a.lse.row(b, h, i0 + x) =
+                w.l[x] == Scalar(0) ? kNegInf<Scalar>
+                                    : Scalar(0.6931471805599453) * (w.m[x] + std::log2(w.l[x]));
+        }
+    }
+    io.write({Operand::o, slice, i0, r, 0, p.d_v});
+    io.write({Operand::lse, slice, i0, r, 0, 1});
+    io.release(state);
+}
+
+} // namespace
+
+template <typename Scalar, typename Counter>
+void forward_element(const ForwardArgs<Scalar>& args,
+                     const Support& support,
+                     const Tiling& tiling,
+                     const MemoryModel& memory,
+                     Counter& counter,
+                     bool resume) {
+    constexpr const char* kWhere = "ioattn::sparse::forward_element";
+    ForwardArgs<Scalar> a = args;
+    detail::validate_inputs(a, support, SparseInputs<Scalar>{}, kWhere, !Counter::kComputes);
+    detail::validate(a, support, nullptr, Schedule::fused, memory, kWhere, true);
+    const Problem& p = a.problem;
+    const detail::ElementPlan plan = detail::element_plan(support, tiling, kWhere);
+    detail::check_element_peak(
+        detail::forward_element_peak(p, plan, detail::ElementWords::of(sizeof(Scalar))),
+        memory,
+        kWhere);
+    const int workers = Counter::kComputes ? max_concurrency() : 0;
+    const kernels::Workspace<Scalar> ws(workers, State<Scalar>::words(p, tiling.rows));
+    const kernels::Workspace<std::int64_t> cursors(workers, tiling.rows);
+    const std::int64_t blocks = plan.blocks();
+    parallel_for_counted(
+        p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker, Counter& io) {
+            row_block(a,
+                      support,
+                      plan,
+                      task / blocks,
+                      task % blocks,
+                      resume,
+                      ws.slab(worker),
+                      cursors.slab(worker),
+                      io);
+        });
+}
+
+#define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
+    template void forward_element<Scalar, Counter>(const ForwardArgs<Scalar>&,                     \
+                                                   const Support&,                                 \
+                                                   const Tiling&,                                  \
+                                                   const MemoryModel&,                             \
+                                                   Counter&,                                       \
+                                                   bool);
+IOATTN_INSTANTIATE(float, NullCounter)
+IOATTN_INSTANTIATE(float, IoCounter)
+IOATTN_INSTANTIATE(float, DryRunCounter)
+IOATTN_INSTANTIATE(double, NullCounter)
+IOATTN_INSTANTIATE(double, IoCounter)
+IOATTN_INSTANTIATE(double, DryRunCounter)
+#undef IOATTN_INSTANTIATE
+
+} // namespace ioattn::sparse::IOATTN_ISA

@@ -1,0 +1,67 @@
+#pragma once
+// What the structure dispatcher reads from a support (variant_plan.cpp): per block of rows,
+// which key columns are dense enough for tiles; the split of Omega into a tile part and an
+// element part; the reorderings that make strided and dilated patterns banded; and the cost
+// estimate the dispatcher compares. Structure only, O(Z_QK) per pass over it.
+
+#include <ioattn/sparse/support.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace ioattn::sparse::detail {
+
+/// Time per unit of work of the variants, relative (measured: variant_plan.cpp).
+struct CostModel {
+    double tile_lane = 1.0;    ///< one (query lane, key) entry of a tile, allowed or masked
+    double element_pair = 3.0; ///< one pair through the element kernel
+    double gather_row = 24.0;  ///< one K/V row copied into a gathered tile chunk
+    double copy_row = 4.0;     ///< one row of one operand reordered (permuted variant)
+
+    /// A key column of a block of r rows seen by `count` of them goes to tiles when the
+    /// tile's r lanes cost less than the count element pairs.
+    [[nodiscard]] bool tile_worthy(std::int64_t count, std::int64_t r) const {
+        return static_cast<double>(count) * element_pair >= static_cast<double>(r) * tile_lane;
+    }
+};
+
+/// Omega = tile + element (disjoint), cut by blocks of `rows` consecutive rows, and how many
+/// blocks have only tile pairs, only element pairs, or both; `cost` is the model's estimate.
+struct Split {
+    Support tile;
+    Support element;
+    std::int64_t tile_blocks = 0;
+    std::int64_t element_blocks = 0;
+    std::int64_t split_blocks = 0;
+    double cost = 0;
+};
+
+/// Everything through tiles (all = true) or everything element by element, with the estimate.
+Split split_all(const Support& s, std::int64_t rows, bool tiles, const CostModel& cm);
+
+/// Per block of `rows` rows, each key column through tiles if tile_worthy (and, when it is not
+/// part of a run of kMinRun tile columns, worth its gather too), else its pairs element by
+/// element.
+Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm);
+
+/// A reordering: new row a is old row rows[a], new key b is old key keys[b] (empty: identity).
+struct Orders {
+    std::vector<std::int64_t> rows;
+    std::vector<std::int64_t> keys;
+
+    [[nodiscard]] bool identity() const { return rows.empty() && keys.empty(); }
+};
+
+/// The reordering of the permuted variant: rows (and keys) by residue modulo g when every
+/// allowed pair has i' - j divisible by g >= 2 (dilated patterns: g independent bands), then keys
+/// by the last and first block of `rows` rows whose tile-worthy columns they are (strided
+/// patterns' summary keys gather into whole key blocks). Identity parts are left empty.
+Orders find_orders(const Support& s, std::int64_t rows, const CostModel& cm);
+
+/// The support with rows and keys reordered: (a, b) allowed iff (o.rows[a], o.keys[b]) is.
+Support reorder(const Support& s, const Orders& o);
+
+/// Inverse of an order (old index -> new); empty stays empty.
+std::vector<std::int64_t> inverse(const std::vector<std::int64_t>& order);
+
+} // namespace ioattn::sparse::detail

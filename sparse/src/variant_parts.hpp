@@ -1,0 +1,58 @@
+#pragma once
+// The private parts of a VariantPlan (ioattn/sparse/variants.hpp): the tile and element parts
+// of the structure the plan runs on (the reordered one for the permuted variant) and the
+// reordering. Also the runners of the split and permuted variants (split.cpp, permuted.cpp).
+
+#include "element_plan.hpp"
+#include "structure.hpp"
+
+#include <ioattn/sparse/variants.hpp>
+
+namespace ioattn::sparse::detail {
+
+struct VariantParts {
+    Support tile;    ///< pairs through the tile kernels
+    Support element; ///< pairs through the element kernels
+    Orders orders;   ///< permuted: new row a = old rows[a], new key b = old keys[b]
+};
+
+/// The tile and element kernels over the parts: tile first (if it has pairs, or if there is no
+/// element part), then element (resuming from the tile outputs when both run).
+template <typename Scalar, typename Counter>
+void forward_split(const ForwardArgs<Scalar>& args,
+                   const VariantParts& parts,
+                   const VariantPlan& plan,
+                   const MemoryModel& memory,
+                   Counter& counter);
+
+template <typename Scalar, typename Counter>
+void backward_split(const BackwardArgs<Scalar>& args,
+                    const VariantParts& parts,
+                    const VariantPlan& plan,
+                    const MemoryModel& memory,
+                    Counter& counter);
+
+/// I/O of forward_split / backward_split.
+template <typename Scalar>
+IoReport io_cost_split(const Problem& problem, const VariantParts& parts, const VariantPlan& plan);
+
+/// The reordering around forward_split: operands copied into reordered buffers, outputs back.
+template <typename Scalar, typename Counter>
+void forward_permuted(const ForwardArgs<Scalar>& args,
+                      const VariantParts& parts,
+                      const VariantPlan& plan,
+                      const MemoryModel& memory,
+                      Counter& counter);
+
+template <typename Scalar, typename Counter>
+void backward_permuted(const BackwardArgs<Scalar>& args,
+                       const VariantParts& parts,
+                       const VariantPlan& plan,
+                       const MemoryModel& memory,
+                       Counter& counter);
+
+/// I/O of the reordering's copies alone (add io_cost_split for the whole call).
+template <typename Scalar>
+IoReport io_cost_permutation(const Problem& problem, const VariantPlan& plan);
+
+} // namespace ioattn::sparse::detail

@@ -1,0 +1,253 @@
+// ioattn::sparse::plan_variants and the plan's forward / backward / io_cost: the structure
+// dispatcher of the fused sparse schedule (variants.hpp). Per pass, the support (forward) or
+// its transpose (backward: the tile backward keeps key blocks resident) is split per block of
+// tile.rows by the cost model (structure.hpp), on the original structure and, when
+// find_orders gives one, on the reordered structure plus the cost of the copies; the cheapest
+// estimate wins. The variant of the plan is what its parts need: tile (no element pair),
+// element (no tile pair), split, or permuted around one of those.
+// Cost model (relative time units; estimates, not yet fitted to timings): a tile entry
+// (query lane x key, masked or not) 1, an element pair 3, a gathered K/V row 24, a reordered
+// row of one operand 4; a split must undercut the best single kernel by kSplitGain.
+// Tests: tests/sparse/variants_test.cpp
+
+#include "variant_parts.hpp"
+
+#include <ioattn/error.hpp>
+#include <ioattn/sparse/io_cost.hpp>
+#include <ioattn/sparse/variants.hpp>
+
+#include <string>
+
+namespace ioattn::sparse {
+
+std::string_view to_string(Variant v) {
+    switch (v) {
+    case Variant::tile:
+        return "tile";
+    case Variant::element:
+        return "element";
+    case Variant::split:
+        return "split";
+    case Variant::permuted:
+        return "permuted";
+    }
+    return "tile";
+}
+
+Variant parse_variant(std::string_view text) {
+    for (const Variant v : {Variant::tile, Variant::element, Variant::split, Variant::permuted})
+        if (text == to_string(v))
+            return v;
+    throw InvalidArgument("ioattn::sparse::parse_variant: '" + std::string(text) +
+                          "' (expected tile, element, split or permuted)");
+}
+
+namespace {
+
+/// The factor by which a split's estimate must undercut the best single kernel's.
+constexpr double kSplitGain = 0.9;
+
+detail::CostModel cost_model(Pass pass) {
+    detail::CostModel cm;
+    (void)pass;
+    return cm;
+}
+
+/// The best split of s for the pass: blocks of s's rows (forward) or of its keys (backward).
+detail::Split best_split(const Support& s,
+                         std::int64_t rows,
+                         Pass pass,
+                         const detail::CostModel& cm,
+                         std::optional<Variant> force) {
+    const bool fwd = pass == Pass::forward;
+    const Support& view = fwd ? s : s.transposed();
+    detail::Split best;
+    if (force == Variant::tile || force == Variant::element) {
+        best = detail::split_all(view, rows, force == Variant::tile, cm);
+    } else {
+        best = detail::split_by_fill(view, rows, cm);
+        // a split runs two kernels, the second resuming from the first's outputs: it must
+        // beat running everything through one of them by kSplitGain
+        if (!force)
+            for (const bool tiles : {true, false}) {
+                detail::Split all = detail::split_all(view, rows, tiles, cm);
+                if (all.cost * kSplitGain <= best.cost)
+                    best = std::move(all);
+            }
+    }
+    if (!fwd) { // parts back in Omega's orientation
+        Support tile = best.tile.transposed();
+        Support element = best.element.transposed();
+        best.tile = std::move(tile);
+        best.element = std::move(element);
+    }
+    return best;
+}
+
+Variant variant_of(const detail::Split& s) {
+    if (s.element.z_qk() == 0)
+        return Variant::tile;
+    return s.tile.z_qk() == 0 ? Variant::element : Variant::split;
+}
+
+/// Rows copied by the reordering (the cost model's unit), per head.
+double copied_rows(const Problem& p, const detail::Orders& o, Pass pass) {
+    const bool fwd = pass == Pass::forward;
+    double rows = 0;
+    if (!o.rows.empty())
+        rows += static_cast<double>(p.n_q) * (fwd ? 3 : 5);
+    if (!o.keys.empty())
+        rows += static_cast<double>(p.n_k) * (fwd ? 2 : 4);
+    return rows;
+}
+
+} // namespace
+
+template <typename Scalar>
+VariantPlan plan_variants(const Problem& problem,
+                          const Support& support,
+                          const MemoryModel& memory,
+                          Pass pass,
+                          std::optional<Variant> force,
+                          std::optional<Tiling> tile) {
+    constexpr const char* kWhere = "ioattn::sparse::plan_variants";
+    const Problem p = problem.resolved(kWhere);
+    memory.validate(kWhere);
+    if (support.n_q() != p.n_q || support.n_k() != p.n_k)
+        throw InvalidArgument(
+            std::string(kWhere) + ": support is " + std::to_string(support.n_q()) + " x " +
+            std::to_string(support.n_k()) + " but the problem has n_q = " + std::to_string(p.n_q) +
+            ", n_k = " + std::to_string(p.n_k));
+    if (p.causal)
+        throw InvalidArgument(std::string(kWhere) +
+                              ": problem.causal = true; use the 'causal' pattern instead");
+    if (tile && tile->schedule != Schedule::fused)
+        throw InvalidArgument(std::string(kWhere) + ": the tile part's tiling is " +
+                              std::string(ioattn::to_string(tile->schedule)) + " (expected fused)");
+    VariantPlan plan;
+    plan.pass = pass;
+    plan.tile = tile ? *tile : tuned_tiling(Schedule::fused, memory, p, pass);
+    plan.element = element_tiling<Scalar>(p, memory, pass);
+    const detail::CostModel cm = cost_model(pass);
+    const std::optional<Variant> inner_force = force == Variant::permuted ? std::nullopt : force;
+    detail::Split split = best_split(support, plan.tile.rows, pass, cm, inner_force);
+    auto parts = std::make_shared<detail::VariantParts>();
+    // --- the reordered structure, when there is one and it is cheaper (or forced) ---
+    if (!force || force == Variant::permuted) {
+        detail::Orders orders = detail::find_orders(support, plan.tile.rows, cm);
+        if (!orders.identity()) {
+            const Support reordered = detail::reorder(support, orders);
+            detail::Split alt = best_split(reordered, plan.tile.rows, pass, cm, std::nullopt);
+            alt.cost += copied_rows(p, orders, pass) * cm.copy_row;
+            if (force == Variant::permuted || alt.cost < split.cost) {
+                split = std::move(alt);
+                parts->orders = std::move(orders);
+            }
+        }
+    }
+    plan.rows_reordered = !parts->orders.rows.empty();
+    plan.keys_reordered = !parts->orders.keys.empty();
+    plan.inner = variant_of(split);
+    plan.variant =
+        force == Variant::permuted || !parts->orders.identity() ? Variant::permuted : plan.inner;
+    plan.tile_blocks = split.tile_blocks;
+    plan.element_blocks = split.element_blocks;
+    plan.split_blocks = split.split_blocks;
+    plan.tile_pairs = split.tile.z_qk();
+    plan.element_pairs = split.element.z_qk();
+    plan.estimate = split.cost;
+    parts->tile = std::move(split.tile);
+    parts->element = std::move(split.element);
+    plan.parts = std::move(parts);
+    return plan;
+}
+
+namespace {
+
+const detail::VariantParts& parts_of(const VariantPlan& plan, Pass pass, const char* where) {
+    if (!plan.parts)
+        throw InvalidArgument(std::string(where) + ": the plan has no parts (use plan_variants)");
+    if (plan.pass != pass)
+        throw InvalidArgument(std::string(where) + ": the plan is for the " +
+                              std::string(to_string(plan.pass)) + " pass");
+    return *plan.parts;
+}
+
+} // namespace
+
+template <typename Scalar, typename Counter>
+void forward(const ForwardArgs<Scalar>& args,
+             const Support& support,
+             const VariantPlan& plan,
+             const MemoryModel& memory,
+             Counter& counter) {
+    const auto& parts = parts_of(plan, Pass::forward, "ioattn::sparse::forward");
+    if (support.n_q() != parts.tile.n_q() || support.n_k() != parts.tile.n_k())
+        throw InvalidArgument("ioattn::sparse::forward: the plan is for another support shape");
+    if (plan.variant == Variant::permuted)
+        detail::forward_permuted(args, parts, plan, memory, counter);
+    else
+        detail::forward_split(args, parts, plan, memory, counter);
+}
+
+template <typename Scalar, typename Counter>
+void backward(const BackwardArgs<Scalar>& args,
+              const Support& support,
+              const VariantPlan& plan,
+              const MemoryModel& memory,
+              Counter& counter) {
+    const auto& parts = parts_of(plan, Pass::backward, "ioattn::sparse::backward");
+    if (support.n_q() != parts.tile.n_q() || support.n_k() != parts.tile.n_k())
+        throw InvalidArgument("ioattn::sparse::backward: the plan is for another support shape");
+    if (plan.variant == Variant::permuted)
+        detail::backward_permuted(args, parts, plan, memory, counter);
+    else
+        detail::backward_split(args, parts, plan, memory, counter);
+}
+
+template <typename Scalar>
+IoReport io_cost(const Problem& problem, const Support& support, const VariantPlan& plan) {
+    const auto& parts = parts_of(plan, plan.pass, "ioattn::sparse::io_cost");
+    (void)support;
+    IoReport r = detail::io_cost_split<Scalar>(problem, parts, plan);
+    if (plan.variant == Variant::permuted) {
+        const IoReport c = detail::io_cost_permutation<Scalar>(problem, plan);
+        r = {r.reads + c.reads, r.writes + c.writes, std::max(r.peak, c.peak)};
+    }
+    return r;
+}
+
+#define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
+    template void forward<Scalar, Counter>(const ForwardArgs<Scalar>&,                             \
+                                           const Support&,                                         \
+                                           const VariantPlan&,                                     \
+                                           const MemoryModel&,                                     \
+                                           Counter&);                                              \
+    template void backward<Scalar, Counter>(const BackwardArgs<Scalar>&,                           \
+                                            const Support&,                                        \
+                                            const VariantPlan&,                                    \
+                                            const MemoryModel&,                                    \
+                                            Counter&);
+IOATTN_INSTANTIATE(float, NullCounter)
+IOATTN_INSTANTIATE(float, IoCounter)
+IOATTN_INSTANTIATE(float, DryRunCounter)
+IOATTN_INSTANTIATE(double, NullCounter)
+IOATTN_INSTANTIATE(double, IoCounter)
+IOATTN_INSTANTIATE(double, DryRunCounter)
+#undef IOATTN_INSTANTIATE
+template VariantPlan plan_variants<float>(const Problem&,
+                                          const Support&,
+                                          const MemoryModel&,
+                                          Pass,
+                                          std::optional<Variant>,
+                                          std::optional<Tiling>);
+template VariantPlan plan_variants<double>(const Problem&,
+                                           const Support&,
+                                           const MemoryModel&,
+                                           Pass,
+                                           std::optional<Variant>,
+                                           std::optional<Tiling>);
+template IoReport io_cost<float>(const Problem&, const Support&, const VariantPlan&);
+template IoReport io_cost<double>(const Problem&, const Support&, const VariantPlan&);
+
+} // namespace ioattn::sparse

@@ -1,0 +1,249 @@
+// Tests of the structure dispatcher (plan_variants, forward / backward / io_cost of a plan) and
+// its split and permuted variants: the plan forced to each variant gives the reference's answer
+// on every pattern family and edge shapes, forward and backward; counted I/O equals the plan's
+// closed form and the dry run; the reordering and the split are exact decompositions; the
+// automatic choice on structures whose best variant is clear; determinism; throws.
+
+#include "brute_force.hpp"
+#include "kernel_case.hpp"
+
+#include <ioattn/error.hpp>
+#include <ioattn/sparse/pattern.hpp>
+#include <ioattn/sparse/variants.hpp>
+
+#include <catch2/catch.hpp>
+#include <tbb/global_control.h>
+
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+using ioattn::IoCounter;
+using ioattn::MemoryModel;
+using ioattn::NullCounter;
+using ioattn::Pass;
+using ioattn::Problem;
+using ioattn::sparse::Support;
+using ioattn::sparse::Variant;
+using ioattn::sparse::test::Case;
+using ioattn::sparse::test::max_error;
+
+namespace {
+
+namespace sp = ioattn::sparse;
+
+const std::vector<std::string> kPatterns = {"dense",
+                                            "window:3",
+                                            "dilated:2:3",
+                                            "global:2+window:1",
+                                            "bigbird:2:1:2",
+                                            "bigbird-block:2:3:2:1",
+                                            "strided:4",
+                                            "block:3:0.4",
+                                            "random:0.2",
+                                            "powerlaw:3"};
+
+const MemoryModel kAmple{1 << 22};
+
+const std::vector<std::optional<Variant>> kForced = {
+    std::nullopt, Variant::tile, Variant::element, Variant::split, Variant::permuted};
+
+Support edge_support(std::int64_t n_q, std::int64_t n_k) {
+    return sp::test::from_predicate(n_q, n_k, [&](std::int64_t i, std::int64_t j) {
+        if (i == 1)
+            return false; // an empty row
+        if (i == 4)
+            return j == n_k / 2;               // a row that sees one key
+        return j != 3 && (i + 2 * j) % 3 != 0; // key 3: seen by no row
+    });
+}
+
+template <typename T>
+void check_plan_forward(const Problem& p, const Support& s, std::optional<Variant> force) {
+    const auto plan = sp::plan_variants<T>(p, s, kAmple, Pass::forward, force);
+    if (force && force != Variant::permuted)
+        CHECK((plan.variant == *force ||
+               (plan.variant != Variant::split && *force == Variant::split)));
+    Case<T> c(p, 3);
+    Case<double> ref(p, 3);
+    std::copy(c.q.begin(), c.q.end(), ref.q.begin());
+    std::copy(c.k.begin(), c.k.end(), ref.k.begin());
+    std::copy(c.v.begin(), c.v.end(), ref.v.begin());
+    sp::forward_reference(ref.forward(), s);
+    IoCounter io(kAmple.fast_words);
+    sp::forward(c.forward(), s, plan, kAmple, io);
+    CHECK(io.report() == sp::io_cost<T>(p, s, plan));
+    const double tol = std::is_same_v<T, float> ? 2e-6 : 1e-13;
+    CHECK(max_error(c.o, ref.o) < tol);
+    for (std::size_t i = 0; i < c.lse.size(); ++i)
+        if (std::isinf(ref.lse[i]))
+            CHECK(c.lse[i] == static_cast<T>(ref.lse[i]));
+        else
+            CHECK(std::fabs(static_cast<double>(c.lse[i]) - ref.lse[i]) < 100 * tol);
+}
+
+template <typename T>
+void check_plan_backward(const Problem& p, const Support& s, std::optional<Variant> force) {
+    const auto plan = sp::plan_variants<T>(p, s, kAmple, Pass::backward, force);
+    sp::test::check_backward_agrees<T>(p, s, 8, [&](Case<T>& c, const Support& support) {
+        IoCounter io(kAmple.fast_words);
+        sp::backward(c.backward(), support, plan, kAmple, io);
+        CHECK(io.report() == sp::io_cost<T>(p, support, plan));
+    });
+}
+
+} // namespace
+
+TEMPLATE_TEST_CASE("variant plans forced to each variant agree with the reference, forward",
+                   "[sparse][variants]",
+                   float,
+                   double) {
+    for (const auto& [n_q, n_k] : std::vector<std::pair<int, int>>{{13, 13}, {9, 17}, {17, 9}})
+        for (const std::string& spec : kPatterns)
+            for (const auto& force : kForced) {
+                CAPTURE(spec, n_q, n_k, force ? sp::to_string(*force) : "auto");
+                const Problem p = sp::test::kernel_shape(1, n_q, n_k, 7);
+                check_plan_forward<TestType>(p, sp::parse_pattern(spec, n_q, n_k, 5), force);
+            }
+    for (const auto& force : kForced) {
+        CAPTURE("edge support", force ? sp::to_string(*force) : "auto");
+        check_plan_forward<TestType>(
+            sp::test::kernel_shape(2, 11, 9, 5), edge_support(11, 9), force);
+    }
+}
+
+TEMPLATE_TEST_CASE("variant plans forced to each variant agree with the reference, backward",
+                   "[sparse][variants][backward]",
+                   float,
+                   double) {
+    for (const std::string& spec : kPatterns)
+        for (const auto& [n_q, n_k] : sp::test::kBackwardSizes)
+            for (const auto& force : kForced) {
+                CAPTURE(spec, n_q, n_k, force ? sp::to_string(*force) : "auto");
+                const Problem p = sp::test::backward_shape(n_q, n_k, 6);
+                check_plan_backward<TestType>(p, sp::parse_pattern(spec, n_q, n_k, 3), force);
+            }
+    for (const auto& force : kForced)
+        check_plan_backward<TestType>(
+            sp::test::backward_shape(11, 9, 5), edge_support(11, 9), force);
+}
+
+TEST_CASE("variant plans at block scale: split parts are disjoint and cover Omega, the "
+          "reordering is a bijection, and every plan's I/O is exact",
+          "[sparse][variants][io]") {
+    const std::int64_t n = 640;
+    Problem p = sp::test::kernel_shape(1, n, n, 16);
+    p.heads = p.kv_heads = 1;
+    for (const std::string spec : {"window:40",
+                                   "random:0.02",
+                                   "bigbird:64:2:3",
+                                   "bigbird-block:64:3:2:3",
+                                   "strided:64",
+                                   "dilated:32:4",
+                                   "block:64:0.1",
+                                   "powerlaw:16"})
+        for (const Pass pass : {Pass::forward, Pass::backward})
+            for (const auto& force : kForced) {
+                CAPTURE(spec, pass == Pass::forward, force ? sp::to_string(*force) : "auto");
+                const Support s = sp::parse_pattern(spec, n, n, 7);
+                const auto plan = sp::plan_variants<float>(p, s, kAmple, pass, force);
+                CHECK(plan.tile_pairs + plan.element_pairs == s.z_qk());
+                CHECK(plan.tile_blocks + plan.element_blocks + plan.split_blocks > 0);
+                Case<float> c(p, 2);
+                sp::test::run_forward_reference(c, s);
+                IoCounter io(kAmple.fast_words);
+                if (pass == Pass::forward)
+                    sp::forward(c.forward(), s, plan, kAmple, io);
+                else
+                    sp::backward(c.backward(), s, plan, kAmple, io);
+                CHECK(io.report() == sp::io_cost<float>(p, s, plan));
+                CHECK(io.report().peak <= kAmple.fast_words);
+            }
+}
+
+TEST_CASE("the dispatcher picks the variant the structure calls for", "[sparse][variants]") {
+    const std::int64_t n = 2048;
+    Problem p;
+    p.n_q = p.n_k = n;
+    p.d = 64;
+    p = p.resolved();
+    const MemoryModel m{1 << 17};
+    const auto pick = [&](const std::string& spec, Pass pass) {
+        return sp::plan_variants<float>(p, sp::parse_pattern(spec, n, n, 1), m, pass).variant;
+    };
+    for (const Pass pass : {Pass::forward, Pass::backward}) {
+        CAPTURE(pass == Pass::forward);
+        CHECK(pick("window:256", pass) == Variant::tile);
+        CHECK(pick("block:64:0.1", pass) == Variant::tile);
+        CHECK(pick("random:0.02", pass) == Variant::element);
+        CHECK(pick("bigbird:64:2:3", pass) == Variant::split);
+        CHECK(pick("dilated:64:4", pass) == Variant::permuted);
+    }
+    // strided:64 backward: its band and summary keys through tiles (reordered or split)
+    const auto strided =
+        sp::plan_variants<float>(p, sp::parse_pattern("strided:64", n, n, 1), m, Pass::backward);
+    CHECK(strided.variant != Variant::element);
+    CHECK(strided.tile_pairs > strided.element_pairs);
+    // dilated: residue classes become bands, nearly every pair then through tiles
+    const auto dilated =
+        sp::plan_variants<float>(p, sp::parse_pattern("dilated:64:4", n, n, 1), m, Pass::forward);
+    CHECK(dilated.rows_reordered);
+    CHECK(dilated.keys_reordered);
+    CHECK(dilated.inner != Variant::element);
+    CHECK(dilated.tile_pairs >= 9 * dilated.element_pairs);
+}
+
+TEST_CASE("variant plans are bitwise independent of the thread count",
+          "[sparse][variants][determinism]") {
+    const Problem p = sp::test::kernel_shape(1, 90, 70, 8);
+    for (const std::string spec : {"bigbird:4:1:3", "dilated:3:4", "strided:8"})
+        for (const auto& force : kForced) {
+            CAPTURE(spec, force ? sp::to_string(*force) : "auto");
+            const Support s = sp::parse_pattern(spec, 90, 70, 3);
+            Case<float> one(p, 4), two(p, 4);
+            const auto run = [&](Case<float>& c, std::size_t threads) {
+                tbb::global_control gc(tbb::global_control::max_allowed_parallelism, threads);
+                NullCounter io;
+                sp::forward(c.forward(),
+                            s,
+                            sp::plan_variants<float>(p, s, kAmple, Pass::forward, force),
+                            kAmple,
+                            io);
+                sp::backward(c.backward(),
+                             s,
+                             sp::plan_variants<float>(p, s, kAmple, Pass::backward, force),
+                             kAmple,
+                             io);
+            };
+            run(one, 1);
+            run(two, 2);
+            CHECK(one.o == two.o);
+            CHECK(one.lse == two.lse);
+            CHECK(one.d_q == two.d_q);
+            CHECK(one.d_k == two.d_k);
+            CHECK(one.d_v == two.d_v);
+        }
+}
+
+TEST_CASE("variant plans: bad arguments throw", "[sparse][variants][throws]") {
+    const Problem p = sp::test::kernel_shape(1, 8, 8, 4);
+    const Support s = sp::parse_pattern("random:0.5", 8, 8, 1);
+    CHECK(sp::parse_variant("element") == Variant::element);
+    CHECK_THROWS_WITH(sp::parse_variant("blocks"),
+                      Catch::Contains("'blocks'") && Catch::Contains("tile, element"));
+    CHECK_THROWS_WITH(
+        sp::plan_variants<float>(p, sp::parse_pattern("dense", 8, 9, 1), kAmple, Pass::forward),
+        Catch::Contains("plan_variants") && Catch::Contains("8 x 9"));
+    Problem causal = p;
+    causal.causal = true;
+    CHECK_THROWS_AS(sp::plan_variants<float>(causal, s, kAmple, Pass::forward),
+                    ioattn::InvalidArgument);
+    const auto fwd = sp::plan_variants<float>(p, s, kAmple, Pass::forward);
+    Case<float> c(p, 1);
+    NullCounter io;
+    CHECK_THROWS_WITH(sp::backward(c.backward(), s, fwd, kAmple, io),
+                      Catch::Contains("forward pass"));
+    CHECK_THROWS_WITH(sp::forward(c.forward(), s, sp::VariantPlan{}, kAmple, io),
+                      Catch::Contains("plan_variants"));
+}
