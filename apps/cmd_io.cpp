@@ -6,8 +6,8 @@
 // a sparse --pattern, each variant of the sparse fused schedule instead (io_sparse.cpp).
 
 #include "commands.hpp"
-#include "io_sweep.hpp"
 #include "io_sparse.hpp"
+#include "io_sweep.hpp"
 #include "options.hpp"
 #include "output.hpp"
 

@@ -12,13 +12,18 @@
 #include <ioattn/sparse/support.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <utility>
 
 namespace ioattn::sparse {
 
 struct Support::Cache {
-    std::once_flag once;
+    // Not std::call_once: ThreadSanitizer's pthread_once interceptor keeps the flag taken
+    // after a throw (a refused transpose), so the retry the API promises hung under the tsan
+    // preset. Double-checked instead: `ready` is published after the build, under the lock.
+    std::mutex transpose_mutex;
+    std::atomic<const Support*> ready{nullptr};
     std::unique_ptr<Support> transposed;
     std::vector<std::int64_t>
         transposed_positions; ///< per entry of the transpose, its position here
@@ -62,7 +67,10 @@ const detail::FusedPlan& Support::cached_fused_plan(std::int64_t rows) const {
 }
 
 const Support& Support::transposed() const {
-    std::call_once(cache_->once, [this] { // a throw leaves the flag unset: the next call retries
+    if (const Support* t = cache_->ready.load(std::memory_order_acquire))
+        return *t;
+    const std::lock_guard<std::mutex> lock(cache_->transpose_mutex);
+    if (cache_->transposed == nullptr) { // a throw leaves it unbuilt: the next call retries
         // offsets and the cursor per key, rows and positions per entry
         require_memory(
             "ioattn::sparse::Support::transposed",
@@ -91,7 +99,8 @@ const Support& Support::transposed() const {
         cache_->transposed_positions = std::move(positions);
         cache_->transposed =
             std::make_unique<Support>(n_k_, n_q_, std::move(offsets), std::move(rows));
-    });
+    }
+    cache_->ready.store(cache_->transposed.get(), std::memory_order_release);
     return *cache_->transposed;
 }
 
