@@ -48,6 +48,7 @@
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
 #include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
+#include "backward_fused_parts.hpp"
 #include "row_source.hpp"
 #include "validate.hpp"
 
@@ -59,110 +60,12 @@ namespace ioattn::sparse::IOATTN_ISA {
 
 namespace {
 
+using detail::accumulate_allowed;
+using detail::Partials;
+using detail::rows_allowed;
+using detail::Scratch;
+using detail::stream_rows;
 using kernels::Simd;
-
-/// Per-worker scratch: packed resident operands (d x rp, d_v x rp), score tiles (C x rp), the
-/// transposed accumulators (d x rp, d_v x rp: resident rows are lanes, as in the dense
-/// backward), the resident K rows row-major (rp x dw, d padded to whole vectors: the lanes of
-/// dQ = dS K) and a dQ tile (C x dw), gathered streamed rows (C x d, C x d_v), lanes (3 x cp).
-template <typename Scalar>
-struct Scratch {
-    std::int64_t rp = 0, dw = 0;
-    Scalar *ta = nullptr, *tb = nullptr, *s = nullptr, *dp = nullptr, *acc_a = nullptr,
-           *acc_b = nullptr, *k_rows = nullptr, *dq = nullptr, *ga = nullptr, *gb = nullptr,
-           *l2 = nullptr, *dd = nullptr, *ones = nullptr;
-
-    /// Resident key rows and streamed queries: the tiling's, at most n_k and n_q.
-    static std::int64_t res(const Problem& p, const Tiling& t) { return std::min(t.rows, p.n_k); }
-
-    static std::int64_t str(const Problem& p, const Tiling& t) { return std::min(t.cols, p.n_q); }
-
-    static std::int64_t lanes(const Problem& p, const Tiling& t) {
-        return std::max(lane_padded(std::max(str(p, t), res(p, t))), lane_padded(p.d));
-    }
-
-    /// Within Tiling::resident_words(p, backward, Kernels::sparse) (lane_padded rows, as the
-    /// dense kernel: the footprint is the same under every instruction set).
-    static std::int64_t words(const Problem& p, const Tiling& t) {
-        const std::int64_t rp = lane_padded(res(p, t)), c = str(p, t);
-        const std::int64_t cp = lane_padded(std::max(c, res(p, t)));
-        const std::int64_t dw = lane_padded(p.d);
-        return 2 * (p.d + p.d_v) * rp + 2 * cp * rp + (rp + c) * dw + c * (p.d + p.d_v) +
-               3 * lanes(p, t);
-    }
-
-    Scratch() = default;
-
-    Scratch(Scalar* base, const Problem& p, const Tiling& t)
-        : rp(lane_padded(res(p, t)))
-        , dw(lane_padded(p.d)) {
-        const std::int64_t cp = lane_padded(std::max(str(p, t), res(p, t)));
-        ta = base;
-        tb = ta + p.d * rp;
-        s = tb + p.d_v * rp;
-        dp = s + cp * rp;
-        acc_a = dp + cp * rp;
-        acc_b = acc_a + p.d * rp;
-        k_rows = acc_b + p.d_v * rp;
-        dq = k_rows + rp * dw;
-        ga = dq + str(p, t) * dw;
-        gb = ga + str(p, t) * p.d;
-        l2 = gb + str(p, t) * p.d_v;
-        dd = l2 + lanes(p, t);
-        ones = dd + lanes(p, t);
-        std::fill(ones, ones + lanes(p, t), Scalar(1));
-    }
-};
-
-template <typename Scalar>
-using Partials = kernels::DqPartials<Scalar>;
-
-/// Streamed rows idx[0, c) of a view: read in place when they are consecutive, else gathered
-/// into g (c x cols); `finite` says whether every value is finite.
-template <typename Scalar>
-detail::Rows<Scalar> stream_rows(const detail::RowSource<Scalar>& src,
-                                 std::int64_t b,
-                                 std::int64_t h,
-                                 const std::int64_t* idx,
-                                 std::int64_t c,
-                                 Scalar* g) {
-    detail::Rows<Scalar> rows;
-    const TensorView<const Scalar>& x = src.dense;
-    if (src.sparse != nullptr) { // scattered into g
-        rows.p = g;
-        rows.ld = x.cols;
-        for (std::int64_t y = 0; y < c; ++y)
-            rows.finite = src.copy(b, h, idx[y], Scalar(1), g + y * x.cols, 1) && rows.finite;
-        return rows;
-    }
-    const bool direct = idx[c - 1] - idx[0] + 1 == c;
-    rows.p = direct ? x.row(b, h, idx[0]) : g;
-    rows.ld = direct ? x.stride_row : x.cols;
-    if (!direct)
-        for (std::int64_t y = 0; y < c; ++y)
-            std::copy_n(x.row(b, h, idx[y]), x.cols, g + y * x.cols);
-    rows.finite = kernels::all_finite(rows.p, rows.ld, c, x.cols);
-    return rows;
-}
-
-/// acc^T[:][x] += sum over allowed (x, y) of t[y][x] g[y][:] (the careful path for non-finite
-/// streamed rows; acc^T at stride ld): `allowed(x, y)` says whether lane x and chunk entry y
-/// form a pair of Omega.
-template <typename Scalar, typename Allowed>
-void accumulate_allowed(const Scalar* t,
-                        std::int64_t ld,
-                        const detail::Rows<Scalar>& g,
-                        std::int64_t cols,
-                        std::int64_t n_lanes,
-                        std::int64_t c,
-                        Scalar* acc,
-                        Allowed allowed) {
-    for (std::int64_t x = 0; x < n_lanes; ++x)
-        for (std::int64_t y = 0; y < c; ++y)
-            if (allowed(x, y))
-                for (std::int64_t z = 0; z < cols; ++z)
-                    acc[z * ld + x] += t[y * ld + x] * g.p[y * g.ld + z];
-}
 
 // --- pass 0: D_i = rowsum(dO_i o O_i) ---
 template <typename Scalar, typename Counter>
@@ -184,25 +87,6 @@ void delta_block(const BackwardArgs<Scalar>& a,
                 kernels::row_delta(a.o.row(b, h, i0 + x), a.d_o.row(b, h, i0 + x), p.d_v);
     io.write({Operand::delta, slice, i0, r, 0, 1});
     io.release(r * (2 * p.d_v + 1));
-}
-
-/// T[y][:] = sum over the allowed (x, y) of ds[y][x] k[x][:] (y < c, x < r, rows of dw): dQ's
-/// careful path, for a resident K block with a non-finite value on a chunk with masked pairs.
-template <typename Scalar, typename Allowed>
-void rows_allowed(const Scalar* ds,
-                  std::int64_t ld,
-                  const Scalar* k,
-                  std::int64_t dw,
-                  std::int64_t r,
-                  std::int64_t c,
-                  Scalar* t,
-                  Allowed allowed) {
-    std::fill(t, t + c * dw, Scalar(0));
-    for (std::int64_t y = 0; y < c; ++y)
-        for (std::int64_t x = 0; x < r; ++x)
-            if (allowed(x, y))
-                for (std::int64_t z = 0; z < dw; ++z)
-                    t[y * dw + z] += ds[y * ld + x] * k[x * dw + z];
 }
 
 // --- pass A: a key block resident with dK, dV; the queries that see it streamed; dS K added

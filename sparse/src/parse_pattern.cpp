@@ -259,8 +259,9 @@ private:
         return v;
     }
 
+    /// A finite number, or a failure naming the term's usage.
     static double
-    fraction(const Term& t, std::string_view token, std::string_view arg, const char* what) {
+    real(const Term& t, std::string_view token, std::string_view arg, const char* what) {
         if (arg.empty())
             detail::fail(
                 kWhere, "'", token, "': missing value of ", what, " (expected ", t.usage, ")");
@@ -277,6 +278,12 @@ private:
                          "' is not a number (expected ",
                          t.usage,
                          ")");
+        return v;
+    }
+
+    static double
+    fraction(const Term& t, std::string_view token, std::string_view arg, const char* what) {
+        const double v = real(t, token, arg, what);
         if (v < 0.0 || v > 1.0)
             detail::fail(kWhere, "'", token, "': ", what, " = ", arg, " (expected in [0, 1])");
         return v;
@@ -284,22 +291,7 @@ private:
 
     static double
     positive(const Term& t, std::string_view token, std::string_view arg, const char* what) {
-        if (arg.empty())
-            detail::fail(
-                kWhere, "'", token, "': missing value of ", what, " (expected ", t.usage, ")");
-        double v = 0.0;
-        const auto [end, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), v);
-        if (ec != std::errc() || end != arg.data() + arg.size() || !std::isfinite(v))
-            detail::fail(kWhere,
-                         "'",
-                         token,
-                         "': ",
-                         what,
-                         " = '",
-                         arg,
-                         "' is not a number (expected ",
-                         t.usage,
-                         ")");
+        const double v = real(t, token, arg, what);
         if (v <= 0.0)
             detail::fail(kWhere, "'", token, "': ", what, " = ", arg, " (expected > 0)");
         return v;

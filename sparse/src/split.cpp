@@ -32,10 +32,6 @@ bool runs_tile(const VariantParts& parts) {
     return parts.tile.z_qk() > 0 || parts.element.z_qk() == 0;
 }
 
-IoReport sum(const IoReport& a, const IoReport& b) {
-    return {a.reads + b.reads, a.writes + b.writes, std::max(a.peak, b.peak)};
-}
-
 } // namespace
 
 template <typename Scalar, typename Counter>
@@ -73,9 +69,10 @@ IoReport io_cost_split(const Problem& problem, const VariantParts& parts, const 
         r = fwd ? io_cost_forward_fused(problem, parts.tile, SparseInputs<Scalar>{}, plan.tile)
                 : io_cost_backward_fused(problem, parts.tile, SparseInputs<Scalar>{}, plan.tile);
     if (parts.element.z_qk() > 0)
-        r = sum(r,
-                fwd ? io_cost_forward_element<Scalar>(problem, parts.element, plan.element, tile)
-                    : io_cost_backward_element<Scalar>(problem, parts.element, plan.element, tile));
+        r = in_sequence(
+            r,
+            fwd ? io_cost_forward_element<Scalar>(problem, parts.element, plan.element, tile)
+                : io_cost_backward_element<Scalar>(problem, parts.element, plan.element, tile));
     return r;
 }
 

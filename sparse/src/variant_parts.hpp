@@ -8,6 +8,8 @@
 
 #include <ioattn/sparse/variants.hpp>
 
+#include <algorithm>
+
 namespace ioattn::sparse::detail {
 
 struct VariantParts {
@@ -54,5 +56,10 @@ void backward_permuted(const BackwardArgs<Scalar>& args,
 /// I/O of the reordering's copies alone (add io_cost_split for the whole call).
 template <typename Scalar>
 IoReport io_cost_permutation(const Problem& problem, const VariantPlan& plan);
+
+/// The I/O of two phases run one after the other: words add, the peak is the larger one.
+inline IoReport in_sequence(const IoReport& a, const IoReport& b) {
+    return {a.reads + b.reads, a.writes + b.writes, std::max(a.peak, b.peak)};
+}
 
 } // namespace ioattn::sparse::detail

@@ -210,10 +210,8 @@ IoReport io_cost(const Problem& problem, const Support& support, const VariantPl
     const auto& parts = parts_of(plan, plan.pass, "ioattn::sparse::io_cost");
     (void)support;
     IoReport r = detail::io_cost_split<Scalar>(problem, parts, plan);
-    if (plan.variant == Variant::permuted) {
-        const IoReport c = detail::io_cost_permutation<Scalar>(problem, plan);
-        r = {r.reads + c.reads, r.writes + c.writes, std::max(r.peak, c.peak)};
-    }
+    if (plan.variant == Variant::permuted)
+        r = detail::in_sequence(r, detail::io_cost_permutation<Scalar>(problem, plan));
     return r;
 }
 
