@@ -49,27 +49,9 @@ Cell cell_of(const Problem& p,
         if (dry_run) {
             DryRunCounter counter(m.fast_words);
             if (pass == Pass::forward)
-                sparse::forward(
-                    ForwardArgs<Scalar>::packed(p, nullptr, nullptr, nullptr, nullptr, nullptr),
-                    s,
-                    plan,
-                    m,
-                    counter);
+                sparse::forward(ForwardArgs<Scalar>::shape_only(p), s, plan, m, counter);
             else
-                sparse::backward(BackwardArgs<Scalar>::packed(p,
-                                                              nullptr,
-                                                              nullptr,
-                                                              nullptr,
-                                                              nullptr,
-                                                              nullptr,
-                                                              nullptr,
-                                                              nullptr,
-                                                              nullptr,
-                                                              nullptr),
-                                 s,
-                                 plan,
-                                 m,
-                                 counter);
+                sparse::backward(BackwardArgs<Scalar>::shape_only(p), s, plan, m, counter);
             c.dry = counter.report() == *c.io ? "=" : "!=";
         }
     } catch (const CapacityError&) {

@@ -79,20 +79,10 @@ std::optional<Recorded> record_dense(const ScheduleKind& kind,
     DryRunCounter counter(m, true);
     counter.reuse_trace(std::move(buffer));
     if (kind.pass == Pass::forward) {
-        const auto args =
-            ForwardArgs<float>::packed(problem, nullptr, nullptr, nullptr, nullptr, nullptr);
+        const auto args = ForwardArgs<float>::shape_only(problem);
         dense::forward<float, DryRunCounter>(args, *tiling, memory, counter);
     } else {
-        const auto args = BackwardArgs<float>::packed(problem,
-                                                      nullptr,
-                                                      nullptr,
-                                                      nullptr,
-                                                      nullptr,
-                                                      nullptr,
-                                                      nullptr,
-                                                      nullptr,
-                                                      nullptr,
-                                                      nullptr);
+        const auto args = BackwardArgs<float>::shape_only(problem);
         dense::backward<float, DryRunCounter>(args, *tiling, memory, counter);
     }
     Recorded r;

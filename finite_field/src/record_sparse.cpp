@@ -144,20 +144,10 @@ std::optional<Recorded> record_sparse(const ScheduleKind& kind,
     DryRunCounter counter(m, true);
     counter.reuse_trace(std::move(buffer));
     if (kind.pass == Pass::forward) {
-        const auto args =
-            ForwardArgs<float>::packed(problem, nullptr, nullptr, nullptr, nullptr, nullptr);
+        const auto args = ForwardArgs<float>::shape_only(problem);
         sparse::forward<float, DryRunCounter>(args, support, inputs, *tiling, memory, counter);
     } else {
-        const auto args = BackwardArgs<float>::packed(problem,
-                                                      nullptr,
-                                                      nullptr,
-                                                      nullptr,
-                                                      nullptr,
-                                                      nullptr,
-                                                      nullptr,
-                                                      nullptr,
-                                                      nullptr,
-                                                      nullptr);
+        const auto args = BackwardArgs<float>::shape_only(problem);
         sparse::backward<float, DryRunCounter>(args, support, inputs, *tiling, memory, counter);
     }
     r.trace = counter.take_trace();

@@ -141,24 +141,9 @@ AttentionReport io_count(const Problem& problem,
     DryRunCounter counter(plan.memory.fast_words);
     with_threads(options.threads, [&] {
         if (pass == Pass::forward)
-            run(ForwardArgs<Scalar>::packed(p, nullptr, nullptr, nullptr, nullptr, nullptr),
-                structure,
-                plan,
-                counter);
+            run(ForwardArgs<Scalar>::shape_only(p), structure, plan, counter);
         else
-            run(BackwardArgs<Scalar>::packed(p,
-                                             nullptr,
-                                             nullptr,
-                                             nullptr,
-                                             nullptr,
-                                             nullptr,
-                                             nullptr,
-                                             nullptr,
-                                             nullptr,
-                                             nullptr),
-                structure,
-                plan,
-                counter);
+            run(BackwardArgs<Scalar>::shape_only(p), structure, plan, counter);
     });
     return AttentionReport{plan, counter.report(), closed_form(plan, structure)};
 }

@@ -47,8 +47,7 @@ IoReport dry_run_backward(const Problem& problem,
                           const Tiling& tiling,
                           const MemoryModel& memory) {
     const Problem p = problem.resolved("ioattn::sparse::dry_run_backward");
-    const auto a = BackwardArgs<Scalar>::packed(
-        p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+    const auto a = BackwardArgs<Scalar>::shape_only(p);
     DryRunCounter counter(memory.fast_words);
     backward(a, support, inputs, tiling, memory, counter);
     return counter.report();

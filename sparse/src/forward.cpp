@@ -46,7 +46,7 @@ IoReport dry_run_forward(const Problem& problem,
                          const Tiling& tiling,
                          const MemoryModel& memory) {
     const Problem p = problem.resolved("ioattn::sparse::dry_run_forward");
-    const auto a = ForwardArgs<Scalar>::packed(p, nullptr, nullptr, nullptr, nullptr, nullptr);
+    const auto a = ForwardArgs<Scalar>::shape_only(p);
     DryRunCounter counter(memory.fast_words);
     forward(a, support, inputs, tiling, memory, counter);
     return counter.report();

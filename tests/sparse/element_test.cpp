@@ -205,8 +205,7 @@ TEST_CASE("element kernels: counted I/O equals the closed form and the dry run; 
             sp::forward_element(c.forward(), s, t, MemoryModel{fwd.peak}, io);
             CHECK(io.report() == fwd);
             DryRunCounter dry(fwd.peak);
-            const auto shape =
-                ioattn::ForwardArgs<float>::packed(p, nullptr, nullptr, nullptr, nullptr, nullptr);
+            const auto shape = ioattn::ForwardArgs<float>::shape_only(p);
             sp::forward_element(shape, s, t, MemoryModel{fwd.peak}, dry);
             CHECK(dry.report() == fwd);
             CHECK_THROWS_AS(sp::forward_element(c.forward(), s, t, MemoryModel{fwd.peak - 1}, io),

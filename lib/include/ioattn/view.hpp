@@ -92,6 +92,12 @@ struct ForwardArgs {
                 Out::packed(o, p.batch, p.heads, p.n_q, p.d_v),
                 Out::packed(lse, p.batch, p.heads, p.n_q, 1)};
     }
+
+    /// Views of the problem's shapes with no data (null pointers): what the dry runs and the
+    /// closed forms walk.
+    static ForwardArgs shape_only(const Problem& problem) {
+        return packed(problem, nullptr, nullptr, nullptr, nullptr, nullptr);
+    }
 };
 
 /// Inputs and outputs of a backward pass: the forward's operands and outputs (o, lse as the
@@ -127,6 +133,20 @@ struct BackwardArgs : ForwardArgs<Scalar> {
         a.d_k = TensorView<Scalar>::packed(d_k, p.batch, p.kv_heads, p.n_k, p.d);
         a.d_v = TensorView<Scalar>::packed(d_v, p.batch, p.kv_heads, p.n_k, p.d_v);
         return a;
+    }
+
+    /// Views of the problem's shapes with no data (as ForwardArgs::shape_only).
+    static BackwardArgs shape_only(const Problem& problem) {
+        return packed(problem,
+                      nullptr,
+                      nullptr,
+                      nullptr,
+                      nullptr,
+                      nullptr,
+                      nullptr,
+                      nullptr,
+                      nullptr,
+                      nullptr);
     }
 };
 

@@ -40,8 +40,7 @@ Tiling backward(const BackwardArgs<Scalar>& args, Schedule schedule, const Memor
 
 IoReport dry_run_backward(const Problem& problem, const Tiling& tiling, const MemoryModel& memory) {
     const Problem p = problem.resolved("ioattn::dense::dry_run_backward");
-    const auto a = BackwardArgs<float>::packed(
-        p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+    const auto a = BackwardArgs<float>::shape_only(p);
     DryRunCounter counter(memory.fast_words);
     backward(a, tiling, memory, counter);
     return counter.report();

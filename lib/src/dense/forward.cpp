@@ -42,7 +42,7 @@ Tiling forward(const ForwardArgs<Scalar>& args, Schedule schedule, const MemoryM
 
 IoReport dry_run_forward(const Problem& problem, const Tiling& tiling, const MemoryModel& memory) {
     const Problem p = problem.resolved("ioattn::dense::dry_run_forward");
-    const auto a = ForwardArgs<float>::packed(p, nullptr, nullptr, nullptr, nullptr, nullptr);
+    const auto a = ForwardArgs<float>::shape_only(p);
     DryRunCounter counter(memory.fast_words);
     forward(a, tiling, memory, counter);
     return counter.report();
