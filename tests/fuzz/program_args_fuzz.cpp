@@ -6,6 +6,8 @@
 // past 2^16 are skipped (the fuzzer explores options, not run times), and a run or io without
 // sizes gets --N 16 (or the missing one of --n-q/--n-k) and --d 8, verify --N 8 --d 2, so that
 // the programs' defaults (N = 1024, verify's N = 256) do not make every input a slow one.
+// The fuzz preset builds without MPI (IOATTN_WITH_MPI=OFF): `run --dist` initialises MPI, once
+// per process, which an in-process fuzzer cannot repeat; there --dist is the usage error.
 // Seeds: corpus/program_args_fuzz.
 
 #include "fuzz_util.hpp"
