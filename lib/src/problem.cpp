@@ -28,7 +28,7 @@ void require_addressable(std::string_view where,
     for (const std::int64_t s : sizes) {
         if (product > (kLimit - 1) / s)
             throw ResourceError(std::string(where) + ": " + what +
-                                " has 2^62 elements or more (cannot be addressed)");
+                                ": 2^62 elements or more (cannot be addressed)");
         product *= s;
     }
 }
