@@ -342,8 +342,8 @@ void backward_element(const BackwardArgs<Scalar>& args,
     detail::validate(a, support, nullptr, Schedule::fused, memory, kWhere, true, Pass::backward);
     const Problem& p = a.problem;
     const Support& transposed = support.transposed();
-    const detail::ElementPlan qplan = detail::element_plan(support, tiling, kWhere);
-    const detail::ElementPlan kplan = detail::element_plan(transposed, tiling, kWhere);
+    const detail::ElementPlan& qplan = detail::element_plan(support, tiling, kWhere);
+    const detail::ElementPlan& kplan = detail::element_plan(transposed, tiling, kWhere);
     detail::check_element_peak(
         detail::backward_element_peak(p, qplan, kplan, detail::ElementWords::of(sizeof(Scalar))),
         memory,

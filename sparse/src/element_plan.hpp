@@ -90,8 +90,8 @@ std::int64_t backward_element_peak(const Problem& p,
                                    ElementWords w);
 
 /// Checks an element tiling (fused schedule, rows and cols >= 1; InvalidArgument naming
-/// `where`) and returns its plan over `support`.
-ElementPlan element_plan(const Support& support, const Tiling& tiling, const char* where);
+/// `where`) and returns its plan over `support` (Support::cached_element_plan: built once).
+const ElementPlan& element_plan(const Support& support, const Tiling& tiling, const char* where);
 
 /// Throws CapacityError naming `where` when `peak` words exceed M.
 void check_element_peak(std::int64_t peak, const MemoryModel& memory, const char* where);

@@ -239,7 +239,7 @@ void forward_element(const ForwardArgs<Scalar>& args,
     detail::validate_inputs(a, support, SparseInputs<Scalar>{}, kWhere, !Counter::kComputes);
     detail::validate(a, support, nullptr, Schedule::fused, memory, kWhere, true);
     const Problem& p = a.problem;
-    const detail::ElementPlan plan = detail::element_plan(support, tiling, kWhere);
+    const detail::ElementPlan& plan = detail::element_plan(support, tiling, kWhere);
     detail::check_element_peak(
         detail::forward_element_peak(p, plan, detail::ElementWords::of(sizeof(Scalar))),
         memory,

@@ -13,14 +13,14 @@ namespace ioattn::sparse {
 
 namespace detail {
 
-ElementPlan element_plan(const Support& support, const Tiling& tiling, const char* where) {
+const ElementPlan& element_plan(const Support& support, const Tiling& tiling, const char* where) {
     if (tiling.schedule != Schedule::fused)
         throw InvalidArgument(std::string(where) + ": tiling is for the " +
                               std::string(to_string(tiling.schedule)) + " schedule");
     if (tiling.rows < 1 || tiling.cols < 1)
         throw InvalidArgument(std::string(where) + ": tiling " + std::to_string(tiling.rows) +
                               " x " + std::to_string(tiling.cols) + " (expected sizes >= 1)");
-    return ElementPlan::build(support, tiling.rows, tiling.cols);
+    return support.cached_element_plan(tiling.rows, tiling.cols);
 }
 
 void check_element_peak(std::int64_t peak, const MemoryModel& memory, const char* where) {
@@ -76,7 +76,7 @@ IoReport detail::io_cost_forward_element(const Problem& problem,
     const Problem p = problem.resolved(kWhere);
     if (support.n_q() != p.n_q || support.n_k() != p.n_k)
         throw InvalidArgument(std::string(kWhere) + ": support shape does not match the problem");
-    const detail::ElementPlan plan = detail::element_plan(support, tiling, kWhere);
+    const detail::ElementPlan& plan = detail::element_plan(support, tiling, kWhere);
     const auto words = detail::ElementWords::of(sizeof(Scalar));
     std::int64_t keys = 0, indices = 0;
     for (const detail::PanelVisit& v : plan.visits) {
@@ -112,8 +112,8 @@ IoReport detail::io_cost_backward_element(const Problem& problem,
     const Problem p = problem.resolved(kWhere);
     if (support.n_q() != p.n_q || support.n_k() != p.n_k)
         throw InvalidArgument(std::string(kWhere) + ": support shape does not match the problem");
-    const detail::ElementPlan rows = detail::element_plan(support, tiling, kWhere);
-    const detail::ElementPlan keys = detail::element_plan(support.transposed(), tiling, kWhere);
+    const detail::ElementPlan& rows = detail::element_plan(support, tiling, kWhere);
+    const detail::ElementPlan& keys = detail::element_plan(support.transposed(), tiling, kWhere);
     const auto words = detail::ElementWords::of(sizeof(Scalar));
     std::int64_t row_keys = 0, key_queries = 0, indices = 0;
     for (const detail::PanelVisit& v : rows.visits) {

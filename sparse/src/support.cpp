@@ -4,6 +4,7 @@
 // row(i) and row_nonzeros(i) are O(1); contains(i, j) is a binary search in row i.
 // Tests: tests/sparse/support_test.cpp
 
+#include "element_plan.hpp"
 #include "fail.hpp"
 #include "plan.hpp"
 
@@ -13,10 +14,48 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <utility>
 
 namespace ioattn::sparse {
+
+namespace {
+
+/// Plans built on first use for each key and kept (stable addresses: references stay valid).
+/// The build runs unlocked (it runs parallel loops: a worker waiting on the lock here could be
+/// the one the build needs); of two concurrent builds of one key the first stored is kept.
+template <typename Key, typename Plan>
+class Kept {
+public:
+    template <typename Build>
+    const Plan& get(const Key& key, Build build) {
+        {
+            const std::lock_guard<std::mutex> lock(mutex_);
+            if (const Plan* found = find(key))
+                return *found;
+        }
+        auto plan = std::make_unique<Plan>(build());
+        const std::lock_guard<std::mutex> lock(mutex_);
+        if (const Plan* found = find(key))
+            return *found;
+        plans_.emplace_back(key, std::move(plan));
+        return *plans_.back().second;
+    }
+
+private:
+    const Plan* find(const Key& key) const {
+        for (const auto& [k, plan] : plans_)
+            if (k == key)
+                return plan.get();
+        return nullptr;
+    }
+
+    std::mutex mutex_;
+    std::vector<std::pair<Key, std::unique_ptr<Plan>>> plans_;
+};
+
+} // namespace
 
 struct Support::Cache {
     // Not std::call_once: ThreadSanitizer's pthread_once interceptor keeps the flag taken
@@ -28,10 +67,9 @@ struct Support::Cache {
     std::vector<std::int64_t>
         transposed_positions; ///< per entry of the transpose, its position here
     std::mutex views_mutex;
-    std::vector<std::unique_ptr<BlockView>> views; ///< stable addresses: references stay valid
-    std::mutex plans_mutex;
-    std::vector<std::unique_ptr<detail::FusedPlan>> plans; ///< stable addresses, as views
-    std::vector<std::int64_t> plan_rows;                   ///< the rows of each plan
+    std::vector<std::unique_ptr<BlockView>> views;     ///< stable addresses: references stay valid
+    Kept<std::int64_t, detail::FusedPlan> fused_plans; ///< by rows
+    Kept<std::pair<std::int64_t, std::int64_t>, detail::ElementPlan> element_plans; ///< rows, P
 };
 
 std::shared_ptr<Support::Cache> Support::make_cache() {
@@ -48,22 +86,13 @@ const BlockView& Support::cached_block_view(std::int64_t br, std::int64_t bc) co
 }
 
 const detail::FusedPlan& Support::cached_fused_plan(std::int64_t rows) const {
-    {
-        const std::lock_guard<std::mutex> lock(cache_->plans_mutex);
-        for (std::size_t k = 0; k < cache_->plans.size(); ++k)
-            if (cache_->plan_rows[k] == rows)
-                return *cache_->plans[k];
-    }
-    // Built unlocked (it runs parallel loops: a worker waiting on the lock here could be the
-    // one the build needs); of two concurrent builds the first stored is kept.
-    auto plan = std::make_unique<detail::FusedPlan>(detail::FusedPlan::build(*this, rows));
-    const std::lock_guard<std::mutex> lock(cache_->plans_mutex);
-    for (std::size_t k = 0; k < cache_->plans.size(); ++k)
-        if (cache_->plan_rows[k] == rows)
-            return *cache_->plans[k];
-    cache_->plans.push_back(std::move(plan));
-    cache_->plan_rows.push_back(rows);
-    return *cache_->plans.back();
+    return cache_->fused_plans.get(rows, [&] { return detail::FusedPlan::build(*this, rows); });
+}
+
+const detail::ElementPlan& Support::cached_element_plan(std::int64_t rows,
+                                                        std::int64_t panel) const {
+    return cache_->element_plans.get(
+        {rows, panel}, [&] { return detail::ElementPlan::build(*this, rows, panel); });
 }
 
 const Support& Support::transposed() const {
