@@ -16,7 +16,10 @@ Modes:
             dense and two sparse patterns, simulated traffic with the cache at 2M words within
             25% of the counted words and at 4M within 10% (sparse: at most that much above;
             see within()), and the crossover M under LRU (cache at 2M) within a factor 2 of
-            the model's. Exit 1 on any failure.
+            the model's, and at each M of that sweep (and of one at d = 128, where the
+            materialized schedule wins at M = d^2 in the backward) the schedule --select cost picks
+            (lower counted I/O at M, as --cache-bytes 2M words plans it) moving at most 1.25x
+            what the other moves under the cache of 2M. Exit 1 on any failure.
   default   the validation table over a sweep of M with the cache at M, 2M and 4M words, the
             model's and LRU's crossovers; --csv FILE and --plot FILE.svg (gnuplot) write them.
 """
@@ -117,6 +120,8 @@ def check(driver, workers, patterns):
         for schedule in ("fused", "materialized"):
             for m in sweep:
                 jobs.add((pas, schedule, n, d, "dense", m, 2 * m))
+            for m in SELECT_SWEEP:  # where both fit and materialized is the cheaper one
+                jobs.add((pas, schedule, n, SELECT_D, "dense", m, 2 * m))
     res = run_all(driver, sorted(jobs), workers)
     failures = []
     for pas, schedule, pattern in configs(n, d, patterns):
@@ -144,11 +149,45 @@ def check(driver, workers, patterns):
               f"{'ok' if ok else 'FAIL (not within a factor 2)'}")
         if not ok:
             failures.append((pas, "crossover"))
+        failures += select_cost(pas, sweep, model, lru)
+        words = {(s, m): res[(pas, s, n, SELECT_D, "dense", m, 2 * m)]
+                 for s in ("fused", "materialized") for m in SELECT_SWEEP}
+        words = {k: r for k, r in words.items() if r is not None}
+        failures += select_cost(pas, SELECT_SWEEP, {k: r["counted"] for k, r in words.items()},
+                                {k: r["lru"] for k, r in words.items()}, d=SELECT_D)
     if failures:
         print(f"{len(failures)} check(s) failed")
         return 1
     print("all cache checks passed")
     return 0
+
+
+# d = 128 (d^2 = 16384), N = 512: both schedules fit from M = 8192 (forward) and 16384
+# (backward) on, where the counts are close (forward 8192: 4.33 M fused, 4.52 M materialized)
+# and the backward's cost picks materialized at 16384 (6.36 M against 8.88 M): at d <= 64 the
+# fused schedule fits only where it is already the cheaper one
+SELECT_D, SELECT_SWEEP = 128, [8192, 16384, 32768]
+
+
+def select_cost(pas, sweep, model, lru, tol=0.25, d=16):
+    """--cache-bytes C plans for M = C / 2 words (MemoryModel::for_cache), and --select cost
+    then takes the schedule of lower counted I/O at M: under the simulated cache of C = 2M
+    words it must move at most (1 + tol) x what the other schedule moves there (equal or
+    cheaper away from the crossover; near it the two are close and either may win)."""
+    failures = []
+    for m in sweep:
+        if ("fused", m) not in model or ("materialized", m) not in model:
+            continue
+        pick = min(("fused", "materialized"), key=lambda s: model[(s, m)])
+        other = "materialized" if pick == "fused" else "fused"
+        ratio = lru[(pick, m)] / lru[(other, m)]
+        ok = ratio <= 1 + tol
+        print(f"{pas:8} select cost d={d} M={m:5} (cache {2 * m} words): picks {pick:12} "
+              f"LRU {lru[(pick, m)]:>11.0f} vs {other} {lru[(other, m)]:>11.0f} "
+              f"ratio {ratio:.3f} {'ok' if ok else 'FAIL (tolerance %d%%)' % (100 * tol)}")
+        if not ok:
+            failures.append((pas, "select", m))
+    return failures
 
 
 def table(driver, workers, n, d, patterns, ms, csv_path, plot_path):
