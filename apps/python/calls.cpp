@@ -215,9 +215,16 @@ void register_calls(py::module_& m) {
            std::optional<std::int64_t> memory,
            std::optional<std::int64_t> cache_bytes,
            bool return_lse,
-           std::optional<int> threads) {
-            const Settings s{
-                scale, std::move(schedule), std::move(select), memory, threads, true, cache_bytes};
+           std::optional<int> threads,
+           std::string variant) {
+            const Settings s{scale,
+                             std::move(schedule),
+                             std::move(select),
+                             memory,
+                             threads,
+                             true,
+                             cache_bytes,
+                             std::move(variant)};
             return attention_call(q, k, v, mask, causal, s, return_lse);
         },
         arg("q"),
@@ -231,7 +238,8 @@ void register_calls(py::module_& m) {
         arg("M").none(true),
         arg("cache_bytes").none(true),
         arg("return_lse"),
-        arg("num_threads").none(true));
+        arg("num_threads").none(true),
+        arg("variant"));
     m.def(
         "attention_backward",
         [](py::handle d_o,
@@ -247,9 +255,16 @@ void register_calls(py::module_& m) {
            std::string select,
            std::optional<std::int64_t> memory,
            std::optional<std::int64_t> cache_bytes,
-           std::optional<int> threads) {
-            const Settings s{
-                scale, std::move(schedule), std::move(select), memory, threads, true, cache_bytes};
+           std::optional<int> threads,
+           std::string variant) {
+            const Settings s{scale,
+                             std::move(schedule),
+                             std::move(select),
+                             memory,
+                             threads,
+                             true,
+                             cache_bytes,
+                             std::move(variant)};
             return backward_call({d_o, q, k, v, o, lse}, mask, causal, s);
         },
         arg("dout"),
@@ -265,7 +280,8 @@ void register_calls(py::module_& m) {
         arg("select"),
         arg("M").none(true),
         arg("cache_bytes").none(true),
-        arg("num_threads").none(true));
+        arg("num_threads").none(true),
+        arg("variant"));
     m.def("_time_attention",
           &time_attention,
           arg("q"),

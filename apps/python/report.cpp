@@ -73,6 +73,8 @@ py::dict plan_dict(const Query& q, const AttentionPlan& plan) {
     t["resident_words"] = plan.tiling.resident_words(p, plan.pass, plan.kernels());
     j["tiling"] = t;
     j["bound"] = bound_dict(plan.bound, plan.pass == Pass::backward && !plan.sparse);
+    if (const auto& v = plan.variants) // only when the structure dispatcher ran
+        j["variant"] = std::string(sparse::to_string(v->variant));
     return j;
 }
 
@@ -172,8 +174,10 @@ void register_reports(py::module_& m) {
            std::optional<std::int64_t> cache_bytes,
            bool f64,
            bool tuned,
-           std::optional<int> threads) {
+           std::optional<int> threads,
+           std::string variant) {
             Settings s;
+            s.variant = std::move(variant);
             s.schedule = schedule;
             s.select = select;
             s.memory = memory;
@@ -194,7 +198,8 @@ void register_reports(py::module_& m) {
         arg("cache_bytes").none(true),
         arg("f64"),
         arg("tuned"),
-        arg("num_threads").none(true));
+        arg("num_threads").none(true),
+        arg("variant"));
     m.def(
         "bound",
         [](const Sizes& z,

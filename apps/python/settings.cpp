@@ -3,6 +3,7 @@
 #include "settings.hpp"
 
 #include <ioattn/error.hpp>
+#include <ioattn/sparse/variants.hpp>
 
 namespace ioattn::python {
 
@@ -34,6 +35,8 @@ AttentionOptions options_of(const Settings& s, bool f64, const char* where) {
                               " (expected >= 1 or None)");
     o.threads = s.threads.value_or(0);
     o.tuned = s.tuned;
+    if (s.variant != "auto") // auto: the structure dispatcher picks (sparse/variants.hpp)
+        o.variant = sparse::parse_variant(s.variant);
     return o;
 }
 

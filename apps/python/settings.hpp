@@ -20,11 +20,12 @@ struct Settings {
     std::optional<int> threads;         ///< None: every core
     bool tuned = true;
     std::optional<std::int64_t> cache_bytes; ///< a real cache: MemoryModel::for_cache; not with M
+    std::string variant = "auto"; ///< the sparse fused variant: auto (dispatcher) or forced
 };
 
 /// The entry point's options for a float64 (`f64`) or float32 call named `where`. Throws
-/// InvalidArgument for an unknown schedule or select, for num_threads < 1, for both M and
-/// cache_bytes, and for a cache too small for one word.
+/// InvalidArgument for an unknown schedule, select or variant, for num_threads < 1, for both M
+/// and cache_bytes, and for a cache too small for one word.
 AttentionOptions options_of(const Settings& s, bool f64, const char* where);
 
 /// Problem::scale of a Python scale: 0 (the default 1/sqrt(d)) for None. Throws

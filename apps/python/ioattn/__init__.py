@@ -77,7 +77,8 @@ def _lengths(q, k):
 
 
 def attention(q, k, v, *, mask=None, causal=False, scale=None, schedule="auto",
-              select="cost", M=None, cache_bytes=None, return_lse=False, num_threads=None):
+              select="cost", M=None, cache_bytes=None, return_lse=False, num_threads=None,
+              variant="auto"):
     """O = softmax(scale * Q K^T restricted to the mask) V per (batch, head).
 
     mask: None (every pair, or the causal ones), a spec string such as
@@ -89,20 +90,23 @@ def attention(q, k, v, *, mask=None, causal=False, scale=None, schedule="auto",
     cache_bytes: plan for a real cache of that many bytes instead (M = cache_bytes / word
     size / 2, the slack a simulated LRU cache needs); not together with M.
     num_threads: None for every core, else at most that many workers (results are bitwise
-    the same for any count). Returns out, or (out, lse) with return_lse. The GIL is released
-    while the kernels run.
+    the same for any count). variant: for a mask under the fused schedule, "auto" (the
+    structure dispatcher's choice, reported by io_count()["variant"]) or one of "tile",
+    "element", "split", "permuted" forced (the same result within the float tolerance; a
+    ValueError without a mask or with another schedule). Returns out, or (out, lse) with
+    return_lse. The GIL is released while the kernels run.
     """
     m, c = None, causal
     sizes = _lengths(q, k)
     if mask is not None and sizes is not None:
         m, c, _ = _resolve(mask, causal, *sizes, "ioattn.attention")
     return _core.attention(q, k, v, m, c, scale, schedule, select, M, cache_bytes, return_lse,
-                           num_threads)
+                           num_threads, variant)
 
 
 def attention_backward(dout, q, k, v, out, lse, *, mask=None, causal=False, scale=None,
                        schedule="auto", select="cost", M=None, cache_bytes=None,
-                       num_threads=None):
+                       num_threads=None, variant="auto"):
     """(dq, dk, dv) of attention() from its out and lse and the upstream gradient dout
     (shaped like out); the other arguments as attention(). With grouped-query heads dk and dv
     sum over the query heads that share a key/value head."""
@@ -111,7 +115,7 @@ def attention_backward(dout, q, k, v, out, lse, *, mask=None, causal=False, scal
     if mask is not None and sizes is not None:
         m, c, _ = _resolve(mask, causal, *sizes, "ioattn.attention_backward")
     return _core.attention_backward(dout, q, k, v, out, lse, m, c, scale, schedule, select, M,
-                                    cache_bytes, num_threads)
+                                    cache_bytes, num_threads, variant)
 
 
 def _problem(where, n, n_q, n_k, d, d_v, batch, heads, kv_heads, causal, scale):
@@ -132,7 +136,7 @@ def _is_double(dtype, where):
 def io_count(*, n=None, n_q=None, n_k=None, d=None, d_v=None, batch=1, heads=1, kv_heads=None,
              causal=False, scale=None, mask=None, backward=False, schedule="auto",
              select="cost", M=None, cache_bytes=None, dtype="float32", tuned=True,
-             num_threads=None):
+             num_threads=None, variant="auto"):
     """The I/O attention() (or attention_backward() with backward=True) would move for these
     sizes, counted by walking its schedule without data, as `ioattn run --count-io --json`
     reports it: the problem keys, "schedule", "selected_by", "M", "tiling", "bound" and "io"
@@ -140,13 +144,14 @@ def io_count(*, n=None, n_q=None, n_k=None, d=None, d_v=None, batch=1, heads=1, 
     "matches_closed_form", "ratio_to_bound"}; "z_qk" and "z_input" for a mask. M in words
     (None: the per-core L2 in words of dtype), or cache_bytes for a real cache (as in
     attention()); tuned=False takes the I/O-optimal tiling
-    instead of the one tuned for this CPU."""
+    instead of the one tuned for this CPU; variant as in attention(), and "variant" in the
+    result names the one that runs when the structure dispatcher planned the call."""
     where = "ioattn.io_count"
     sizes = _problem(where, n, n_q, n_k, d, d_v, batch, heads, kv_heads, causal, scale)
     m, c, label = _resolve(mask, causal, sizes.n_q, sizes.n_k, where)
     sizes.causal = c
     return _core.io_count(sizes, m, label, bool(backward), schedule, select, M, cache_bytes,
-                          _is_double(dtype, where), bool(tuned), num_threads)
+                          _is_double(dtype, where), bool(tuned), num_threads, variant)
 
 
 def bound(*, n=None, n_q=None, n_k=None, d=None, d_v=None, batch=1, heads=1, kv_heads=None,

@@ -35,7 +35,7 @@ class AttentionFunction(_torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, mask, causal, scale, schedule, num_threads):
         out, lse = _core.attention(_numpy(q, "q"), _numpy(k, "k"), _numpy(v, "v"), mask, causal,
-                                   scale, schedule, "cost", None, None, True, num_threads)
+                                   scale, schedule, "cost", None, None, True, num_threads, "auto")
         out, lse = _torch.from_numpy(out), _torch.from_numpy(lse)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.options = (mask, causal, scale, schedule, num_threads)
@@ -49,7 +49,7 @@ class AttentionFunction(_torch.autograd.Function):
         grads = _core.attention_backward(
             _numpy(dout, "grad_output"), _numpy(q, "q"), _numpy(k, "k"), _numpy(v, "v"),
             _numpy(out, "out"), _numpy(lse, "lse"), mask, causal, scale, schedule, "cost", None,
-            None, num_threads)
+            None, num_threads, "auto")
         dq, dk, dv = (_torch.from_numpy(g) for g in grads)
         return dq, dk, dv, None, None, None, None, None
 
