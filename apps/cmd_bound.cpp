@@ -88,6 +88,8 @@ struct BoundOptions {
     double peak = 0;
 #ifdef IOATTN_WITH_MPI
     DistBoundOptions dist; ///< --ranks ...: the distributed bound and simulation
+#else
+    std::string ranks; ///< --ranks in a build without MPI: one usage line, as run --dist
 #endif
 };
 
@@ -148,6 +150,11 @@ nlohmann::json words_or_null(const std::optional<IoReport>& r) {
 }
 
 void run(const BoundOptions& o) {
+#ifndef IOATTN_WITH_MPI
+    if (!o.ranks.empty())
+        throw UsageError(std::string(kWhere) + ": --ranks " + o.ranks +
+                         ": this ioattn was built without MPI (IOATTN_WITH_MPI, libopenmpi-dev)");
+#endif
     require_dense_pattern(o.shared, kWhere);
     const Problem p = problem_of(o.shared, kWhere);
     const Pass pass = pass_of(o.shared, kWhere);
@@ -317,6 +324,9 @@ void register_bound(CLI::App& app) {
         ->check(CLI::IsMember({"this-machine", "a100", "h100", "h200", "m1-max"}));
 #ifdef IOATTN_WITH_MPI
     add_dist_bound_options(*cmd, o->dist);
+#else
+    cmd->add_option(
+        "--ranks", o->ranks, "Distributed bound over MPI ranks (needs a build with MPI)");
 #endif
     cmd->callback([o] { run(*o); });
 }

@@ -4,7 +4,8 @@
 Runs bench/cache_driver.cpp (ioattn_cache_driver) under valgrind's callgrind cache simulator:
 one cache level of C words (the LL cache: 16-way, 64-byte lines, LRU, write-allocate,
 write-back; D1 shrunk to two lines so that every access reaches it), one thread, AVX2 kernels
-(valgrind 3.19 cannot run AVX-512), fp32. The simulated traffic of a kernel run is
+(valgrind 3.19 cannot run AVX-512; --isa sse2 for a build without them), fp32. The simulated
+traffic of a kernel run is
     64 bytes x (LL read misses + LL misses that evict a dirty line)
 minus the driver's closing sweep (see cache_driver.cpp). LL write misses are not counted: a
 write-allocate cache fetches a line before writing it, which the model does not (a word written
@@ -38,6 +39,9 @@ LINE = 64
 WORD = 4
 
 
+ISA = "avx2"  # the kernel variant valgrind runs (--isa; it cannot run AVX-512)
+
+
 def simulate(driver, pas, schedule, n, d, pattern, m, cache_words):
     """Counted and simulated words of one kernel run; None when M fits no tiling."""
     cache_bytes = cache_words * WORD
@@ -48,7 +52,7 @@ def simulate(driver, pas, schedule, n, d, pattern, m, cache_words):
                "--D1=128,2,64", f"--LL={cache_bytes},16,64", "--collect-atstart=no",
                f"--callgrind-out-file={out}", driver, pas, schedule, str(n), str(d), pattern,
                str(m), str(flush)]
-        env = dict(os.environ, IOATTN_ISA="avx2")
+        env = dict(os.environ, IOATTN_ISA=ISA)
         r = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if r.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed:\n{r.stderr}")
@@ -210,7 +214,7 @@ def table(driver, workers, n, d, patterns, ms, csv_path, plot_path):
     head = ["pass", "schedule", "pattern", "M", "tiling", "counted", "lru_M", "lru_2M", "lru_4M",
             "alloc_2M"]
     print(f"ioattn counted I/O vs simulated LRU (valgrind callgrind, 16-way, 64 B lines, "
-          f"write-back), N = {n}, d = {d}, fp32, 1 thread, AVX2 kernels")
+          f"write-back), N = {n}, d = {d}, fp32, 1 thread, {ISA} kernels")
     print("| " + " | ".join(head[:6]) + " | LRU at M | at 2M | at 4M |")
     print("|" + "---|" * 9)
     for r in rows:
@@ -275,9 +279,13 @@ def main():
                          "sparse d = 64, M = 8192)")
     ap.add_argument("--M-range", default="256:16384", help="powers of two lo:hi")
     ap.add_argument("--jobs", type=int, default=2, help="valgrind processes at once")
+    ap.add_argument("--isa", default="avx2", choices=["avx2", "sse2"],
+                    help="kernel variant to run (IOATTN_ISA; valgrind cannot run avx512)")
     ap.add_argument("--csv")
     ap.add_argument("--plot")
     a = ap.parse_args()
+    global ISA
+    ISA = a.isa
     if shutil.which("valgrind") is None:
         sys.exit("cache_validate: valgrind not found (Debian package valgrind)")
     if a.check:

@@ -93,7 +93,8 @@ def attention(q, k, v, *, mask=None, causal=False, scale=None, schedule="auto",
     the same for any count). variant: for a mask under the fused schedule, "auto" (the
     structure dispatcher's choice, reported by io_count()["variant"]) or one of "tile",
     "element", "split", "permuted" forced (the same result within the float tolerance; a
-    ValueError without a mask or with another schedule). Returns out, or (out, lse) with
+    ValueError without a mask or with another schedule; a split whose blocks' fill puts every
+    pair on one side runs that side's kernel). Returns out, or (out, lse) with
     return_lse. The GIL is released while the kernels run.
     """
     m, c = None, causal
