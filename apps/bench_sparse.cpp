@@ -12,6 +12,7 @@
 #include "machine.hpp"
 #include "output.hpp"
 
+#include <ioattn/attention.hpp>
 #include <ioattn/dense.hpp>
 #include <ioattn/sparse/backward.hpp>
 #include <ioattn/sparse/forward.hpp>
@@ -255,29 +256,31 @@ struct PatternRun {
               -1,
               0};
         rows.push_back(g);
+        Structure<float> structure;
+        structure.support = &s;
         for (const Pass pass : {Pass::forward, Pass::backward}) {
             const bool fwd = pass == Pass::forward;
-            const sparse::VariantPlan plan = sparse::plan_variants<float>(p, s, mem, pass);
             const std::size_t first = rows.size();
             double fastest = 0;
             for (const Schedule sch : {Schedule::fused, Schedule::materialized})
                 for (const int threads : {1, 2}) {
-                    const Tiling t = sparse::tuned_tiling(sch, mem, p, pass);
+                    // what a user's call runs: the entry point's plan (the structure
+                    // dispatcher's variants for fused, the tuned tiling), planned once
+                    AttentionOptions opts;
+                    opts.schedule = sch;
+                    opts.memory = mem;
+                    opts.threads = threads;
+                    opts.where = "ioattn bench";
+                    const AttentionPlan aplan = plan_attention<float>(p, pass, structure, opts);
+                    const Tiling& t = aplan.tiling;
                     progress(where + " " + std::string(to_string(sch)) + (fwd ? "" : " backward") +
                              " t=" + std::to_string(threads));
                     const bool fused = sch == Schedule::fused;
                     const double sec = bench::median_seconds(repeat, [&] {
-                        NullCounter c;
-                        with_threads(threads, [&] {
-                            if (fused && fwd)
-                                sparse::forward(data.fwd.args(), s, plan, mem, c);
-                            else if (fused)
-                                sparse::backward(data.backward(), s, plan, mem, c);
-                            else if (fwd)
-                                sparse::forward(data.fwd.args(), s, t, mem, c);
-                            else
-                                sparse::backward(data.backward(), s, t, mem, c);
-                        });
+                        if (fwd)
+                            (void)attention(data.fwd.args(), structure, aplan, opts);
+                        else
+                            (void)attention_backward(data.backward(), structure, aplan, opts);
                     });
                     Row r{spec,
                           n,
@@ -300,10 +303,10 @@ struct PatternRun {
                     // GFLOP/s over the dense fused kernel's (each with its own flop count)
                     r.vs_dense = r.gflops * 1e9 /
                                  (flop_count_convention(p, pass) / (fwd ? dense_f : dense_b));
-                    if (fused)
-                        r.variant = std::string(sparse::to_string(plan.variant));
+                    if (fused && aplan.variants)
+                        r.variant = std::string(sparse::to_string(aplan.variants->variant));
                     if (o.count_io) {
-                        r.io = fused ? sparse::io_cost<float>(p, s, plan).total()
+                        r.io = fused ? sparse::io_cost<float>(p, s, aplan.variants.value()).total()
                                : fwd ? sparse::io_cost_forward(p, s, t).total()
                                      : sparse::io_cost_backward_materialized(p, s, t).total();
                         if (fwd)
@@ -355,16 +358,19 @@ void run_sparse_suite(const SparseSuiteOptions& o) {
             p = p.resolved("ioattn bench");
             Data data(p, o.seed);
             // --- the dense fused kernel on the same shape, forward and backward ---
-            const Tiling dense_fwd = Tiling::tuned(Schedule::fused, mem, p);
-            const Tiling dense_bwd = Tiling::tuned(Schedule::fused, mem, p, Pass::backward);
+            AttentionOptions dense_opts; // through the entry point, as a user's call
+            dense_opts.schedule = Schedule::fused;
+            dense_opts.memory = mem;
+            dense_opts.threads = 2;
+            dense_opts.where = "ioattn bench";
+            const AttentionPlan dense_fwd = plan_attention<float>(p, Pass::forward, {}, dense_opts);
+            const AttentionPlan dense_bwd =
+                plan_attention<float>(p, Pass::backward, {}, dense_opts);
             progress("dense fused N=" + std::to_string(n) + " d=" + std::to_string(d));
-            const double dense_fs = bench::median_seconds(repeat, [&] {
-                NullCounter c;
-                with_threads(2, [&] { dense::forward(data.fwd.args(), dense_fwd, mem, c); });
-            });
+            const double dense_fs = bench::median_seconds(
+                repeat, [&] { (void)attention(data.fwd.args(), {}, dense_fwd, dense_opts); });
             const double dense_bs = bench::median_seconds(repeat, [&] {
-                NullCounter c;
-                with_threads(2, [&] { dense::backward(data.backward(), dense_bwd, mem, c); });
+                (void)attention_backward(data.backward(), {}, dense_bwd, dense_opts);
             });
             for (const Pass pass : {Pass::forward, Pass::backward}) {
                 const double sec = pass == Pass::forward ? dense_fs : dense_bs;

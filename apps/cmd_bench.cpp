@@ -12,6 +12,7 @@
 #include "options.hpp"
 #include "output.hpp"
 
+#include <ioattn/attention.hpp>
 #include <ioattn/dense.hpp>
 
 #include <nlohmann/json.hpp>
@@ -180,12 +181,16 @@ void run(const BenchOptions& o) {
 
             // --- fused forward, NullCounter, tuned tiling ---
             progress.step("fused N=" + std::to_string(n) + " d=" + std::to_string(d));
-            const MemoryModel mem = MemoryModel::per_core_l2(sizeof(float));
-            const Tiling tiling = Tiling::tuned(Schedule::fused, mem, p);
-            const double fused_s = bench::median_seconds(o.repeat, [&] {
-                NullCounter c;
-                with_threads(threads, [&] { dense::forward(args, tiling, mem, c); });
-            });
+            // through the entry point, planned once, as a user's timed loop calls it
+            AttentionOptions opts;
+            opts.schedule = Schedule::fused;
+            opts.memory = MemoryModel::per_core_l2(sizeof(float));
+            opts.threads = threads;
+            opts.where = "ioattn bench";
+            const AttentionPlan fplan = plan_attention<float>(p, Pass::forward, {}, opts);
+            const Tiling& tiling = fplan.tiling;
+            const double fused_s =
+                bench::median_seconds(o.repeat, [&] { (void)attention(args, {}, fplan, opts); });
             rows.push_back({"fused",
                             n,
                             d,
@@ -222,11 +227,10 @@ void run(const BenchOptions& o) {
             });
             settle();
             progress.step("fused backward N=" + std::to_string(n) + " d=" + std::to_string(d));
-            const Tiling btiling = Tiling::tuned(Schedule::fused, mem, p, Pass::backward);
-            const double fused_bs = bench::median_seconds(o.repeat, [&] {
-                NullCounter c;
-                with_threads(threads, [&] { dense::backward(bargs, btiling, mem, c); });
-            });
+            const AttentionPlan bplan = plan_attention<float>(p, Pass::backward, {}, opts);
+            const Tiling& btiling = bplan.tiling;
+            const double fused_bs = bench::median_seconds(
+                o.repeat, [&] { (void)attention_backward(bargs, {}, bplan, opts); });
             rows.push_back({"naive-blas backward",
                             n,
                             d,
