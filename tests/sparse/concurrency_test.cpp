@@ -115,6 +115,37 @@ std::vector<Call> make_calls(const sp::Support& support) {
 /// shared arena (the library's loops then nest inside a running task).
 enum class Where { no_arena, shared_arena, own_arena, nested_task };
 
+/// One call handed to whichever thread runs it: the caller's own, a worker of the arena or of
+/// the group, or another application thread inside the shared arena (task_arena::execute runs
+/// a caller's functor there when the arena has no free slot). TSan cannot see libtbb hand it
+/// over, so the handoff is stated with ForkJoinOrder (as with_threads does); the order is the
+/// first member, reached from `this` with no read, so that the runner acquires before it reads
+/// anything the caller wrote (a lambda's captures would be read first: a reported race).
+struct Once {
+    mutable ioattn::ForkJoinOrder order;
+    Call* call;
+    std::vector<IoReport>* io;
+
+    void operator()() const {
+        order.task_begin();
+        io->push_back(call->run(call->data));
+        order.task_end();
+    }
+};
+
+/// A Once run as a task of a task_group, from whichever thread runs this (stated as Once).
+struct InGroup {
+    mutable ioattn::ForkJoinOrder order;
+    const Once* once;
+
+    void operator()() const {
+        order.task_begin();
+        tbb::task_group group;
+        group.run_and_wait(*once);
+        order.task_end();
+    }
+};
+
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -148,29 +179,22 @@ TEST_CASE("8 application threads calling different kernels at once get their ser
         for (std::size_t t = 0; t < now.size(); ++t)
             threads.emplace_back([&, t] {
                 for (int rep = 0; rep < 3; ++rep) {
-                    // TSan cannot see libtbb hand the call to a worker of the arena or of
-                    // the group: the handoffs are stated with ForkJoinOrder (as with_threads)
-                    ioattn::ForkJoinOrder order;
-                    const auto once = [&] {
-                        order.task_begin();
-                        got_io[t].push_back(now[t].run(now[t].data));
-                        order.task_end();
-                    };
-                    order.fork();
+                    Once once{{}, &now[t], &got_io[t]};
+                    once.order.fork();
                     if (where == Where::shared_arena) {
                         arena.execute(once);
                     } else if (where == Where::nested_task) {
-                        arena.execute([&] {
-                            tbb::task_group group;
-                            group.run_and_wait(once);
-                        });
+                        const InGroup nested{{}, &once};
+                        nested.order.fork();
+                        arena.execute(nested);
+                        nested.order.join();
                     } else if (where == Where::own_arena) {
                         tbb::task_arena own(static_cast<int>(t % 3) + 1);
                         own.execute(once);
                     } else {
                         once();
                     }
-                    order.join();
+                    once.order.join();
                     got[t].push_back(now[t].outputs());
                 }
             });
