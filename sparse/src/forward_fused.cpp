@@ -151,7 +151,7 @@ void row_block(const ForwardArgs<Scalar>& a,
         for (std::int64_t u = 0; u < n_vec; u += kSlabVecs) {
             const std::int64_t nv = std::min(kSlabVecs, n_vec - u), x0 = u * kL;
             const std::int64_t x1 = std::min(r, x0 + nv * kL);
-            const auto [lo, hi] = detail::chunk_span(cur, x0, x1, kc, c);
+            const auto [lo, hi] = detail::chunk_span(s, i0, cur, x0, x1, kc, c);
             Scalar* alpha = w.alpha + x0;
             if (lo == hi) { // nothing new for these rows
                 std::fill(alpha, alpha + nv * kL, Scalar(1));

@@ -103,24 +103,47 @@ row_cursors(const FusedPlan& plan, std::int64_t i0, std::int64_t r, std::int64_t
                       const_cast<std::int64_t*>(plan.row_hi.data() + at)};
 }
 
-/// The entries [lo, hi) of the chunk keys[0, c) that some row of [x0, x1) may see (a superset:
-/// the whole chunk unless the chunk and those rows are intervals). Scores outside it are not
-/// computed for those rows: every one of them would be masked.
-inline std::pair<std::int64_t, std::int64_t> chunk_span(const RowCursors& cur,
+/// The entries [lo, hi) of the chunk keys[0, c) that some row of [x0, x1) of the block at row
+/// i0 sees (lo == hi: none), from the row intervals and, for other rows, from the cursors:
+/// each row's keys before the chunk have been consumed, so its keys in the chunk start at its
+/// cursor. Scores outside [lo, hi) are not computed for those rows: every one of them would be
+/// masked. Measured (Zen 3, N = 16384, d = 64, 2 threads, forward): rows that are not one
+/// interval (a window plus global keys, bigbird) used to compute every entry of the chunk.
+inline std::pair<std::int64_t, std::int64_t> chunk_span(const Support& s,
+                                                        std::int64_t i0,
+                                                        const RowCursors& cur,
                                                         std::int64_t x0,
                                                         std::int64_t x1,
                                                         const std::int64_t* keys,
                                                         std::int64_t c) {
-    if (keys[c - 1] - keys[0] + 1 != c)
-        return {0, c};
+    const bool interval = keys[c - 1] - keys[0] + 1 == c;
+    const auto first_at = [&](std::int64_t j) { // the first entry >= key j
+        return interval ? j - keys[0] : std::lower_bound(keys, keys + c, j) - keys;
+    };
+    const auto end_at = [&](std::int64_t j) { // one past the last entry <= key j
+        return interval ? j - keys[0] + 1 : std::upper_bound(keys, keys + c, j) - keys;
+    };
     std::int64_t lo = c, hi = 0;
     for (std::int64_t x = x0; x < x1; ++x) {
-        if (cur.lo[x] < 0)
-            return {0, c};
-        if (cur.hi[x] < cur.lo[x])
-            continue; // empty row
-        lo = std::min(lo, std::clamp<std::int64_t>(cur.lo[x] - keys[0], 0, c));
-        hi = std::max(hi, std::clamp<std::int64_t>(cur.hi[x] - keys[0] + 1, 0, c));
+        std::int64_t first = 0, last = -1; // the row's keys in the chunk span [first, last]
+        if (cur.lo[x] >= 0) {
+            first = std::max(cur.lo[x], keys[0]);
+            last = std::min(cur.hi[x], keys[c - 1]);
+        } else {
+            const auto row = s.row(i0 + x);
+            const auto p = row.begin() + cur.pos[x];
+            if (p == row.end() || *p > keys[c - 1])
+                continue;
+            first = *p; // the row's keys in the chunk are at most c, from p on
+            const auto end = row.end() - p > c ? p + c : row.end();
+            last = *(std::upper_bound(p, end, keys[c - 1]) - 1);
+        }
+        if (first > last)
+            continue;
+        lo = std::min(lo, first_at(first));
+        hi = std::max(hi, end_at(last));
+        if (lo == 0 && hi == c)
+            break; // the whole chunk (block patterns: the first row)
     }
     return {lo, std::max(lo, hi)};
 }
