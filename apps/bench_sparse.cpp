@@ -28,6 +28,7 @@
 #include <vector>
 
 #include <bench_util.hpp>
+#include <timed_call.hpp>
 #include <unistd.h>
 
 namespace ioattn::app {
@@ -266,11 +267,8 @@ struct PatternRun {
                 for (const int threads : {1, 2}) {
                     // what a user's call runs: the entry point's plan (the structure
                     // dispatcher's variants for fused, the tuned tiling), planned once
-                    AttentionOptions opts;
-                    opts.schedule = sch;
-                    opts.memory = mem;
-                    opts.threads = threads;
-                    opts.where = "ioattn bench";
+                    const AttentionOptions opts =
+                        bench::timed_options(sch, mem, threads, "ioattn bench");
                     const AttentionPlan aplan = plan_attention<float>(p, pass, structure, opts);
                     const Tiling& t = aplan.tiling;
                     progress(where + " " + std::string(to_string(sch)) + (fwd ? "" : " backward") +
@@ -358,11 +356,8 @@ void run_sparse_suite(const SparseSuiteOptions& o) {
             p = p.resolved("ioattn bench");
             Data data(p, o.seed);
             // --- the dense fused kernel on the same shape, forward and backward ---
-            AttentionOptions dense_opts; // through the entry point, as a user's call
-            dense_opts.schedule = Schedule::fused;
-            dense_opts.memory = mem;
-            dense_opts.threads = 2;
-            dense_opts.where = "ioattn bench";
+            const AttentionOptions dense_opts =
+                bench::timed_options(Schedule::fused, mem, 2, "ioattn bench");
             const AttentionPlan dense_fwd = plan_attention<float>(p, Pass::forward, {}, dense_opts);
             const AttentionPlan dense_bwd =
                 plan_attention<float>(p, Pass::backward, {}, dense_opts);

@@ -1,8 +1,8 @@
 // ioattn bench: benchmark suites measured in one run (DESIGN.md §5). --suite dense: fp32, B=1,
-// H=8, N in {1024, 4096}, d in {64, 128}: the fused forward and backward (NullCounter, tuned
-// tiling), the naive OpenBLAS attention in both threading modes, OpenBLAS SGEMM 2048^3 as the
-// roofline (with the OpenBLAS core that ran it) and the FMA peak of the kernels' instruction
-// set, all on the same thread count; medians of --repeat runs after a warm-up. Every row also
+// H=8, N in {1024, 4096}, d in {64, 128}: the fused forward and backward (ioattn::attention,
+// planned once: the tuned tiling), the naive OpenBLAS attention in both threading modes,
+// OpenBLAS SGEMM 2048^3 as the roofline (with the OpenBLAS core that ran it) and the FMA peak
+// of the kernels' instruction set, all on the same thread count; medians of --repeat runs after a warm-up. Every row also
 // shows its time over this machine's time lower bound (bound --preset this-machine), which
 // must never fall below 1.
 
@@ -26,6 +26,7 @@
 #include <vector>
 
 #include <bench_util.hpp>
+#include <timed_call.hpp>
 #include <unistd.h>
 
 namespace ioattn::app {
@@ -179,14 +180,11 @@ void run(const BenchOptions& o) {
             naive_wins[naive_s[0] <= naive_s[1] ? 0 : 1] += 1;
             settle();
 
-            // --- fused forward, NullCounter, tuned tiling ---
+            // --- fused forward, tuned tiling ---
             progress.step("fused N=" + std::to_string(n) + " d=" + std::to_string(d));
             // through the entry point, planned once, as a user's timed loop calls it
-            AttentionOptions opts;
-            opts.schedule = Schedule::fused;
-            opts.memory = MemoryModel::per_core_l2(sizeof(float));
-            opts.threads = threads;
-            opts.where = "ioattn bench";
+            const AttentionOptions opts = bench::timed_options(
+                Schedule::fused, MemoryModel::per_core_l2(sizeof(float)), threads, "ioattn bench");
             const AttentionPlan fplan = plan_attention<float>(p, Pass::forward, {}, opts);
             const Tiling& tiling = fplan.tiling;
             const double fused_s =

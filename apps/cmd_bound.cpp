@@ -152,8 +152,7 @@ nlohmann::json words_or_null(const std::optional<IoReport>& r) {
 void run(const BoundOptions& o) {
 #ifndef IOATTN_WITH_MPI
     if (!o.ranks.empty())
-        throw UsageError(std::string(kWhere) + ": --ranks " + o.ranks +
-                         ": this ioattn was built without MPI (IOATTN_WITH_MPI, libopenmpi-dev)");
+        throw_built_without_mpi(kWhere, "--ranks", o.ranks);
 #endif
     require_dense_pattern(o.shared, kWhere);
     const Problem p = problem_of(o.shared, kWhere);

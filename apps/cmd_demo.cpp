@@ -66,7 +66,8 @@ constexpr Part kParts[] = {
      &demo_verify},
     {"speed",
      "Speed: the fused forward against naive attention on OpenBLAS",
-     "The fused forward (NullCounter, tuned tiling) against the naive three-step attention on "
+     "The fused forward (ioattn::attention, planned once: the tuned tiling) against the naive "
+     "three-step attention on "
      "OpenBLAS (S = Q K^T, softmax, O = P V with the scores in memory), B = 1, H = 8, N = 1024, "
      "d = 64; both outputs must agree.",
      "ioattn bench --suite dense --plot dense.svg  (roofline, time / bound, both passes)",

@@ -320,8 +320,7 @@ void run(const RunOptions& o) {
         run_distributed({o.shared, o.dist, o.check, o.count_io, o.repeat});
         return;
 #else
-        throw UsageError(std::string(kWhere) + ": --dist " + o.dist +
-                         ": this ioattn was built without MPI (IOATTN_WITH_MPI, libopenmpi-dev)");
+        throw_built_without_mpi(kWhere, "--dist", o.dist);
 #endif
     }
     nlohmann::json j = run_json(o);

@@ -7,6 +7,7 @@
 #include "output.hpp"
 #include "run_variants.hpp"
 
+#include <ioattn/attention.hpp>
 #include <ioattn/dense.hpp>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include <bench_util.hpp>
+#include <timed_call.hpp>
 
 namespace ioattn::app {
 
@@ -178,14 +180,14 @@ nlohmann::json demo_io_sweep(const DemoOptions& o, bool text) {
 nlohmann::json demo_speed(const DemoOptions& o, bool text) {
     const Problem p = square(8, 1024, 64);
     const int threads = with_threads(o.threads, [] { return max_concurrency(); });
-    const MemoryModel mem = MemoryModel::per_core_l2(sizeof(float));
-    const Tiling tiling = Tiling::tuned(Schedule::fused, mem, p);
+    // through the library's entry point, planned once, as a user's loop calls it
+    const AttentionOptions opts = bench::timed_options(
+        Schedule::fused, MemoryModel::per_core_l2(sizeof(float)), threads, "ioattn demo");
+    const AttentionPlan plan = plan_attention<float>(p, Pass::forward, {}, opts);
+    const Tiling& tiling = plan.tiling;
     bench::ForwardData<float> data(p, o.seed);
     const ForwardArgs<float> args = data.args();
-    const double fused_s = bench::median_seconds(3, [&] {
-        NullCounter c;
-        with_threads(threads, [&] { dense::forward(args, tiling, mem, c); });
-    });
+    const double fused_s = bench::median_seconds(3, [&] { (void)attention(args, {}, plan, opts); });
     const std::vector<float> fused_o = data.o;
     bench::NaiveAttention naive(p, bench::NaiveMode::heads_parallel, threads);
     const double naive_s = bench::median_seconds(

@@ -8,6 +8,7 @@
 #include "output.hpp"
 #include "run_variants.hpp"
 
+#include <ioattn/attention.hpp>
 #include <ioattn/dense.hpp>
 #include <ioattn/sparse/forward.hpp>
 #include <ioattn/sparse/io_cost.hpp>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include <bench_util.hpp>
+#include <timed_call.hpp>
 
 namespace ioattn::app {
 
@@ -60,12 +62,14 @@ nlohmann::json demo_sparse(const DemoOptions& o, bool text) {
     const sparse::Support s = sparse::parse_pattern(kPattern, p.n_q, p.n_k, o.seed);
     const MemoryModel mem = MemoryModel::per_core_l2(sizeof(float));
     bench::ForwardData<float> data(p, o.seed);
-    // --- ioattn's sparse fused forward ---
-    const Tiling t = sparse::tuned_tiling(Schedule::fused, mem, p, Pass::forward);
-    const double sparse_s = bench::median_seconds(3, [&] {
-        NullCounter c;
-        with_threads(threads, [&] { sparse::forward(data.args(), s, t, mem, c); });
-    });
+    // --- ioattn's sparse fused forward, through the entry point as a user's call ---
+    const AttentionOptions opts =
+        bench::timed_options(Schedule::fused, mem, threads, "ioattn demo");
+    Structure<float> structure;
+    structure.support = &s;
+    const AttentionPlan splan = plan_attention<float>(p, Pass::forward, structure, opts);
+    const double sparse_s =
+        bench::median_seconds(3, [&] { (void)attention(data.args(), structure, splan, opts); });
     const std::vector<float> sparse_o = data.o;
     // --- the GraphBLAS pipeline (masked SDDMM, softmax, SpMM) on the same inputs ---
     GraphBlasAttention gb(s, data.q.data(), data.k.data(), data.v.data(), p.d, p.d_v, threads);
@@ -76,11 +80,9 @@ nlohmann::json demo_sparse(const DemoOptions& o, bool text) {
     for (std::size_t i = 0; i < gb_o.size(); ++i)
         diff = std::max(diff, static_cast<double>(std::fabs(gb_o[i] - sparse_o[i])));
     // --- the dense fused kernel on the same shape (every pair) ---
-    const Tiling dt = Tiling::tuned(Schedule::fused, mem, p);
-    const double dense_s = bench::median_seconds(3, [&] {
-        NullCounter c;
-        with_threads(threads, [&] { dense::forward(data.args(), dt, mem, c); });
-    });
+    const AttentionPlan dplan = plan_attention<float>(p, Pass::forward, {}, opts);
+    const double dense_s =
+        bench::median_seconds(3, [&] { (void)attention(data.args(), {}, dplan, opts); });
     constexpr double kAgree = 1e-4;
     const double flops = 4.0 * static_cast<double>(s.z_qk()) * static_cast<double>(p.d);
     nlohmann::json part = {{"pattern", kPattern},

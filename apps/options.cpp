@@ -84,6 +84,11 @@ void require_dense_pattern(const SharedOptions& o, const char* where) {
                          "with `ioattn run --pattern` and `ioattn bench --suite sparse`");
 }
 
+void throw_built_without_mpi(const char* where, const char* option, const std::string& value) {
+    throw UsageError(std::string(where) + ": " + option + " " + value +
+                     ": this ioattn was built without MPI (IOATTN_WITH_MPI, libopenmpi-dev)");
+}
+
 Pass pass_of(const SharedOptions& o, const char* where) {
     if (o.pass == "backward")
         return Pass::backward;

@@ -63,6 +63,11 @@ Problem problem_of(const SharedOptions& o, const char* where);
 /// Throws UsageError unless --pattern is 'dense' (for subcommands with dense models only).
 void require_dense_pattern(const SharedOptions& o, const char* where);
 
+/// The usage error of an MPI option (`option` = "--dist", "--ranks") given `value` in a build
+/// without MPI.
+[[noreturn]] void
+throw_built_without_mpi(const char* where, const char* option, const std::string& value);
+
 /// --pass forward|backward.
 Pass pass_of(const SharedOptions& o, const char* where);
 

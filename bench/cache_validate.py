@@ -29,6 +29,7 @@ import concurrent.futures
 import csv
 import json
 import math
+import typing
 import os
 import shutil
 import subprocess
@@ -39,7 +40,11 @@ LINE = 64
 WORD = 4
 
 
-ISA = "avx2"  # the kernel variant valgrind runs (--isa; it cannot run AVX-512)
+class Driver(typing.NamedTuple):
+    """ioattn_cache_driver and the kernel variant it runs (IOATTN_ISA; valgrind cannot run
+    AVX-512)."""
+    path: str
+    isa: str
 
 
 def simulate(driver, pas, schedule, n, d, pattern, m, cache_words):
@@ -50,9 +55,9 @@ def simulate(driver, pas, schedule, n, d, pattern, m, cache_words):
         out = os.path.join(tmp, "cg.out")
         cmd = ["valgrind", "--tool=callgrind", "--cache-sim=yes", "--simulate-wb=yes",
                "--D1=128,2,64", f"--LL={cache_bytes},16,64", "--collect-atstart=no",
-               f"--callgrind-out-file={out}", driver, pas, schedule, str(n), str(d), pattern,
+               f"--callgrind-out-file={out}", driver.path, pas, schedule, str(n), str(d), pattern,
                str(m), str(flush)]
-        env = dict(os.environ, IOATTN_ISA=ISA)
+        env = dict(os.environ, IOATTN_ISA=driver.isa)
         r = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if r.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed:\n{r.stderr}")
@@ -214,7 +219,7 @@ def table(driver, workers, n, d, patterns, ms, csv_path, plot_path):
     head = ["pass", "schedule", "pattern", "M", "tiling", "counted", "lru_M", "lru_2M", "lru_4M",
             "alloc_2M"]
     print(f"ioattn counted I/O vs simulated LRU (valgrind callgrind, 16-way, 64 B lines, "
-          f"write-back), N = {n}, d = {d}, fp32, 1 thread, {ISA} kernels")
+          f"write-back), N = {n}, d = {d}, fp32, 1 thread, {driver.isa} kernels")
     print("| " + " | ".join(head[:6]) + " | LRU at M | at 2M | at 4M |")
     print("|" + "---|" * 9)
     for r in rows:
@@ -284,15 +289,14 @@ def main():
     ap.add_argument("--csv")
     ap.add_argument("--plot")
     a = ap.parse_args()
-    global ISA
-    ISA = a.isa
+    driver = Driver(a.driver, a.isa)
     if shutil.which("valgrind") is None:
         sys.exit("cache_validate: valgrind not found (Debian package valgrind)")
     if a.check:
-        sys.exit(check(a.driver, a.jobs, a.patterns.split(",")))
+        sys.exit(check(driver, a.jobs, a.patterns.split(",")))
     lo, hi = (int(x) for x in a.M_range.split(":"))
     ms = [1 << k for k in range(lo.bit_length() - 1, hi.bit_length())]
-    table(a.driver, a.jobs, a.N, a.d, a.patterns.split(","), ms, a.csv, a.plot)
+    table(driver, a.jobs, a.N, a.d, a.patterns.split(","), ms, a.csv, a.plot)
 
 
 if __name__ == "__main__":

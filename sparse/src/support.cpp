@@ -22,7 +22,7 @@ namespace ioattn::sparse {
 
 namespace {
 
-/// Plans built on first use for each key and kept (stable addresses: references stay valid).
+/// Plans and views built on first use for each key and kept (stable addresses: references stay valid).
 /// The build runs unlocked (it runs parallel loops: a worker waiting on the lock here could be
 /// the one the build needs); of two concurrent builds of one key the first stored is kept.
 template <typename Key, typename Plan>
@@ -66,9 +66,8 @@ struct Support::Cache {
     std::unique_ptr<Support> transposed;
     std::vector<std::int64_t>
         transposed_positions; ///< per entry of the transpose, its position here
-    std::mutex views_mutex;
-    std::vector<std::unique_ptr<BlockView>> views;     ///< stable addresses: references stay valid
-    Kept<std::int64_t, detail::FusedPlan> fused_plans; ///< by rows
+    Kept<std::pair<std::int64_t, std::int64_t>, BlockView> views;                   ///< by Br, Bc
+    Kept<std::int64_t, detail::FusedPlan> fused_plans;                              ///< by rows
     Kept<std::pair<std::int64_t, std::int64_t>, detail::ElementPlan> element_plans; ///< rows, P
 };
 
@@ -77,12 +76,7 @@ std::shared_ptr<Support::Cache> Support::make_cache() {
 }
 
 const BlockView& Support::cached_block_view(std::int64_t br, std::int64_t bc) const {
-    const std::lock_guard<std::mutex> lock(cache_->views_mutex);
-    for (const auto& v : cache_->views)
-        if (v->rows == br && v->cols == bc)
-            return *v;
-    cache_->views.push_back(std::make_unique<BlockView>(block_view(br, bc)));
-    return *cache_->views.back();
+    return cache_->views.get({br, bc}, [&] { return block_view(br, bc); });
 }
 
 const detail::FusedPlan& Support::cached_fused_plan(std::int64_t rows) const {
