@@ -93,6 +93,20 @@ std::int64_t backward_element_peak(const Problem& p,
 /// `where`) and returns its plan over `support` (Support::cached_element_plan: built once).
 const ElementPlan& element_plan(const Support& support, const Tiling& tiling, const char* where);
 
+/// `base` (element_tiling: panels sized for the worst case, P distinct keys each) with its
+/// panels widened, doubling up to n_k, while the kernels' peak for `pass` over this structure's
+/// own plans still fits M: a panel holds only the keys some row of the block sees there, so
+/// scattered rows fit far wider panels, and each (row, panel) a row has keys in costs a
+/// softmax update. Tried only when a row has few keys per base panel (fewer than
+/// kWidenBelow on average). The counted I/O does not depend on the width (a block reads each
+/// of its keys once, in its panel) but for the index walks, which it shortens.
+template <typename Scalar>
+Tiling widened_element_tiling(const Problem& p,
+                              const Support& support,
+                              const Tiling& base,
+                              const MemoryModel& memory,
+                              Pass pass);
+
 /// Throws CapacityError naming `where` when `peak` words exceed M.
 void check_element_peak(std::int64_t peak, const MemoryModel& memory, const char* where);
 

@@ -155,6 +155,8 @@ VariantPlan plan_variants(const Problem& problem,
     plan.split_blocks = split.split_blocks;
     plan.tile_pairs = split.tile.z_qk();
     plan.element_pairs = split.element.z_qk();
+    plan.element =
+        detail::widened_element_tiling<Scalar>(p, split.element, plan.element, memory, pass);
     plan.estimate = split.cost;
     parts->tile = std::move(split.tile);
     parts->element = std::move(split.element);

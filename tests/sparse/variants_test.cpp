@@ -8,6 +8,7 @@
 #include "kernel_case.hpp"
 
 #include <ioattn/error.hpp>
+#include <ioattn/sparse/element.hpp>
 #include <ioattn/sparse/pattern.hpp>
 #include <ioattn/sparse/variants.hpp>
 
@@ -192,6 +193,40 @@ TEST_CASE("the dispatcher picks the variant the structure calls for", "[sparse][
     CHECK(dilated.keys_reordered);
     CHECK(dilated.inner != Variant::element);
     CHECK(dilated.tile_pairs >= 9 * dilated.element_pairs);
+}
+
+TEST_CASE("the dispatcher widens the element panels of scattered rows within M, exactly",
+          "[sparse][variants][io]") {
+    const std::int64_t n = 2048;
+    Problem p;
+    p.n_q = p.n_k = n;
+    p.d = 16;
+    p = p.resolved();
+    const Support s = sp::parse_pattern("powerlaw:4", n, n, 5); // about 1 key per row per panel
+    const MemoryModel m{1 << 15};
+    for (const Pass pass : {Pass::forward, Pass::backward}) {
+        CAPTURE(pass == Pass::forward);
+        const ioattn::Tiling base = sp::element_tiling<float>(p, m, pass);
+        const auto plan = sp::plan_variants<float>(p, s, m, pass, Variant::element);
+        CHECK(plan.element.cols * base.rows > base.cols * plan.element.rows); // wider per row
+        Case<float> c(p, 2);
+        IoCounter io(m.fast_words); // throws if a panel's rows did not fit M
+        if (pass == Pass::forward) {
+            sp::forward(c.forward(), s, plan, m, io);
+        } else {
+            NullCounter none; // O and L for the backward
+            sp::forward(c.forward(),
+                        s,
+                        sp::plan_variants<float>(p, s, kAmple, Pass::forward),
+                        kAmple,
+                        none);
+            sp::backward(c.backward(), s, plan, m, io);
+        }
+        CHECK(io.report() == sp::io_cost<float>(p, s, plan));
+        CHECK(io.report().peak <= m.fast_words);
+    }
+    // the results: as the reference, through the widened plans (forward and backward)
+    check_plan_forward<float>(p, s, Variant::element);
 }
 
 TEST_CASE("variant plans are bitwise independent of the thread count",
