@@ -29,12 +29,12 @@ import concurrent.futures
 import csv
 import json
 import math
-import typing
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import typing
 
 LINE = 64
 WORD = 4
