@@ -35,14 +35,31 @@ block_keys(const Support& s, std::int64_t rows, std::int64_t b, std::int64_t* co
     return keys;
 }
 
-/// Assembles the two parts from each block's sorted tile keys.
+/// Whether row i is a global row: heavy as row_blocks (plan.cpp) counts it (more than 4x the
+/// mean row's pairs) and seeing at least half the keys (global tokens; a graph's hubs see far
+/// fewer, and alone in a tile block they would stream their keys for one row: measured
+/// powerlaw:32 forward 7.7 -> 2.2 GFLOP/s when every heavy row went through tiles).
+bool global_row(const Support& s, std::int64_t i) {
+    const std::int64_t mean = s.n_q() > 0 ? (s.z_qk() + s.n_q() - 1) / s.n_q() : 0;
+    const std::int64_t z = s.row_nonzeros(i);
+    return z > 4 * mean && 2 * z >= s.n_k();
+}
+
+/// Assembles the two parts from each block's sorted tile keys; every pair of a global row goes
+/// to the tile part when global_to_tile.
 Split assemble(const Support& s,
                std::int64_t rows,
-               const std::vector<std::vector<std::int64_t>>& tile) {
+               const std::vector<std::vector<std::int64_t>>& tile,
+               bool global_to_tile = false) {
     const std::int64_t n_q = s.n_q();
     std::vector<std::int64_t> to(static_cast<std::size_t>(n_q) + 1, 0), eo(to.size(), 0);
     const auto walk = [&](std::int64_t i, auto&& emit) {
         const auto& t = tile[static_cast<std::size_t>(i / rows)];
+        if (global_to_tile && global_row(s, i)) {
+            for (const std::int64_t j : s.row(i))
+                emit(j, true);
+            return;
+        }
         std::size_t u = 0;
         for (const std::int64_t j : s.row(i)) {
             while (u < t.size() && t[u] < j)
@@ -151,11 +168,30 @@ Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm) {
             pairs += count[j];
             count[j] = 0;
         }
+        // a global row's other pairs go through tiles too, in blocks of heavy rows (row_blocks):
+        // as element pairs they would fill every panel of their block, so the element part's
+        // panels could not widen (widened_element_tiling). Measured (Zen 3, N = 16384, d = 64,
+        // 2 threads, medians of 4 alternated runs): bigbird:64:2:3 forward 22.4 -> 26.8
+        // GFLOP/s, backward 23.5 -> 29.3 (its element part: panels 512 -> 16384 keys)
+        const std::int64_t i1 = std::min(s.n_q(), (b + 1) * rows);
+        for (std::int64_t i = b * rows; i < i1; ++i)
+            if (global_row(s, i)) {
+                std::int64_t in_tiles = 0;
+                std::size_t u = 0;
+                for (const std::int64_t j : s.row(i)) {
+                    while (u < t.size() && t[u] < j)
+                        ++u;
+                    in_tiles += u < t.size() && t[u] == j ? 1 : 0;
+                }
+                const std::int64_t moved = s.row_nonzeros(i) - in_tiles;
+                tile_pairs += moved;
+                c += static_cast<double>(moved) * cm.tile_lane;
+            }
         c += static_cast<double>(pairs - tile_pairs) * cm.element_pair;
         cost[static_cast<std::size_t>(b)] = c;
         kind[static_cast<std::size_t>(b)] = (tile_pairs > 0 ? 1 : 0) + (pairs > tile_pairs ? 2 : 0);
     });
-    Split out = assemble(s, rows, tile);
+    Split out = assemble(s, rows, tile, /*global_to_tile=*/true);
     for (const int k : kind) {
         out.tile_blocks += k == 1 ? 1 : 0;
         out.element_blocks += k == 2 ? 1 : 0;

@@ -41,7 +41,8 @@ Split split_all(const Support& s, std::int64_t rows, bool tiles, const CostModel
 
 /// Per block of `rows` rows, each key column through tiles if tile_worthy (and, when it is not
 /// part of a run of kMinRun tile columns, worth its gather too), else its pairs element by
-/// element.
+/// element; a global row (more than 4x the mean row's pairs, at least half the keys) through
+/// tiles whole.
 Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm);
 
 /// A reordering: new row a is old row rows[a], new key b is old key keys[b] (empty: identity).

@@ -181,6 +181,13 @@ TEST_CASE("the dispatcher picks the variant the structure calls for", "[sparse][
         CHECK(pick("bigbird:64:2:3", pass) == Variant::split);
         CHECK(pick("dilated:64:4", pass) == Variant::permuted);
     }
+    // bigbird's two global rows go through tiles whole, so the panels of its element part (the
+    // random keys) widen past the worst case's; with them it could not (they fill every panel)
+    for (const Pass pass : {Pass::forward, Pass::backward}) {
+        const auto bigbird =
+            sp::plan_variants<float>(p, sp::parse_pattern("bigbird:64:2:3", n, n, 1), m, pass);
+        CHECK(bigbird.element.cols > sp::element_tiling<float>(p, m, pass).cols);
+    }
     // strided:64 backward: its band and summary keys through tiles (reordered or split)
     const auto strided =
         sp::plan_variants<float>(p, sp::parse_pattern("strided:64", n, n, 1), m, Pass::backward);

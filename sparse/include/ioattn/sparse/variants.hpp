@@ -5,8 +5,9 @@
 ///             list (whole key blocks read in place): banded and block patterns;
 ///   element   forward_element / backward_element: one query row at a time over its own keys
 ///             (K_j, V_j gathered per allowed key), 2-D cache blocked: scattered rows;
-///   split     per query block, the key columns dense enough for tiles through the tile
-///             variant and the other pairs through the element variant, one softmax;
+///   split     per query block, the key columns dense enough for tiles (and every pair of a
+///             global row) through the tile variant and the other pairs
+///             through the element variant, one softmax;
 ///   permuted  rows and keys reordered (by residue when every allowed i' - j shares a factor,
 ///             keys by the query blocks that see them), so that strided and dilated patterns
 ///             become banded, then the variants above on the reordered structure; the
