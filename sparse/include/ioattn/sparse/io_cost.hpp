@@ -15,9 +15,9 @@ namespace ioattn::sparse {
 // words (two in float, one in double): the overloads without SparseInputs count a float call.
 
 /// Row blocks of the fused schedule: consecutive query rows, at most `rows` per block, and a
-/// block is closed early once it holds 4 * rows * ceil(Z_QK / n_q) allowed pairs, so that heavy
-/// rows (global tokens) do not share blocks with light ones; a run of heavy rows (each above
-/// 4 * ceil(Z_QK / n_q) pairs) fills whole blocks. Returns the n_blocks + 1 boundaries.
+/// block is closed early once it holds 4 * rows * ceil(Z_QK / n_q) allowed pairs, so that light
+/// rows do not stream the keys of heavy ones (global tokens), except that a run of heavy rows
+/// (each above 4 * ceil(Z_QK / n_q) pairs) fills whole blocks. Returns the n_blocks + 1 boundaries.
 std::vector<std::int64_t> row_blocks(const Support& support, std::int64_t rows);
 
 /// Exact I/O of forward_fused, from the structure: per head, per row block, read Q_i, the
