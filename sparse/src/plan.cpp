@@ -27,14 +27,14 @@ std::vector<std::int64_t> row_blocks(const Support& support, std::int64_t rows) 
     // backward 28.2 -> 59.7; strided:64's permuted backward (its summary keys, reordered into
     // one run, are heavy rows of the transposed structure) 5.2 -> 28.7.
     const std::int64_t n_q = support.n_q();
-    const std::int64_t mean = n_q > 0 ? (support.z_qk() + n_q - 1) / n_q : 0;
-    const std::int64_t budget = std::max<std::int64_t>(1, 4 * rows * mean);
+    const std::int64_t heavy_z = detail::heavy_above(support);
+    const std::int64_t budget = std::max<std::int64_t>(1, rows * heavy_z);
     std::vector<std::int64_t> bounds{0};
     std::int64_t count = 0, nnz = 0;
     bool all_heavy = true; // every row of the open block is heavy
     for (std::int64_t i = 0; i < n_q; ++i) {
         const std::int64_t z = support.row_nonzeros(i);
-        const bool heavy = z > 4 * mean;
+        const bool heavy = z > heavy_z;
         if (count == rows || (count > 0 && nnz + z > budget && !(all_heavy && heavy))) {
             bounds.push_back(i);
             count = 0;

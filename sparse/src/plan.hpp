@@ -58,6 +58,12 @@ struct FusedPlan {
     static FusedPlan build(const Support& support, std::int64_t max_rows);
 };
 
+/// The pairs above which a row of `s` is heavy (global tokens, a graph's hubs): 4x the mean
+/// row's, 4 ceil(Z_QK / n_q). row_blocks and the dispatcher's split count heavy rows by it.
+inline std::int64_t heavy_above(const Support& s) {
+    return s.n_q() > 0 ? 4 * ((s.z_qk() + s.n_q() - 1) / s.n_q()) : 0;
+}
+
 /// The shortest run of consecutive keys the fused kernels read in place as a chunk of its own.
 inline constexpr std::int64_t kMinRun = 16;
 

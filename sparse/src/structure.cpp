@@ -35,37 +35,40 @@ block_keys(const Support& s, std::int64_t rows, std::int64_t b, std::int64_t* co
     return keys;
 }
 
-/// Whether row i is a global row: heavy as row_blocks (plan.cpp) counts it (more than 4x the
-/// mean row's pairs) and seeing at least half the keys (global tokens; a graph's hubs see far
-/// fewer, and alone in a tile block they would stream their keys for one row: measured
-/// powerlaw:32 forward 7.7 -> 2.2 GFLOP/s when every heavy row went through tiles).
-bool global_row(const Support& s, std::int64_t i) {
-    const std::int64_t mean = s.n_q() > 0 ? (s.z_qk() + s.n_q() - 1) / s.n_q() : 0;
+/// Whether row i is a global row: heavy (above heavy_z = heavy_above(s) pairs, as row_blocks
+/// counts it) and seeing at least half the keys (global tokens; a graph's hubs see far fewer,
+/// and alone in a tile block they would stream their keys for one row: measured powerlaw:32
+/// forward 7.7 -> 2.2 GFLOP/s when every heavy row went through tiles).
+bool global_row(const Support& s, std::int64_t i, std::int64_t heavy_z) {
     const std::int64_t z = s.row_nonzeros(i);
-    return z > 4 * mean && 2 * z >= s.n_k();
+    return z > heavy_z && 2 * z >= s.n_k();
+}
+
+/// emit(j, in) for each key j of row i, in = whether j is among the sorted keys t.
+template <typename Emit>
+void walk_row(const Support& s, std::int64_t i, const std::vector<std::int64_t>& t, Emit&& emit) {
+    std::size_t u = 0;
+    for (const std::int64_t j : s.row(i)) {
+        while (u < t.size() && t[u] < j)
+            ++u;
+        emit(j, u < t.size() && t[u] == j);
+    }
 }
 
 /// Assembles the two parts from each block's sorted tile keys; every pair of a global row goes
-/// to the tile part when global_to_tile.
+/// to the tile part.
 Split assemble(const Support& s,
                std::int64_t rows,
-               const std::vector<std::vector<std::int64_t>>& tile,
-               bool global_to_tile = false) {
-    const std::int64_t n_q = s.n_q();
+               const std::vector<std::vector<std::int64_t>>& tile) {
+    const std::int64_t n_q = s.n_q(), heavy_z = heavy_above(s);
     std::vector<std::int64_t> to(static_cast<std::size_t>(n_q) + 1, 0), eo(to.size(), 0);
     const auto walk = [&](std::int64_t i, auto&& emit) {
-        const auto& t = tile[static_cast<std::size_t>(i / rows)];
-        if (global_to_tile && global_row(s, i)) {
+        if (global_row(s, i, heavy_z)) {
             for (const std::int64_t j : s.row(i))
                 emit(j, true);
             return;
         }
-        std::size_t u = 0;
-        for (const std::int64_t j : s.row(i)) {
-            while (u < t.size() && t[u] < j)
-                ++u;
-            emit(j, u < t.size() && t[u] == j);
-        }
+        walk_row(s, i, tile[static_cast<std::size_t>(i / rows)], emit);
     };
     parallel_for_tiles(n_q, [&](std::int64_t i, int) {
         std::int64_t nt = 0, ne = 0;
@@ -129,7 +132,7 @@ Split split_all(const Support& s, std::int64_t rows, bool tiles, const CostModel
 }
 
 Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm) {
-    const std::int64_t nb = n_blocks(s, rows);
+    const std::int64_t nb = n_blocks(s, rows), heavy_z = heavy_above(s);
     const kernels::Workspace<std::int64_t> counts(max_concurrency(), s.n_k());
     std::vector<std::vector<std::int64_t>> tile(static_cast<std::size_t>(nb));
     std::vector<double> cost(static_cast<std::size_t>(nb), 0.0);
@@ -175,14 +178,9 @@ Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm) {
         // GFLOP/s, backward 23.5 -> 29.3 (its element part: panels 512 -> 16384 keys)
         const std::int64_t i1 = std::min(s.n_q(), (b + 1) * rows);
         for (std::int64_t i = b * rows; i < i1; ++i)
-            if (global_row(s, i)) {
+            if (global_row(s, i, heavy_z)) {
                 std::int64_t in_tiles = 0;
-                std::size_t u = 0;
-                for (const std::int64_t j : s.row(i)) {
-                    while (u < t.size() && t[u] < j)
-                        ++u;
-                    in_tiles += u < t.size() && t[u] == j ? 1 : 0;
-                }
+                walk_row(s, i, t, [&](std::int64_t, bool in) { in_tiles += in ? 1 : 0; });
                 const std::int64_t moved = s.row_nonzeros(i) - in_tiles;
                 tile_pairs += moved;
                 c += static_cast<double>(moved) * cm.tile_lane;
@@ -191,7 +189,7 @@ Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm) {
         cost[static_cast<std::size_t>(b)] = c;
         kind[static_cast<std::size_t>(b)] = (tile_pairs > 0 ? 1 : 0) + (pairs > tile_pairs ? 2 : 0);
     });
-    Split out = assemble(s, rows, tile, /*global_to_tile=*/true);
+    Split out = assemble(s, rows, tile);
     for (const int k : kind) {
         out.tile_blocks += k == 1 ? 1 : 0;
         out.element_blocks += k == 2 ? 1 : 0;
