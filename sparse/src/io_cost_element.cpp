@@ -155,17 +155,15 @@ Tiling widened_element_tiling(const Problem& p,
                               const Tiling& base,
                               const MemoryModel& memory,
                               Pass pass) {
-    // Below 4 keys per row and panel a visit is mostly its fixed cost. Measured (Zen 3,
-    // N = 16384, d = 64, 2 threads, medians of 4 alternated `ioattn run --pattern P --pass F
-    // --schedule fused --repeat 5`): powerlaw:32 forward 4.3 -> 7.4 GFLOP/s (256 x 2048),
-    // backward 2.8 -> 5.4 (64 x 2048); random:0.02 is not widened (10 keys per row and panel),
-    // bigbird's element part cannot be (its two global rows fill every panel of their block).
-    constexpr double kWidenBelow = 4;
-    const double per_panel = static_cast<double>(support.z_qk()) /
-                             static_cast<double>(std::max<std::int64_t>(support.n_q(), 1)) *
-                             static_cast<double>(base.cols) /
-                             static_cast<double>(std::max<std::int64_t>(support.n_k(), 1));
-    if (support.z_qk() == 0 || per_panel >= kWidenBelow)
+    // Every (row, panel) a row has keys in costs a softmax update and every block's visit to a
+    // panel reads the panel's keys once, so the widest panels and the most rows that fit M win:
+    // of the widest panels for blocks of R, R/2 and R/4 rows, the largest R x P (ties: wider
+    // panels). Measured against the rule before (widen only below 4 keys per row and 512-key
+    // panel, take the widest panel at any R) on the AVX-512 Zen 5 machine, N = 16384, d = 64,
+    // 2 threads, medians of 8 alternated `ioattn run --pattern P --pass F --schedule fused
+    // --repeat 3`: random:0.02 forward 23.9 -> 34.4 GFLOP/s (256 x 512 -> 256 x 1024),
+    // backward 22.4 -> 26.4; powerlaw:32 and bigbird:64:2:3 unchanged (0.99-1.01x).
+    if (support.z_qk() == 0)
         return base;
     const auto w = ElementWords::of(sizeof(Scalar));
     const auto fits = [&](const Tiling& t) {
@@ -178,7 +176,7 @@ Tiling widened_element_tiling(const Problem& p,
         return peak <= memory.fast_words;
     };
     // the widest panels for blocks of base.rows, base.rows / 2 and / 4 rows (fewer rows see
-    // fewer keys per panel); the first of the widest wins
+    // fewer keys per panel); the largest rows x cols wins, the widest panels of equals
     Tiling best = base;
     const std::int64_t widest = std::max(support.n_q(), support.n_k()); // the backward's keys
     for (std::int64_t r = base.rows; r >= std::max<std::int64_t>(1, base.rows / 4); r /= 2) {
@@ -189,7 +187,7 @@ Tiling widened_element_tiling(const Problem& p,
                 break;
             t = wider;
         }
-        if (t.cols > best.cols)
+        if (t.rows * t.cols >= best.rows * best.cols && t.cols > best.cols)
             best = t;
         if (r == 1)
             break;

@@ -236,6 +236,43 @@ TEST_CASE("the dispatcher widens the element panels of scattered rows within M, 
     check_plan_forward<float>(p, s, Variant::element);
 }
 
+TEST_CASE("rows with many keys per panel widen too: the widest panel that fits M",
+          "[sparse][variants][io]") {
+    const std::int64_t n = 2048;
+    Problem p;
+    p.n_q = p.n_k = n;
+    p.d = 16;
+    p = p.resolved();
+    const Support s = sp::parse_pattern("random:0.05", n, n, 5); // about 25 keys per row and panel
+    const MemoryModel m{1 << 16};
+    for (const Pass pass : {Pass::forward, Pass::backward}) {
+        CAPTURE(pass == Pass::forward);
+        const ioattn::Tiling base = sp::element_tiling<float>(p, m, pass);
+        const auto plan = sp::plan_variants<float>(p, s, m, pass, Variant::element);
+        CHECK(plan.element.cols > base.cols); // longer runs per row and panel
+        CHECK(plan.element.rows * plan.element.cols >= base.rows * base.cols);
+        // the widest at its rows: one doubling more does not fit M
+        const ioattn::Tiling wider{
+            ioattn::Schedule::fused, plan.element.rows, 2 * plan.element.cols};
+        Case<float> c(p, 2);
+        NullCounter none;
+        if (pass == Pass::forward) {
+            CHECK_NOTHROW(sp::forward_element(c.forward(), s, plan.element, m, none));
+            CHECK_THROWS_AS(sp::forward_element(c.forward(), s, wider, m, none),
+                            ioattn::CapacityError);
+        } else {
+            sp::forward(c.forward(),
+                        s,
+                        sp::plan_variants<float>(p, s, kAmple, Pass::forward),
+                        kAmple,
+                        none);
+            CHECK_NOTHROW(sp::backward_element(c.backward(), s, plan.element, m, none));
+            CHECK_THROWS_AS(sp::backward_element(c.backward(), s, wider, m, none),
+                            ioattn::CapacityError);
+        }
+    }
+}
+
 TEST_CASE("variant plans are bitwise independent of the thread count",
           "[sparse][variants][determinism]") {
     const Problem p = sp::test::kernel_shape(1, 90, 70, 8);
