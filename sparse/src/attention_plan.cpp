@@ -129,14 +129,18 @@ Schedule select_of(const AttentionPlan& plan, const Structure<Scalar>& s, Select
                : Schedule::materialized;
 }
 
-Tiling tiling_of(const AttentionPlan& plan, bool tuned) {
+template <typename Scalar>
+Tiling tiling_of(const AttentionPlan& plan, const Structure<Scalar>& s, bool tuned) {
     const Problem& p = plan.problem;
     if (plan.schedule == Schedule::reference)
         return Tiling{Schedule::reference, p.n_q, p.n_k};
     if (!tuned)
         return Tiling::for_memory(plan.schedule, plan.memory, p, plan.pass, plan.kernels());
-    return plan.sparse ? sparse::tuned_tiling(plan.schedule, plan.memory, p, plan.pass)
-                       : Tiling::tuned(plan.schedule, plan.memory, p, plan.pass);
+    if (!plan.sparse)
+        return Tiling::tuned(plan.schedule, plan.memory, p, plan.pass);
+    if (plan.schedule == Schedule::materialized && s.support != nullptr)
+        return sparse::materialized_tiling(*s.support, plan.memory, p, plan.pass);
+    return sparse::tuned_tiling(plan.schedule, plan.memory, p, plan.pass);
 }
 
 /// The structure dispatcher's plan of a sparse fused call over dense operands (the variants
@@ -195,7 +199,7 @@ AttentionPlan plan_attention(const Problem& problem,
         plan.schedule = select_of(plan, structure, options.select);
         plan.selected_by = options.select;
     }
-    plan.tiling = tiling_of(plan, options.tuned);
+    plan.tiling = tiling_of(plan, structure, options.tuned);
     plan_dispatch(plan, structure, options);
     plan.bound =
         plan.sparse

@@ -160,7 +160,10 @@ void sddmm_tile(const ForwardArgs<Scalar>& a,
             const Scalar mx = kernels::strip_max(w.strip + off + a0, e - a0, w.m[x]);
             const Scalar m_safe = mx == kNegInf<Scalar> ? Scalar(0) : mx;
             const Scalar sum = kernels::strip_exp2_sum(w.strip + off + a0, e - a0, m_safe);
-            const Scalar alpha = w.m[x] == m_safe ? Scalar(1) : std::exp2(w.m[x] - m_safe);
+            const Scalar alpha = // 2^(m_old - m_new), vectorized (libm's exp2 was a call)
+                w.m[x] == m_safe
+                    ? Scalar(1)
+                    : kernels::exp2<Scalar>(kernels::splat<Scalar>(w.m[x] - m_safe))[0];
             w.l[x] = alpha * w.l[x] + sum; // l = exp(m_old - m_new) l + rowsum(exp(S - m_new))
             w.m[x] = mx;
         }

@@ -225,13 +225,6 @@ Support Support::none(std::int64_t n_q, std::int64_t n_k) {
     return {n_q, n_k, std::vector<std::int64_t>(static_cast<std::size_t>(n_q) + 1, 0), {}};
 }
 
-std::span<const std::int64_t> Support::row(std::int64_t i) const {
-    IOATTN_ASSERT(i >= 0 && i < n_q_);
-    const auto lo = static_cast<std::size_t>(offsets_[static_cast<std::size_t>(i)]);
-    const auto hi = static_cast<std::size_t>(offsets_[static_cast<std::size_t>(i) + 1]);
-    return std::span<const std::int64_t>(cols_).subspan(lo, hi - lo);
-}
-
 bool Support::contains(std::int64_t i, std::int64_t j) const {
     if (i < 0 || i >= n_q_ || j < 0 || j >= n_k_)
         return false;

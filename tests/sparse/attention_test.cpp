@@ -218,6 +218,38 @@ TEST_CASE("counted I/O equals the closed form and the dry run", "[sparse][attent
     CHECK(*into.io == *counted.io);
 }
 
+TEST_CASE("the materialized plan takes the largest tiles for scattered rows, exactly",
+          "[sparse][attention]") {
+    const std::int64_t n = 640, m = 1 << 17; // Tiling::for_memory: squares wider than 64
+    const Problem p = shape(n, n);
+    const Pass pass = GENERATE(Pass::forward, Pass::backward);
+    CAPTURE(pass);
+    const MemoryModel mem{m};
+    const Tiling tuned = ioattn::sparse::tuned_tiling(Schedule::materialized, mem, p, pass);
+    const Tiling largest =
+        Tiling::for_memory(Schedule::materialized, mem, p, pass, ioattn::Kernels::sparse);
+    REQUIRE(largest.rows > tuned.rows);
+    for (const std::string spec : {"random:0.02", "strided:32", "window:40", "block:64:0.2"}) {
+        CAPTURE(spec);
+        const Support s = ioattn::sparse::parse_pattern(spec, n, n, 7);
+        Structure<float> st;
+        st.support = &s;
+        AttentionOptions o = with(Schedule::materialized, m);
+        o.count_io = true;
+        ioattn::AttentionReport r;
+        const Case<float> got = run_entry(p, pass, st, o, &r);
+        // scattered rows (most 64 x 64 tiles under 1/4 full) take the largest squares
+        const bool scattered = spec == "random:0.02" || spec == "strided:32";
+        CHECK(r.plan.tiling == (scattered ? largest : tuned));
+        CHECK(r.plan.tiling ==
+              ioattn::sparse::materialized_tiling(s, mem, p, pass)); // as the library plans it
+        REQUIRE(r.io.has_value());
+        CHECK(*r.io == *r.closed_form);
+        CHECK(r.io->peak <= m);
+        require_same_outputs(got, run_dispatcher(p, pass, st, r.plan));
+    }
+}
+
 TEST_CASE("a too-small M names the smallest M that fits", "[sparse][attention]") {
     const Pass pass = GENERATE(Pass::forward, Pass::backward);
     const std::optional<Schedule> schedule =

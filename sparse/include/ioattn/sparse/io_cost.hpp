@@ -53,6 +53,16 @@ IoReport io_cost_forward_materialized(const Problem& problem,
 Tiling
 tuned_tiling(Schedule schedule, const MemoryModel& memory, const Problem& problem, Pass pass);
 
+/// The materialized tiling timed runs use over `support`: tuned_tiling's, unless most of its
+/// non-empty tiles are under 1/16 full (scattered rows: a pair or so per row and tile); then
+/// the largest squares that fit M (Tiling::for_memory), which hold more of a row's pairs per
+/// tile. O(Z_QK) the first time (the block view is cached
+/// by the support). Throws as Tiling::for_memory.
+Tiling materialized_tiling(const Support& support,
+                           const MemoryModel& memory,
+                           const Problem& problem,
+                           Pass pass);
+
 /// Dispatches on tiling.schedule.
 IoReport io_cost_forward(const Problem& problem, const Support& support, const Tiling& tiling);
 

@@ -2,6 +2,7 @@
 /// Support: the set Omega of allowed (query, key) pairs of a sparse attention, stored as CSR
 /// over the query rows (DESIGN.md section 2.3). Pairs outside Omega take no part in the softmax.
 
+#include <ioattn/error.hpp>
 #include <ioattn/sparse/block_view.hpp>
 
 #include <cstdint>
@@ -43,8 +44,14 @@ public:
     /// Z_QK = |Omega|, the number of allowed pairs.
     [[nodiscard]] std::int64_t z_qk() const { return static_cast<std::int64_t>(cols_.size()); }
 
-    /// The sorted keys query row i may see. Precondition: 0 <= i < n_q (checked in Debug).
-    [[nodiscard]] std::span<const std::int64_t> row(std::int64_t i) const;
+    /// The sorted keys query row i may see. Precondition: 0 <= i < n_q (checked in Debug and
+    /// sanitizer builds). Inline: the kernels call it per row and tile.
+    [[nodiscard]] std::span<const std::int64_t> row(std::int64_t i) const {
+        IOATTN_ASSERT(i >= 0 && i < n_q_);
+        const auto u = static_cast<std::size_t>(i);
+        return {cols_.data() + offsets_[u],
+                static_cast<std::size_t>(offsets_[u + 1] - offsets_[u])};
+    }
 
     /// Number of allowed keys of row i. Precondition: 0 <= i < n_q.
     [[nodiscard]] std::int64_t row_nonzeros(std::int64_t i) const {
