@@ -13,10 +13,17 @@ namespace ioattn::sparse::detail {
 
 /// Time per unit of work of the variants, relative (measured: variant_plan.cpp).
 struct CostModel {
-    double tile_lane = 1.0;    ///< one (query lane, key) entry of a tile, allowed or masked
-    double element_pair = 3.0; ///< one pair through the element kernel
-    double gather_row = 24.0;  ///< one K/V row copied into a gathered tile chunk
-    double copy_row = 4.0;     ///< one row of one operand reordered (permuted variant)
+    double tile_lane = 1.0; ///< one (query lane, key) entry of a tile, allowed or masked
+    /// One pair through the element kernel: fitted to the kernels' own rates (AVX-512, N =
+    /// 16384, d = 64, 2 threads): a dense fused entry takes 0.74 ns, an element pair of
+    /// random:0.02 7.2 ns (ratio 9.8). At 3 (a guess) band-edge keys seen by a third of a
+    /// block went element by element; at 9, medians of 4 alternated runs, forward / backward
+    /// GFLOP/s: window:64 128.6 -> 150.7 / 125.4 -> 152.5 (now all tiles), bigbird:64:2:3
+    /// 61.8 -> 66.8 / 70.8 -> 76.8, strided:64 backward 97.0 -> 109.0 (all tiles), window:256
+    /// +global:4 unchanged; at 16 that one's backward goes permuted and loses 18%.
+    double element_pair = 9.0;
+    double gather_row = 24.0; ///< one K/V row copied into a gathered tile chunk
+    double copy_row = 4.0;    ///< one row of one operand reordered (permuted variant)
 
     /// A key column of a block of r rows seen by `count` of them goes to tiles when the
     /// tile's r lanes cost less than the count element pairs.

@@ -5,9 +5,10 @@
 // find_orders gives one, on the reordered structure plus the cost of the copies; the cheapest
 // estimate wins. The variant of the plan is what its parts need: tile (no element pair),
 // element (no tile pair), split, or permuted around one of those.
-// Cost model (relative time units; estimates, not yet fitted to timings): a tile entry
-// (query lane x key, masked or not) 1, an element pair 3, a gathered K/V row 24, a reordered
-// row of one operand 4; a split must undercut the best single kernel by kSplitGain.
+// Cost model (relative time units): a tile entry (query lane x key, masked or not) 1, an
+// element pair 9 (fitted to the kernels' rates: structure.hpp), a gathered K/V row 24 and a
+// reordered row of one operand 4 (estimates); a split must undercut the best single kernel by
+// kSplitGain.
 // Tests: tests/sparse/variants_test.cpp
 
 #include "variant_parts.hpp"
