@@ -72,8 +72,11 @@ struct ChunkRows {
 /// tile[x][y] = A_x . B_y (first chunk) or += (later chunks) over columns [c0, c0 + zw), for
 /// the allowed pairs of the tile (other entries: undefined, never read). a: query rows i0..,
 /// b: keys j0... A dense tile runs in broadcast_block (sparse rows scattered first); a sparse
-/// one takes a dot product per allowed pair, over the stored entries of a sparse side
-/// (chunk_dot: nothing is scattered). cursor (r positions, or null: binary search) as in
+/// one takes a dot product per allowed pair, four keys of a row at a time (kernels::dot4: the
+/// query row read once, one lane reduction for the four; materialized forward at N = 16384,
+/// d = 64, medians of 6 alternated runs: random:0.02 1.09x on 1 thread, 1.11x on 2, backward
+/// 1.07x, strided:64 1.07x, bigbird:64:2:3 1.00x), or over the stored entries of a sparse
+/// side (chunk_dot: nothing is scattered). cursor (r positions, or null: binary search) as in
 /// keys_in.
 template <typename Scalar>
 void sddmm_chunk(const Support& s,
@@ -116,7 +119,21 @@ void sddmm_chunk(const Support& s,
     for (std::int64_t x = 0; x < t.r; ++x) {
         const auto row = s.row(t.i0 + x);
         const auto [lo, hi] = keys_in(row, t.j0, t.c, cursor != nullptr ? cursor[x] : -1);
-        for (std::int64_t e = lo; e < hi; ++e) {
+        std::int64_t e = lo;
+        if (!stored) // four keys at a time: the query row read once, one shared lane reduction
+            for (; e + 4 <= hi; e += 4) {
+                std::int64_t y[4];
+                const Scalar* kr[4];
+                Scalar v[4];
+                for (int k = 0; k < 4; ++k) {
+                    y[k] = row[static_cast<std::size_t>(e + k)] - t.j0;
+                    kr[k] = rb.row(y[k]);
+                }
+                kernels::dot4(ra.row(x), kr, zw, v);
+                for (int k = 0; k < 4; ++k)
+                    t.tile[x * t.ld + y[k]] = first ? v[k] : t.tile[x * t.ld + y[k]] + v[k];
+            }
+        for (; e < hi; ++e) {
             const std::int64_t y = row[static_cast<std::size_t>(e)] - t.j0;
             const Scalar v =
                 stored ? chunk_dot<Scalar>(

@@ -1,7 +1,7 @@
 // The checks behind strip_test.cpp, compiled once per instruction-set variant like the
 // kernels (tests/CMakeLists.txt), so each variant of ioattn/kernels/strip.hpp is tested on the
-// CPUs that can run it: each vector kernel against a plain scalar loop in double on every
-// length 0..3 vectors + 1 (so whole vectors and every tail), NaN and -inf handling of the
+// CPUs that can run it: each vector kernel (dot4 too) against a plain scalar loop in double on
+// every length 0..3 vectors + 1 (so whole vectors and every tail), NaN and -inf handling of the
 // softmax pieces, and spmm_row against the same multiply-adds done term by term.
 
 #include <catch2/catch.hpp>
@@ -64,6 +64,21 @@ void tails() {
         for (std::int64_t z = 0; z < n; ++z)
             sum += std::exp2(at(a, z) - mx);
         CHECK(near<T>(k::dot(a.data(), b.data(), n), dot, n, 4.0));
+        // dot4: four rows against a, each sum its own (lanes of one row never reach another's)
+        const auto c = random_values<T>(n, 3), e = random_values<T>(n, 4);
+        const std::vector<T> zero(static_cast<std::size_t>(n), T(0));
+        const T* rows4[4] = {b.data(), zero.data(), c.data(), e.data()};
+        T got[4] = {T(9), T(9), T(9), T(9)};
+        k::dot4(a.data(), rows4, n, got);
+        double dc = 0, de = 0;
+        for (std::int64_t z = 0; z < n; ++z) {
+            dc += at(a, z) * at(c, z);
+            de += at(a, z) * at(e, z);
+        }
+        CHECK(near<T>(got[0], dot, n, 4.0));
+        CHECK(got[1] == T(0));
+        CHECK(near<T>(got[2], dc, n, 4.0));
+        CHECK(near<T>(got[3], de, n, 4.0));
         CHECK(k::strip_max(a.data(), n, T(-1)) == static_cast<T>(mx));
         CHECK(near<T>(k::strip_exp2_sum(a.data(), n, static_cast<T>(mx)), sum, n, 8.0));
         std::vector<T> p(static_cast<std::size_t>(n) + 1, T(7)); // p[n] must stay untouched
