@@ -167,9 +167,10 @@ tuned_tiling(Schedule schedule, const MemoryModel& memory, const Problem& proble
         // 128x128 170/175/173, 64x96 173/180/171; Br = 64 is one whole slab (96 left a
         // half-efficient 2-vector slab) and the smallest working set.
         // The forward takes chunks of 128 keys: a run of 128 (two adjacent 64-key blocks) is
-        // then one chunk, not two of 64. A small gain, at the noise of this shared machine
-        // but never a loss (AVX-512 Zen 5, N = 16384, d = 64, 2 threads, 128 over 96, medians
-        // of 4-8 alternated runs, each set a separate session): forward block:64:0.1 1.05,
+        // then one chunk, not two of 64. A small gain, at the noise of this shared machine,
+        // no forward set below 0.99 (AVX-512 Zen 5, N = 16384, d = 64, 2 threads, 128 over
+        // 96, medians of 4-8 alternated runs, each set a separate session): forward
+        // block:64:0.1 1.05,
         // 1.11, 1.01, 1.03, bigbird-block:64:3:2:3 1.08, 1.02, 1.00, strided:64 1.04, 1.17,
         // window:256 1.00, 1.00, causal-window:256 1.02, dilated:256:4 1.01, bigbird:64:2:3
         // 0.99, block:64:0.1 at N = 4096 1.08; backward window:256 0.98, dilated:256:4 0.96,
