@@ -170,11 +170,11 @@ tuned_tiling(Schedule schedule, const MemoryModel& memory, const Problem& proble
         // then one chunk, not two of 64. A small gain, at the noise of this shared machine,
         // no forward set below 0.99 (AVX-512 Zen 5, N = 16384, d = 64, 2 threads, 128 over
         // 96, medians of 4-8 alternated runs, each set a separate session): forward
-        // block:64:0.1 1.05,
-        // 1.11, 1.01, 1.03, bigbird-block:64:3:2:3 1.08, 1.02, 1.00, strided:64 1.04, 1.17,
-        // window:256 1.00, 1.00, causal-window:256 1.02, dilated:256:4 1.01, bigbird:64:2:3
-        // 0.99, block:64:0.1 at N = 4096 1.08; backward window:256 0.98, dilated:256:4 0.96,
-        // 0.95 (d = 128: 1.02), so the backward keeps 96.
+        // block:64:0.1 1.05, 1.11, 1.01, 1.03, bigbird-block:64:3:2:3 1.08, 1.02, 1.00,
+        // strided:64 1.04, 1.17, window:256 1.00, 1.00, causal-window:256 1.02,
+        // dilated:256:4 1.01, bigbird:64:2:3 0.99, block:64:0.1 at N = 4096 1.08; backward
+        // window:256 0.98, dilated:256:4 0.96, 0.95 (d = 128: 1.02), so the backward keeps
+        // 96.
         const std::int64_t cols = pass == Pass::forward ? 128 : 96;
         const Tiling t{Schedule::fused,
                        std::min<std::int64_t>(64, p.n_q),
@@ -202,13 +202,10 @@ Tiling materialized_tiling(const Support& support,
     constexpr std::int64_t kScatteredFill = 16;
     const BlockView& view = support.cached_block_view(tuned.rows, tuned.cols);
     std::int64_t scattered = 0;
-    for (std::int64_t b = 0; b < view.row_blocks; ++b) {
-        const std::int64_t r = std::min(view.rows, p.n_q - b * view.rows);
-        for (const BlockTile& t : view.tiles_of(b)) {
-            const std::int64_t c = std::min(view.cols, p.n_k - t.col_block * view.cols);
-            scattered += t.nonzeros * kScatteredFill < r * c ? 1 : 0;
-        }
-    }
+    for (std::int64_t b = 0; b < view.row_blocks; ++b)
+        for (const BlockTile& t : view.tiles_of(b))
+            if (t.nonzeros * kScatteredFill < view.block_rows(b) * view.block_cols(t.col_block))
+                ++scattered;
     if (2 * scattered <= static_cast<std::int64_t>(view.tiles.size()))
         return tuned;
     return Tiling::for_memory(Schedule::materialized, memory, p, pass, Kernels::sparse);

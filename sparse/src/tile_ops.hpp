@@ -119,6 +119,7 @@ void sddmm_chunk(const Support& s,
     for (std::int64_t x = 0; x < t.r; ++x) {
         const auto row = s.row(t.i0 + x);
         const auto [lo, hi] = keys_in(row, t.j0, t.c, cursor != nullptr ? cursor[x] : -1);
+        Scalar* out = t.tile + x * t.ld; // entry y: set by the first chunk, then accumulated
         std::int64_t e = lo;
         if (!stored) // four keys at a time: the query row read once, one shared lane reduction
             for (; e + 4 <= hi; e += 4) {
@@ -131,7 +132,7 @@ void sddmm_chunk(const Support& s,
                 }
                 kernels::dot4(ra.row(x), kr, zw, v);
                 for (int k = 0; k < 4; ++k)
-                    t.tile[x * t.ld + y[k]] = first ? v[k] : t.tile[x * t.ld + y[k]] + v[k];
+                    out[y[k]] = first ? v[k] : out[y[k]] + v[k];
             }
         for (; e < hi; ++e) {
             const std::int64_t y = row[static_cast<std::size_t>(e)] - t.j0;
@@ -139,7 +140,7 @@ void sddmm_chunk(const Support& s,
                 stored ? chunk_dot<Scalar>(
                              *a.src, a.b, a.h, a.row0 + x, *b.src, b.h, b.row0 + y, c0, zw)
                        : kernels::dot(ra.row(x), rb.row(y), zw);
-            t.tile[x * t.ld + y] = first ? v : t.tile[x * t.ld + y] + v;
+            out[y] = first ? v : out[y] + v;
         }
     }
 }
