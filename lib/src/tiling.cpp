@@ -31,8 +31,8 @@ std::int64_t isqrt(std::int64_t x) {
 /// m, l, alpha (rp each), plus the rows it streams at a time: Q_i while packing (r d), K_j and
 /// V_j (c (d + d_v)), O_i and L_i while writing (r (d_v + 1)).
 /// The sparse kernels (sparse/src/forward_fused.cpp) also hold a gathered copy of K_c and V_c
-/// (c (d + d_v)) and walk indices: each row's cursor and key interval (3 r), the chunk's keys
-/// (c), and one line of each row's column indices (r kLanePad).
+/// (c (d + d_v)) and walk indices: each row's cursor and key run (lo, hi and its position: 4 r),
+/// the chunk's keys (c), and one line of each row's column indices (r kLanePad).
 std::int64_t
 fused_forward_resident(const Problem& p, std::int64_t rows, std::int64_t cols, Kernels st) {
     const std::int64_t r = std::min(rows, p.n_q);
@@ -42,7 +42,7 @@ fused_forward_resident(const Problem& p, std::int64_t rows, std::int64_t cols, K
         rp * (p.d + c + p.d_v + 3) + std::max({r * p.d, c * (p.d + p.d_v), r * (p.d_v + 1)});
     if (st == Kernels::dense)
         return dense;
-    return dense + c * (p.d + p.d_v) + kIndexWords * (3 * r + c) + r * kLanePad;
+    return dense + c * (p.d + p.d_v) + kIndexWords * (4 * r + c) + r * kLanePad;
 }
 
 /// Materialized forward residency: the larger of phase 1 (S tile, Q and K chunks, stats) and
@@ -67,7 +67,7 @@ std::int64_t materialized_forward_resident(const Problem& p, std::int64_t b) {
 /// dQ partial (C (d + d_v + 2 + dw)).
 /// The sparse kernels (sparse/src/backward_fused.cpp) lay out score tiles of
 /// lane_padded(max(C, R)) lanes and also hold a C x dw dQ tile, the gathered Q and dO rows
-/// (C (d + d_v)) and the indices they walk: each key row's cursor and query interval (3 R),
+/// (C (d + d_v)) and the indices they walk: each key row's cursor and query run (4 R),
 /// the chunk's queries (C), and one line of each key row's column indices (R kLanePad); their
 /// pass R holds 2 r d (a dQ row block and one partial row block).
 std::int64_t
@@ -81,7 +81,7 @@ fused_backward_resident(const Problem& p, std::int64_t res, std::int64_t str, Ke
         const std::int64_t cp = lane_padded(std::max(ca, ra));
         const std::int64_t scratch = 2 * (p.d + p.d_v) * rp + 2 * cp * rp + (rp + ca) * dw +
                                      ca * (p.d + p.d_v) + 3 * std::max(cp, dw);
-        const std::int64_t index = kIndexWords * (3 * ra + ca) + ra * kLanePad;
+        const std::int64_t index = kIndexWords * (4 * ra + ca) + ra * kLanePad;
         return std::max({pass0, scratch + stream + index, 2 * rb * p.d});
     }
     const std::int64_t cp = lane_padded(ca);

@@ -18,7 +18,8 @@
 //   r(2 d_v + 1); pass A: the scratch below at lane_padded lanes, the rows streamed at a time
 //   and the indices walked (tiling.cpp); pass R: 2 r d). Pass A also reads, per query head,
 //   the key block's indices of Omega^T (plan.index_reads: its query list unless one interval,
-//   the column indices of each key row that is not an interval; 8 / sizeof(Scalar) words each)
+//   each key row's queries outside its run of consecutive queries; 8 / sizeof(Scalar) words
+//   each)
 // I/O = io_cost_backward_fused, per head with S = sum_j |queries(j)| and F the rows reached for
 //   the first time by their group: reads 2 n_q d_v + S (d + d_v + 2) + (S - F) d + F d (pass
 //   R), writes n_q (D) + S d (partials) + n_q d (dQ); and n_k (d + d_v) read and written per kv
@@ -119,7 +120,7 @@ void key_block(const BackwardArgs<Scalar>& a,
     bool k_finite = true;
     if constexpr (Counter::kComputes) {
         w = Scratch<Scalar>(base, p, t);
-        n_vec = w.rp / Simd<Scalar>::kLanes;
+        n_vec = lane_padded(r) / Simd<Scalar>::kLanes; // the block's key rows, not Br's
         detail::pack_transposed(
             src.k, b, g, j0, r, static_cast<Scalar>(p.scale * kernels::kLog2e), w.ta, w.rp);
         detail::pack_transposed(src.v, b, g, j0, r, Scalar(1), w.tb, w.rp);
@@ -137,7 +138,7 @@ void key_block(const BackwardArgs<Scalar>& a,
         if (const std::int64_t iw = plan.index_words<Scalar>(blk); iw > 0)
             io.read({Operand::index, slice, blk, 1, 0, iw});
         if constexpr (Counter::kComputes)
-            std::fill(cur.pos, cur.pos + r, std::int64_t{0});
+            cur.reset(r);
         for (std::int64_t x0 = 0, c = 0; x0 < nq; x0 += c) {
             c = detail::chunk_length(queries.data(), nq, x0, t.cols); // runs in place (plan.hpp)
             const std::int64_t* qc = queries.data() + x0;

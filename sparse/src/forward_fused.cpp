@@ -6,8 +6,8 @@
 //       read (gather) K rows, V rows                                        c*(d + d_v)
 //       S = scale*Q_i K_c^T; entries outside Omega -> -inf; online softmax; O_i += P V_c
 //     write O_i / l_i, L_i                                                  r*d_v + r
-//   (and the block's indices: its key list unless it is one interval, the column indices of
-//    each row that is not an interval: plan.index_reads, 8 / sizeof(Scalar) words each)
+//   (and the block's indices: its key list unless it is one interval, each row's keys outside
+//    its run of consecutive keys: plan.index_reads, 8 / sizeof(Scalar) words each)
 // Resident: Tiling::resident_words(p, forward, Kernels::sparse) <= M: the scratch below
 // (Q_i^T, S^T, O_i^T, m, l, alpha at lane_padded(Br) lanes, the gathered K_c, V_c), the rows
 // streamed at a time and the indices walked (tiling.cpp)
@@ -19,8 +19,9 @@
 // Flops: 2*Z_QK*(d + d_v) useful; computed tiles also cover pairs outside Omega inside a chunk.
 // A sparse K or V (SparseInputs) is multiplied as stored (detail::streamed_scores,
 // streamed_accumulate): its d or d_v becomes the row's stored entries.
-// Masking walks each row's sorted keys with a cursor: a row whose keys cover the whole chunk is
-// not touched. If a gathered V chunk holds a non-finite value, rows whose chunk is partial
+// Masking reads each row's run from the plan and walks only its other keys with a cursor: a row
+// whose keys cover the whole chunk is not touched. Only the lanes of the block's rows are
+// computed (a block of heavy rows holds a few). If a gathered V chunk holds a non-finite value, rows whose chunk is partial
 // accumulate over their allowed keys only, so NaN never reaches a row that cannot see it.
 // One task per (batch, head, row block); thread-count invariant.
 // Tests: tests/sparse/forward_test.cpp
@@ -115,7 +116,7 @@ void row_block(const ForwardArgs<Scalar>& a,
     std::int64_t n_vec = 0;
     if constexpr (Counter::kComputes) {
         w = Scratch<Scalar>(base, p, t);
-        n_vec = w.rp / Simd<Scalar>::kLanes;
+        n_vec = lane_padded(r) / Simd<Scalar>::kLanes; // the block's rows, not Br's
         const auto qs = static_cast<Scalar>(p.scale * kernels::kLog2e);
         detail::pack_transposed(src.q, b, h, i0, r, qs, w.qt, w.rp);
         std::fill(w.ot, w.ot + p.d_v * w.rp, Scalar(0));
@@ -172,7 +173,7 @@ void row_block(const ForwardArgs<Scalar>& a,
                 p.d,
                 nv,
                 st);
-            const detail::RowCursors slab{cur.pos + x0, cur.lo + x0, cur.hi + x0};
+            const detail::RowCursors slab{cur.pos + x0, cur.lo + x0, cur.hi + x0, cur.run_at + x0};
             const bool partial =
                 detail::mask_chunk(s, i0 + x0, x1 - x0, kc + lo, hi - lo, slab, st, w.rp);
             kernels::online_softmax_block(st, w.rp, hi - lo, nv, w.m + x0, w.l + x0, alpha);

@@ -69,23 +69,37 @@ FusedPlan FusedPlan::build(const Support& support, std::int64_t max_rows) {
                     emit(j);
                 }
     };
-    // Each row as an interval [lo, hi] of keys when it is one (the kernels' masks read these,
-    // not the index arrays).
-    plan.row_lo.assign(static_cast<std::size_t>(support.n_q()), -1);
+    // Each row's run, its longest interval of keys [lo, hi] (the kernels' masks read these,
+    // and the row's index array only for its keys outside the run).
+    plan.row_lo.assign(static_cast<std::size_t>(support.n_q()), 0);
     plan.row_hi.assign(static_cast<std::size_t>(support.n_q()), -1);
+    plan.row_run_at.assign(static_cast<std::size_t>(support.n_q()), 0);
     parallel_for_tiles(n, [&](std::int64_t b, int) {
         for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i) {
             const auto row = support.row(i);
             const auto at = static_cast<std::size_t>(i);
-            if (row.empty()) {
-                plan.row_lo[at] = 0;
-                plan.row_hi[at] = -1;
-            } else if (row.back() - row.front() + 1 == static_cast<std::int64_t>(row.size())) {
-                plan.row_lo[at] = row.front();
-                plan.row_hi[at] = row.back();
+            const auto len = static_cast<std::int64_t>(row.size());
+            std::int64_t best = 0, best_at = 0;
+            for (std::int64_t a = 0, e = 1; a < len; a = e, e = a + 1) {
+                while (e < len &&
+                       row[static_cast<std::size_t>(e)] == row[static_cast<std::size_t>(e - 1)] + 1)
+                    ++e;
+                if (e - a > best) {
+                    best = e - a;
+                    best_at = a;
+                }
+            }
+            if (best > 0) {
+                plan.row_lo[at] = row[static_cast<std::size_t>(best_at)];
+                plan.row_hi[at] = row[static_cast<std::size_t>(best_at)] + best - 1;
+                plan.row_run_at[at] = best_at;
             }
         }
     });
+    const auto interval_row = [&](std::int64_t i) { // the row is its run
+        const auto at = static_cast<std::size_t>(i);
+        return plan.row_hi[at] - plan.row_lo[at] + 1 == support.row_nonzeros(i);
+    };
     // A block whose rows are intervals that chain into one interval sees exactly that interval
     // (windows, bands, causal): no stamps, no sort.
     std::vector<std::int64_t> interval_lo(static_cast<std::size_t>(n), -1);
@@ -94,7 +108,7 @@ FusedPlan FusedPlan::build(const Support& support, std::int64_t max_rows) {
         for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i) {
             const auto at = static_cast<std::size_t>(i);
             const std::int64_t front = plan.row_lo[at], back = plan.row_hi[at];
-            if (front < 0)
+            if (!interval_row(i))
                 return {-1, -2};
             if (back < front)
                 continue; // empty row
@@ -149,8 +163,9 @@ FusedPlan FusedPlan::build(const Support& support, std::int64_t max_rows) {
         bool simple = count == 0 || block_keys.back() - block_keys.front() + 1 == count;
         std::int64_t words = 0;
         for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i)
-            if (plan.row_lo[static_cast<std::size_t>(i)] < 0) {
-                words += support.row_nonzeros(i);
+            if (!interval_row(i)) { // its keys outside the run
+                const auto row = static_cast<std::size_t>(i);
+                words += support.row_nonzeros(i) - (plan.row_hi[row] - plan.row_lo[row] + 1);
                 simple = false;
             }
         plan.index_reads[at] = words + (simple ? 0 : count);

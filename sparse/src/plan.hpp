@@ -20,15 +20,16 @@ struct FusedPlan {
     std::vector<std::int64_t> bounds;      ///< n_blocks + 1 row boundaries
     std::vector<std::int64_t> key_offsets; ///< n_blocks + 1 offsets into keys
     std::vector<std::int64_t> keys;        ///< per block, sorted unique visible keys
-    std::vector<std::int64_t> row_lo;      ///< per query row: its keys are [lo, hi] (empty row:
-    std::vector<std::int64_t> row_hi;      ///< [0, -1]); lo = -1: not an interval
-    /// Per block, the indices a pass over it reads from slow memory: the column indices of
-    /// each row that is not an interval (mask_chunk walks them), and its key list unless the
-    /// block is simple (every row an interval, the keys one interval: the kernels then read
-    /// only the ends of each chunk, and mask by the row intervals). Not counted: the row
-    /// intervals (2 per row, O(n_q) per head beside the n_q (d + d_v + 1) words of Q, O and
-    /// L), and the list of a simple block where the backward's bookkeeping or a sparse input's
-    /// copy walks it (one index per streamed row beside its d + d_v + 2 words).
+    std::vector<std::int64_t> row_lo;      ///< per query row: its run, the longest interval
+    std::vector<std::int64_t> row_hi;      ///< [lo, hi] of keys it sees (empty row: [0, -1]),
+    std::vector<std::int64_t> row_run_at;  ///< at this position of its sorted keys
+    /// Per block, the indices a pass over it reads from slow memory: each row's extra keys,
+    /// those outside its run (mask_chunk walks them), and its key list unless the block is
+    /// simple (every row an interval, the keys one interval: the kernels then read only the
+    /// ends of each chunk, and mask by the row runs). Not counted: the row runs (3 words per
+    /// row, O(n_q) per head beside the n_q (d + d_v + 1) words of Q, O and L), and the list of
+    /// a simple block where the backward's bookkeeping or a sparse input's copy walks it (one
+    /// index per streamed row beside its d + d_v + 2 words).
     std::vector<std::int64_t> index_reads;
 
     [[nodiscard]] std::int64_t blocks() const {
@@ -89,32 +90,78 @@ chunk_length(const std::int64_t* keys, std::int64_t n, std::int64_t y0, std::int
     return c;
 }
 
-/// Per-row state of mask_chunk for the rows [i0, i0 + r) of one block: the position of the next
-/// key in the row, and the row's keys as an interval [lo, hi] (lo = -1: not an interval). Read
-/// once per block, so the chunks never touch the row's index array for interval rows.
+/// Per-row state of mask_chunk for the rows [i0, i0 + r) of one block. Each row is its run
+/// (the longest interval [lo, hi] of consecutive keys it sees, at position run_at of its sorted
+/// keys) plus its extra keys, those outside the run (a band's global keys, a graph's scattered
+/// neighbours); pos is the position of the row's next extra key not yet consumed (the row's
+/// length: none left). The run is read from the plan, so the chunks touch a row's index array
+/// only for its extra keys: a window with global keys reads two indices per row, not all 133.
+/// Measured (AVX-512, N = 16384, d = 64, 2 threads, medians of 4 alternated runs, forward /
+/// backward GFLOP/s, with the blocks' lanes cut to their rows in forward_fused): bigbird:64:2:3
+/// 43.7 -> 60.9 / 62.7 -> 73.7 (6 runs), window:64+global:2 75.6 -> 97.3 / 79.1 -> 97.3,
+/// block:64:0.1 157.2 -> 220.2 / 188.2 -> 219.2, bigbird-block:64:3:2:3 183.6 -> 230.2 / 212.3
+/// -> 237.7; strided, dilated and window:256 within 0.97x-1.04x.
 struct RowCursors {
     std::int64_t* pos = nullptr;
-    std::int64_t* lo = nullptr;
-    std::int64_t* hi = nullptr;
+    const std::int64_t* lo = nullptr;
+    const std::int64_t* hi = nullptr;
+    const std::int64_t* run_at = nullptr;
+
+    /// The position of row x's extra key after the one at position p (over its run).
+    [[nodiscard]] std::int64_t after(std::int64_t x, std::int64_t p) const {
+        return p + 1 == run_at[x] ? p + 1 + hi[x] - lo[x] + 1 : p + 1;
+    }
+
+    /// Row x's cursor moved past one extra key.
+    void step(std::int64_t x) const { pos[x] = after(x, pos[x]); }
+
+    /// The segment [a, e) of row x's positions that holds its extras from its cursor on up to
+    /// key k (those before its run, or those after it), at most c of them.
+    [[nodiscard]] std::pair<std::int64_t, std::int64_t> extras_upto(
+        std::span<const std::int64_t> row, std::int64_t x, std::int64_t k, std::int64_t c) const {
+        const auto n = static_cast<std::int64_t>(row.size());
+        const std::int64_t past = run_at[x] + hi[x] - lo[x] + 1; // first position after the run
+        std::int64_t a = pos[x], e = n;
+        if (a < run_at[x]) {
+            e = run_at[x];
+            if (past < n && row[static_cast<std::size_t>(past)] <= k) {
+                a = past; // extras on both sides: the later ones
+                e = n;
+            }
+        }
+        return {a, std::min(e, a + c)};
+    }
+
+    /// Row x's cursors at its first extra key (a pass over the block's keys starts).
+    void reset(std::int64_t r) const {
+        for (std::int64_t x = 0; x < r; ++x)
+            pos[x] = run_at[x] == 0 ? hi[x] - lo[x] + 1 : 0;
+    }
 };
 
-/// The cursors of rows [i0, i0 + r) from the plan's row intervals (no access to the support's
-/// index arrays); positions in `base` (r words).
+/// The cursors of rows [i0, i0 + r) from the plan's row runs (no access to the support's
+/// index arrays), at their first extra keys; positions in `base` (r words).
 inline RowCursors
 row_cursors(const FusedPlan& plan, std::int64_t i0, std::int64_t r, std::int64_t* base) {
-    std::fill(base, base + r, std::int64_t{0});
     const auto at = static_cast<std::size_t>(i0);
-    return RowCursors{base,
-                      const_cast<std::int64_t*>(plan.row_lo.data() + at),
-                      const_cast<std::int64_t*>(plan.row_hi.data() + at)};
+    const RowCursors cur{
+        base, plan.row_lo.data() + at, plan.row_hi.data() + at, plan.row_run_at.data() + at};
+    cur.reset(r);
+    return cur;
+}
+
+/// The extra key of a row at position p of its keys, or none (past every key of the chunk).
+inline std::int64_t extra_at(std::span<const std::int64_t> row, std::int64_t p) {
+    return p < static_cast<std::int64_t>(row.size()) ? row[static_cast<std::size_t>(p)]
+                                                     : std::numeric_limits<std::int64_t>::max();
 }
 
 /// The entries [lo, hi) of the chunk keys[0, c) that some row of [x0, x1) of the block at row
-/// i0 sees (lo == hi: none), from the row intervals and, for other rows, from the cursors:
-/// each row's keys before the chunk have been consumed, so its keys in the chunk start at its
-/// cursor. Scores outside [lo, hi) are not computed for those rows: every one of them would be
-/// masked. Measured (Zen 3, N = 16384, d = 64, 2 threads, forward): rows that are not one
-/// interval (a window plus global keys, bigbird) used to compute every entry of the chunk.
+/// i0 sees (lo == hi: none), from the row runs and the rows' extra keys in the chunk (read
+/// from their cursors: each row's keys before the chunk have been consumed). Scores outside
+/// [lo, hi) are not computed for those rows: every one of them would be masked. Measured (Zen
+/// 3, N = 16384, d = 64, 2 threads, forward): rows that are not one interval (a window plus
+/// global keys, bigbird) used to compute every entry of the chunk.
 inline std::pair<std::int64_t, std::int64_t> chunk_span(const Support& s,
                                                         std::int64_t i0,
                                                         const RowCursors& cur,
@@ -131,18 +178,16 @@ inline std::pair<std::int64_t, std::int64_t> chunk_span(const Support& s,
     };
     std::int64_t lo = c, hi = 0;
     for (std::int64_t x = x0; x < x1; ++x) {
-        std::int64_t first = 0, last = -1; // the row's keys in the chunk span [first, last]
-        if (cur.lo[x] >= 0) {
-            first = std::max(cur.lo[x], keys[0]);
-            last = std::min(cur.hi[x], keys[c - 1]);
-        } else {
-            const auto row = s.row(i0 + x);
-            const auto p = row.begin() + cur.pos[x];
-            if (p == row.end() || *p > keys[c - 1])
-                continue;
-            first = *p; // the row's keys in the chunk are at most c, from p on
-            const auto end = row.end() - p > c ? p + c : row.end();
-            last = *(std::upper_bound(p, end, keys[c - 1]) - 1);
+        // the row's keys in the chunk span [first, last]: its run's there, then its extras'
+        std::int64_t first = std::max(cur.lo[x], keys[0]);
+        std::int64_t last = std::min(cur.hi[x], keys[c - 1]);
+        const auto row = s.row(i0 + x);
+        if (const std::int64_t e = extra_at(row, cur.pos[x]); e <= keys[c - 1]) {
+            const auto [a, b] = cur.extras_upto(row, x, keys[c - 1], c);
+            const std::int64_t e_last = // the row's last extra in the chunk
+                *(std::upper_bound(row.begin() + a, row.begin() + b, keys[c - 1]) - 1);
+            first = first > last ? e : std::min(first, e);
+            last = std::max(last, e_last);
         }
         if (first > last)
             continue;
@@ -166,9 +211,10 @@ inline void mask_outside(
 }
 
 /// Applies Omega to the chunk keys[0, c) of St (st[y * ld + x] for chunk entry y and row x):
-/// entries outside Omega become -inf. Interval rows against an interval chunk mask a prefix and
-/// a suffix; other rows merge their sorted keys from their cursor. Rows whose keys cover the
-/// chunk are left alone. Returns whether any row was partial.
+/// entries outside Omega become -inf. A row with no extra key in the chunk keeps its run only:
+/// against an interval chunk that masks a prefix and a suffix (rows whose run covers the chunk
+/// are left alone). A row with extra keys here merges them, from its cursor, with its run.
+/// Returns whether any row was partial.
 template <typename Scalar>
 inline bool mask_chunk(const Support& s,
                        std::int64_t i0,
@@ -182,47 +228,37 @@ inline bool mask_chunk(const Support& s,
     const bool interval = keys[c - 1] - keys[0] + 1 == c; // the chunk is keys[0] .. keys[0]+c-1
     bool partial = false;
     for (std::int64_t x = 0; x < r; ++x) {
-        if (interval && cur.lo[x] >= 0) {
-            const std::int64_t n = cur.hi[x] - cur.lo[x] + 1;
-            const std::int64_t lo = std::clamp<std::int64_t>(cur.lo[x] - keys[0], 0, c);
-            const std::int64_t hi = std::clamp<std::int64_t>(cur.hi[x] - keys[0] + 1, 0, c);
-            cur.pos[x] = std::clamp<std::int64_t>(keys[c - 1] - cur.lo[x] + 1, 0, n);
-            if (lo == 0 && hi == c)
+        const std::int64_t lo = cur.lo[x], hi = cur.hi[x];
+        const auto row = s.row(i0 + x);
+        if (extra_at(row, cur.pos[x]) > keys[c - 1]) { // the run alone
+            if (interval) {
+                const std::int64_t a = std::clamp<std::int64_t>(lo - keys[0], 0, c);
+                const std::int64_t b = std::clamp<std::int64_t>(hi - keys[0] + 1, 0, c);
+                if (a == 0 && b == c)
+                    continue;
+                partial = true;
+                mask_outside(st, ld, x, a, b, c);
                 continue;
-            partial = true;
-            mask_outside(st, ld, x, lo, hi, c);
+            }
+            for (std::int64_t y = 0; y < c; ++y)
+                if (keys[y] < lo || keys[y] > hi) {
+                    st[y * ld + x] = kNegInf;
+                    partial = true;
+                }
             continue;
         }
-        const auto row = s.row(i0 + x);
-        const auto n = static_cast<std::int64_t>(row.size());
-        std::int64_t a = cur.pos[x];
-        // the row's keys in the chunk: at most c from its cursor on
-        const std::int64_t e =
-            std::upper_bound(row.begin() + a, row.begin() + std::min(n, a + c), keys[c - 1]) -
-            row.begin();
-        cur.pos[x] = e;
-        if (e - a == c)
-            continue; // every key of the chunk allowed
-        partial = true;
-        if (interval && e > a &&
-            row[static_cast<std::size_t>(e - 1)] - row[static_cast<std::size_t>(a)] == e - 1 - a) {
-            // one run of keys here (a band row with global keys elsewhere): mask around it, as
-            // for an interval row, instead of merging the chunk. Measured (N = 16384, d = 64, 2
-            // threads, medians of 4 alternated runs, forward): window:64+global:2 65.2 -> 73.2
-            // GFLOP/s, window:256+global:4 115.9 -> 136.7, bigbird:64:2:3 60.3 -> 67.6
-            mask_outside(st,
-                         ld,
-                         x,
-                         row[static_cast<std::size_t>(a)] - keys[0],
-                         row[static_cast<std::size_t>(e - 1)] - keys[0] + 1,
-                         c);
+        if (const auto [a, b] = cur.extras_upto(row, x, keys[c - 1], c);
+            b - a == c && row[static_cast<std::size_t>(b - 1)] == keys[c - 1]) {
+            cur.pos[x] = b == cur.run_at[x] ? cur.after(x, b - 1) : b; // every key of the chunk
             continue;
         }
         for (std::int64_t y = 0; y < c; ++y) {
-            if (a < e && row[static_cast<std::size_t>(a)] == keys[y])
-                ++a;
-            else
+            if (extra_at(row, cur.pos[x]) == keys[y])
+                cur.step(x);
+            else if (keys[y] < lo || keys[y] > hi) {
                 st[y * ld + x] = kNegInf;
+                partial = true;
+            }
         }
     }
     return partial;

@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 using ioattn::IoCounter;
@@ -46,6 +47,27 @@ TEMPLATE_TEST_CASE("sparse backward_fused agrees with the reference",
                                                    io);
                 });
         }
+}
+
+TEMPLATE_TEST_CASE("sparse backward_fused: rows as a run of keys with extra keys around it",
+                   "[sparse][backward]",
+                   float,
+                   double) {
+    // The transposed structure's key rows are runs with extras too; chunk widths cut them.
+    const Support s = ioattn::sparse::test::runs_with_extras(96, 80).transposed();
+    for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+             {16, 16}, {8, 24}, {32, 7}, {1, 64}, {3, 64}}) {
+        CAPTURE(rows, cols);
+        ioattn::sparse::test::check_backward_agrees<TestType>(
+            backward_shape(80, 96, 5), s, 8, [&](Case<TestType>& c, const Support& support) {
+                NullCounter io;
+                ioattn::sparse::backward_fused(c.backward(),
+                                               support,
+                                               Tiling{Schedule::fused, rows, cols},
+                                               MemoryModel{1 << 22},
+                                               io);
+            });
+    }
 }
 
 TEST_CASE("sparse backward reference equals the dense one on dense and causal patterns",

@@ -46,36 +46,41 @@ Problem shape(std::int64_t n_q, std::int64_t n_k, std::int64_t d) {
     return ioattn::sparse::test::kernel_shape(2, n_q, n_k, d);
 }
 
+/// The kernel's O and L on (p, s) against the double reference (error rule in float).
+template <typename T, typename Kernel>
+void check_case(const Problem& p, const Support& s, Kernel kernel) {
+    Case<T> ref(p, 3);
+    Case<double> oracle(p, 3);
+    std::copy(ref.q.begin(), ref.q.end(), oracle.q.begin());
+    std::copy(ref.k.begin(), ref.k.end(), oracle.k.begin());
+    std::copy(ref.v.begin(), ref.v.end(), oracle.v.begin());
+    ioattn::sparse::forward_reference(oracle.forward(), s);
+    Case<T> c(p, 3);
+    kernel(c, s);
+    const double err = ioattn::sparse::test::max_error(c.o, oracle.o);
+    const double naive =
+        ioattn::sparse::test::max_error(ioattn::sparse::test::naive_output(ref, s), oracle.o);
+    const double tiny = 8 * static_cast<double>(std::numeric_limits<T>::epsilon());
+    CHECK(err <= 2 * naive + tiny);
+    for (std::size_t i = 0; i < c.lse.size(); ++i) {
+        if (std::isinf(oracle.lse[i]))
+            CHECK(c.lse[i] == static_cast<T>(oracle.lse[i]));
+        else
+            CHECK(std::fabs(static_cast<double>(c.lse[i]) - oracle.lse[i]) <=
+                  64 * static_cast<double>(std::numeric_limits<T>::epsilon()) *
+                      (1 + std::fabs(oracle.lse[i])));
+    }
+}
+
 template <typename T, typename Kernel>
 void check_against_reference(Kernel kernel) {
     for (const auto& [n_q, n_k] :
          std::vector<std::pair<int, int>>{{13, 13}, {9, 17}, {17, 9}, {1, 5}})
         for (const std::int64_t d : {1, 7})
             for (const std::string& spec : kPatterns) {
-                const Problem p = shape(n_q, n_k, d);
-                const Support s = ioattn::sparse::parse_pattern(spec, n_q, n_k, 11);
                 CAPTURE(spec, n_q, n_k, d);
-                Case<T> ref(p, 3);
-                Case<double> oracle(p, 3);
-                std::copy(ref.q.begin(), ref.q.end(), oracle.q.begin());
-                std::copy(ref.k.begin(), ref.k.end(), oracle.k.begin());
-                std::copy(ref.v.begin(), ref.v.end(), oracle.v.begin());
-                ioattn::sparse::forward_reference(oracle.forward(), s);
-                Case<T> c(p, 3);
-                kernel(c, s);
-                const double err = ioattn::sparse::test::max_error(c.o, oracle.o);
-                const double naive = ioattn::sparse::test::max_error(
-                    ioattn::sparse::test::naive_output(ref, s), oracle.o);
-                const double tiny = 8 * static_cast<double>(std::numeric_limits<T>::epsilon());
-                CHECK(err <= 2 * naive + tiny);
-                for (std::size_t i = 0; i < c.lse.size(); ++i) {
-                    if (std::isinf(oracle.lse[i]))
-                        CHECK(c.lse[i] == static_cast<T>(oracle.lse[i]));
-                    else
-                        CHECK(std::fabs(static_cast<double>(c.lse[i]) - oracle.lse[i]) <=
-                              64 * static_cast<double>(std::numeric_limits<T>::epsilon()) *
-                                  (1 + std::fabs(oracle.lse[i])));
-                }
+                check_case<T>(
+                    shape(n_q, n_k, d), ioattn::sparse::parse_pattern(spec, n_q, n_k, 11), kernel);
             }
 }
 
@@ -90,6 +95,27 @@ TEMPLATE_TEST_CASE("sparse forward_fused agrees with the reference on every patt
         ioattn::sparse::forward_fused(
             c.forward(), s, Tiling{Schedule::fused, 4, 3}, MemoryModel{1 << 20}, io);
     });
+}
+
+TEMPLATE_TEST_CASE("sparse forward_fused: rows as a run of keys with extra keys around it",
+                   "[sparse][forward]",
+                   float,
+                   double) {
+    // Runs long enough to be read in place, extra keys before and after them (one beside each
+    // end), rows whose two longest runs tie, empty and full rows; chunk widths that cut runs.
+    const Support s = ioattn::sparse::test::runs_with_extras(48, 96);
+    for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+             {16, 16}, {8, 24}, {32, 7}, {5, 40}, {1, 64}, {3, 64}}) {
+        CAPTURE(rows, cols);
+        check_case<TestType>(shape(48, 96, 5), s, [&](Case<TestType>& c, const Support& support) {
+            NullCounter io;
+            ioattn::sparse::forward_fused(c.forward(),
+                                          support,
+                                          Tiling{Schedule::fused, rows, cols},
+                                          MemoryModel{1 << 22},
+                                          io);
+        });
+    }
 }
 
 TEMPLATE_TEST_CASE("sparse forward_materialized agrees with the reference on every pattern family",

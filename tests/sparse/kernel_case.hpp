@@ -150,6 +150,47 @@ void run_forward_reference(Case<T>& c, const Support& s) {
     ioattn::sparse::forward_reference(c.forward(), s);
 }
 
+/// Rows made of a run of consecutive keys and extra keys around it, the shape the fused kernels'
+/// masks take apart (plan.hpp): row i (n_k >= 64) sees the run [i + 16, i + 16 + 16 + i % 21),
+/// two keys below it (one of them beside its start, a gap of one key) and two above (one
+/// beside its end); every 7th row instead sees two runs of 10 keys (a tie for the longest: the
+/// first is its run) with extra keys before, between and after them, every 11th row none, and
+/// every 13th row every key. Runs shorter than kMinRun share a gathered chunk with the extras
+/// on both sides of them when a block holds few rows and a chunk many keys.
+inline Support runs_with_extras(std::int64_t n_q, std::int64_t n_k) {
+    std::vector<std::int64_t> offsets{0}, cols;
+    const auto add = [&](std::int64_t j) {
+        if (j >= 0 && j < n_k &&
+            (cols.size() == static_cast<std::size_t>(offsets.back()) || cols.back() < j))
+            cols.push_back(j);
+    };
+    for (std::int64_t i = 0; i < n_q; ++i) {
+        if (i % 11 == 5) {
+        } else if (i % 13 == 6) {
+            for (std::int64_t j = 0; j < n_k; ++j)
+                add(j);
+        } else if (i % 7 == 3) {
+            add(0);
+            for (std::int64_t j = 0; j < 10; ++j)
+                add(2 + j);
+            add(14);
+            for (std::int64_t j = 0; j < 10; ++j)
+                add(n_k / 2 + j);
+            add(n_k - 1);
+        } else {
+            const std::int64_t lo = (i + 16) % (n_k - 48), hi = lo + 16 + i % 21;
+            add(i % 5 < lo - 2 ? i % 5 : lo - 4);
+            add(lo - 2);
+            for (std::int64_t j = lo; j < hi; ++j)
+                add(j);
+            add(hi + 1);
+            add(n_k - 1 - i % 3);
+        }
+        offsets.push_back(static_cast<std::int64_t>(cols.size()));
+    }
+    return Support(n_q, n_k, std::move(offsets), std::move(cols));
+}
+
 /// The pattern families and (n_q, n_k) of the backward agreement tests.
 inline const std::vector<std::string> kBackwardPatterns = {"dense",
                                                            "causal",

@@ -12,8 +12,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -28,9 +30,21 @@ using ioattn::sparse::Support;
 
 namespace {
 
+/// The longest run of consecutive keys in a sorted row (0 for an empty row).
+std::int64_t longest_run(std::span<const std::int64_t> row) {
+    std::int64_t best = 0;
+    for (std::size_t a = 0, e = 0; a < row.size(); a = e) {
+        for (e = a + 1; e < row.size() && row[e] == row[e - 1] + 1; ++e) {
+        }
+        best = std::max(best, static_cast<std::int64_t>(e - a));
+    }
+    return best;
+}
+
 /// Index entries the fused schedule reads per head over `s` with blocks of `rows`, from the
-/// rule stated in plan.hpp, recomputed from the support: a row's column indices unless it is
-/// an interval; a block's key list unless every row is an interval and the keys are one.
+/// rule stated in plan.hpp, recomputed from the support: a row's keys outside its longest run
+/// of consecutive keys; a block's key list unless every row is an interval and the keys are
+/// one.
 std::int64_t index_entries(const Support& s, std::int64_t rows) {
     const std::vector<std::int64_t> bounds = ioattn::sparse::row_blocks(s, rows);
     std::int64_t entries = 0;
@@ -40,8 +54,8 @@ std::int64_t index_entries(const Support& s, std::int64_t rows) {
         for (std::int64_t i = bounds[b]; i < bounds[b + 1]; ++i) {
             const auto row = s.row(i);
             keys.insert(row.begin(), row.end());
-            if (!row.empty() && row.back() - row.front() + 1 != std::ssize(row)) {
-                entries += std::ssize(row);
+            if (const std::int64_t extra = std::ssize(row) - longest_run(row); extra > 0) {
+                entries += extra;
                 simple = false;
             }
         }
