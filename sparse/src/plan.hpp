@@ -78,9 +78,14 @@ chunk_length(const std::int64_t* keys, std::int64_t n, std::int64_t y0, std::int
         return y + kMinRun <= n && keys[y + kMinRun - 1] - keys[y] == kMinRun - 1;
     };
     if (run_from(y0)) {
-        std::int64_t run = kMinRun;
-        while (y0 + run < n && keys[y0 + run] == keys[y0] + run)
-            ++run;
+        // the run's length by bisection (keys[y0 + m] == keys[y0] + m holds for m below it and
+        // fails above: the keys are sorted and unique), not by a walk: a heavy row's block of
+        // 16384 keys walked its rest once per chunk, 2 M steps a pass
+        std::int64_t run = kMinRun, past = n - y0 + 1; // a run of `run` keys, not of `past`
+        while (past - run > 1) {
+            const std::int64_t mid = run + (past - run) / 2;
+            (keys[y0 + mid - 1] == keys[y0] + mid - 1 ? run : past) = mid;
+        }
         const std::int64_t parts = (run + max - 1) / max;
         return (run + parts - 1) / parts;
     }
