@@ -110,8 +110,8 @@ void run_row(const ForwardArgs<Scalar>& a,
         // the next batch's rows, fetched while this one computes (a panel row may have left
         // the caches; L2 hits cost nothing more)
         for (std::int64_t k = k0 + 2 * kL; k < std::min(n, k0 + 4 * kL); ++k) {
-            __builtin_prefetch(kb + keys[k] * sk, 0, 3);
-            __builtin_prefetch(vb + keys[k] * sv, 0, 3);
+            detail::prefetch_row(kb + keys[k] * sk, p.d);
+            detail::prefetch_row(vb + keys[k] * sv, p.d_v);
         }
         // --- s = q . K_j (scale * log2 e in q); lanes past the run at -inf ---
         const detail::Pair<Scalar> s = detail::pair_dots(q, kr, nk, p.d, kNegInf<Scalar>);
@@ -137,6 +137,12 @@ void run_row(const ForwardArgs<Scalar>& a,
     m_row = m;
     l_row = l;
 }
+
+/// Rows ahead whose first keys in the panel are fetched while a row computes, and how many
+/// of their keys: a row of a few scattered keys (BigBird's random ones, a sparse graph's) had
+/// nothing in flight across rows.
+constexpr std::int64_t kAheadRows = 2;
+constexpr std::int64_t kAheadKeys = 8;
 
 template <typename Scalar, typename Counter>
 void row_block(const ForwardArgs<Scalar>& a,
@@ -193,7 +199,19 @@ void row_block(const ForwardArgs<Scalar>& a,
         io.read({Operand::index, slice, blk, 1, 0, v.reads * words.index}); // the rows' walks
         if constexpr (Counter::kComputes) {
             // --- every row of the block over its keys in [p0, p1) ---
+            const auto ahead = [&](std::int64_t x) { // row x's first keys here, fetched
+                const auto row = s.row(i0 + x);
+                const std::int64_t* k = row.data() + cursor[x];
+                const std::int64_t* end =
+                    row.data() + std::min<std::int64_t>(std::ssize(row), cursor[x] + kAheadKeys);
+                for (; k < end && *k < p1; ++k) {
+                    detail::prefetch_row(a.k.row(b, g, *k), p.d);
+                    detail::prefetch_row(a.v.row(b, g, *k), p.d_v);
+                }
+            };
             for (std::int64_t x = 0; x < r; ++x) {
+                if (x + kAheadRows < r)
+                    ahead(x + kAheadRows);
                 const auto row = s.row(i0 + x);
                 const std::int64_t* keys = row.data() + cursor[x];
                 std::int64_t n = 0;
