@@ -252,10 +252,25 @@ inline bool mask_chunk(const Support& s,
                 }
             continue;
         }
-        if (const auto [a, b] = cur.extras_upto(row, x, keys[c - 1], c);
-            b - a == c && row[static_cast<std::size_t>(b - 1)] == keys[c - 1]) {
+        const auto [a, b] = cur.extras_upto(row, x, keys[c - 1], c);
+        if (b - a == c && row[static_cast<std::size_t>(b - 1)] == keys[c - 1]) {
             cur.pos[x] = b == cur.run_at[x] ? cur.after(x, b - 1) : b; // every key of the chunk
             continue;
+        }
+        if (interval && a == cur.pos[x] && (hi < keys[0] || lo > keys[c - 1])) {
+            // the extras here alone: when they are one run of keys (strided's summary keys,
+            // reordered into one), mask around it instead of merging the chunk. Measured (N =
+            // 16384, d = 64, 2 threads, medians of 4 alternated runs): strided:64 permuted
+            // forward 105.1 -> 122.3 GFLOP/s, backward 0.99x
+            const std::int64_t e =
+                std::upper_bound(row.begin() + a, row.begin() + b, keys[c - 1]) - row.begin();
+            const std::int64_t first = row[static_cast<std::size_t>(a)];
+            if (row[static_cast<std::size_t>(e - 1)] - first == e - 1 - a) {
+                mask_outside(st, ld, x, first - keys[0], first - keys[0] + (e - a), c);
+                partial = true;
+                cur.pos[x] = e == cur.run_at[x] ? cur.after(x, e - 1) : e;
+                continue;
+            }
         }
         for (std::int64_t y = 0; y < c; ++y) {
             if (extra_at(row, cur.pos[x]) == keys[y])

@@ -22,8 +22,17 @@ struct CostModel {
     /// 61.8 -> 66.8 / 70.8 -> 76.8, strided:64 backward 97.0 -> 109.0 (all tiles), window:256
     /// +global:4 unchanged; at 16 that one's backward goes permuted and loses 18%.
     double element_pair = 9.0;
-    double gather_row = 24.0; ///< one K/V row copied into a gathered tile chunk
-    double copy_row = 4.0;    ///< one row of one operand reordered (permuted variant)
+    /// One K/V row copied into a gathered tile chunk (in cache, unlike a permuted copy). 24
+    /// before gathers were vectorized (RowSource::copy); at 16, strided:64 at N = 16384 goes
+    /// to tiles too: forward 111.9 -> 126.4 GFLOP/s on 2 threads, 50.7 -> 55.5 on 1 (medians
+    /// of 5 and 3 alternated runs), and no other choice of the suite's patterns changes.
+    double gather_row = 16.0;
+    /// One row of one operand reordered (permuted variant): measured 20 ns (2 threads,
+    /// strided:64 at N = 16384, d = 64: its permuted forward against its reordered structure
+    /// through tiles, 6.0 against 5.3 ms for 32768 rows), 22 dense entries; 4 was a guess.
+    /// With it strided:64's forward goes to tiles with gathered summary keys, 122 -> 146
+    /// GFLOP/s (medians of 4 alternated runs); its backward stays permuted (tiles: 0.05x).
+    double copy_row = 22.0;
 
     /// A key column of a block of r rows seen by `count` of them goes to tiles when the
     /// tile's r lanes cost less than the count element pairs.
