@@ -204,6 +204,15 @@ TEST_CASE("the dispatcher picks the variant the structure calls for", "[sparse][
     for (const std::string spec : {"strided:64", "strided:128"})
         CHECK(sp::plan_variants<float>(p, sp::parse_pattern(spec, n, n, 1), m, Pass::backward)
                   .variant == Variant::permuted);
+    // their forward gathers the summary keys into tile chunks in place: a permuted copy of a
+    // row costs about 22 tile entries, a gathered one 16 (structure.hpp); with the copy at 4
+    // the reordering won at N = 4096 and ran 1.22x slower (fails with those costs)
+    Problem q = p;
+    q.n_q = q.n_k = 4096;
+    for (const std::string spec : {"strided:64", "strided:128"})
+        CHECK(sp::plan_variants<float>(
+                  q, sp::parse_pattern(spec, 4096, 4096, 1), MemoryModel{1 << 18}, Pass::forward)
+                  .variant == Variant::tile);
     // dilated: residue classes become bands, nearly every pair then through tiles
     const auto dilated =
         sp::plan_variants<float>(p, sp::parse_pattern("dilated:64:4", n, n, 1), m, Pass::forward);
