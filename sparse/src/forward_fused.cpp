@@ -21,8 +21,9 @@
 // streamed_accumulate): its d or d_v becomes the row's stored entries.
 // Masking reads each row's run from the plan and walks only its other keys with a cursor: a row
 // whose keys cover the whole chunk is not touched. Only the lanes of the block's rows are
-// computed (a block of heavy rows holds a few). If a gathered V chunk holds a non-finite value, rows whose chunk is partial
-// accumulate over their allowed keys only, so NaN never reaches a row that cannot see it.
+// computed (a block of heavy rows holds a few). If a gathered V chunk holds a non-finite value,
+// rows whose chunk is partial accumulate over their allowed keys only, so NaN never reaches a
+// row that cannot see it.
 // One task per (batch, head, row block); thread-count invariant.
 // Tests: tests/sparse/forward_test.cpp
 
