@@ -62,14 +62,7 @@ void check_case(const Problem& p, const Support& s, Kernel kernel) {
         ioattn::sparse::test::max_error(ioattn::sparse::test::naive_output(ref, s), oracle.o);
     const double tiny = 8 * static_cast<double>(std::numeric_limits<T>::epsilon());
     CHECK(err <= 2 * naive + tiny);
-    for (std::size_t i = 0; i < c.lse.size(); ++i) {
-        if (std::isinf(oracle.lse[i]))
-            CHECK(c.lse[i] == static_cast<T>(oracle.lse[i]));
-        else
-            CHECK(std::fabs(static_cast<double>(c.lse[i]) - oracle.lse[i]) <=
-                  64 * static_cast<double>(std::numeric_limits<T>::epsilon()) *
-                      (1 + std::fabs(oracle.lse[i])));
-    }
+    ioattn::sparse::test::check_lse(c.lse, oracle.lse);
 }
 
 template <typename T, typename Kernel>

@@ -118,6 +118,20 @@ double max_error(const std::vector<A>& a, const std::vector<B>& b) {
     return e;
 }
 
+/// Checks a kernel's L against the double reference's: -inf exactly where it is -inf, else
+/// within 64 eps of T relative to 1 + |L|.
+template <typename T>
+void check_lse(const std::vector<T>& lse, const std::vector<double>& oracle) {
+    for (std::size_t i = 0; i < lse.size(); ++i) {
+        if (std::isinf(oracle[i]))
+            CHECK(lse[i] == static_cast<T>(oracle[i]));
+        else
+            CHECK(std::fabs(static_cast<double>(lse[i]) - oracle[i]) <=
+                  64 * static_cast<double>(std::numeric_limits<T>::epsilon()) *
+                      (1 + std::fabs(oracle[i])));
+    }
+}
+
 template <typename T>
 std::vector<double> as_double(const std::vector<T>& x) {
     return {x.begin(), x.end()};
