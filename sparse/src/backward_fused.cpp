@@ -50,7 +50,7 @@
 #include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
 #include "backward_fused_parts.hpp"
-#include "row_source.hpp"
+#include "row_products.hpp"
 #include "validate.hpp"
 
 #include <ioattn/kernels/dq_partials.hpp>

@@ -6,7 +6,7 @@
 // instruction set inside that file.
 
 #include "plan.hpp"
-#include "row_source.hpp"
+#include "row_products.hpp"
 
 #include <ioattn/kernels/dq_partials.hpp>
 #include <ioattn/kernels/simd.hpp>

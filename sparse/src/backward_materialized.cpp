@@ -64,7 +64,7 @@
 #include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
 #include "backward_materialized_slice.hpp"
-#include "row_source.hpp"
+#include "row_products.hpp"
 #include "tile_ops.hpp"
 #include "validate.hpp"
 

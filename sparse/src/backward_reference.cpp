@@ -8,7 +8,7 @@
 // gradients are dense.
 // I/O: not modelled. Tests: tests/sparse/backward_test.cpp, sparse_inputs_test.cpp
 
-#include "row_source.hpp"
+#include "row_products.hpp"
 #include "validate.hpp"
 
 #include <ioattn/kernels/workspace.hpp>

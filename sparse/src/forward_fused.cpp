@@ -43,7 +43,7 @@
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
 #include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
-#include "row_source.hpp"
+#include "row_products.hpp"
 #include "validate.hpp"
 
 #include <ioattn/kernels/online_softmax.hpp>

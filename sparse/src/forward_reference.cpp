@@ -6,7 +6,7 @@
 // operands). Parallel over (batch, head, row); thread-count invariant.
 // Tests: tests/sparse/forward_test.cpp
 
-#include "row_source.hpp"
+#include "row_products.hpp"
 #include "validate.hpp"
 
 #include <ioattn/kernels/workspace.hpp>

@@ -112,9 +112,17 @@ struct RowCursors {
     const std::int64_t* hi = nullptr;
     const std::int64_t* run_at = nullptr;
 
-    /// The position of row x's extra key after the one at position p (over its run).
+    /// The length of row x's run.
+    [[nodiscard]] std::int64_t run(std::int64_t x) const { return hi[x] - lo[x] + 1; }
+
+    /// Position p of row x, moved over its run when the run starts there.
+    [[nodiscard]] std::int64_t over_run(std::int64_t x, std::int64_t p) const {
+        return p == run_at[x] ? p + run(x) : p;
+    }
+
+    /// The position of row x's extra key after the one at position p.
     [[nodiscard]] std::int64_t after(std::int64_t x, std::int64_t p) const {
-        return p + 1 == run_at[x] ? p + 1 + hi[x] - lo[x] + 1 : p + 1;
+        return over_run(x, p + 1);
     }
 
     /// Row x's cursor moved past one extra key.
@@ -125,7 +133,7 @@ struct RowCursors {
     [[nodiscard]] std::pair<std::int64_t, std::int64_t> extras_upto(
         std::span<const std::int64_t> row, std::int64_t x, std::int64_t k, std::int64_t c) const {
         const auto n = static_cast<std::int64_t>(row.size());
-        const std::int64_t past = run_at[x] + hi[x] - lo[x] + 1; // first position after the run
+        const std::int64_t past = run_at[x] + run(x); // first position after the run
         std::int64_t a = pos[x], e = n;
         if (a < run_at[x]) {
             e = run_at[x];
@@ -140,7 +148,7 @@ struct RowCursors {
     /// Row x's cursors at its first extra key (a pass over the block's keys starts).
     void reset(std::int64_t r) const {
         for (std::int64_t x = 0; x < r; ++x)
-            pos[x] = run_at[x] == 0 ? hi[x] - lo[x] + 1 : 0;
+            pos[x] = over_run(x, 0);
     }
 };
 
@@ -254,7 +262,7 @@ inline bool mask_chunk(const Support& s,
         }
         const auto [a, b] = cur.extras_upto(row, x, keys[c - 1], c);
         if (b - a == c && row[static_cast<std::size_t>(b - 1)] == keys[c - 1]) {
-            cur.pos[x] = b == cur.run_at[x] ? cur.after(x, b - 1) : b; // every key of the chunk
+            cur.pos[x] = cur.over_run(x, b); // every key of the chunk
             continue;
         }
         if (interval && a == cur.pos[x] && (hi < keys[0] || lo > keys[c - 1])) {
@@ -268,7 +276,7 @@ inline bool mask_chunk(const Support& s,
             if (row[static_cast<std::size_t>(e - 1)] - first == e - 1 - a) {
                 mask_outside(st, ld, x, first - keys[0], first - keys[0] + (e - a), c);
                 partial = true;
-                cur.pos[x] = e == cur.run_at[x] ? cur.after(x, e - 1) : e;
+                cur.pos[x] = cur.over_run(x, e);
                 continue;
             }
         }

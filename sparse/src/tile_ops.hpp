@@ -3,7 +3,7 @@
 // backward_materialized.cpp): where a row's keys fall in a tile, and S_ij = A_i B_j^T on the
 // allowed pairs of a tile, on the broadcast micro-kernel when the tile is dense enough.
 
-#include "row_source.hpp"
+#include "row_products.hpp"
 #include "tile_rule.hpp"
 
 #include <ioattn/kernels/strip.hpp>
