@@ -4,7 +4,7 @@
 //
 //   batch_dots:     s[k] = x . Y_k for the NK <= kLanes rows Y_k of a batch (NK dot products in
 //                   flight, one accumulator each, then one transposing reduction: lane k of the
-//                   result is key k)
+//                   result is key k); paired_dots: s[k] = X_k . Y_k, each pair its own row X_k
 //   batch_axpy:     acc = alpha acc + sum_k w[k] Y_k over a row of `n` words (the accumulator
 //                   in registers a slice of 8 vectors at a time)
 //   pair_dots, pair_axpy: the same over a batch of up to two vectors of rows (the kernels'
@@ -114,26 +114,38 @@ inline T lanes_max(Vec<T> v) {
     return v[0];
 }
 
-/// Lane k (k < NK) = x . rows[k] over n words; lanes >= NK are 0. x is zero-padded to whole
-/// vectors (a resident row); rows[k] are read only within their n words.
-template <typename T, int NK>
-inline Vec<T> batch_dots(const T* x, const T* const* rows, std::int64_t n) {
+/// Lane k (k < NK) = x_of(k) . rows[k] over n words; lanes >= NK are 0. x_of(k) is a resident
+/// row zero-padded to whole vectors; rows[k] are read only within their n words.
+template <typename T, int NK, typename X>
+inline Vec<T> dots_of(X x_of, const T* const* rows, std::int64_t n) {
     constexpr int kL = Simd<T>::kLanes;
     Vec<T> acc[static_cast<std::size_t>(kL)] = {};
     std::int64_t z = 0;
     for (; z + kL <= n; z += kL) {
-        const Vec<T> xv = kernels::load(x + z);
         IOATTN_ELEMENT_UNROLL
         for (int k = 0; k < NK; ++k)
-            acc[k] = kernels::fmadd(xv, kernels::load(rows[k] + z), acc[k]);
+            acc[k] = kernels::fmadd(kernels::load(x_of(k) + z), kernels::load(rows[k] + z), acc[k]);
     }
     if (z < n) {
-        const Vec<T> xv = kernels::load(x + z);
         IOATTN_ELEMENT_UNROLL
         for (int k = 0; k < NK; ++k)
-            acc[k] = kernels::fmadd(xv, load_partial(rows[k] + z, n - z), acc[k]);
+            acc[k] = kernels::fmadd(
+                kernels::load(x_of(k) + z), load_partial(rows[k] + z, n - z), acc[k]);
     }
     return transpose_sums<T>(acc);
+}
+
+/// Lane k (k < NK) = x . rows[k]: one resident row against the batch.
+template <typename T, int NK>
+inline Vec<T> batch_dots(const T* x, const T* const* rows, std::int64_t n) {
+    return dots_of<T, NK>([x](int) { return x; }, rows, n);
+}
+
+/// Lane k (k < NK) = xs[k] . rows[k]: each pair its own resident row (several rows' keys in
+/// one batch).
+template <typename T, int NK>
+inline Vec<T> paired_dots(const T* const* xs, const T* const* rows, std::int64_t n) {
+    return dots_of<T, NK>([xs](int k) { return xs[k]; }, rows, n);
 }
 
 /// acc[0, n) = alpha * acc + sum_{k < NK} w[k] rows[k][0, n) (alpha null: no rescale). acc is

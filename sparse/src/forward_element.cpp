@@ -9,9 +9,11 @@
 //       read K, V rows of those keys (gathered in place)                        n_p*(d + d_v)
 //       read the indices the rows' walks see there: their runs, and per row going on the
 //       key that ends its run (PanelVisit::reads)                               reads_p*iw
-//       for each row, its run of keys in the panel, kLanes keys per batch:
+//       for each row, its run of keys in the panel, 2 kLanes keys per batch:
 //         s = q . K_j (one accumulator per key, one transposing reduction)
 //         m' = max(m, s); O = 2^(m - m') O + sum 2^(s - m') V_j; l likewise (base 2)
+//       (runs of at most kShortRun keys go in batches of kLanes rows with runs of one length,
+//        the last ones partial at the panel's end: lane k is row k, batch t their t-th keys)
 //     write O / l, L                                                              r*(d_v + 1)
 // Resident: r*(line(d) + line(d_v)) + 2 line(r) + line(r*iw)          (q, O, m, l, cursors)
 //   + max over panels of n_p*(line(d) + line(d_v)) + line(run_p*iw)  (K, V rows, index walk)
@@ -38,7 +40,7 @@
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
 #include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
-#include "element_ops.hpp"
+#include "forward_element_rows.hpp"
 #include "validate.hpp"
 
 #include <ioattn/kernels/online_softmax.hpp>
@@ -49,94 +51,14 @@ namespace ioattn::sparse::IOATTN_ISA {
 
 namespace {
 
+using detail::ForwardState;
+using detail::kNegInf;
+using detail::kShortRun;
+using detail::run_row;
+using detail::run_rows;
+using detail::ShortRows;
 using kernels::Simd;
 using kernels::Vec;
-
-template <typename Scalar>
-constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
-
-/// Per-worker state of one block: scaled q rows (R x pd), O accumulators (R x pdv), m, l.
-template <typename Scalar>
-struct State {
-    std::int64_t pd = 0, pdv = 0;
-    Scalar *q = nullptr, *o = nullptr, *m = nullptr, *l = nullptr;
-
-    static std::int64_t words(const Problem& p, std::int64_t rows) {
-        const auto w = detail::ElementWords::of(sizeof(Scalar));
-        return rows * (w.pad(p.d) + w.pad(p.d_v)) + 2 * w.pad(rows);
-    }
-
-    State() = default;
-
-    State(Scalar* base, const Problem& p, std::int64_t rows) {
-        const auto w = detail::ElementWords::of(sizeof(Scalar));
-        pd = w.pad(p.d);
-        pdv = w.pad(p.d_v);
-        q = base;
-        o = q + rows * pd;
-        m = o + rows * pdv;
-        l = m + w.pad(rows);
-    }
-};
-
-/// One row's run of n keys: the online softmax over them, two vectors of keys per batch (one
-/// max, one rescale, one exp per vector; 2 kLanes dot products in flight).
-template <typename Scalar>
-void run_row(const ForwardArgs<Scalar>& a,
-             std::int64_t b,
-             std::int64_t g,
-             const std::int64_t* keys,
-             std::int64_t n,
-             const Scalar* q,
-             Scalar* o,
-             Scalar& m_row,
-             Scalar& l_row) {
-    constexpr int kL = Simd<Scalar>::kLanes;
-    constexpr auto kB = static_cast<std::size_t>(2 * kL);
-    Scalar m = m_row, l = l_row; // in registers over the run
-    const Problem& p = a.problem;
-    const Scalar* kr[kB];
-    const Scalar* vr[kB];
-    alignas(64) Scalar w[kB];
-    const Scalar* kb = a.k.row(b, g, 0);
-    const Scalar* vb = a.v.row(b, g, 0);
-    const std::int64_t sk = a.k.stride_row, sv = a.v.stride_row;
-    for (std::int64_t k0 = 0; k0 < n; k0 += 2 * kL) {
-        const std::int64_t nk = std::min<std::int64_t>(2 * kL, n - k0);
-        for (std::int64_t k = 0; k < nk; ++k) {
-            kr[k] = kb + keys[k0 + k] * sk;
-            vr[k] = vb + keys[k0 + k] * sv;
-        }
-        // the next batch's rows, fetched while this one computes (a panel row may have left
-        // the caches; L2 hits cost nothing more)
-        for (std::int64_t k = k0 + 2 * kL; k < std::min(n, k0 + 4 * kL); ++k) {
-            detail::prefetch_row(kb + keys[k] * sk, p.d);
-            detail::prefetch_row(vb + keys[k] * sv, p.d_v);
-        }
-        // --- s = q . K_j (scale * log2 e in q); lanes past the run at -inf ---
-        const detail::Pair<Scalar> s = detail::pair_dots(q, kr, nk, p.d, kNegInf<Scalar>);
-        // --- m' = max(m, s); alpha = 2^(m - m'); P = 2^(s - m') ---
-        const Scalar mx =
-            std::max(m,
-                     detail::lanes_max<Scalar>(kernels::max_ignoring_nan<Scalar>(
-                         s.lo == s.lo ? s.lo : kernels::splat<Scalar>(kNegInf<Scalar>), s.hi)));
-        const Vec<Scalar> m_safe = kernels::splat<Scalar>(mx == kNegInf<Scalar> ? Scalar(0) : mx);
-        const Vec<Scalar> p_lo = kernels::exp2_diff<Scalar>(s.lo, m_safe);
-        const Vec<Scalar> p_hi = kernels::exp2_diff<Scalar>(s.hi, m_safe);
-        const bool rescale = mx != m;
-        Scalar alpha = 1;
-        if (rescale)
-            alpha = kernels::exp2_diff<Scalar>(kernels::splat<Scalar>(m), m_safe)[0];
-        l = alpha * l + detail::lanes_sum<Scalar>(p_lo + p_hi); // l = 2^(m - m') l + rowsum(P)
-        m = mx;
-        // --- O = alpha O + P V ---
-        kernels::store(w, p_lo);
-        kernels::store(w + kL, p_hi);
-        detail::pair_axpy(o, rescale ? &alpha : nullptr, w, vr, nk, p.d_v);
-    }
-    m_row = m;
-    l_row = l;
-}
 
 /// Rows ahead whose first keys in the panel are fetched while a row computes, and how many
 /// of their keys: a row of a few scattered keys (BigBird's random ones, a sparse graph's) had
@@ -159,16 +81,16 @@ void row_block(const ForwardArgs<Scalar>& a,
     const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
     const std::int64_t kv = b * p.kv_heads + g;
     const std::int64_t i0 = plan.row0(blk), r = plan.rows(blk);
-    const std::int64_t state = State<Scalar>::words(p, r) + words.indices(r);
+    const std::int64_t state = ForwardState<Scalar>::words(p, r) + words.indices(r);
     io.acquire(state);
     io.read({Operand::q, slice, i0, r, 0, p.d});
     if (resume) {
         io.read({Operand::o, slice, i0, r, 0, p.d_v});
         io.read({Operand::lse, slice, i0, r, 0, 1});
     }
-    State<Scalar> w;
+    ForwardState<Scalar> w;
     if constexpr (Counter::kComputes) {
-        w = State<Scalar>(base, p, r);
+        w = ForwardState<Scalar>(base, p, r);
         const auto qs = static_cast<Scalar>(p.scale * kernels::kLog2e);
         for (std::int64_t x = 0; x < r; ++x) {
             const Scalar* qr = a.q.row(b, h, i0 + x);
@@ -209,6 +131,7 @@ void row_block(const ForwardArgs<Scalar>& a,
                     detail::prefetch_row(a.v.row(b, g, *k), p.d_v);
                 }
             };
+            ShortRows<Scalar> groups[kShortRun]; // by run length: no lane idles
             for (std::int64_t x = 0; x < r; ++x) {
                 if (x + kAheadRows < r)
                     ahead(x + kAheadRows);
@@ -221,8 +144,22 @@ void row_block(const ForwardArgs<Scalar>& a,
                 if (n == 0)
                     continue;
                 cursor[x] += n;
-                run_row(a, b, g, keys, n, w.q + x * w.pd, w.o + x * w.pdv, w.m[x], w.l[x]);
+                if (n > kShortRun) {
+                    run_row(a, b, g, keys, n, w.q + x * w.pd, w.o + x * w.pdv, w.m[x], w.l[x]);
+                    continue;
+                }
+                ShortRows<Scalar>& group = groups[n - 1];
+                group.n = n;
+                group.x[group.count] = x;
+                group.keys[group.count] = keys;
+                if (++group.count == ShortRows<Scalar>::kL) {
+                    run_rows(a, b, g, group, w);
+                    group.count = 0;
+                }
             }
+            for (ShortRows<Scalar>& group : groups)
+                if (group.count > 0)
+                    run_rows(a, b, g, group, w);
         }
         io.release(panel);
     }
@@ -230,9 +167,13 @@ void row_block(const ForwardArgs<Scalar>& a,
         for (std::int64_t x = 0; x < r; ++x) { // O = O / l, L = ln 2 (m + log2 l)
             Scalar* out = a.o.row(b, h, i0 + x);
             const Scalar* ox = w.o + x * w.pdv;
-            const Scalar inv = w.l[x] == Scalar(0) ? Scalar(0) : Scalar(1) / w.l[x];
-            for (std::int64_t z = 0; z < p.d_v; ++z)
-                out[z] = w.l[x] == Scalar(0) ? Scalar(0) : ox[z] * inv;
+            if (w.l[x] == Scalar(0)) { // no key: O = 0 (one test per row, so the loop vectorizes)
+                std::fill(out, out + p.d_v, Scalar(0));
+            } else {
+                const Scalar inv = Scalar(1) / w.l[x];
+                for (std::int64_t z = 0; z < p.d_v; ++z)
+                    out[z] = ox[z] * inv;
+            }
             *a.lse.row(b, h, i0 + x) =
                 w.l[x] == Scalar(0) ? kNegInf<Scalar>
                                     : Scalar(0.6931471805599453) * (w.m[x] + std::log2(w.l[x]));
@@ -263,7 +204,7 @@ void forward_element(const ForwardArgs<Scalar>& args,
         memory,
         kWhere);
     const int workers = Counter::kComputes ? max_concurrency() : 0;
-    const kernels::Workspace<Scalar> ws(workers, State<Scalar>::words(p, tiling.rows));
+    const kernels::Workspace<Scalar> ws(workers, ForwardState<Scalar>::words(p, tiling.rows));
     const kernels::Workspace<std::int64_t> cursors(workers, tiling.rows);
     const std::int64_t blocks = plan.blocks();
     parallel_for_counted(

@@ -101,6 +101,23 @@ TEMPLATE_TEST_CASE("forward_element agrees with the reference on every pattern f
         sp::test::kernel_shape(2, 13, 11, 9), edge_support(), {Schedule::fused, 3, 2});
 }
 
+TEMPLATE_TEST_CASE("forward_element: rows of a few keys, batched by run length",
+                   "[sparse][element]",
+                   float,
+                   double) {
+    // Blocks of up to 96 rows fill the batches of short runs (kLanes rows of one run length)
+    // and leave partial ones; global rows and panels that cut runs mix long and short runs.
+    for (const char* spec : {"random:0.04", "global:3+random:0.03", "window:1"})
+        for (const std::int64_t d : {7, 64})
+            for (const Tiling t : {Tiling{Schedule::fused, 96, 512},
+                                   Tiling{Schedule::fused, 64, 16},
+                                   Tiling{Schedule::fused, 48, 5}}) {
+                CAPTURE(spec, d, t.rows, t.cols);
+                const Problem p = sp::test::kernel_shape(1, 150, 120, d);
+                check_forward<TestType>(p, sp::parse_pattern(spec, 150, 120, 5), t);
+            }
+}
+
 TEST_CASE("forward_element: a key no row may see never reaches an output", "[sparse][element]") {
     const Problem p = sp::test::kernel_shape(1, 13, 11, 5);
     const Support s = edge_support();
