@@ -56,9 +56,8 @@ using detail::kNegInf;
 using detail::kShortRun;
 using detail::run_row;
 using detail::run_rows;
+using detail::ShortBatches;
 using detail::ShortRows;
-using kernels::Simd;
-using kernels::Vec;
 
 /// Rows ahead whose first keys in the panel are fetched while a row computes, and how many
 /// of their keys: a row of a few scattered keys (BigBird's random ones, a sparse graph's) had
@@ -131,7 +130,10 @@ void row_block(const ForwardArgs<Scalar>& a,
                     detail::prefetch_row(a.v.row(b, g, *k), p.d_v);
                 }
             };
-            ShortRows<Scalar> groups[kShortRun]; // by run length: no lane idles
+            ShortBatches<Scalar> short_runs;
+            const auto run_batch = [&](const ShortRows<Scalar>& batch) {
+                run_rows(a, b, g, batch, w);
+            };
             for (std::int64_t x = 0; x < r; ++x) {
                 if (x + kAheadRows < r)
                     ahead(x + kAheadRows);
@@ -148,18 +150,9 @@ void row_block(const ForwardArgs<Scalar>& a,
                     run_row(a, b, g, keys, n, w.q + x * w.pd, w.o + x * w.pdv, w.m[x], w.l[x]);
                     continue;
                 }
-                ShortRows<Scalar>& group = groups[n - 1];
-                group.n = n;
-                group.x[group.count] = x;
-                group.keys[group.count] = keys;
-                if (++group.count == ShortRows<Scalar>::kL) {
-                    run_rows(a, b, g, group, w);
-                    group.count = 0;
-                }
+                short_runs.add(x, keys, n, run_batch);
             }
-            for (ShortRows<Scalar>& group : groups)
-                if (group.count > 0)
-                    run_rows(a, b, g, group, w);
+            short_runs.flush(run_batch);
         }
         io.release(panel);
     }

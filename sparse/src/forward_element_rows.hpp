@@ -125,6 +125,40 @@ struct ShortRows {
     const std::int64_t* keys[kN]; // their runs
 };
 
+/// The block's rows with short runs in a panel, one batch per run length (no lane idles): a
+/// batch runs when it fills, the rest at the panel's end (flush).
+template <typename Scalar>
+struct ShortBatches {
+    ShortRows<Scalar> by_length[kShortRun];
+
+    ShortBatches() {
+        for (std::int64_t n = 1; n <= kShortRun; ++n)
+            by_length[n - 1].n = n;
+    }
+
+    /// Row x's run of n <= kShortRun keys; run(batch) when its batch fills.
+    template <typename Run>
+    void add(std::int64_t x, const std::int64_t* keys, std::int64_t n, Run&& run) {
+        ShortRows<Scalar>& batch = by_length[n - 1];
+        batch.x[batch.count] = x;
+        batch.keys[batch.count] = keys;
+        if (++batch.count == ShortRows<Scalar>::kL) {
+            run(batch);
+            batch.count = 0;
+        }
+    }
+
+    /// run(batch) for every batch holding rows.
+    template <typename Run>
+    void flush(Run&& run) {
+        for (ShortRows<Scalar>& batch : by_length)
+            if (batch.count > 0) {
+                run(batch);
+                batch.count = 0;
+            }
+    }
+};
+
 /// The rows of `rows` over their runs, lane k = row k: the t-th keys of all rows in one batch
 /// (one dot product each and one transposing reduction), the online softmax of every row in
 /// one vector, then each row's O = alpha O + p V_j. Alone, a row of a few keys runs its chain
