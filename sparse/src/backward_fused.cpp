@@ -171,7 +171,7 @@ void key_block(const BackwardArgs<Scalar>& a,
             }
             // --- S = scale Q K_j^T on Omega (queries x keys), P = exp(S - L) ---
             detail::streamed_scores(src.q, b, h, qc, qr, c, w.ta, w.rp, p.d, n_vec, w.s);
-            const bool partial = detail::mask_chunk(st, j0, r, qc, c, cur, w.s, w.rp);
+            const bool partial = detail::mask_chunk(st, j0, r, qc, x0, c, cur, w.s, w.rp);
             kernels::probabilities(w.s, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.l2);
             // --- dP = dO V_j^T, dS = P o (dP - D) ---
             kernels::scores_block(dor.p, dor.ld, c, w.tb, w.rp, p.d_v, n_vec, w.dp, w.rp);

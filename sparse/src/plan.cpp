@@ -155,6 +155,9 @@ FusedPlan FusedPlan::build(const Support& support, std::int64_t max_rows) {
         visit(b, stamps.slab(w), -(b + 1), [&](std::int64_t j) { out[c++] = j; });
         std::sort(out, out + c);
     });
+    // Each row's prefix (its first keys that are the block's first keys), and each block's
+    // index reads: the extras of the rows that are not all prefix.
+    plan.row_prefix.assign(static_cast<std::size_t>(support.n_q()), 0);
     plan.index_reads.assign(static_cast<std::size_t>(n), 0);
     parallel_for_tiles(n, [&](std::int64_t b, int) {
         const auto at = static_cast<std::size_t>(b);
@@ -162,12 +165,20 @@ FusedPlan FusedPlan::build(const Support& support, std::int64_t max_rows) {
         const auto count = static_cast<std::int64_t>(block_keys.size());
         bool simple = count == 0 || block_keys.back() - block_keys.front() + 1 == count;
         std::int64_t words = 0;
-        for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i)
+        for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i) {
+            const auto row = support.row(i);
+            const auto len = static_cast<std::int64_t>(row.size());
+            const auto [differ, unused] =
+                std::mismatch(row.begin(), row.begin() + std::min(len, count), block_keys.begin());
+            const auto prefix = static_cast<std::int64_t>(differ - row.begin());
+            plan.row_prefix[static_cast<std::size_t>(i)] = prefix;
             if (!interval_row(i)) { // its keys outside the run
-                const auto row = static_cast<std::size_t>(i);
-                words += support.row_nonzeros(i) - (plan.row_hi[row] - plan.row_lo[row] + 1);
+                const auto r = static_cast<std::size_t>(i);
+                if (prefix < len)
+                    words += len - (plan.row_hi[r] - plan.row_lo[r] + 1);
                 simple = false;
             }
+        }
         plan.index_reads[at] = words + (simple ? 0 : count);
     });
     return plan;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <span>
 #include <utility>
@@ -23,8 +24,14 @@ struct FusedPlan {
     std::vector<std::int64_t> row_lo;      ///< per query row: its run, the longest interval
     std::vector<std::int64_t> row_hi;      ///< [lo, hi] of keys it sees (empty row: [0, -1]),
     std::vector<std::int64_t> row_run_at;  ///< at this position of its sorted keys
+    /// Per query row, how many of its sorted keys are its block's first keys (the longest
+    /// common prefix of the two lists): the masks settle a chunk within it, or a row that is all
+    /// prefix, without the row's index array (strided's rows: its block's summary keys, then
+    /// their own causal part).
+    std::vector<std::int64_t> row_prefix;
     /// Per block, the indices a pass over it reads from slow memory: each row's extra keys,
-    /// those outside its run (mask_chunk walks them), and its key list unless the block is
+    /// those outside its run (mask_chunk walks them), unless the row is all prefix (row_prefix),
+    /// and its key list unless the block is
     /// simple (every row an interval, the keys one interval: the kernels then read only the
     /// ends of each chunk, and mask by the row runs). Not counted: the row runs (3 words per
     /// row, O(n_q) per head beside the n_q (d + d_v + 1) words of Q, O and L), and the list of
@@ -111,6 +118,12 @@ struct RowCursors {
     const std::int64_t* lo = nullptr;
     const std::int64_t* hi = nullptr;
     const std::int64_t* run_at = nullptr;
+    const std::int64_t* prefix = nullptr;
+
+    /// The cursors of rows x0 and on.
+    [[nodiscard]] RowCursors from(std::int64_t x0) const {
+        return {pos + x0, lo + x0, hi + x0, run_at + x0, prefix + x0};
+    }
 
     /// The length of row x's run.
     [[nodiscard]] std::int64_t run(std::int64_t x) const { return hi[x] - lo[x] + 1; }
@@ -123,6 +136,22 @@ struct RowCursors {
     /// The position of row x's extra key after the one at position p.
     [[nodiscard]] std::int64_t after(std::int64_t x, std::int64_t p) const {
         return over_run(x, p + 1);
+    }
+
+    /// The position of row x's first extra key at or after position p.
+    [[nodiscard]] std::int64_t extra_from(std::int64_t x, std::int64_t p) const {
+        return p >= run_at[x] && p < run_at[x] + run(x) ? run_at[x] + run(x) : p;
+    }
+
+    /// The entries [0, e) that row x (of `len` keys) sees of the chunk at entries [y0, y0 + c)
+    /// of its block's key list, when its prefix settles it: e = c when the chunk lies in the
+    /// prefix, else, for a row that is all prefix, its keys left; -1 when only the row's index
+    /// array can say.
+    [[nodiscard]] std::int64_t
+    prefix_sees(std::int64_t x, std::int64_t len, std::int64_t y0, std::int64_t c) const {
+        if (prefix[x] >= y0 + c)
+            return c;
+        return prefix[x] == len ? std::clamp<std::int64_t>(len - y0, 0, c) : -1;
     }
 
     /// Row x's cursor moved past one extra key.
@@ -157,8 +186,11 @@ struct RowCursors {
 inline RowCursors
 row_cursors(const FusedPlan& plan, std::int64_t i0, std::int64_t r, std::int64_t* base) {
     const auto at = static_cast<std::size_t>(i0);
-    const RowCursors cur{
-        base, plan.row_lo.data() + at, plan.row_hi.data() + at, plan.row_run_at.data() + at};
+    const RowCursors cur{base,
+                         plan.row_lo.data() + at,
+                         plan.row_hi.data() + at,
+                         plan.row_run_at.data() + at,
+                         plan.row_prefix.data() + at};
     cur.reset(r);
     return cur;
 }
@@ -169,9 +201,10 @@ inline std::int64_t extra_at(std::span<const std::int64_t> row, std::int64_t p) 
                                                      : std::numeric_limits<std::int64_t>::max();
 }
 
-/// The entries [lo, hi) of the chunk keys[0, c) that some row of [x0, x1) of the block at row
-/// i0 sees (lo == hi: none), from the row runs and the rows' extra keys in the chunk (read
-/// from their cursors: each row's keys before the chunk have been consumed). Scores outside
+/// The entries [lo, hi) of the chunk keys[0, c) (entries [y0, y0 + c) of the block's key list)
+/// that some row of [x0, x1) of the block at row i0 sees (lo == hi: none), from the row
+/// prefixes, runs and the rows' extra keys in the chunk (read from their cursors: each row's
+/// keys before the chunk have been consumed). Scores outside
 /// [lo, hi) are not computed for those rows: every one of them would be masked. Measured (Zen
 /// 3, N = 16384, d = 64, 2 threads, forward): rows that are not one interval (a window plus
 /// global keys, bigbird) used to compute every entry of the chunk.
@@ -181,6 +214,7 @@ inline std::pair<std::int64_t, std::int64_t> chunk_span(const Support& s,
                                                         std::int64_t x0,
                                                         std::int64_t x1,
                                                         const std::int64_t* keys,
+                                                        std::int64_t y0,
                                                         std::int64_t c) {
     const bool interval = keys[c - 1] - keys[0] + 1 == c;
     const auto first_at = [&](std::int64_t j) { // the first entry >= key j
@@ -191,10 +225,19 @@ inline std::pair<std::int64_t, std::int64_t> chunk_span(const Support& s,
     };
     std::int64_t lo = c, hi = 0;
     for (std::int64_t x = x0; x < x1; ++x) {
+        const auto row = s.row(i0 + x);
+        if (const std::int64_t e = cur.prefix_sees(x, std::ssize(row), y0, c); e >= 0) {
+            if (e > 0) { // entries [0, e)
+                lo = 0;
+                hi = std::max(hi, e);
+            }
+            if (lo == 0 && hi == c)
+                break;
+            continue;
+        }
         // the row's keys in the chunk span [first, last]: its run's there, then its extras'
         std::int64_t first = std::max(cur.lo[x], keys[0]);
         std::int64_t last = std::min(cur.hi[x], keys[c - 1]);
-        const auto row = s.row(i0 + x);
         if (const std::int64_t e = extra_at(row, cur.pos[x]); e <= keys[c - 1]) {
             const auto [a, b] = cur.extras_upto(row, x, keys[c - 1], c);
             const std::int64_t e_last = // the row's last extra in the chunk
@@ -223,8 +266,11 @@ inline void mask_outside(
         st[y * ld + x] = kNegInf;
 }
 
-/// Applies Omega to the chunk keys[0, c) of St (st[y * ld + x] for chunk entry y and row x):
-/// entries outside Omega become -inf. A row with no extra key in the chunk keeps its run only:
+/// Applies Omega to the chunk keys[0, c) (entries [y0, y0 + c) of the block's key list) of St
+/// (st[y * ld + x] for chunk entry y and row x): entries outside Omega become -inf. A row whose
+/// prefix settles the chunk keeps a prefix of it, without its index array: measured (N =
+/// 16384, d = 64, 2 threads, perf) strided:64's tile forward spent 8% of its time on two
+/// cache misses a row and chunk here. A row with no extra key in the chunk keeps its run only:
 /// against an interval chunk that masks a prefix and a suffix (rows whose run covers the chunk
 /// are left alone). A row with extra keys here merges them, from its cursor, with its run.
 /// Returns whether any row was partial.
@@ -233,6 +279,7 @@ inline bool mask_chunk(const Support& s,
                        std::int64_t i0,
                        std::int64_t r,
                        const std::int64_t* keys,
+                       std::int64_t y0,
                        std::int64_t c,
                        const RowCursors& cur,
                        Scalar* st,
@@ -243,6 +290,15 @@ inline bool mask_chunk(const Support& s,
     for (std::int64_t x = 0; x < r; ++x) {
         const std::int64_t lo = cur.lo[x], hi = cur.hi[x];
         const auto row = s.row(i0 + x);
+        const auto len = std::ssize(row);
+        if (const std::int64_t e = cur.prefix_sees(x, len, y0, c); e >= 0) {
+            cur.pos[x] = e == c ? cur.extra_from(x, y0 + c) : len;
+            if (e < c) {
+                mask_outside(st, ld, x, 0, e, c);
+                partial = true;
+            }
+            continue;
+        }
         if (extra_at(row, cur.pos[x]) > keys[c - 1]) { // the run alone
             if (interval) {
                 const std::int64_t a = std::clamp<std::int64_t>(lo - keys[0], 0, c);

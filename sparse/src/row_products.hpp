@@ -100,12 +100,24 @@ void axpy(double* acc,
 }
 
 /// Dense rows of a streamed operand as a kernel reads them: at p with leading dimension ld
-/// (in place or gathered); `finite` says whether every value is finite.
+/// (an interval in place, or gathered), or, when `at` is set, row y at at[y] (scattered rows
+/// read in place); `finite` says whether every value is finite.
 template <typename Scalar>
 struct Rows {
     const Scalar* p = nullptr;
     std::int64_t ld = 0;
     bool finite = true;
+    const Scalar* const* at = nullptr;
+
+    /// Row y.
+    [[nodiscard]] const Scalar* row(std::int64_t y) const {
+        return at != nullptr ? at[y] : p + y * ld;
+    }
+
+    /// The rows from the y0-th on.
+    [[nodiscard]] Rows from(std::int64_t y0) const {
+        return at != nullptr ? Rows{nullptr, 0, finite, at + y0} : Rows{p + y0 * ld, ld, finite};
+    }
 };
 
 /// Scores of the streamed rows idx[0, c) of src against a packed tile t (depth x rp lanes):
@@ -125,6 +137,8 @@ void streamed_scores(const RowSource<Scalar>& src,
     if (src.sparse != nullptr)
         kernels::sparse_rows_block(
             c, [&](std::int64_t y) { return src.stored(b, h, idx[y]); }, t, rp, n_vec, out, rp);
+    else if (rows.at != nullptr)
+        kernels::scores_rows(rows.at, c, t, rp, depth, n_vec, out, rp);
     else
         kernels::scores_block(rows.p, rows.ld, c, t, rp, depth, n_vec, out, rp);
 }
@@ -154,6 +168,8 @@ void streamed_accumulate(const RowSource<Scalar>& src,
             ones,
             acc,
             rp);
+    else if (rows.at != nullptr)
+        kernels::pvt_rows(tile, rp, rows.at, c, cols, n_vec, ones, acc, rp);
     else
         kernels::pvt_block(tile, rp, rows.p, rows.ld, c, cols, n_vec, ones, acc, rp);
 }

@@ -43,25 +43,28 @@ std::int64_t longest_run(std::span<const std::int64_t> row) {
 
 /// Index entries the fused schedule reads per head over `s` with blocks of `rows`, from the
 /// rule stated in plan.hpp, recomputed from the support: a row's keys outside its longest run
-/// of consecutive keys; a block's key list unless every row is an interval and the keys are
-/// one.
+/// of consecutive keys, unless they are all its block's first keys; a block's key list unless
+/// every row is an interval and the keys are one.
 std::int64_t index_entries(const Support& s, std::int64_t rows) {
     const std::vector<std::int64_t> bounds = ioattn::sparse::row_blocks(s, rows);
     std::int64_t entries = 0;
     for (std::size_t b = 0; b + 1 < bounds.size(); ++b) {
         std::set<std::int64_t> keys;
+        for (std::int64_t i = bounds[b]; i < bounds[b + 1]; ++i)
+            keys.insert(s.row(i).begin(), s.row(i).end());
+        const std::vector<std::int64_t> sorted(keys.begin(), keys.end());
         bool simple = true;
         for (std::int64_t i = bounds[b]; i < bounds[b + 1]; ++i) {
             const auto row = s.row(i);
-            keys.insert(row.begin(), row.end());
             if (const std::int64_t extra = std::ssize(row) - longest_run(row); extra > 0) {
-                entries += extra;
                 simple = false;
+                if (!std::equal(row.begin(), row.end(), sorted.begin()))
+                    entries += extra;
             }
         }
-        if (!keys.empty() && *keys.rbegin() - *keys.begin() + 1 != std::ssize(keys))
+        if (!sorted.empty() && sorted.back() - sorted.front() + 1 != std::ssize(sorted))
             simple = false;
-        entries += simple ? 0 : std::ssize(keys);
+        entries += simple ? 0 : std::ssize(sorted);
     }
     return entries;
 }

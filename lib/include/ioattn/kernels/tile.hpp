@@ -47,19 +47,48 @@ inline void with_count(std::int64_t w, F&& f) {
     }
 }
 
+/// A(c, k) = a[c * row + k * step]: the broadcast operand of broadcast_tile as a strided matrix.
+template <typename T>
+struct StridedA {
+    const T* a = nullptr;
+    std::int64_t row = 0, step = 0;
+
+    [[nodiscard]] T operator()(std::int64_t c, std::int64_t k) const {
+        return a[c * row + k * step];
+    }
+
+    [[nodiscard]] StridedA from(std::int64_t c0) const { return {a + c0 * row, row, step}; }
+};
+
+/// A(c, k) = rows[c][k]: rows at scattered addresses, read in place (a chunk's gathered keys
+/// without the copy into a contiguous buffer). The NC row pointers of a tile are loop-invariant.
+template <typename T>
+struct RowPtrsA {
+    const T* const* rows = nullptr;
+
+    [[nodiscard]] T operator()(std::int64_t c, std::int64_t k) const { return rows[c][k]; }
+
+    [[nodiscard]] RowPtrsA from(std::int64_t c0) const { return {rows + c0}; }
+};
+
+/// A(c, k) = rows[k][c0 + c]: the transpose of rows at scattered addresses (V^T of a chunk's
+/// gathered V rows, read in place): one pointer load per depth step, shared by the tile's rows.
+template <typename T>
+struct ColPtrsA {
+    const T* const* rows = nullptr;
+    std::int64_t c0 = 0;
+
+    [[nodiscard]] T operator()(std::int64_t c, std::int64_t k) const { return rows[k][c0 + c]; }
+
+    [[nodiscard]] ColPtrsA from(std::int64_t c) const { return {rows, c0 + c}; }
+};
+
 /// NC rows x NV lane vectors of C = A B (alpha null) or C = alpha o C + A B (alpha: NV vectors,
-/// one factor per lane), over `depth` steps; A(c, k) = a[c * a_row + k * a_step] is broadcast,
-/// B[k] is a row of lanes at stride ldb.
-template <typename T, int NC, int NV>
-inline void broadcast_tile(const T* a,
-                           std::int64_t a_row,
-                           std::int64_t a_step,
-                           const T* b,
-                           std::int64_t ldb,
-                           std::int64_t depth,
-                           const T* alpha,
-                           T* c,
-                           std::int64_t ldc) {
+/// one factor per lane), over `depth` steps; A(c, k) (StridedA, RowPtrsA, ColPtrsA) is
+/// broadcast, B[k] is a row of lanes at stride ldb.
+template <typename T, int NC, int NV, typename A>
+inline void broadcast_tile(
+    A a, const T* b, std::int64_t ldb, std::int64_t depth, const T* alpha, T* c, std::int64_t ldc) {
     constexpr int kL = Simd<T>::kLanes;
     Vec<T> acc[static_cast<std::size_t>(NC)][static_cast<std::size_t>(NV)] = {};
     if (alpha != nullptr) {
@@ -78,7 +107,7 @@ inline void broadcast_tile(const T* a,
             bv[v] = load(b + k * ldb + v * kL);
         IOATTN_UNROLL
         for (int r = 0; r < NC; ++r) {
-            const T s = a[r * a_row + k * a_step];
+            const T s = a(r, k);
             IOATTN_UNROLL
             for (int v = 0; v < NV; ++v)
                 acc[r][v] += s * bv[v];
@@ -93,32 +122,23 @@ inline void broadcast_tile(const T* a,
 
 /// C[0..rows)[0..n_vec lanes) over broadcast_tile. Lane slabs of kTileVecs vectors are the
 /// outer loop, so one slab of B (depth x 64 floats) stays in L1 while every row passes over it.
-template <typename T>
-inline void broadcast_block(const T* a,
-                            std::int64_t a_row,
-                            std::int64_t a_step,
-                            std::int64_t rows,
-                            const T* b,
-                            std::int64_t ldb,
-                            std::int64_t depth,
-                            std::int64_t n_vec,
-                            const T* alpha,
-                            T* c,
-                            std::int64_t ldc) {
+template <typename T, typename A>
+inline void broadcast_rows(A a,
+                           std::int64_t rows,
+                           const T* b,
+                           std::int64_t ldb,
+                           std::int64_t depth,
+                           std::int64_t n_vec,
+                           const T* alpha,
+                           T* c,
+                           std::int64_t ldc) {
     constexpr int kL = Simd<T>::kLanes;
     for (std::int64_t v = 0; v < n_vec; v += kTileVecs) {
         const T* al = alpha != nullptr ? alpha + v * kL : nullptr;
         with_count<kTileVecs>(std::min<std::int64_t>(kTileVecs, n_vec - v), [&](auto nv) {
             const auto tile = [&](std::int64_t r, auto nr) {
-                broadcast_tile<T, decltype(nr)::value, decltype(nv)::value>(a + r * a_row,
-                                                                            a_row,
-                                                                            a_step,
-                                                                            b + v * kL,
-                                                                            ldb,
-                                                                            depth,
-                                                                            al,
-                                                                            c + r * ldc + v * kL,
-                                                                            ldc);
+                broadcast_tile<T, decltype(nr)::value, decltype(nv)::value>(
+                    a.from(r), b + v * kL, ldb, depth, al, c + r * ldc + v * kL, ldc);
             };
             // A short remainder (fewer than half a tile) joins the last whole tile and the two
             // split evenly: d = 128 leaves 2 rows, run as 4 + 4 instead of 6 + 2 (a 2-row tile
@@ -137,6 +157,22 @@ inline void broadcast_block(const T* a,
             with_count<kTileRows>(rows - r, [&](auto nr) { tile(r, nr); });
         });
     }
+}
+
+/// broadcast_rows of a strided A(c, k) = a[c * a_row + k * a_step].
+template <typename T>
+inline void broadcast_block(const T* a,
+                            std::int64_t a_row,
+                            std::int64_t a_step,
+                            std::int64_t rows,
+                            const T* b,
+                            std::int64_t ldb,
+                            std::int64_t depth,
+                            std::int64_t n_vec,
+                            const T* alpha,
+                            T* c,
+                            std::int64_t ldc) {
+    broadcast_rows(StridedA<T>{a, a_row, a_step}, rows, b, ldb, depth, n_vec, alpha, c, ldc);
 }
 
 /// St[0..n_keys)[0..n_vec lanes) = K[0..n_keys) Qt, K rows at stride ldk.
@@ -178,6 +214,34 @@ inline void pvt_block(const T* pt,
                       T* ot,
                       std::int64_t ldo) {
     broadcast_block(v, std::int64_t{1}, ldv, d_v, pt, ldp, n_keys, n_vec, alpha, ot, ldo);
+}
+
+/// scores_block over key rows at scattered addresses k[0..n_keys) (read in place, not gathered).
+template <typename T>
+inline void scores_rows(const T* const* k,
+                        std::int64_t n_keys,
+                        const T* qt,
+                        std::int64_t ldq,
+                        std::int64_t d,
+                        std::int64_t n_vec,
+                        T* st,
+                        std::int64_t lds) {
+    broadcast_rows(
+        RowPtrsA<T>{k}, n_keys, qt, ldq, d, n_vec, static_cast<const T*>(nullptr), st, lds);
+}
+
+/// pvt_block over V rows at scattered addresses v[0..n_keys) (read in place, not gathered).
+template <typename T>
+inline void pvt_rows(const T* pt,
+                     std::int64_t ldp,
+                     const T* const* v,
+                     std::int64_t n_keys,
+                     std::int64_t d_v,
+                     std::int64_t n_vec,
+                     const T* alpha,
+                     T* ot,
+                     std::int64_t ldo) {
+    broadcast_rows(ColPtrsA<T>{v, 0}, d_v, pt, ldp, n_keys, n_vec, alpha, ot, ldo);
 }
 
 /// One stored row of a sparse operand: values val[0, n) at sorted columns idx[0, n).

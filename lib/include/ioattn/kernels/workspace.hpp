@@ -70,7 +70,7 @@ private:
     }
 };
 
-/// `workers` slabs of `words` elements of T (an arithmetic type) each. Sized and allocated as a
+/// `workers` slabs of `words` elements of T (an arithmetic or pointer type) each. Sized and allocated as a
 /// WorkspaceBlock (ioattn/resources.hpp): inside a CallMemory by its allocate(), else at once;
 /// either way a call that cannot fit throws ResourceError before anything is allocated.
 template <typename T>
@@ -102,7 +102,8 @@ public:
     }
 
 private:
-    static_assert(std::is_arithmetic_v<T>, "zero-filled by memset");
+    static_assert(std::is_arithmetic_v<T> || std::is_pointer_v<T>,
+                  "zero-filled by memset (all-zero bytes: 0, or a null pointer on every target)");
 
     /// words rounded up to 16 (64 bytes of float); -1 if negative or overflowing.
     static std::int64_t padded(std::int64_t words) {
