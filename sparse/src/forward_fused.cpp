@@ -16,6 +16,8 @@
 // With the full pattern and equal Br this is exactly dense::io_cost_forward_fused (its blocks
 // are intervals: no index words).
 // Per 64-lane slab only the chunk entries some row of the slab may see are computed.
+// A gathered chunk of dense rows is read in place through row pointers when the V slice is
+// finite (the words it moves are the ones counted; only the copy into K_c, V_c is skipped).
 // Flops: 2*Z_QK*(d + d_v) useful; computed tiles also cover pairs outside Omega inside a chunk.
 // A sparse K or V (SparseInputs) is multiplied as stored (detail::streamed_scores,
 // streamed_accumulate): its d or d_v becomes the row's stored entries.

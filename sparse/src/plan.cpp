@@ -168,8 +168,9 @@ FusedPlan FusedPlan::build(const Support& support, std::int64_t max_rows) {
         for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i) {
             const auto row = support.row(i);
             const auto len = static_cast<std::int64_t>(row.size());
-            const auto [differ, unused] =
-                std::mismatch(row.begin(), row.begin() + std::min(len, count), block_keys.begin());
+            const auto differ =
+                std::mismatch(row.begin(), row.begin() + std::min(len, count), block_keys.begin())
+                    .first;
             const auto prefix = static_cast<std::int64_t>(differ - row.begin());
             plan.row_prefix[static_cast<std::size_t>(i)] = prefix;
             if (!interval_row(i)) { // its keys outside the run

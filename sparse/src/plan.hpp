@@ -30,13 +30,13 @@ struct FusedPlan {
     /// their own causal part).
     std::vector<std::int64_t> row_prefix;
     /// Per block, the indices a pass over it reads from slow memory: each row's extra keys,
-    /// those outside its run (mask_chunk walks them), unless the row is all prefix (row_prefix),
-    /// and its key list unless the block is
-    /// simple (every row an interval, the keys one interval: the kernels then read only the
-    /// ends of each chunk, and mask by the row runs). Not counted: the row runs (3 words per
-    /// row, O(n_q) per head beside the n_q (d + d_v + 1) words of Q, O and L), and the list of
-    /// a simple block where the backward's bookkeeping or a sparse input's copy walks it (one
-    /// index per streamed row beside its d + d_v + 2 words).
+    /// those outside its run (mask_chunk walks them), unless the row is all prefix
+    /// (row_prefix), and its key list unless the block is simple (every row an interval, the
+    /// keys one interval: the kernels then read only the ends of each chunk, and mask by the
+    /// row runs). Not counted: the row runs and prefixes (4 words per row, O(n_q) per head
+    /// beside the n_q (d + d_v + 1) words of Q, O and L), and the list of a simple block where
+    /// the backward's bookkeeping or a sparse input's copy walks it (one index per streamed row
+    /// beside its d + d_v + 2 words).
     std::vector<std::int64_t> index_reads;
 
     [[nodiscard]] std::int64_t blocks() const {
@@ -204,10 +204,10 @@ inline std::int64_t extra_at(std::span<const std::int64_t> row, std::int64_t p) 
 /// The entries [lo, hi) of the chunk keys[0, c) (entries [y0, y0 + c) of the block's key list)
 /// that some row of [x0, x1) of the block at row i0 sees (lo == hi: none), from the row
 /// prefixes, runs and the rows' extra keys in the chunk (read from their cursors: each row's
-/// keys before the chunk have been consumed). Scores outside
-/// [lo, hi) are not computed for those rows: every one of them would be masked. Measured (Zen
-/// 3, N = 16384, d = 64, 2 threads, forward): rows that are not one interval (a window plus
-/// global keys, bigbird) used to compute every entry of the chunk.
+/// keys before the chunk have been consumed). Scores outside [lo, hi) are not computed for
+/// those rows: every one of them would be masked. Measured (Zen 3, N = 16384, d = 64, 2
+/// threads, forward): rows that are not one interval (a window plus global keys, bigbird) used
+/// to compute every entry of the chunk.
 inline std::pair<std::int64_t, std::int64_t> chunk_span(const Support& s,
                                                         std::int64_t i0,
                                                         const RowCursors& cur,

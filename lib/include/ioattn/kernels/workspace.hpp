@@ -70,9 +70,10 @@ private:
     }
 };
 
-/// `workers` slabs of `words` elements of T (an arithmetic or pointer type) each. Sized and allocated as a
-/// WorkspaceBlock (ioattn/resources.hpp): inside a CallMemory by its allocate(), else at once;
-/// either way a call that cannot fit throws ResourceError before anything is allocated.
+/// `workers` slabs of `words` elements of T (an arithmetic or pointer type) each. Sized and
+/// allocated as a WorkspaceBlock (ioattn/resources.hpp): inside a CallMemory by its allocate(),
+/// else at once; either way a call that cannot fit throws ResourceError before anything is
+/// allocated.
 template <typename T>
 class Workspace : WorkspaceBlock {
 public:
