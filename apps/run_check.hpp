@@ -57,22 +57,20 @@ struct Data {
     }
 
     ForwardArgs<T> forward() {
-        return {p,
-                TensorView<const T>::packed(q.data(), p.batch, p.heads, p.n_q, p.d),
-                TensorView<const T>::packed(k.data(), p.batch, p.kv_heads, p.n_k, p.d),
-                TensorView<const T>::packed(v.data(), p.batch, p.kv_heads, p.n_k, p.d_v),
-                TensorView<T>::packed(o.data(), p.batch, p.heads, p.n_q, p.d_v),
-                TensorView<T>::packed(lse.data(), p.batch, p.heads, p.n_q, 1)};
+        return ForwardArgs<T>::packed(p, q.data(), k.data(), v.data(), o.data(), lse.data());
     }
 
     BackwardArgs<T> backward() {
-        BackwardArgs<T> a;
-        static_cast<ForwardArgs<T>&>(a) = forward();
-        a.d_o = TensorView<const T>::packed(d_o.data(), p.batch, p.heads, p.n_q, p.d_v);
-        a.d_q = TensorView<T>::packed(d_q.data(), p.batch, p.heads, p.n_q, p.d);
-        a.d_k = TensorView<T>::packed(d_k.data(), p.batch, p.kv_heads, p.n_k, p.d);
-        a.d_v = TensorView<T>::packed(d_v.data(), p.batch, p.kv_heads, p.n_k, p.d_v);
-        return a;
+        return BackwardArgs<T>::packed(p,
+                                       q.data(),
+                                       k.data(),
+                                       v.data(),
+                                       o.data(),
+                                       lse.data(),
+                                       d_o.data(),
+                                       d_q.data(),
+                                       d_k.data(),
+                                       d_v.data());
     }
 };
 

@@ -112,13 +112,7 @@ ForwardData<Scalar>::ForwardData(const Problem& p, std::uint64_t seed)
 
 template <typename Scalar>
 ForwardArgs<Scalar> ForwardData<Scalar>::args() {
-    const Problem& r = problem;
-    return {r,
-            TensorView<const Scalar>::packed(q.data(), r.batch, r.heads, r.n_q, r.d),
-            TensorView<const Scalar>::packed(k.data(), r.batch, r.kv_heads, r.n_k, r.d),
-            TensorView<const Scalar>::packed(v.data(), r.batch, r.kv_heads, r.n_k, r.d_v),
-            TensorView<Scalar>::packed(o.data(), r.batch, r.heads, r.n_q, r.d_v),
-            TensorView<Scalar>::packed(lse.data(), r.batch, r.heads, r.n_q, 1)};
+    return ForwardArgs<Scalar>::packed(problem, q.data(), k.data(), v.data(), o.data(), lse.data());
 }
 
 template struct ForwardData<float>;
