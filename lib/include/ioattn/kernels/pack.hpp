@@ -52,16 +52,7 @@ inline void transpose16(Vec<float>* v) {
         v[8 + j] = __builtin_shuffle(t[j], t[8 + j], kOdd);
     }
 }
-
 #endif
-
-/// Whether the 16 x 16 block at rows [r0, r0 + 16), columns [k0, k0 + 16) is whole (n rows,
-/// cols columns) and of floats in 16-lane vectors (AVX-512), which transpose16 transposes.
-template <typename Scalar>
-constexpr bool whole_block16(std::int64_t r0, std::int64_t n, std::int64_t k0, std::int64_t cols) {
-    return std::is_same_v<Scalar, float> && Simd<float>::kLanes == 16 && r0 + 16 <= n &&
-           k0 + 16 <= cols;
-}
 
 /// Packs rows [row0, row0 + n) of a view, transposed and scaled, into t (cols x ld), zero-padded.
 /// 16 x 16 blocks, so that the 16 rows read and the 16 lines written stay in L1 (column at a
@@ -82,7 +73,7 @@ void pack_transposed(const TensorView<const Scalar>& x,
             const std::int64_t k1 = std::min(x.cols, k0 + kBlock);
 #if IOATTN_ISA_LEVEL == 3
             if constexpr (std::is_same_v<Scalar, float>) {
-                if (whole_block16<Scalar>(r0, n, k0, x.cols)) {
+                if (r0 + kBlock <= n && k1 - k0 == kBlock) { // a whole block, in registers
                     Vec<float> v[16];
                     for (int r = 0; r < 16; ++r)
                         v[r] = load(x.row(b, h, row0 + r0 + r) + k0) * scale;
@@ -143,7 +134,7 @@ void unpack_transposed(const Scalar* t,
             const std::int64_t k1 = std::min(x.cols, k0 + kBlock);
 #if IOATTN_ISA_LEVEL == 3
             if constexpr (std::is_same_v<Scalar, float>) {
-                if (whole_block16<Scalar>(r0, n, k0, x.cols)) {
+                if (r1 - r0 == kBlock && k1 - k0 == kBlock) { // a whole block, in registers
                     Vec<float> v[16];
                     for (int k = 0; k < 16; ++k)
                         v[k] = load(t + (k0 + k) * ld + r0);
