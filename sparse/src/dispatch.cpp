@@ -4,6 +4,8 @@
 // ioattn::sparse::isa_avx512, isa_avx2 and isa_sse2. The overloads without sparse inputs pass
 // empty ones. No algorithm lives here.
 
+#include "variant_parts.hpp"
+
 #include <ioattn/kernels/dispatch.hpp>
 #include <ioattn/sparse/backward.hpp>
 #include <ioattn/sparse/forward.hpp>
@@ -21,6 +23,14 @@ namespace ioattn::sparse {
               Counter&);
 #define IOATTN_DECLARE_VARIANT(isa)                                                                \
     namespace isa {                                                                                \
+    template <typename Scalar, typename Counter>                                                   \
+    void forward_fused_ordered(const ForwardArgs<Scalar>&,                                         \
+                               const Support&,                                                     \
+                               const std::int64_t*,                                                \
+                               const std::int64_t*,                                                \
+                               const Tiling&,                                                      \
+                               const MemoryModel&,                                                 \
+                               Counter&);                                                          \
     IOATTN_DECLARE_KERNEL(forward_fused, ForwardArgs)                                              \
     IOATTN_DECLARE_KERNEL(forward_materialized, ForwardArgs)                                       \
     IOATTN_DECLARE_KERNEL(backward_fused, BackwardArgs)                                            \
@@ -55,6 +65,18 @@ IOATTN_DEFINE_KERNEL(backward_fused, BackwardArgs)
 IOATTN_DEFINE_KERNEL(backward_materialized, BackwardArgs)
 #undef IOATTN_DEFINE_KERNEL
 
+template <typename Scalar, typename Counter>
+void detail::forward_fused_ordered(const ForwardArgs<Scalar>& args,
+                                   const Support& support,
+                                   const std::int64_t* rows,
+                                   const std::int64_t* keys,
+                                   const Tiling& tiling,
+                                   const MemoryModel& memory,
+                                   Counter& counter) {
+    IOATTN_DISPATCH(
+        forward_fused_ordered<Scalar, Counter>(args, support, rows, keys, tiling, memory, counter));
+}
+
 #define IOATTN_INSTANTIATE_KERNEL(name, Args, Scalar, Counter)                                     \
     template void name<Scalar, Counter>(const Args<Scalar>&,                                       \
                                         const Support&,                                            \
@@ -65,6 +87,13 @@ IOATTN_DEFINE_KERNEL(backward_materialized, BackwardArgs)
     template void name<Scalar, Counter>(                                                           \
         const Args<Scalar>&, const Support&, const Tiling&, const MemoryModel&, Counter&);
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
+    template void detail::forward_fused_ordered<Scalar, Counter>(const ForwardArgs<Scalar>&,       \
+                                                                 const Support&,                   \
+                                                                 const std::int64_t*,              \
+                                                                 const std::int64_t*,              \
+                                                                 const Tiling&,                    \
+                                                                 const MemoryModel&,               \
+                                                                 Counter&);                        \
     IOATTN_INSTANTIATE_KERNEL(forward_fused, ForwardArgs, Scalar, Counter)                         \
     IOATTN_INSTANTIATE_KERNEL(forward_materialized, ForwardArgs, Scalar, Counter)                  \
     IOATTN_INSTANTIATE_KERNEL(backward_fused, BackwardArgs, Scalar, Counter)                       \

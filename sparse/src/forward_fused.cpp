@@ -26,6 +26,9 @@
 // computed (a block of heavy rows holds a few). If a gathered V chunk holds a non-finite value,
 // rows whose chunk is partial accumulate over their allowed keys only, so NaN never reaches a
 // row that cannot see it.
+// forward_fused_ordered (the permuted variant's forward when tiles take every pair) runs the
+// same over a reordered problem read in place: Q, O and L rows through `rows`, K and V rows
+// through `keys`; its I/O adds the order indices each block reads (FusedPlan::map_words).
 // One task per (batch, head, row block); thread-count invariant.
 // Tests: tests/sparse/forward_test.cpp
 
@@ -96,7 +99,8 @@ struct Scratch {
 /// is an interval of dense rows; through row pointers, in place too, when its rows are dense
 /// and the V slice is finite; else gathered into w.kg, w.vg (a sparse K is multiplied as
 /// stored, never scattered), V's finiteness checked row by row. Measured (N = 16384, d = 64, 2
-/// threads, perf): the copies were 14% of strided:64's tile forward.
+/// threads, perf): the copies were 14% of strided:64's tile forward. With `key_map`, key j is
+/// row key_map[j] of K and V (never an interval then).
 template <typename Scalar>
 std::pair<detail::Rows<Scalar>, detail::Rows<Scalar>>
 chunk_rows(const ForwardArgs<Scalar>& a,
@@ -105,30 +109,39 @@ chunk_rows(const ForwardArgs<Scalar>& a,
            std::int64_t g,
            const std::int64_t* kc,
            std::int64_t c,
+           const std::int64_t* key_map,
            bool v_finite,
            const Scratch<Scalar>& w) {
     const Problem& p = a.problem;
     const bool dense = src.k.sparse == nullptr && src.v.sparse == nullptr;
-    if (dense && kc[c - 1] - kc[0] + 1 == c)
+    if (dense && key_map == nullptr && kc[c - 1] - kc[0] + 1 == c)
         return {{a.k.row(b, g, kc[0]), a.k.stride_row, true},
                 {a.v.row(b, g, kc[0]), a.v.stride_row, v_finite}};
+    const auto key = [&](std::int64_t y) { return key_map != nullptr ? key_map[kc[y]] : kc[y]; };
     if (dense && v_finite) {
         const Scalar** kp = w.rows;
         const Scalar** vp = w.rows + c;
         for (std::int64_t y = 0; y < c; ++y) {
-            kp[y] = a.k.row(b, g, kc[y]);
-            vp[y] = a.v.row(b, g, kc[y]);
+            kp[y] = a.k.row(b, g, key(y));
+            vp[y] = a.v.row(b, g, key(y));
         }
         return {{nullptr, 0, true, kp}, {nullptr, 0, true, vp}};
     }
     bool finite_v = true;
     for (std::int64_t y = 0; y < c; ++y) {
         if (src.k.sparse == nullptr)
-            src.k.copy(b, g, kc[y], Scalar(1), w.kg + y * p.d, 1);
-        finite_v = src.v.copy(b, g, kc[y], Scalar(1), w.vg + y * p.d_v, 1) && finite_v;
+            src.k.copy(b, g, key(y), Scalar(1), w.kg + y * p.d, 1);
+        finite_v = src.v.copy(b, g, key(y), Scalar(1), w.vg + y * p.d_v, 1) && finite_v;
     }
     return {{w.kg, p.d, true}, {w.vg, p.d_v, finite_v}};
 }
+
+/// Rows and keys of a reordered problem read in place: query row i is row rows[i] of Q, O and
+/// L, key j is row keys[j] of K and V (null: the identity).
+struct Maps {
+    const std::int64_t* rows = nullptr;
+    const std::int64_t* keys = nullptr;
+};
 
 template <typename Scalar, typename Counter>
 void row_block(const ForwardArgs<Scalar>& a,
@@ -143,6 +156,7 @@ void row_block(const ForwardArgs<Scalar>& a,
                Scalar* base,
                const Scalar** pointers,
                std::int64_t* cursor,
+               const Maps& maps,
                Counter& io) {
     constexpr int kL = Simd<Scalar>::kLanes;
     const Problem& p = a.problem;
@@ -153,7 +167,9 @@ void row_block(const ForwardArgs<Scalar>& a,
     const auto nk = static_cast<std::int64_t>(keys.size());
     io.acquire(resident);
     detail::read_rows(io, Operand::q, slice, src.q, b, h, i0, r);
-    if (const std::int64_t iw = plan.index_words<Scalar>(blk); iw > 0)
+    const std::int64_t iw = plan.index_words<Scalar>(blk) +
+                            plan.map_words<Scalar>(blk, maps.rows != nullptr, maps.keys != nullptr);
+    if (iw > 0)
         io.read({Operand::index, slice, blk, 1, 0, iw});
     Scratch<Scalar> w;
     detail::RowCursors cur;
@@ -163,7 +179,7 @@ void row_block(const ForwardArgs<Scalar>& a,
         w.rows = pointers;
         n_vec = lane_padded(r) / Simd<Scalar>::kLanes; // the block's rows, not Br's
         const auto qs = static_cast<Scalar>(p.scale * kernels::kLog2e);
-        detail::pack_transposed(src.q, b, h, i0, r, qs, w.qt, w.rp);
+        detail::pack_transposed(src.q, b, h, i0, r, qs, w.qt, w.rp, maps.rows);
         std::fill(w.ot, w.ot + p.d_v * w.rp, Scalar(0));
         std::fill(w.m, w.m + w.rp, -std::numeric_limits<Scalar>::infinity());
         std::fill(w.l, w.l + w.rp, Scalar(0));
@@ -179,7 +195,8 @@ void row_block(const ForwardArgs<Scalar>& a,
             continue;
         // --- K_c, V_c: in place when the chunk is an interval of dense rows or its rows are
         // dense with a finite V slice (read through row pointers), else gathered ---
-        const auto [kr, vr] = chunk_rows(a, src, b, g, kc, c, v_finite_slices[kv_slice] != 0, w);
+        const auto [kr, vr] =
+            chunk_rows(a, src, b, g, kc, c, maps.keys, v_finite_slices[kv_slice] != 0, w);
         const bool finite_v = vr.finite;
         // --- per slab of 64 lanes, over the chunk entries [lo, hi) some row of the slab may
         // see: St = K Qt, mask to Omega, online softmax, O^T = alpha O^T + V^T P^T ---
@@ -227,22 +244,21 @@ void row_block(const ForwardArgs<Scalar>& a,
         }
     }
     if constexpr (Counter::kComputes) {
-        kernels::finish_rows(w.ot, w.rp, w.m, w.l, w.alpha, a.o, a.lse, b, h, i0, r);
+        kernels::finish_rows(w.ot, w.rp, w.m, w.l, w.alpha, a.o, a.lse, b, h, i0, r, maps.rows);
     }
     io.write({Operand::o, slice, i0, r, 0, p.d_v});
     io.write({Operand::lse, slice, i0, r, 0, 1});
     io.release(resident);
 }
 
-} // namespace
-
 template <typename Scalar, typename Counter>
-void forward_fused(const ForwardArgs<Scalar>& args,
-                   const Support& support,
-                   const SparseInputs<Scalar>& inputs,
-                   const Tiling& tiling,
-                   const MemoryModel& memory,
-                   Counter& counter) {
+void run(const ForwardArgs<Scalar>& args,
+         const Support& support,
+         const SparseInputs<Scalar>& inputs,
+         const Maps& maps,
+         const Tiling& tiling,
+         const MemoryModel& memory,
+         Counter& counter) {
     constexpr const char* kWhere = "ioattn::sparse::forward_fused";
     ForwardArgs<Scalar> a = args;
     const detail::Operands<Scalar> src =
@@ -281,8 +297,32 @@ void forward_fused(const ForwardArgs<Scalar>& args,
                       ws.slab(worker),
                       pointers.slab(worker),
                       cursors.slab(worker),
+                      maps,
                       io);
         });
+}
+
+} // namespace
+
+template <typename Scalar, typename Counter>
+void forward_fused(const ForwardArgs<Scalar>& args,
+                   const Support& support,
+                   const SparseInputs<Scalar>& inputs,
+                   const Tiling& tiling,
+                   const MemoryModel& memory,
+                   Counter& counter) {
+    run(args, support, inputs, Maps{}, tiling, memory, counter);
+}
+
+template <typename Scalar, typename Counter>
+void forward_fused_ordered(const ForwardArgs<Scalar>& args,
+                           const Support& support,
+                           const std::int64_t* rows,
+                           const std::int64_t* keys,
+                           const Tiling& tiling,
+                           const MemoryModel& memory,
+                           Counter& counter) {
+    run(args, support, SparseInputs<Scalar>{}, Maps{rows, keys}, tiling, memory, counter);
 }
 
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
@@ -291,7 +331,14 @@ void forward_fused(const ForwardArgs<Scalar>& args,
                                                  const SparseInputs<Scalar>&,                      \
                                                  const Tiling&,                                    \
                                                  const MemoryModel&,                               \
-                                                 Counter&);
+                                                 Counter&);                                        \
+    template void forward_fused_ordered<Scalar, Counter>(const ForwardArgs<Scalar>&,               \
+                                                         const Support&,                           \
+                                                         const std::int64_t*,                      \
+                                                         const std::int64_t*,                      \
+                                                         const Tiling&,                            \
+                                                         const MemoryModel&,                       \
+                                                         Counter&);
 IOATTN_INSTANTIATE(float, NullCounter)
 IOATTN_INSTANTIATE(float, IoCounter)
 IOATTN_INSTANTIATE(float, DryRunCounter)

@@ -63,6 +63,16 @@ struct FusedPlan {
         return index_reads[static_cast<std::size_t>(b)] * kIndexReadWords<Scalar>;
     }
 
+    /// The order indices block b reads when its problem is a reordered one read in place (the
+    /// forward's in-place permutation): one per row with reordered rows, one per streamed key
+    /// with reordered keys, in words of Scalar.
+    template <typename Scalar>
+    [[nodiscard]] std::int64_t map_words(std::int64_t b, bool rows_mapped, bool keys_mapped) const {
+        const std::int64_t n = (rows_mapped ? rows(b) : 0) +
+                               (keys_mapped ? static_cast<std::int64_t>(keys_of(b).size()) : 0);
+        return n * kIndexReadWords<Scalar>;
+    }
+
     static FusedPlan build(const Support& support, std::int64_t max_rows);
 };
 

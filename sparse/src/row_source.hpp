@@ -288,11 +288,13 @@ bool pack_transposed(const RowSource<Scalar>& src,
                      std::int64_t n,
                      Scalar scale,
                      Scalar* t,
-                     std::int64_t ld) {
+                     std::int64_t ld,
+                     const std::int64_t* map = nullptr) {
     if (src.sparse == nullptr) {
-        kernels::pack_transposed(src.dense, b, h, row0, n, scale, t, ld);
+        kernels::pack_transposed(src.dense, b, h, row0, n, scale, t, ld, map);
         return true;
     }
+    IOATTN_ASSERT(map == nullptr); // reordered rows are read in place from dense operands only
     std::fill(t, t + src.dense.cols * ld, Scalar(0));
     bool finite = true;
     for (std::int64_t r = 0; r < n; ++r)

@@ -34,11 +34,25 @@ void backward_split(const BackwardArgs<Scalar>& args,
                     const MemoryModel& memory,
                     Counter& counter);
 
+/// forward_fused (its tile schedule, dense operands) over a reordered problem read in place:
+/// query row i of `support` is row rows[i] of Q, O and L, key j is row keys[j] of K and V
+/// (null: the identity). I/O: io_cost_forward_fused plus the order indices each block reads
+/// (FusedPlan::map_words). Dispatched to the active instruction set (dispatch.cpp).
+template <typename Scalar, typename Counter>
+void forward_fused_ordered(const ForwardArgs<Scalar>& args,
+                           const Support& support,
+                           const std::int64_t* rows,
+                           const std::int64_t* keys,
+                           const Tiling& tiling,
+                           const MemoryModel& memory,
+                           Counter& counter);
+
 /// I/O of forward_split / backward_split.
 template <typename Scalar>
 IoReport io_cost_split(const Problem& problem, const VariantParts& parts, const VariantPlan& plan);
 
-/// The reordering around forward_split: operands copied into reordered buffers, outputs back.
+/// The reordering around forward_split: operands copied into reordered buffers, outputs back;
+/// when every pair goes through tiles, none: forward_fused_ordered reads them in place.
 template <typename Scalar, typename Counter>
 void forward_permuted(const ForwardArgs<Scalar>& args,
                       const VariantParts& parts,
@@ -53,9 +67,11 @@ void backward_permuted(const BackwardArgs<Scalar>& args,
                        const MemoryModel& memory,
                        Counter& counter);
 
-/// I/O of the reordering's copies alone (add io_cost_split for the whole call).
+/// I/O of the reordering alone (add io_cost_split for the whole call): the copies, or, for a
+/// forward read in place, the order indices its tile blocks read.
 template <typename Scalar>
-IoReport io_cost_permutation(const Problem& problem, const VariantPlan& plan);
+IoReport
+io_cost_permutation(const Problem& problem, const VariantParts& parts, const VariantPlan& plan);
 
 /// The I/O of two phases run one after the other: words add, the peak is the larger one.
 inline IoReport in_sequence(const IoReport& a, const IoReport& b) {

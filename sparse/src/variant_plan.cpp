@@ -214,7 +214,7 @@ IoReport io_cost(const Problem& problem, const Support& support, const VariantPl
     (void)support;
     IoReport r = detail::io_cost_split<Scalar>(problem, parts, plan);
     if (plan.variant == Variant::permuted)
-        r = detail::in_sequence(r, detail::io_cost_permutation<Scalar>(problem, plan));
+        r = detail::in_sequence(r, detail::io_cost_permutation<Scalar>(problem, parts, plan));
     return r;
 }
 

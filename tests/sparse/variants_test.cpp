@@ -15,6 +15,7 @@
 #include <catch2/catch.hpp>
 #include <tbb/global_control.h>
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 #include <string>
@@ -323,6 +324,34 @@ TEST_CASE("variant plans are bitwise independent of the thread count",
             CHECK(one.d_k == two.d_k);
             CHECK(one.d_v == two.d_v);
         }
+}
+
+TEST_CASE("the permuted forward reads a reordered problem in place when tiles take every pair",
+          "[sparse][variants][io]") {
+    // dilated:4:3 reorders rows and keys by residue into bands: every pair through tiles
+    const Problem p = sp::test::kernel_shape(2, 40, 40, 8);
+    const Support s = sp::parse_pattern("dilated:4:3", 40, 40, 5);
+    const auto plan = sp::plan_variants<float>(p, s, kAmple, Pass::forward, Variant::permuted);
+    REQUIRE(plan.variant == Variant::permuted);
+    REQUIRE(plan.rows_reordered);
+    REQUIRE(plan.keys_reordered);
+    REQUIRE(plan.element_pairs == 0);
+    Case<float> c(p, 3);
+    Case<double> ref(p, 3);
+    std::copy(c.q.begin(), c.q.end(), ref.q.begin());
+    std::copy(c.k.begin(), c.k.end(), ref.k.begin());
+    std::copy(c.v.begin(), c.v.end(), ref.v.begin());
+    sp::forward_reference(ref.forward(), s);
+    IoCounter io(kAmple.fast_words);
+    sp::forward(c.forward(), s, plan, kAmple, io);
+    CHECK(max_error(c.o, ref.o) < 2e-6);
+    const Problem r = p.resolved();
+    // no copy in or out: the only words written are O and L
+    CHECK(io.report().writes == r.batch_heads() * r.n_q * (r.d_v + 1));
+    CHECK(io.report() == sp::io_cost<float>(p, s, plan));
+    ioattn::DryRunCounter dry(kAmple.fast_words);
+    sp::forward(ioattn::ForwardArgs<float>::shape_only(p), s, plan, kAmple, dry);
+    CHECK(dry.report() == io.report());
 }
 
 TEST_CASE("variant plans: bad arguments throw", "[sparse][variants][throws]") {

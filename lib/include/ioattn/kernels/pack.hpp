@@ -55,6 +55,7 @@ inline void transpose16(Vec<float>* v) {
 #endif
 
 /// Packs rows [row0, row0 + n) of a view, transposed and scaled, into t (cols x ld), zero-padded.
+/// With `map`, row r is the view's row map[row0 + r] (a reordered problem read in place).
 /// 16 x 16 blocks, so that the 16 rows read and the 16 lines written stay in L1 (column at a
 /// time, the 16-float lines of t were each written 16 times from L2: 1.4% of the forward).
 template <typename Scalar>
@@ -65,7 +66,11 @@ void pack_transposed(const TensorView<const Scalar>& x,
                      std::int64_t n,
                      Scalar scale,
                      Scalar* t,
-                     std::int64_t ld) {
+                     std::int64_t ld,
+                     const std::int64_t* map = nullptr) {
+    const auto row_of = [&](std::int64_t r) {
+        return x.row(b, h, map != nullptr ? map[row0 + r] : row0 + r);
+    };
     constexpr std::int64_t kBlock = 16;
     for (std::int64_t r0 = 0; r0 < ld; r0 += kBlock) {
         const std::int64_t r1 = std::min(ld, r0 + kBlock);
@@ -76,7 +81,7 @@ void pack_transposed(const TensorView<const Scalar>& x,
                 if (r0 + kBlock <= n && k1 - k0 == kBlock) { // a whole block, in registers
                     Vec<float> v[16];
                     for (int r = 0; r < 16; ++r)
-                        v[r] = load(x.row(b, h, row0 + r0 + r) + k0) * scale;
+                        v[r] = load(row_of(r0 + r) + k0) * scale;
                     transpose16(v);
                     for (int k = 0; k < 16; ++k)
                         store(t + (k0 + k) * ld + r0, v[k]);
@@ -90,7 +95,7 @@ void pack_transposed(const TensorView<const Scalar>& x,
                         t[k * ld + r] = Scalar(0);
                     continue;
                 }
-                const Scalar* row = x.row(b, h, row0 + r);
+                const Scalar* row = row_of(r);
                 for (std::int64_t k = k0; k < k1; ++k)
                     t[k * ld + r] = row[k] * scale;
             }
@@ -117,7 +122,8 @@ void pack_rows(const TensorView<const Scalar>& x,
 }
 
 /// The inverse of pack_transposed: rows [row0, row0 + n) of a view (cols wide) = t^T, row r
-/// scaled by scale_of(r), in the same 16 x 16 blocks (O from O^T, dK/dV/dQ from theirs).
+/// scaled by scale_of(r), in the same 16 x 16 blocks (O from O^T, dK/dV/dQ from theirs); with
+/// `map`, row r is the view's row map[row0 + r].
 template <typename Scalar, typename ScaleOf>
 void unpack_transposed(const Scalar* t,
                        std::int64_t ld,
@@ -126,7 +132,11 @@ void unpack_transposed(const Scalar* t,
                        std::int64_t b,
                        std::int64_t h,
                        std::int64_t row0,
-                       std::int64_t n) {
+                       std::int64_t n,
+                       const std::int64_t* map = nullptr) {
+    const auto row_of = [&](std::int64_t r) {
+        return x.row(b, h, map != nullptr ? map[row0 + r] : row0 + r);
+    };
     constexpr std::int64_t kBlock = 16;
     for (std::int64_t r0 = 0; r0 < n; r0 += kBlock) {
         const std::int64_t r1 = std::min(n, r0 + kBlock);
@@ -140,13 +150,13 @@ void unpack_transposed(const Scalar* t,
                         v[k] = load(t + (k0 + k) * ld + r0);
                     transpose16(v);
                     for (int r = 0; r < 16; ++r)
-                        store(x.row(b, h, row0 + r0 + r) + k0, v[r] * scale_of(r0 + r));
+                        store(row_of(r0 + r) + k0, v[r] * scale_of(r0 + r));
                     continue;
                 }
             }
 #endif
             for (std::int64_t r = r0; r < r1; ++r) {
-                Scalar* row = x.row(b, h, row0 + r);
+                Scalar* row = row_of(r);
                 const Scalar scale = scale_of(r);
                 for (std::int64_t k = k0; k < k1; ++k)
                     row[k] = t[k * ld + r] * scale;
