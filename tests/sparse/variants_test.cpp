@@ -61,6 +61,17 @@ Support edge_support(std::int64_t n_q, std::int64_t n_k) {
     });
 }
 
+/// The double reference's outputs on the inputs of c.
+template <typename T>
+Case<double> reference_of(const Problem& p, const Case<T>& c, const Support& s) {
+    Case<double> ref(p, 3);
+    std::copy(c.q.begin(), c.q.end(), ref.q.begin());
+    std::copy(c.k.begin(), c.k.end(), ref.k.begin());
+    std::copy(c.v.begin(), c.v.end(), ref.v.begin());
+    sp::forward_reference(ref.forward(), s);
+    return ref;
+}
+
 template <typename T>
 void check_plan_forward(const Problem& p, const Support& s, std::optional<Variant> force) {
     const auto plan = sp::plan_variants<T>(p, s, kAmple, Pass::forward, force);
@@ -68,11 +79,7 @@ void check_plan_forward(const Problem& p, const Support& s, std::optional<Varian
         CHECK((plan.variant == *force ||
                (plan.variant != Variant::split && *force == Variant::split)));
     Case<T> c(p, 3);
-    Case<double> ref(p, 3);
-    std::copy(c.q.begin(), c.q.end(), ref.q.begin());
-    std::copy(c.k.begin(), c.k.end(), ref.k.begin());
-    std::copy(c.v.begin(), c.v.end(), ref.v.begin());
-    sp::forward_reference(ref.forward(), s);
+    const Case<double> ref = reference_of(p, c, s);
     IoCounter io(kAmple.fast_words);
     sp::forward(c.forward(), s, plan, kAmple, io);
     CHECK(io.report() == sp::io_cost<T>(p, s, plan));
@@ -337,14 +344,9 @@ TEST_CASE("the permuted forward reads a reordered problem in place when tiles ta
     REQUIRE(plan.keys_reordered);
     REQUIRE(plan.element_pairs == 0);
     Case<float> c(p, 3);
-    Case<double> ref(p, 3);
-    std::copy(c.q.begin(), c.q.end(), ref.q.begin());
-    std::copy(c.k.begin(), c.k.end(), ref.k.begin());
-    std::copy(c.v.begin(), c.v.end(), ref.v.begin());
-    sp::forward_reference(ref.forward(), s);
     IoCounter io(kAmple.fast_words);
     sp::forward(c.forward(), s, plan, kAmple, io);
-    CHECK(max_error(c.o, ref.o) < 2e-6);
+    CHECK(max_error(c.o, reference_of(p, c, s).o) < 2e-6);
     const Problem r = p.resolved();
     // no copy in or out: the only words written are O and L
     CHECK(io.report().writes == r.batch_heads() * r.n_q * (r.d_v + 1));
