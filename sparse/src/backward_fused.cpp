@@ -31,7 +31,10 @@
 // rows counts their stored words (nnz instead of d or d_v per row; io_cost_backward_fused with
 // the inputs); rows are scattered into the same dense buffers, so residency is unchanged, and a
 // scattered chunk is non-finite exactly when a stored value is. dQ, dK, dV are written dense.
-// Tests: tests/sparse/backward_test.cpp, sparse_inputs_test.cpp
+// backward_fused_ordered (the permuted variant's backward when tiles take every pair) runs the
+// same over a reordered problem read and written in place: Q, O, L, dO, dQ rows through `rows`,
+// K, V, dK, dV rows through `keys`; its I/O adds the order indices (variant_parts.hpp).
+// Tests: tests/sparse/backward_test.cpp, sparse_inputs_test.cpp, variants_test.cpp
 
 #include "plan.hpp"
 
@@ -62,6 +65,7 @@ namespace ioattn::sparse::IOATTN_ISA {
 namespace {
 
 using detail::accumulate_allowed;
+using detail::Maps;
 using detail::Partials;
 using detail::rows_allowed;
 using detail::Scratch;
@@ -75,6 +79,7 @@ void delta_block(const BackwardArgs<Scalar>& a,
                  std::int64_t slice,
                  std::int64_t blk,
                  Scalar* delta,
+                 const Maps& maps,
                  Counter& io) {
     const Problem& p = a.problem;
     const std::int64_t b = slice / p.heads, h = slice % p.heads;
@@ -82,10 +87,12 @@ void delta_block(const BackwardArgs<Scalar>& a,
     io.acquire(r * (2 * p.d_v + 1));
     io.read({Operand::o, slice, i0, r, 0, p.d_v});
     io.read({Operand::d_o, slice, i0, r, 0, p.d_v});
+    if (maps.rows != nullptr) // the row order of the block
+        io.read({Operand::index, slice, blk, 1, 0, r * kIndexReadWords<Scalar>});
     if constexpr (Counter::kComputes)
         for (std::int64_t x = 0; x < r; ++x)
-            delta[slice * p.n_q + i0 + x] =
-                kernels::row_delta(a.o.row(b, h, i0 + x), a.d_o.row(b, h, i0 + x), p.d_v);
+            delta[slice * p.n_q + i0 + x] = kernels::row_delta(
+                a.o.row(b, h, maps.row(i0 + x)), a.d_o.row(b, h, maps.row(i0 + x)), p.d_v);
     io.write({Operand::delta, slice, i0, r, 0, 1});
     io.release(r * (2 * p.d_v + 1));
 }
@@ -106,6 +113,7 @@ void key_block(const BackwardArgs<Scalar>& a,
                Scalar* base,
                std::int64_t* cursor,
                std::int64_t resident,
+               const Maps& maps,
                Counter& io) {
     const Problem& p = a.problem;
     const std::int64_t b = kv_slice / p.kv_heads, g = kv_slice % p.kv_heads;
@@ -121,11 +129,11 @@ void key_block(const BackwardArgs<Scalar>& a,
     if constexpr (Counter::kComputes) {
         w = Scratch<Scalar>(base, p, t);
         n_vec = lane_padded(r) / Simd<Scalar>::kLanes; // the block's key rows, not Br's
-        detail::pack_transposed(
-            src.k, b, g, j0, r, static_cast<Scalar>(p.scale * kernels::kLog2e), w.ta, w.rp);
-        detail::pack_transposed(src.v, b, g, j0, r, Scalar(1), w.tb, w.rp);
-        k_finite =
-            detail::pack_rows(src.k, b, g, j0, r, static_cast<Scalar>(p.scale), w.k_rows, w.dw);
+        const auto ks = static_cast<Scalar>(p.scale * kernels::kLog2e);
+        detail::pack_transposed(src.k, b, g, j0, r, ks, w.ta, w.rp, maps.keys);
+        detail::pack_transposed(src.v, b, g, j0, r, Scalar(1), w.tb, w.rp, maps.keys);
+        k_finite = detail::pack_rows(
+            src.k, b, g, j0, r, static_cast<Scalar>(p.scale), w.k_rows, w.dw, maps.keys);
         std::fill(w.acc_a, w.acc_a + (p.d + p.d_v) * w.rp, Scalar(0));
     }
     Scalar* dkt = w.acc_a;
@@ -135,7 +143,10 @@ void key_block(const BackwardArgs<Scalar>& a,
         cur = detail::row_cursors(plan, j0, r, cursor);
     for (std::int64_t hh = 0; hh < p.group(); ++hh) {
         const std::int64_t h = g * p.group() + hh, slice = b * p.heads + h;
-        if (const std::int64_t iw = plan.index_words<Scalar>(blk); iw > 0)
+        const std::int64_t iw =
+            plan.index_words<Scalar>(blk) +
+            plan.map_words<Scalar>(blk, maps.keys != nullptr, maps.rows != nullptr);
+        if (iw > 0)
             io.read({Operand::index, slice, blk, 1, 0, iw});
         if constexpr (Counter::kComputes)
             cur.reset(r);
@@ -161,12 +172,12 @@ void key_block(const BackwardArgs<Scalar>& a,
                     reached[qc[y]] = 1;
                 continue;
             }
-            const detail::Rows<Scalar> qr = stream_rows(src.q, b, h, qc, c, w.ga);
-            const detail::Rows<Scalar> dor =
-                stream_rows(detail::RowSource<Scalar>{a.d_o, nullptr}, b, h, qc, c, w.gb);
+            const detail::Rows<Scalar> qr = stream_rows(src.q, b, h, qc, c, w.ga, maps.rows);
+            const detail::Rows<Scalar> dor = stream_rows(
+                detail::RowSource<Scalar>{a.d_o, nullptr}, b, h, qc, c, w.gb, maps.rows);
             const bool finite = qr.finite && dor.finite;
             for (std::int64_t y = 0; y < c; ++y) {
-                w.l2[y] = kernels::lse2(*a.lse.row(b, h, qc[y]));
+                w.l2[y] = kernels::lse2(*a.lse.row(b, h, maps.row(qc[y])));
                 w.dd[y] = delta[slice * p.n_q + qc[y]];
             }
             // --- S = scale Q K_j^T on Omega (queries x keys), P = exp(S - L) ---
@@ -244,9 +255,9 @@ void key_block(const BackwardArgs<Scalar>& a,
     if constexpr (Counter::kComputes) {
         const auto scale = static_cast<Scalar>(p.scale);
         kernels::unpack_transposed(
-            dkt, w.rp, [scale](std::int64_t) { return scale; }, a.d_k, b, g, j0, r);
+            dkt, w.rp, [scale](std::int64_t) { return scale; }, a.d_k, b, g, j0, r, maps.keys);
         kernels::unpack_transposed(
-            dvt, w.rp, [](std::int64_t) { return Scalar(1); }, a.d_v, b, g, j0, r);
+            dvt, w.rp, [](std::int64_t) { return Scalar(1); }, a.d_v, b, g, j0, r, maps.keys);
     }
     io.write({Operand::d_k, kv_slice, j0, r, 0, p.d});
     io.write({Operand::d_v, kv_slice, j0, r, 0, p.d_v});
@@ -260,6 +271,7 @@ void reduce_block(const BackwardArgs<Scalar>& a,
                   std::int64_t slice,
                   std::int64_t blk,
                   const Partials<Scalar>& dq,
+                  const Maps& maps,
                   Counter& io) {
     const Problem& p = a.problem;
     const std::int64_t b = slice / p.heads, h = slice % p.heads;
@@ -271,9 +283,11 @@ void reduce_block(const BackwardArgs<Scalar>& a,
         if (n > 0)
             io.read({Operand::d_q_partial, g * p.batch_heads() + slice, i0, n, 0, p.d});
     }
+    if (maps.rows != nullptr) // the row order of the block
+        io.read({Operand::index, slice, blk, 1, 0, r * kIndexReadWords<Scalar>});
     if constexpr (Counter::kComputes) {
         for (std::int64_t x = i0; x < i0 + r; ++x) {
-            Scalar* out = a.d_q.row(b, h, x);
+            Scalar* out = a.d_q.row(b, h, maps.row(x));
             std::fill(out, out + p.d, Scalar(0));
             for (std::int64_t g = 0; g < dq.groups; ++g)
                 if (dq.reached[dq.at(g, slice, x)] != 0)
@@ -284,15 +298,14 @@ void reduce_block(const BackwardArgs<Scalar>& a,
     io.release(2 * r * p.d);
 }
 
-} // namespace
-
 template <typename Scalar, typename Counter>
-void backward_fused(const BackwardArgs<Scalar>& args,
-                    const Support& support,
-                    const SparseInputs<Scalar>& inputs,
-                    const Tiling& tiling,
-                    const MemoryModel& memory,
-                    Counter& counter) {
+void run(const BackwardArgs<Scalar>& args,
+         const Support& support,
+         const SparseInputs<Scalar>& inputs,
+         const Maps& maps,
+         const Tiling& tiling,
+         const MemoryModel& memory,
+         Counter& counter) {
     constexpr const char* kWhere = "ioattn::sparse::backward_fused";
     BackwardArgs<Scalar> a = args;
     const detail::Operands<Scalar> src =
@@ -321,7 +334,7 @@ void backward_fused(const BackwardArgs<Scalar>& args,
     const Partials<Scalar> dq{
         groups, dw, p.n_q, p.batch_heads(), partials.slab(0), reached.slab(0)};
     parallel_for_counted(p.batch_heads() * qb, counter, [&](std::int64_t task, int, Counter& io) {
-        delta_block(a, qplan, task / qb, task % qb, delta.slab(0), io);
+        delta_block(a, qplan, task / qb, task % qb, delta.slab(0), maps, io);
     });
     parallel_for_counted( // group g takes the key blocks g, g + G, ... in order
         p.batch * p.kv_heads * groups,
@@ -341,11 +354,35 @@ void backward_fused(const BackwardArgs<Scalar>& args,
                           ws.slab(worker),
                           cursors.slab(worker),
                           resident,
+                          maps,
                           io);
         });
     parallel_for_counted(p.batch_heads() * qb, counter, [&](std::int64_t task, int, Counter& io) {
-        reduce_block(a, qplan, task / qb, task % qb, dq, io);
+        reduce_block(a, qplan, task / qb, task % qb, dq, maps, io);
     });
+}
+
+} // namespace
+
+template <typename Scalar, typename Counter>
+void backward_fused(const BackwardArgs<Scalar>& args,
+                    const Support& support,
+                    const SparseInputs<Scalar>& inputs,
+                    const Tiling& tiling,
+                    const MemoryModel& memory,
+                    Counter& counter) {
+    run(args, support, inputs, Maps{}, tiling, memory, counter);
+}
+
+template <typename Scalar, typename Counter>
+void backward_fused_ordered(const BackwardArgs<Scalar>& args,
+                            const Support& support,
+                            const std::int64_t* rows,
+                            const std::int64_t* keys,
+                            const Tiling& tiling,
+                            const MemoryModel& memory,
+                            Counter& counter) {
+    run(args, support, SparseInputs<Scalar>{}, Maps{rows, keys}, tiling, memory, counter);
 }
 
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
@@ -354,7 +391,14 @@ void backward_fused(const BackwardArgs<Scalar>& args,
                                                   const SparseInputs<Scalar>&,                     \
                                                   const Tiling&,                                   \
                                                   const MemoryModel&,                              \
-                                                  Counter&);
+                                                  Counter&);                                       \
+    template void backward_fused_ordered<Scalar, Counter>(const BackwardArgs<Scalar>&,             \
+                                                          const Support&,                          \
+                                                          const std::int64_t*,                     \
+                                                          const std::int64_t*,                     \
+                                                          const Tiling&,                           \
+                                                          const MemoryModel&,                      \
+                                                          Counter&);
 IOATTN_INSTANTIATE(float, NullCounter)
 IOATTN_INSTANTIATE(float, IoCounter)
 IOATTN_INSTANTIATE(float, DryRunCounter)

@@ -78,29 +78,32 @@ template <typename Scalar>
 using Partials = kernels::DqPartials<Scalar>;
 
 /// Streamed rows idx[0, c) of a view: read in place when they are consecutive, else gathered
-/// into g (c x cols); `finite` says whether every value is finite.
+/// into g (c x cols); `finite` says whether every value is finite. With `map`, row idx[y] is
+/// the view's row map[idx[y]] (never consecutive then).
 template <typename Scalar>
 Rows<Scalar> stream_rows(const RowSource<Scalar>& src,
                          std::int64_t b,
                          std::int64_t h,
                          const std::int64_t* idx,
                          std::int64_t c,
-                         Scalar* g) {
+                         Scalar* g,
+                         const std::int64_t* map = nullptr) {
     Rows<Scalar> rows;
     const TensorView<const Scalar>& x = src.dense;
     if (src.sparse != nullptr) { // scattered into g
+        IOATTN_ASSERT(map == nullptr);
         rows.p = g;
         rows.ld = x.cols;
         for (std::int64_t y = 0; y < c; ++y)
             rows.finite = src.copy(b, h, idx[y], Scalar(1), g + y * x.cols, 1) && rows.finite;
         return rows;
     }
-    const bool direct = idx[c - 1] - idx[0] + 1 == c;
+    const bool direct = map == nullptr && idx[c - 1] - idx[0] + 1 == c;
     rows.p = direct ? x.row(b, h, idx[0]) : g;
     rows.ld = direct ? x.stride_row : x.cols;
     if (!direct)
         for (std::int64_t y = 0; y < c; ++y)
-            std::copy_n(x.row(b, h, idx[y]), x.cols, g + y * x.cols);
+            std::copy_n(x.row(b, h, map != nullptr ? map[idx[y]] : idx[y]), x.cols, g + y * x.cols);
     rows.finite = kernels::all_finite(rows.p, rows.ld, c, x.cols);
     return rows;
 }

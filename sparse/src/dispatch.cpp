@@ -31,6 +31,14 @@ namespace ioattn::sparse {
                                const Tiling&,                                                      \
                                const MemoryModel&,                                                 \
                                Counter&);                                                          \
+    template <typename Scalar, typename Counter>                                                   \
+    void backward_fused_ordered(const BackwardArgs<Scalar>&,                                       \
+                                const Support&,                                                    \
+                                const std::int64_t*,                                               \
+                                const std::int64_t*,                                               \
+                                const Tiling&,                                                     \
+                                const MemoryModel&,                                                \
+                                Counter&);                                                         \
     IOATTN_DECLARE_KERNEL(forward_fused, ForwardArgs)                                              \
     IOATTN_DECLARE_KERNEL(forward_materialized, ForwardArgs)                                       \
     IOATTN_DECLARE_KERNEL(backward_fused, BackwardArgs)                                            \
@@ -77,6 +85,18 @@ void detail::forward_fused_ordered(const ForwardArgs<Scalar>& args,
         forward_fused_ordered<Scalar, Counter>(args, support, rows, keys, tiling, memory, counter));
 }
 
+template <typename Scalar, typename Counter>
+void detail::backward_fused_ordered(const BackwardArgs<Scalar>& args,
+                                    const Support& support,
+                                    const std::int64_t* rows,
+                                    const std::int64_t* keys,
+                                    const Tiling& tiling,
+                                    const MemoryModel& memory,
+                                    Counter& counter) {
+    IOATTN_DISPATCH(backward_fused_ordered<Scalar, Counter>(
+        args, support, rows, keys, tiling, memory, counter));
+}
+
 #define IOATTN_INSTANTIATE_KERNEL(name, Args, Scalar, Counter)                                     \
     template void name<Scalar, Counter>(const Args<Scalar>&,                                       \
                                         const Support&,                                            \
@@ -94,6 +114,13 @@ void detail::forward_fused_ordered(const ForwardArgs<Scalar>& args,
                                                                  const Tiling&,                    \
                                                                  const MemoryModel&,               \
                                                                  Counter&);                        \
+    template void detail::backward_fused_ordered<Scalar, Counter>(const BackwardArgs<Scalar>&,     \
+                                                                  const Support&,                  \
+                                                                  const std::int64_t*,             \
+                                                                  const std::int64_t*,             \
+                                                                  const Tiling&,                   \
+                                                                  const MemoryModel&,              \
+                                                                  Counter&);                       \
     IOATTN_INSTANTIATE_KERNEL(forward_fused, ForwardArgs, Scalar, Counter)                         \
     IOATTN_INSTANTIATE_KERNEL(forward_materialized, ForwardArgs, Scalar, Counter)                  \
     IOATTN_INSTANTIATE_KERNEL(backward_fused, BackwardArgs, Scalar, Counter)                       \

@@ -136,12 +136,7 @@ chunk_rows(const ForwardArgs<Scalar>& a,
     return {{w.kg, p.d, true}, {w.vg, p.d_v, finite_v}};
 }
 
-/// Rows and keys of a reordered problem read in place: query row i is row rows[i] of Q, O and
-/// L, key j is row keys[j] of K and V (null: the identity).
-struct Maps {
-    const std::int64_t* rows = nullptr;
-    const std::int64_t* keys = nullptr;
-};
+using detail::Maps;
 
 template <typename Scalar, typename Counter>
 void row_block(const ForwardArgs<Scalar>& a,

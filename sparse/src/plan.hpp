@@ -76,6 +76,18 @@ struct FusedPlan {
     static FusedPlan build(const Support& support, std::int64_t max_rows);
 };
 
+/// Rows and keys of a reordered problem read in place (the permuted variant without copies):
+/// query row i is row rows[i] of Q, O, L, dO and dQ, key j is row keys[j] of K, V, dK and dV
+/// (null: the identity).
+struct Maps {
+    const std::int64_t* rows = nullptr;
+    const std::int64_t* keys = nullptr;
+
+    [[nodiscard]] std::int64_t row(std::int64_t i) const { return rows != nullptr ? rows[i] : i; }
+
+    [[nodiscard]] std::int64_t key(std::int64_t j) const { return keys != nullptr ? keys[j] : j; }
+};
+
 /// The pairs above which a row of `s` is heavy (global tokens, a graph's hubs): 4x the mean
 /// row's, 4 ceil(Z_QK / n_q). row_blocks and the dispatcher's split count heavy rows by it.
 inline std::int64_t heavy_above(const Support& s) {

@@ -312,11 +312,13 @@ bool pack_rows(const RowSource<Scalar>& src,
                std::int64_t n,
                Scalar scale,
                Scalar* t,
-               std::int64_t ld) {
+               std::int64_t ld,
+               const std::int64_t* map = nullptr) {
     if (src.sparse == nullptr) {
-        kernels::pack_rows(src.dense, b, h, row0, n, scale, t, ld);
+        kernels::pack_rows(src.dense, b, h, row0, n, scale, t, ld, map);
         return kernels::all_finite(t, ld, n, src.dense.cols);
     }
+    IOATTN_ASSERT(map == nullptr); // reordered rows are read in place from dense operands only
     std::fill(t, t + n * ld, Scalar(0));
     bool finite = true;
     for (std::int64_t r = 0; r < n; ++r)

@@ -47,12 +47,26 @@ void forward_fused_ordered(const ForwardArgs<Scalar>& args,
                            const MemoryModel& memory,
                            Counter& counter);
 
+/// backward_fused likewise over a reordered problem read in place: Q, O, L, dO, dQ rows
+/// through `rows`, K, V, dK, dV rows through `keys`. I/O: io_cost_backward_fused plus the order
+/// indices: per head, each query block's rows in pass 0 and pass R, and each key block's
+/// FusedPlan::map_words of the transposed plan in pass A.
+template <typename Scalar, typename Counter>
+void backward_fused_ordered(const BackwardArgs<Scalar>& args,
+                            const Support& support,
+                            const std::int64_t* rows,
+                            const std::int64_t* keys,
+                            const Tiling& tiling,
+                            const MemoryModel& memory,
+                            Counter& counter);
+
 /// I/O of forward_split / backward_split.
 template <typename Scalar>
 IoReport io_cost_split(const Problem& problem, const VariantParts& parts, const VariantPlan& plan);
 
-/// The reordering around forward_split: operands copied into reordered buffers, outputs back;
-/// when every pair goes through tiles, none: forward_fused_ordered reads them in place.
+/// The reordering around forward_split / backward_split: operands copied into reordered
+/// buffers, outputs back; when every pair goes through tiles, none: forward_fused_ordered /
+/// backward_fused_ordered read them in place.
 template <typename Scalar, typename Counter>
 void forward_permuted(const ForwardArgs<Scalar>& args,
                       const VariantParts& parts,

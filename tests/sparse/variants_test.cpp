@@ -377,6 +377,40 @@ TEST_CASE("the permuted forward reads a reordered problem in place when tiles ta
     }
 }
 
+TEST_CASE("the permuted backward reads and writes a reordered problem in place when tiles take "
+          "every pair",
+          "[sparse][variants][io][backward]") {
+    // dilated reorders rows and keys, strided (at 96) its keys alone
+    for (const auto& [spec, n] : std::vector<std::pair<std::string, std::int64_t>>{
+             {"dilated:4:3", 40}, {"strided:4", 96}}) {
+        CAPTURE(spec, n);
+        const Problem p = sp::test::kernel_shape(2, n, n, 8);
+        const Support s = sp::parse_pattern(spec, n, n, 5);
+        const auto plan = sp::plan_variants<float>(p, s, kAmple, Pass::backward, Variant::permuted);
+        REQUIRE(plan.variant == Variant::permuted);
+        REQUIRE(plan.keys_reordered);
+        REQUIRE(plan.element_pairs == 0);
+        sp::test::check_backward_agrees<float>(p, s, 8, [&](Case<float>& c, const Support& t) {
+            IoCounter io(kAmple.fast_words, true);
+            sp::backward(c.backward(), t, plan, kAmple, io);
+            CHECK(io.report() == sp::io_cost<float>(p, t, plan));
+            // no copy: nothing writes Q, K, V, O, dO or L (a copy into a reordered buffer would)
+            for (const ioattn::TraceEvent& e : io.trace())
+                if (e.kind == ioattn::TraceEvent::Kind::write)
+                    for (const ioattn::Operand op : {ioattn::Operand::q,
+                                                     ioattn::Operand::k,
+                                                     ioattn::Operand::v,
+                                                     ioattn::Operand::o,
+                                                     ioattn::Operand::d_o,
+                                                     ioattn::Operand::lse})
+                        CHECK(e.block.operand != op);
+            ioattn::DryRunCounter dry(kAmple.fast_words);
+            sp::backward(ioattn::BackwardArgs<float>::shape_only(p), t, plan, kAmple, dry);
+            CHECK(dry.report() == io.report());
+        });
+    }
+}
+
 TEST_CASE("variant plans: bad arguments throw", "[sparse][variants][throws]") {
     const Problem p = sp::test::kernel_shape(1, 8, 8, 4);
     const Support s = sp::parse_pattern("random:0.5", 8, 8, 1);

@@ -103,7 +103,8 @@ void pack_transposed(const TensorView<const Scalar>& x,
     }
 }
 
-/// Packs rows [row0, row0 + n) of a view, scaled, into t (n x ld), columns zero-padded to ld.
+/// Packs rows [row0, row0 + n) of a view, scaled, into t (n x ld), columns zero-padded to ld;
+/// with `map`, row r is the view's row map[row0 + r].
 template <typename Scalar>
 void pack_rows(const TensorView<const Scalar>& x,
                std::int64_t b,
@@ -112,9 +113,10 @@ void pack_rows(const TensorView<const Scalar>& x,
                std::int64_t n,
                Scalar scale,
                Scalar* t,
-               std::int64_t ld) {
+               std::int64_t ld,
+               const std::int64_t* map = nullptr) {
     for (std::int64_t r = 0; r < n; ++r) {
-        const Scalar* row = x.row(b, h, row0 + r);
+        const Scalar* row = x.row(b, h, map != nullptr ? map[row0 + r] : row0 + r);
         for (std::int64_t k = 0; k < x.cols; ++k)
             t[r * ld + k] = row[k] * scale;
         std::fill(t + r * ld + x.cols, t + (r + 1) * ld, Scalar(0));
