@@ -53,6 +53,7 @@
 #include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
 #include "backward_fused_parts.hpp"
+#include "backward_fused_passes.hpp"
 #include "row_products.hpp"
 #include "validate.hpp"
 
@@ -65,37 +66,14 @@ namespace ioattn::sparse::IOATTN_ISA {
 namespace {
 
 using detail::accumulate_allowed;
+using detail::delta_block;
 using detail::Maps;
 using detail::Partials;
+using detail::reduce_block;
 using detail::rows_allowed;
 using detail::Scratch;
 using detail::stream_rows;
 using kernels::Simd;
-
-// --- pass 0: D_i = rowsum(dO_i o O_i) ---
-template <typename Scalar, typename Counter>
-void delta_block(const BackwardArgs<Scalar>& a,
-                 const detail::FusedPlan& plan,
-                 std::int64_t slice,
-                 std::int64_t blk,
-                 Scalar* delta,
-                 const Maps& maps,
-                 Counter& io) {
-    const Problem& p = a.problem;
-    const std::int64_t b = slice / p.heads, h = slice % p.heads;
-    const std::int64_t i0 = plan.row0(blk), r = plan.rows(blk);
-    io.acquire(r * (2 * p.d_v + 1));
-    io.read({Operand::o, slice, i0, r, 0, p.d_v});
-    io.read({Operand::d_o, slice, i0, r, 0, p.d_v});
-    if (maps.rows != nullptr) // the row order of the block
-        io.read({Operand::index, slice, blk, 1, 0, r * kIndexReadWords<Scalar>});
-    if constexpr (Counter::kComputes)
-        for (std::int64_t x = 0; x < r; ++x)
-            delta[slice * p.n_q + i0 + x] = kernels::row_delta(
-                a.o.row(b, h, maps.row(i0 + x)), a.d_o.row(b, h, maps.row(i0 + x)), p.d_v);
-    io.write({Operand::delta, slice, i0, r, 0, 1});
-    io.release(r * (2 * p.d_v + 1));
-}
 
 // --- pass A: a key block resident with dK, dV; the queries that see it streamed; dS K added
 // into the partial dQ^group ---
@@ -262,40 +240,6 @@ void key_block(const BackwardArgs<Scalar>& a,
     io.write({Operand::d_k, kv_slice, j0, r, 0, p.d});
     io.write({Operand::d_v, kv_slice, j0, r, 0, p.d_v});
     io.release(resident);
-}
-
-// --- pass R: dQ_i = the partial sums of the groups that reached each row, in group order ---
-template <typename Scalar, typename Counter>
-void reduce_block(const BackwardArgs<Scalar>& a,
-                  const detail::FusedPlan& plan,
-                  std::int64_t slice,
-                  std::int64_t blk,
-                  const Partials<Scalar>& dq,
-                  const Maps& maps,
-                  Counter& io) {
-    const Problem& p = a.problem;
-    const std::int64_t b = slice / p.heads, h = slice % p.heads;
-    const std::int64_t i0 = plan.row0(blk), r = plan.rows(blk);
-    io.acquire(2 * r * p.d);
-    for (std::int64_t g = 0; g < dq.groups; ++g) {
-        const std::uint8_t* reached = dq.reached + dq.at(g, slice, i0);
-        const auto n = static_cast<std::int64_t>(std::count(reached, reached + r, 1));
-        if (n > 0)
-            io.read({Operand::d_q_partial, g * p.batch_heads() + slice, i0, n, 0, p.d});
-    }
-    if (maps.rows != nullptr) // the row order of the block
-        io.read({Operand::index, slice, blk, 1, 0, r * kIndexReadWords<Scalar>});
-    if constexpr (Counter::kComputes) {
-        for (std::int64_t x = i0; x < i0 + r; ++x) {
-            Scalar* out = a.d_q.row(b, h, maps.row(x));
-            std::fill(out, out + p.d, Scalar(0));
-            for (std::int64_t g = 0; g < dq.groups; ++g)
-                if (dq.reached[dq.at(g, slice, x)] != 0)
-                    std::transform(out, out + p.d, dq.row(g, slice, x), out, std::plus<>());
-        }
-    }
-    io.write({Operand::d_q, slice, i0, r, 0, p.d});
-    io.release(2 * r * p.d);
 }
 
 template <typename Scalar, typename Counter>
