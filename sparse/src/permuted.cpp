@@ -22,10 +22,10 @@
 // I/O = io_cost of the split variant on the reordered parts + io_cost_permutation: in place,
 //   the order indices the tile blocks read (FusedPlan::map_words: one per row, one per
 //   streamed key, per head; the backward's passes 0 and R one per query row too); with
-//   copies, each copy
-//   reads and writes its rows once: forward n_q (d + d_v + 1) per head (rows), n_k (d + d_v)
-//   per kv head (keys); backward n_q (2d + 2 d_v + 1) per head, 2 n_k (d + d_v) per kv head;
-//   and each copy reads its order (rows indices of 8 bytes) once per slice.
+//   copies, each copy reads and writes its rows once: forward n_q (d + d_v + 1) per head
+//   (rows), n_k (d + d_v) per kv head (keys); backward n_q (2d + 2 d_v + 1) per head,
+//   2 n_k (d + d_v) per kv head; and each copy reads its order (rows indices of 8 bytes) once
+//   per slice.
 // Copies run in parallel over slices and rows; thread-count invariant (a copy is exact).
 // Tests: tests/sparse/variants_test.cpp
 
@@ -118,8 +118,8 @@ void check(Args& a, const Support& s, const char* where, bool shape_only) {
 
 } // namespace
 
-/// Whether the forward reads the reordered problem in place (every pair through tiles: the
-/// tile kernel takes the orders; the element kernels do not).
+/// Whether a pass reads and writes the reordered problem in place: every pair goes through
+/// tiles (the tile kernels take the orders; the element kernels do not).
 bool in_place(const VariantParts& parts) {
     return parts.element.z_qk() == 0;
 }
