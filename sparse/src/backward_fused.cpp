@@ -31,9 +31,10 @@
 // rows counts their stored words (nnz instead of d or d_v per row; io_cost_backward_fused with
 // the inputs); rows are scattered into the same dense buffers, so residency is unchanged, and a
 // scattered chunk is non-finite exactly when a stored value is. dQ, dK, dV are written dense.
-// backward_fused_ordered (the permuted variant's backward when tiles take every pair) runs the
-// same over a reordered problem read and written in place: Q, O, L, dO, dQ rows through `rows`,
-// K, V, dK, dV rows through `keys`; its I/O adds the order indices (variant_parts.hpp).
+// With row and key orders (`maps`: the permuted variant's backward when tiles take every pair,
+// detail::backward_fused_ordered) the kernel reads and writes a reordered problem in place: Q,
+// O, L, dO, dQ rows through maps.rows, K, V, dK, dV rows through maps.keys; its I/O adds the
+// order indices (variant_parts.hpp).
 // Tests: tests/sparse/backward_test.cpp, sparse_inputs_test.cpp, variants_test.cpp
 
 #include "plan.hpp"
@@ -242,14 +243,16 @@ void key_block(const BackwardArgs<Scalar>& a,
     io.release(resident);
 }
 
+} // namespace
+
 template <typename Scalar, typename Counter>
-void run(const BackwardArgs<Scalar>& args,
-         const Support& support,
-         const SparseInputs<Scalar>& inputs,
-         const Maps& maps,
-         const Tiling& tiling,
-         const MemoryModel& memory,
-         Counter& counter) {
+void backward_fused(const BackwardArgs<Scalar>& args,
+                    const Support& support,
+                    const SparseInputs<Scalar>& inputs,
+                    const Tiling& tiling,
+                    const MemoryModel& memory,
+                    Counter& counter,
+                    const Maps& maps) {
     constexpr const char* kWhere = "ioattn::sparse::backward_fused";
     BackwardArgs<Scalar> a = args;
     const detail::Operands<Scalar> src =
@@ -306,43 +309,14 @@ void run(const BackwardArgs<Scalar>& args,
     });
 }
 
-} // namespace
-
-template <typename Scalar, typename Counter>
-void backward_fused(const BackwardArgs<Scalar>& args,
-                    const Support& support,
-                    const SparseInputs<Scalar>& inputs,
-                    const Tiling& tiling,
-                    const MemoryModel& memory,
-                    Counter& counter) {
-    run(args, support, inputs, Maps{}, tiling, memory, counter);
-}
-
-template <typename Scalar, typename Counter>
-void backward_fused_ordered(const BackwardArgs<Scalar>& args,
-                            const Support& support,
-                            const std::int64_t* rows,
-                            const std::int64_t* keys,
-                            const Tiling& tiling,
-                            const MemoryModel& memory,
-                            Counter& counter) {
-    run(args, support, SparseInputs<Scalar>{}, Maps{rows, keys}, tiling, memory, counter);
-}
-
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
     template void backward_fused<Scalar, Counter>(const BackwardArgs<Scalar>&,                     \
                                                   const Support&,                                  \
                                                   const SparseInputs<Scalar>&,                     \
                                                   const Tiling&,                                   \
                                                   const MemoryModel&,                              \
-                                                  Counter&);                                       \
-    template void backward_fused_ordered<Scalar, Counter>(const BackwardArgs<Scalar>&,             \
-                                                          const Support&,                          \
-                                                          const std::int64_t*,                     \
-                                                          const std::int64_t*,                     \
-                                                          const Tiling&,                           \
-                                                          const MemoryModel&,                      \
-                                                          Counter&);
+                                                  Counter&,                                        \
+                                                  const Maps&);
 IOATTN_INSTANTIATE(float, NullCounter)
 IOATTN_INSTANTIATE(float, IoCounter)
 IOATTN_INSTANTIATE(float, DryRunCounter)

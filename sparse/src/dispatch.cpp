@@ -21,31 +21,27 @@ namespace ioattn::sparse {
               const Tiling&,                                                                       \
               const MemoryModel&,                                                                  \
               Counter&);
+/// A fused kernel also reads a reordered problem in place through row and key orders (Maps;
+/// the identity by default).
+#define IOATTN_DECLARE_FUSED(name, Args)                                                           \
+    template <typename Scalar, typename Counter>                                                   \
+    void name(const Args<Scalar>&,                                                                 \
+              const Support&,                                                                      \
+              const SparseInputs<Scalar>&,                                                         \
+              const Tiling&,                                                                       \
+              const MemoryModel&,                                                                  \
+              Counter&,                                                                            \
+              const detail::Maps& = {});
 #define IOATTN_DECLARE_VARIANT(isa)                                                                \
     namespace isa {                                                                                \
-    template <typename Scalar, typename Counter>                                                   \
-    void forward_fused_ordered(const ForwardArgs<Scalar>&,                                         \
-                               const Support&,                                                     \
-                               const std::int64_t*,                                                \
-                               const std::int64_t*,                                                \
-                               const Tiling&,                                                      \
-                               const MemoryModel&,                                                 \
-                               Counter&);                                                          \
-    template <typename Scalar, typename Counter>                                                   \
-    void backward_fused_ordered(const BackwardArgs<Scalar>&,                                       \
-                                const Support&,                                                    \
-                                const std::int64_t*,                                               \
-                                const std::int64_t*,                                               \
-                                const Tiling&,                                                     \
-                                const MemoryModel&,                                                \
-                                Counter&);                                                         \
-    IOATTN_DECLARE_KERNEL(forward_fused, ForwardArgs)                                              \
+    IOATTN_DECLARE_FUSED(forward_fused, ForwardArgs)                                               \
     IOATTN_DECLARE_KERNEL(forward_materialized, ForwardArgs)                                       \
-    IOATTN_DECLARE_KERNEL(backward_fused, BackwardArgs)                                            \
+    IOATTN_DECLARE_FUSED(backward_fused, BackwardArgs)                                             \
     IOATTN_DECLARE_KERNEL(backward_materialized, BackwardArgs)                                     \
     }
 IOATTN_FOR_EACH_BUILT_ISA(IOATTN_DECLARE_VARIANT)
 #undef IOATTN_DECLARE_VARIANT
+#undef IOATTN_DECLARE_FUSED
 #undef IOATTN_DECLARE_KERNEL
 
 /// The dispatching entry with sparse inputs and the one without, of kernel `name`.
@@ -76,25 +72,23 @@ IOATTN_DEFINE_KERNEL(backward_materialized, BackwardArgs)
 template <typename Scalar, typename Counter>
 void detail::forward_fused_ordered(const ForwardArgs<Scalar>& args,
                                    const Support& support,
-                                   const std::int64_t* rows,
-                                   const std::int64_t* keys,
+                                   const Maps& maps,
                                    const Tiling& tiling,
                                    const MemoryModel& memory,
                                    Counter& counter) {
-    IOATTN_DISPATCH(
-        forward_fused_ordered<Scalar, Counter>(args, support, rows, keys, tiling, memory, counter));
+    IOATTN_DISPATCH(forward_fused<Scalar, Counter>(
+        args, support, SparseInputs<Scalar>{}, tiling, memory, counter, maps));
 }
 
 template <typename Scalar, typename Counter>
 void detail::backward_fused_ordered(const BackwardArgs<Scalar>& args,
                                     const Support& support,
-                                    const std::int64_t* rows,
-                                    const std::int64_t* keys,
+                                    const Maps& maps,
                                     const Tiling& tiling,
                                     const MemoryModel& memory,
                                     Counter& counter) {
-    IOATTN_DISPATCH(backward_fused_ordered<Scalar, Counter>(
-        args, support, rows, keys, tiling, memory, counter));
+    IOATTN_DISPATCH(backward_fused<Scalar, Counter>(
+        args, support, SparseInputs<Scalar>{}, tiling, memory, counter, maps));
 }
 
 #define IOATTN_INSTANTIATE_KERNEL(name, Args, Scalar, Counter)                                     \
@@ -109,15 +103,13 @@ void detail::backward_fused_ordered(const BackwardArgs<Scalar>& args,
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
     template void detail::forward_fused_ordered<Scalar, Counter>(const ForwardArgs<Scalar>&,       \
                                                                  const Support&,                   \
-                                                                 const std::int64_t*,              \
-                                                                 const std::int64_t*,              \
+                                                                 const detail::Maps&,              \
                                                                  const Tiling&,                    \
                                                                  const MemoryModel&,               \
                                                                  Counter&);                        \
     template void detail::backward_fused_ordered<Scalar, Counter>(const BackwardArgs<Scalar>&,     \
                                                                   const Support&,                  \
-                                                                  const std::int64_t*,             \
-                                                                  const std::int64_t*,             \
+                                                                  const detail::Maps&,             \
                                                                   const Tiling&,                   \
                                                                   const MemoryModel&,              \
                                                                   Counter&);                       \

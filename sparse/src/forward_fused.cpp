@@ -26,9 +26,10 @@
 // computed (a block of heavy rows holds a few). If a gathered V chunk holds a non-finite value,
 // rows whose chunk is partial accumulate over their allowed keys only, so NaN never reaches a
 // row that cannot see it.
-// forward_fused_ordered (the permuted variant's forward when tiles take every pair) runs the
-// same over a reordered problem read in place: Q, O and L rows through `rows`, K and V rows
-// through `keys`; its I/O adds the order indices each block reads (FusedPlan::map_words).
+// With row and key orders (`maps`: the permuted variant's forward when tiles take every pair,
+// detail::forward_fused_ordered) the kernel reads a reordered problem in place: Q, O and L
+// rows through maps.rows, K and V rows through maps.keys; its I/O adds the order indices each
+// block reads (FusedPlan::map_words).
 // One task per (batch, head, row block); thread-count invariant.
 // Tests: tests/sparse/forward_test.cpp
 
@@ -60,6 +61,7 @@ namespace ioattn::sparse::IOATTN_ISA {
 
 namespace {
 
+using detail::Maps;
 using kernels::Simd;
 
 /// Lane slab of the per-slab key spans: the micro-kernels' 4 vectors (64 floats).
@@ -99,8 +101,8 @@ struct Scratch {
 /// is an interval of dense rows; through row pointers, in place too, when its rows are dense
 /// and the V slice is finite; else gathered into w.kg, w.vg (a sparse K is multiplied as
 /// stored, never scattered), V's finiteness checked row by row. Measured (N = 16384, d = 64, 2
-/// threads, perf): the copies were 14% of strided:64's tile forward. With `key_map`, key j is
-/// row key_map[j] of K and V (never an interval then).
+/// threads, perf): the copies were 14% of strided:64's tile forward. With a key order, key j
+/// is row maps.key(j) of K and V (never an interval then).
 template <typename Scalar>
 std::pair<detail::Rows<Scalar>, detail::Rows<Scalar>>
 chunk_rows(const ForwardArgs<Scalar>& a,
@@ -109,15 +111,15 @@ chunk_rows(const ForwardArgs<Scalar>& a,
            std::int64_t g,
            const std::int64_t* kc,
            std::int64_t c,
-           const std::int64_t* key_map,
+           const Maps& maps,
            bool v_finite,
            const Scratch<Scalar>& w) {
     const Problem& p = a.problem;
     const bool dense = src.k.sparse == nullptr && src.v.sparse == nullptr;
-    if (dense && key_map == nullptr && kc[c - 1] - kc[0] + 1 == c)
+    if (dense && maps.keys == nullptr && kc[c - 1] - kc[0] + 1 == c)
         return {{a.k.row(b, g, kc[0]), a.k.stride_row, true},
                 {a.v.row(b, g, kc[0]), a.v.stride_row, v_finite}};
-    const auto key = [&](std::int64_t y) { return key_map != nullptr ? key_map[kc[y]] : kc[y]; };
+    const auto key = [&](std::int64_t y) { return maps.key(kc[y]); };
     if (dense && v_finite) {
         const Scalar** kp = w.rows;
         const Scalar** vp = w.rows + c;
@@ -135,8 +137,6 @@ chunk_rows(const ForwardArgs<Scalar>& a,
     }
     return {{w.kg, p.d, true}, {w.vg, p.d_v, finite_v}};
 }
-
-using detail::Maps;
 
 template <typename Scalar, typename Counter>
 void row_block(const ForwardArgs<Scalar>& a,
@@ -191,7 +191,7 @@ void row_block(const ForwardArgs<Scalar>& a,
         // --- K_c, V_c: in place when the chunk is an interval of dense rows or its rows are
         // dense with a finite V slice (read through row pointers), else gathered ---
         const auto [kr, vr] =
-            chunk_rows(a, src, b, g, kc, c, maps.keys, v_finite_slices[kv_slice] != 0, w);
+            chunk_rows(a, src, b, g, kc, c, maps, v_finite_slices[kv_slice] != 0, w);
         const bool finite_v = vr.finite;
         // --- per slab of 64 lanes, over the chunk entries [lo, hi) some row of the slab may
         // see: St = K Qt, mask to Omega, online softmax, O^T = alpha O^T + V^T P^T ---
@@ -246,14 +246,16 @@ void row_block(const ForwardArgs<Scalar>& a,
     io.release(resident);
 }
 
+} // namespace
+
 template <typename Scalar, typename Counter>
-void run(const ForwardArgs<Scalar>& args,
-         const Support& support,
-         const SparseInputs<Scalar>& inputs,
-         const Maps& maps,
-         const Tiling& tiling,
-         const MemoryModel& memory,
-         Counter& counter) {
+void forward_fused(const ForwardArgs<Scalar>& args,
+                   const Support& support,
+                   const SparseInputs<Scalar>& inputs,
+                   const Tiling& tiling,
+                   const MemoryModel& memory,
+                   Counter& counter,
+                   const Maps& maps) {
     constexpr const char* kWhere = "ioattn::sparse::forward_fused";
     ForwardArgs<Scalar> a = args;
     const detail::Operands<Scalar> src =
@@ -297,43 +299,14 @@ void run(const ForwardArgs<Scalar>& args,
         });
 }
 
-} // namespace
-
-template <typename Scalar, typename Counter>
-void forward_fused(const ForwardArgs<Scalar>& args,
-                   const Support& support,
-                   const SparseInputs<Scalar>& inputs,
-                   const Tiling& tiling,
-                   const MemoryModel& memory,
-                   Counter& counter) {
-    run(args, support, inputs, Maps{}, tiling, memory, counter);
-}
-
-template <typename Scalar, typename Counter>
-void forward_fused_ordered(const ForwardArgs<Scalar>& args,
-                           const Support& support,
-                           const std::int64_t* rows,
-                           const std::int64_t* keys,
-                           const Tiling& tiling,
-                           const MemoryModel& memory,
-                           Counter& counter) {
-    run(args, support, SparseInputs<Scalar>{}, Maps{rows, keys}, tiling, memory, counter);
-}
-
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
     template void forward_fused<Scalar, Counter>(const ForwardArgs<Scalar>&,                       \
                                                  const Support&,                                   \
                                                  const SparseInputs<Scalar>&,                      \
                                                  const Tiling&,                                    \
                                                  const MemoryModel&,                               \
-                                                 Counter&);                                        \
-    template void forward_fused_ordered<Scalar, Counter>(const ForwardArgs<Scalar>&,               \
-                                                         const Support&,                           \
-                                                         const std::int64_t*,                      \
-                                                         const std::int64_t*,                      \
-                                                         const Tiling&,                            \
-                                                         const MemoryModel&,                       \
-                                                         Counter&);
+                                                 Counter&,                                         \
+                                                 const Maps&);
 IOATTN_INSTANTIATE(float, NullCounter)
 IOATTN_INSTANTIATE(float, IoCounter)
 IOATTN_INSTANTIATE(float, DryRunCounter)

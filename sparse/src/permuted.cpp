@@ -118,6 +118,11 @@ void check(Args& a, const Support& s, const char* where, bool shape_only) {
 
 } // namespace
 
+/// The orders as the tile kernels read them (an empty order: the identity).
+Maps maps_of(const Orders& o) {
+    return {o.rows.empty() ? nullptr : o.rows.data(), o.keys.empty() ? nullptr : o.keys.data()};
+}
+
 /// Whether a pass reads and writes the reordered problem in place: every pair goes through
 /// tiles (the tile kernels take the orders; the element kernels do not).
 bool in_place(const VariantParts& parts) {
@@ -136,13 +141,7 @@ void forward_permuted(const ForwardArgs<Scalar>& args,
     const Orders& o = parts.orders;
     const bool rows = !o.rows.empty(), keys = !o.keys.empty();
     if (in_place(parts)) { // no copies: the tiles read rows and keys through the orders
-        forward_fused_ordered(a,
-                              parts.tile,
-                              rows ? o.rows.data() : nullptr,
-                              keys ? o.keys.data() : nullptr,
-                              plan.tile,
-                              memory,
-                              counter);
+        forward_fused_ordered(a, parts.tile, maps_of(o), plan.tile, memory, counter);
         return;
     }
     constexpr bool kC = Counter::kComputes;
@@ -197,13 +196,7 @@ void backward_permuted(const BackwardArgs<Scalar>& args,
     const Orders& o = parts.orders;
     const bool rows = !o.rows.empty(), keys = !o.keys.empty();
     if (in_place(parts)) { // no copies: the tiles read and write through the orders
-        backward_fused_ordered(a,
-                               parts.tile,
-                               rows ? o.rows.data() : nullptr,
-                               keys ? o.keys.data() : nullptr,
-                               plan.tile,
-                               memory,
-                               counter);
+        backward_fused_ordered(a, parts.tile, maps_of(o), plan.tile, memory, counter);
         return;
     }
     constexpr bool kC = Counter::kComputes;

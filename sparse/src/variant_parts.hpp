@@ -4,6 +4,7 @@
 // reordering. Also the runners of the split and permuted variants (split.cpp, permuted.cpp).
 
 #include "element_plan.hpp"
+#include "plan.hpp"
 #include "structure.hpp"
 
 #include <ioattn/sparse/variants.hpp>
@@ -35,27 +36,25 @@ void backward_split(const BackwardArgs<Scalar>& args,
                     Counter& counter);
 
 /// forward_fused (its tile schedule, dense operands) over a reordered problem read in place:
-/// query row i of `support` is row rows[i] of Q, O and L, key j is row keys[j] of K and V
-/// (null: the identity). I/O: io_cost_forward_fused plus the order indices each block reads
+/// query row i of `support` is row maps.row(i) of Q, O and L, key j is row maps.key(j) of K
+/// and V. I/O: io_cost_forward_fused plus the order indices each block reads
 /// (FusedPlan::map_words). Dispatched to the active instruction set (dispatch.cpp).
 template <typename Scalar, typename Counter>
 void forward_fused_ordered(const ForwardArgs<Scalar>& args,
                            const Support& support,
-                           const std::int64_t* rows,
-                           const std::int64_t* keys,
+                           const Maps& maps,
                            const Tiling& tiling,
                            const MemoryModel& memory,
                            Counter& counter);
 
 /// backward_fused likewise over a reordered problem read in place: Q, O, L, dO, dQ rows
-/// through `rows`, K, V, dK, dV rows through `keys`. I/O: io_cost_backward_fused plus the order
+/// through the row order, K, V, dK, dV rows through the key order. I/O: io_cost_backward_fused plus the order
 /// indices: per head, each query block's rows in pass 0 and pass R, and each key block's
 /// FusedPlan::map_words of the transposed plan in pass A.
 template <typename Scalar, typename Counter>
 void backward_fused_ordered(const BackwardArgs<Scalar>& args,
                             const Support& support,
-                            const std::int64_t* rows,
-                            const std::int64_t* keys,
+                            const Maps& maps,
                             const Tiling& tiling,
                             const MemoryModel& memory,
                             Counter& counter);

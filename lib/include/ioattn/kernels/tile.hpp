@@ -16,6 +16,7 @@
 // Blocking (AVX-512): 6 rows x 4 vectors = 24 accumulators; AVX2 halves the rows for its 16
 // registers.
 
+#include <ioattn/error.hpp>
 #include <ioattn/kernels/simd.hpp>
 
 #include <algorithm>
@@ -72,19 +73,6 @@ struct ColsA {
     [[nodiscard]] ColsA from(std::int64_t c0) const { return {a + c0, ld}; }
 };
 
-/// A(c, k) = a[c * row + k * step], any strides (neither is 1).
-template <typename T>
-struct StridedA {
-    const T* a = nullptr;
-    std::int64_t row = 0, step = 0;
-
-    [[nodiscard]] T operator()(std::int64_t c, std::int64_t k) const {
-        return a[c * row + k * step];
-    }
-
-    [[nodiscard]] StridedA from(std::int64_t c0) const { return {a + c0 * row, row, step}; }
-};
-
 /// A(c, k) = rows[c][k]: rows at scattered addresses, read in place (a chunk's gathered keys
 /// without the copy into a contiguous buffer). The NC row pointers of a tile are loop-invariant.
 template <typename T>
@@ -109,7 +97,7 @@ struct ColPtrsA {
 };
 
 /// NC rows x NV lane vectors of C = A B (alpha null) or C = alpha o C + A B (alpha: NV vectors,
-/// one factor per lane), over `depth` steps; A(c, k) (RowsA, ColsA, StridedA, RowPtrsA, ColPtrsA) is
+/// one factor per lane), over `depth` steps; A(c, k) (RowsA, ColsA, RowPtrsA, ColPtrsA) is
 /// broadcast, B[k] is a row of lanes at stride ldb.
 template <typename T, int NC, int NV, typename A>
 inline void broadcast_tile(
@@ -184,8 +172,8 @@ inline void broadcast_rows(A a,
     }
 }
 
-/// broadcast_rows of a strided A(c, k) = a[c * a_row + k * a_step] (rows, their transpose, or
-/// any strides).
+/// broadcast_rows of a strided A(c, k) = a[c * a_row + k * a_step]: rows (a_step = 1) or their
+/// transpose (a_row = 1), the only forms the kernels use.
 template <typename T>
 inline void broadcast_block(const T* a,
                             std::int64_t a_row,
@@ -198,12 +186,11 @@ inline void broadcast_block(const T* a,
                             const T* alpha,
                             T* c,
                             std::int64_t ldc) {
+    IOATTN_ASSERT(a_step == 1 || a_row == 1);
     if (a_step == 1)
         broadcast_rows(RowsA<T>{a, a_row}, rows, b, ldb, depth, n_vec, alpha, c, ldc);
-    else if (a_row == 1)
-        broadcast_rows(ColsA<T>{a, a_step}, rows, b, ldb, depth, n_vec, alpha, c, ldc);
     else
-        broadcast_rows(StridedA<T>{a, a_row, a_step}, rows, b, ldb, depth, n_vec, alpha, c, ldc);
+        broadcast_rows(ColsA<T>{a, a_step}, rows, b, ldb, depth, n_vec, alpha, c, ldc);
 }
 
 /// St[0..n_keys)[0..n_vec lanes) = K[0..n_keys) Qt, K rows at stride ldk.
