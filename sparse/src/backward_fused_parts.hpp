@@ -103,7 +103,7 @@ Rows<Scalar> stream_rows(const RowSource<Scalar>& src,
     rows.ld = direct ? x.stride_row : x.cols;
     if (!direct)
         for (std::int64_t y = 0; y < c; ++y)
-            std::copy_n(x.row(b, h, map != nullptr ? map[idx[y]] : idx[y]), x.cols, g + y * x.cols);
+            std::copy_n(x.row(b, h, kernels::mapped(map, idx[y])), x.cols, g + y * x.cols);
     rows.finite = kernels::all_finite(rows.p, rows.ld, c, x.cols);
     return rows;
 }

@@ -92,7 +92,7 @@ inline void finish_rows(const T* ot,
                         std::int64_t row0,
                         std::int64_t n,
                         const std::int64_t* map = nullptr) {
-    const auto at = [&](std::int64_t r) { return map != nullptr ? map[row0 + r] : row0 + r; };
+    const auto at = [&](std::int64_t r) { return mapped(map, row0 + r); };
     for (std::int64_t r = 0; r < n; ++r) {
         inv[r] = l[r] == T(0) ? T(0) : T(1) / l[r];
         *lse.row(b, h, at(r)) = l[r] == T(0) ? -std::numeric_limits<T>::infinity()

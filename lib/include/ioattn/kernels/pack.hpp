@@ -54,6 +54,11 @@ inline void transpose16(Vec<float>* v) {
 }
 #endif
 
+/// Row i of a reordered problem: row map[i] of the operand (map null: i itself).
+inline std::int64_t mapped(const std::int64_t* map, std::int64_t i) {
+    return map != nullptr ? map[i] : i;
+}
+
 /// Packs rows [row0, row0 + n) of a view, transposed and scaled, into t (cols x ld), zero-padded.
 /// With `map`, row r is the view's row map[row0 + r] (a reordered problem read in place).
 /// 16 x 16 blocks, so that the 16 rows read and the 16 lines written stay in L1 (column at a
@@ -68,9 +73,7 @@ void pack_transposed(const TensorView<const Scalar>& x,
                      Scalar* t,
                      std::int64_t ld,
                      const std::int64_t* map = nullptr) {
-    const auto row_of = [&](std::int64_t r) {
-        return x.row(b, h, map != nullptr ? map[row0 + r] : row0 + r);
-    };
+    const auto row_of = [&](std::int64_t r) { return x.row(b, h, mapped(map, row0 + r)); };
     constexpr std::int64_t kBlock = 16;
     for (std::int64_t r0 = 0; r0 < ld; r0 += kBlock) {
         const std::int64_t r1 = std::min(ld, r0 + kBlock);
@@ -116,7 +119,7 @@ void pack_rows(const TensorView<const Scalar>& x,
                std::int64_t ld,
                const std::int64_t* map = nullptr) {
     for (std::int64_t r = 0; r < n; ++r) {
-        const Scalar* row = x.row(b, h, map != nullptr ? map[row0 + r] : row0 + r);
+        const Scalar* row = x.row(b, h, mapped(map, row0 + r));
         for (std::int64_t k = 0; k < x.cols; ++k)
             t[r * ld + k] = row[k] * scale;
         std::fill(t + r * ld + x.cols, t + (r + 1) * ld, Scalar(0));
@@ -136,9 +139,7 @@ void unpack_transposed(const Scalar* t,
                        std::int64_t row0,
                        std::int64_t n,
                        const std::int64_t* map = nullptr) {
-    const auto row_of = [&](std::int64_t r) {
-        return x.row(b, h, map != nullptr ? map[row0 + r] : row0 + r);
-    };
+    const auto row_of = [&](std::int64_t r) { return x.row(b, h, mapped(map, row0 + r)); };
     constexpr std::int64_t kBlock = 16;
     for (std::int64_t r0 = 0; r0 < n; r0 += kBlock) {
         const std::int64_t r1 = std::min(n, r0 + kBlock);
