@@ -106,8 +106,7 @@ void probs_tile(const Slice<Scalar>& w, std::int64_t k, std::int64_t blk, int wo
                     detail::ChunkRows<Scalar>{&w.src->k, w.bb, w.g, j0, c, w.kv_chunk(worker)},
                     k0,
                     kw,
-                    k0 == 0,
-                    nullptr);
+                    k0 == 0);
             }
             io.release((r + c) * kw);
         }
@@ -184,8 +183,7 @@ void d_scores_tile(
                     detail::ChunkRows<Scalar>{&w.src->v, w.bb, w.g, j0, c, w.kv_chunk(worker)},
                     x0,
                     xw,
-                    x0 == 0,
-                    nullptr);
+                    x0 == 0);
             }
             io.release((r + c) * xw);
         }
@@ -297,7 +295,7 @@ void d_kv_chunk(const Slice<Scalar>& w,
                     // key y's stored values gathered down its column, its row in registers ---
                     const auto col = st.row(j0 + y);
                     const std::int64_t base = st.row_offsets()[static_cast<std::size_t>(j0 + y)];
-                    const auto [lo, hi] = detail::keys_in(col, i0, r, -1);
+                    const auto [lo, hi] = detail::keys_in(col, i0, r);
                     for (std::int64_t e = lo; e < hi; ++e)
                         pv[e - lo] = w.store(k, positions[static_cast<std::size_t>(base + e)]);
                     kernels::spmm_row(

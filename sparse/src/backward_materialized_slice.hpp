@@ -107,7 +107,7 @@ struct Slice {
     [[nodiscard]] std::pair<std::int64_t, std::int64_t>
     segment(std::int64_t i, std::int64_t j0, std::int64_t c) const {
         const std::int64_t base = s->row_offsets()[static_cast<std::size_t>(i)];
-        const auto [lo, hi] = keys_in(s->row(i), j0, c, -1);
+        const auto [lo, hi] = keys_in(s->row(i), j0, c);
         return {base + lo, base + hi};
     }
 

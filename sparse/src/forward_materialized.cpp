@@ -15,7 +15,8 @@
 // double): every pass over a tile's stored scores reads their keys, nnz_ij: the keep step of
 // phase 1, each d_v chunk of phase 2, and each d chunk of the SDDMM of a tile computed pair by
 // pair (tile_rule.hpp; Z_pp: the pairs of such tiles). Row offsets and the search for each
-// row's run of keys (r per tile, in the lines read next) are not counted.
+// row's run of keys (in the lines read next) are not counted, nor the rows' cursors and
+// per-tile lists (detail::TileRows, tile_rows.hpp: a tile visits only its rows with pairs).
 // I/O = io_cost_forward_materialized (per row block: T tiles of total width C, Z nonzeros):
 //   T*r*d + C*d + Z  +  ceil(d_v/b)*Z + C*d_v + r*d_v + r
 //   + iw*((1 + ceil(d_v/b))*Z + ceil(d/b)*Z_pp); with the full pattern this is
@@ -47,6 +48,7 @@
 // The kernels it uses, compiled for that instruction set:
 #include "row_source.hpp"
 #include "tile_ops.hpp"
+#include "tile_rows.hpp"
 #include "validate.hpp"
 
 #include <ioattn/kernels/strip.hpp>
@@ -61,11 +63,11 @@ constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
 
 /// Per-worker buffers: dense b x bp tile (bp: b padded to whole vectors), scattered Q and K
 /// chunks of sparse inputs (b x b each), K^T for a dense tile (b x bp), stats, probabilities of
-/// one row's run (bp), ones (bp), the block's score strip.
+/// one row's run (bp), ones (bp), the block's score strip; the rows with keys per tile.
 template <typename Scalar>
 struct Buffers {
     Scalar *tile, *q, *kr, *kt, *m, *l, *probs, *ones, *strip;
-    std::int64_t* cursor;
+    detail::TileRows rows;
     std::int64_t bp;
 
     static std::int64_t words(std::int64_t b, std::int64_t strip) {
@@ -75,8 +77,8 @@ struct Buffers {
 
     Buffers() = default;
 
-    Buffers(Scalar* base, std::int64_t b, std::int64_t* cursors)
-        : cursor(cursors)
+    Buffers(Scalar* base, std::int64_t b, const detail::TileRows& tile_rows)
+        : rows(tile_rows)
         , bp(padded(b)) {
         tile = base;
         q = tile + b * bp;
@@ -104,7 +106,7 @@ template <typename Scalar, typename Counter>
 void sddmm_tile(const ForwardArgs<Scalar>& a,
                 const detail::Operands<Scalar>& src,
                 const Support& s,
-                const Buffers<Scalar>& w,
+                Buffers<Scalar>& w,
                 std::int64_t bs,
                 const Task& t,
                 std::int64_t j0,
@@ -131,7 +133,7 @@ void sddmm_tile(const ForwardArgs<Scalar>& a,
                 k0,
                 kw,
                 k0 == 0,
-                w.cursor);
+                [&](const auto& f) { w.rows.visit(j0, c, false, f); });
         }
         io.release((t.r + c) * kw);
     }
@@ -141,14 +143,11 @@ void sddmm_tile(const ForwardArgs<Scalar>& a,
         // --- keep Omega's entries (base 2), online update of m, l ---
         const auto qs = static_cast<Scalar>(p.scale * 1.4426950408889634);
         const std::int64_t base = s.row_offsets()[static_cast<std::size_t>(t.i0)];
-        for (std::int64_t x = 0; x < t.r; ++x) {
+        w.rows.visit(j0, c, true, [&](std::int64_t x, std::int64_t a0, std::int64_t e) {
             const auto row = s.row(t.i0 + x);
             const std::int64_t off = s.row_offsets()[static_cast<std::size_t>(t.i0 + x)] - base;
-            const auto [a0, e] = detail::keys_in(row, j0, c, w.cursor[x]);
-            w.cursor[x] = e;
-            if (a0 < e &&
-                row[static_cast<std::size_t>(e - 1)] - row[static_cast<std::size_t>(a0)] ==
-                    e - 1 - a0) { // a contiguous run of keys
+            if (row[static_cast<std::size_t>(e - 1)] - row[static_cast<std::size_t>(a0)] ==
+                e - 1 - a0) { // a contiguous run of keys
                 const Scalar* from = w.tile + x * ld + (row[static_cast<std::size_t>(a0)] - j0);
                 for (std::int64_t y = 0; y < e - a0; ++y)
                     w.strip[off + a0 + y] = from[y] * qs;
@@ -166,7 +165,7 @@ void sddmm_tile(const ForwardArgs<Scalar>& a,
                     : kernels::exp2<Scalar>(kernels::splat<Scalar>(w.m[x] - m_safe))[0];
             w.l[x] = alpha * w.l[x] + sum; // l = exp(m_old - m_new) l + rowsum(exp(S - m_new))
             w.m[x] = mx;
-        }
+        });
     }
     io.write({Operand::scores, t.slice, t.i0, nnz, j0, 1}); // the tile's nnz stored scores
     io.release(t.r * c);
@@ -177,7 +176,7 @@ void spmm_chunk(const ForwardArgs<Scalar>& a,
                 const detail::Operands<Scalar>& src,
                 const Support& s,
                 const BlockView& view,
-                const Buffers<Scalar>& w,
+                Buffers<Scalar>& w,
                 std::int64_t bs,
                 const Task& t,
                 std::int64_t x0,
@@ -188,7 +187,7 @@ void spmm_chunk(const ForwardArgs<Scalar>& a,
     Scalar* o = w.q; // the O chunk reuses the Q buffer (r x xw <= b x b)
     if constexpr (Counter::kComputes) {
         std::fill(o, o + t.r * xw, Scalar(0));
-        std::fill(w.cursor, w.cursor + t.r, std::int64_t{0});
+        w.rows.start();
     }
     const std::int64_t base = s.row_offsets()[static_cast<std::size_t>(t.i0)];
     for (const BlockTile& tile : view.tiles_of(t.blk)) {
@@ -200,12 +199,10 @@ void spmm_chunk(const ForwardArgs<Scalar>& a,
         if constexpr (Counter::kComputes) {
             // V_j[:,x] in place, or scattered into the K^T buffer when V is stored sparse
             const detail::RowBlock<Scalar> vj = src.v.rows(t.b, t.g, j0, c, x0, xw, w.kt);
-            for (std::int64_t x = 0; x < t.r; ++x) {
+            w.rows.visit(j0, c, true, [&](std::int64_t x, std::int64_t a0, std::int64_t e) {
                 const auto row = s.row(t.i0 + x);
                 const std::int64_t off = s.row_offsets()[static_cast<std::size_t>(t.i0 + x)] - base;
                 const Scalar m_safe = w.m[x] == kNegInf<Scalar> ? Scalar(0) : w.m[x];
-                const auto [a0, e] = detail::keys_in(row, j0, c, w.cursor[x]);
-                w.cursor[x] = e;
                 kernels::strip_probabilities( // exp(S - m) / l of the run, then O += P V
                     w.strip + off + a0,
                     e - a0,
@@ -215,12 +212,12 @@ void spmm_chunk(const ForwardArgs<Scalar>& a,
                 kernels::spmm_row(
                     w.probs,
                     e - a0,
-                    [&, a0 = a0](std::int64_t y) {
+                    [&](std::int64_t y) {
                         return vj.row(row[static_cast<std::size_t>(a0 + y)] - j0);
                     },
                     o + x * xw,
                     xw);
-            }
+            });
         }
         io.release(t.r * c + c * xw);
     }
@@ -238,13 +235,13 @@ void row_block(const ForwardArgs<Scalar>& a,
                const BlockView& view,
                std::int64_t bs,
                Task t,
-               const Buffers<Scalar>& w,
+               Buffers<Scalar>& w,
                Counter& io) {
     const Problem& p = a.problem;
     if constexpr (Counter::kComputes) {
         std::fill(w.m, w.m + t.r, kNegInf<Scalar>);
         std::fill(w.l, w.l + t.r, Scalar(0));
-        std::fill(w.cursor, w.cursor + t.r, std::int64_t{0});
+        w.rows.start();
     }
     io.acquire(2 * t.r);
     for (const BlockTile& tile : view.tiles_of(t.blk))
@@ -301,7 +298,8 @@ void forward_materialized(const ForwardArgs<Scalar>& args,
     const int workers = Counter::kComputes ? max_concurrency() : 0;
     CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
     const kernels::Workspace<Scalar> ws(workers, Buffers<Scalar>::words(bs, strip));
-    const kernels::Workspace<std::int64_t> cursors(workers, bs);
+    const std::int64_t row_words = detail::TileRows::words(bs, p.n_k, bs);
+    const kernels::Workspace<std::int64_t> tile_rows(workers, row_words);
     alloc.allocate();
     const std::int64_t blocks = view.row_blocks;
     parallel_for_counted(
@@ -311,7 +309,15 @@ void forward_materialized(const ForwardArgs<Scalar>& args,
             const Task t{slice, b, h, g, b * p.kv_heads + g, blk * bs, view.block_rows(blk), blk};
             Buffers<Scalar> w{};
             if constexpr (Counter::kComputes)
-                w = Buffers<Scalar>(ws.slab(worker), bs, cursors.slab(worker));
+                w = Buffers<Scalar>(
+                    ws.slab(worker),
+                    bs,
+                    detail::TileRows(support,
+                                     t.i0,
+                                     t.r,
+                                     bs,
+                                     detail::TileRows::bucketed(view.tiles_of(blk), t.r),
+                                     tile_rows.slab(worker)));
             row_block(a, src, support, view, bs, t, w, io);
         });
 }

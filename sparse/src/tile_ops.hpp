@@ -20,20 +20,27 @@ inline namespace IOATTN_ISA {
 
 /// The positions [first, last) in `row` (sorted keys) of the keys in [j0, j0 + c): arithmetic
 /// for an interval row (banded patterns: no index is read; scanning missed on the index
-/// array, 17% of the materializing forward), else scanned from `from` (the first position not
-/// in an earlier tile) or, with from < 0, found by binary search.
+/// array, 17% of the materializing forward), else found by binary search.
 inline std::pair<std::int64_t, std::int64_t>
-keys_in(std::span<const std::int64_t> row, std::int64_t j0, std::int64_t c, std::int64_t from) {
+keys_in(std::span<const std::int64_t> row, std::int64_t j0, std::int64_t c) {
     const auto n = static_cast<std::int64_t>(row.size());
     if (n > 0 && row.back() - row.front() + 1 == n)
         return {std::clamp<std::int64_t>(j0 - row.front(), 0, n),
                 std::clamp<std::int64_t>(j0 + c - row.front(), 0, n)};
-    if (from < 0) {
-        const auto lo = std::lower_bound(row.begin(), row.end(), j0);
-        return {lo - row.begin(), std::lower_bound(lo, row.end(), j0 + c) - row.begin()};
-    }
-    std::int64_t e = from;
-    while (e < n && row[static_cast<std::size_t>(e)] < j0 + c)
+    const auto lo = std::lower_bound(row.begin(), row.end(), j0);
+    return {lo - row.begin(), std::lower_bound(lo, row.end(), j0 + c) - row.begin()};
+}
+
+/// As keys_in, scanned from `from`, the first position not in an earlier tile (a pass over a
+/// row's tiles in increasing order).
+inline std::pair<std::int64_t, std::int64_t>
+keys_from(std::span<const std::int64_t> row, std::int64_t j0, std::int64_t c, std::int64_t from) {
+    const auto n = static_cast<std::int64_t>(row.size());
+    if (from >= n || row[static_cast<std::size_t>(from)] >= j0 + c)
+        return {from, from}; // a scattered row's common case: no key in this tile
+    const std::int64_t end = j0 + c;
+    std::int64_t e = from + 1;
+    while (e < n && row[static_cast<std::size_t>(e)] < end)
         ++e;
     return {from, e};
 }
@@ -76,9 +83,9 @@ struct ChunkRows {
 /// query row read once, one lane reduction for the four; materialized forward at N = 16384,
 /// d = 64, medians of 6 alternated runs: random:0.02 1.09x on 1 thread, 1.11x on 2, backward
 /// 1.07x, strided:64 1.07x, bigbird:64:2:3 1.00x), or over the stored entries of a sparse
-/// side (chunk_dot: nothing is scattered). cursor (r positions, or null: binary search) as in
-/// keys_in.
-template <typename Scalar>
+/// side (chunk_dot: nothing is scattered). rows(f) calls f(x, lo, hi) for the tile's rows with
+/// pairs, their keys at positions [lo, hi) of row i0 + x (TileRows::visit, or every_row).
+template <typename Scalar, typename Rows>
 void sddmm_chunk(const Support& s,
                  const TileTarget<Scalar>& t,
                  const ChunkRows<Scalar>& a,
@@ -86,7 +93,7 @@ void sddmm_chunk(const Support& s,
                  std::int64_t c0,
                  std::int64_t zw,
                  bool first,
-                 const std::int64_t* cursor) {
+                 const Rows& rows) {
     if (!per_pair_tile(t.nnz, t.r, t.c)) { // B^T lanes zero-padded to ld
         const RowBlock<Scalar> ra = a.block(c0, zw), rb = b.block(c0, zw);
         for (std::int64_t z = 0; z < zw; ++z) {
@@ -116,9 +123,8 @@ void sddmm_chunk(const Support& s,
         ra = a.block(c0, zw);
         rb = b.block(c0, zw);
     }
-    for (std::int64_t x = 0; x < t.r; ++x) {
+    const auto pairs = [&](std::int64_t x, std::int64_t lo, std::int64_t hi) {
         const auto row = s.row(t.i0 + x);
-        const auto [lo, hi] = keys_in(row, t.j0, t.c, cursor != nullptr ? cursor[x] : -1);
         Scalar* out = t.tile + x * t.ld; // entry y: set by the first chunk, then accumulated
         std::int64_t e = lo;
         if (!stored) // four keys at a time: the query row read once, one shared lane reduction
@@ -142,7 +148,25 @@ void sddmm_chunk(const Support& s,
                        : kernels::dot(ra.row(x), rb.row(y), zw);
             out[y] = first ? v : out[y] + v;
         }
-    }
+    };
+    rows(pairs);
+}
+
+/// sddmm_chunk over every row of the tile, its keys found by binary search (keys_in).
+template <typename Scalar>
+void sddmm_chunk(const Support& s,
+                 const TileTarget<Scalar>& t,
+                 const ChunkRows<Scalar>& a,
+                 const ChunkRows<Scalar>& b,
+                 std::int64_t c0,
+                 std::int64_t zw,
+                 bool first) {
+    sddmm_chunk(s, t, a, b, c0, zw, first, [&](const auto& f) {
+        for (std::int64_t x = 0; x < t.r; ++x) {
+            const auto [lo, hi] = keys_in(s.row(t.i0 + x), t.j0, t.c);
+            f(x, lo, hi);
+        }
+    });
 }
 
 } // namespace IOATTN_ISA

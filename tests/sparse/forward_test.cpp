@@ -122,6 +122,42 @@ TEMPLATE_TEST_CASE("sparse forward_materialized agrees with the reference on eve
     });
 }
 
+TEMPLATE_TEST_CASE("sparse forward_materialized: rows with keys in few of many tiles",
+                   "[sparse][forward]",
+                   float,
+                   double) {
+    // N = 1024 in tiles of 32: bigbird's and random's row blocks hold a few runs per tile (2 or
+    // 4 random keys per row over 32 tiles), so their rows wait in per-tile lists
+    // (tile_rows.hpp: bucketed when the runs are fewer than half of r per tile); strided:32
+    // puts a key of every row in every tile (scanned); runs_with_extras mixes interval rows
+    // and rows with keys around a run.
+    for (const char* spec : {"bigbird:4:1:2", "random:0.004", "strided:32"}) {
+        CAPTURE(spec);
+        check_case<TestType>(shape(1024, 1024, 7),
+                             ioattn::sparse::parse_pattern(spec, 1024, 1024, 5),
+                             [](Case<TestType>& c, const Support& s) {
+                                 NullCounter io;
+                                 ioattn::sparse::forward_materialized(
+                                     c.forward(),
+                                     s,
+                                     Tiling{Schedule::materialized, 32, 32},
+                                     MemoryModel{1 << 20},
+                                     io);
+                             });
+    }
+    for (const std::int64_t b : {4, 16, 48}) {
+        CAPTURE(b);
+        check_case<TestType>(
+            shape(48, 96, 5),
+            ioattn::sparse::test::runs_with_extras(48, 96),
+            [&](Case<TestType>& c, const Support& s) {
+                NullCounter io;
+                ioattn::sparse::forward_materialized(
+                    c.forward(), s, Tiling{Schedule::materialized, b, b}, MemoryModel{1 << 20}, io);
+            });
+    }
+}
+
 TEST_CASE("sparse reference equals the dense reference on the dense and causal patterns",
           "[sparse][forward]") {
     for (const bool causal : {false, true}) {
