@@ -157,12 +157,16 @@ Tiling widened_element_tiling(const Problem& p,
                               Pass pass) {
     // Every (row, panel) a row has keys in costs a softmax update and every block's visit to a
     // panel reads the panel's keys once, so the widest panels and the most rows that fit M win:
-    // of the widest panels for blocks of R, R/2 and R/4 rows, the largest R x P (ties: wider
-    // panels). Measured against the rule before (widen only below 4 keys per row and 512-key
+    // of the widest panels for blocks of R, R/2 and R/4 rows, the largest R x P (ties: more
+    // rows). Measured against the rule before (widen only below 4 keys per row and 512-key
     // panel, take the widest panel at any R) on the AVX-512 Zen 5 machine, N = 16384, d = 64,
     // 2 threads, medians of 8 alternated `ioattn run --pattern P --pass F --schedule fused
     // --repeat 3`: random:0.02 forward 23.9 -> 34.4 GFLOP/s (256 x 512 -> 256 x 1024),
     // backward 22.4 -> 26.4; powerlaw:32 and bigbird:64:2:3 unchanged (0.99-1.01x).
+    // Ties went to wider panels until the Xeon model 167 (2 MiB L2): random:0.02's forward took
+    // 128 x 4096, whose panel alone fills the L2 and whose keys serve 2.8 rows each, against
+    // 5.2 for 256 x 2048: 29.5 -> 35.7 GFLOP/s (three runs of `--repeat 5` each; 512 x 1024
+    // 36.8, 512 x 512 30.8, 1024 x 512 28.6); the other patterns' choices are unchanged.
     if (support.z_qk() == 0)
         return base;
     const auto w = ElementWords::of(sizeof(Scalar));
@@ -187,7 +191,7 @@ Tiling widened_element_tiling(const Problem& p,
                 break;
             t = wider;
         }
-        if (t.rows * t.cols >= best.rows * best.cols && t.cols > best.cols)
+        if (t.rows * t.cols > best.rows * best.cols) // ties: the first, with more rows
             best = t;
         if (r == 1)
             break;

