@@ -160,9 +160,15 @@ void plan_dispatch(AttentionPlan& plan, const Structure<Scalar>& s, const Attent
                               std::string(to_string(plan.schedule)) + ")");
     if (!eligible)
         return;
-    try {
-        plan.variants = sparse::plan_variants<Scalar>(
-            plan.problem, *s.support, plan.memory, plan.pass, o.variant, plan.tiling);
+    try { // a tuned tiling leaves the tile height to the dispatcher (plan_variants)
+        plan.variants = sparse::plan_variants<Scalar>(plan.problem,
+                                                      *s.support,
+                                                      plan.memory,
+                                                      plan.pass,
+                                                      o.variant,
+                                                      o.tuned ? std::nullopt
+                                                              : std::optional<Tiling>(plan.tiling));
+        plan.tiling = plan.variants->tile;
     } catch (const CapacityError&) {
         if (o.variant)
             throw;

@@ -99,6 +99,7 @@ Split split_all(const Support& s, std::int64_t rows, bool tiles, const CostModel
     const std::int64_t nb = n_blocks(s, rows);
     const kernels::Workspace<std::int64_t> counts(max_concurrency(), s.n_k());
     std::vector<double> cost(static_cast<std::size_t>(nb), 0.0);
+    std::vector<std::int64_t> columns(static_cast<std::size_t>(nb), 0);
     if (tiles) {
         parallel_for_tiles(nb, [&](std::int64_t b, int w) {
             std::int64_t* count = counts.slab(w);
@@ -117,6 +118,7 @@ Split split_all(const Support& s, std::int64_t rows, bool tiles, const CostModel
             for (const std::int64_t j : keys)
                 count[j] = 0;
             cost[static_cast<std::size_t>(b)] = c;
+            columns[static_cast<std::size_t>(b)] = static_cast<std::int64_t>(keys.size());
         });
         out.tile = s;
         out.element = Support::none(s.n_q(), s.n_k());
@@ -128,6 +130,7 @@ Split split_all(const Support& s, std::int64_t rows, bool tiles, const CostModel
         cost.assign(1, static_cast<double>(s.z_qk()) * cm.element_pair);
     }
     out.cost = std::accumulate(cost.begin(), cost.end(), 0.0);
+    out.tile_columns = std::accumulate(columns.begin(), columns.end(), std::int64_t{0});
     return out;
 }
 
@@ -137,6 +140,7 @@ Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm) {
     std::vector<std::vector<std::int64_t>> tile(static_cast<std::size_t>(nb));
     std::vector<double> cost(static_cast<std::size_t>(nb), 0.0);
     std::vector<int> kind(static_cast<std::size_t>(nb), 0); // 1 tile, 2 element, 3 both
+    std::vector<std::int64_t> columns(static_cast<std::size_t>(nb), 0);
     parallel_for_tiles(nb, [&](std::int64_t b, int w) {
         std::int64_t* count = counts.slab(w);
         const auto keys = block_keys(s, rows, b, count);
@@ -197,6 +201,8 @@ Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm) {
         c += static_cast<double>(r * static_cast<std::int64_t>(added.size())) * cm.tile_lane;
         c += static_cast<double>(pairs - tile_pairs) * cm.element_pair;
         cost[static_cast<std::size_t>(b)] = c;
+        columns[static_cast<std::size_t>(b)] =
+            static_cast<std::int64_t>(t.size()) + static_cast<std::int64_t>(added.size());
         kind[static_cast<std::size_t>(b)] = (tile_pairs > 0 ? 1 : 0) + (pairs > tile_pairs ? 2 : 0);
     });
     Split out = assemble(s, rows, tile);
@@ -206,6 +212,7 @@ Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm) {
         out.split_blocks += k == 3 ? 1 : 0;
     }
     out.cost = std::accumulate(cost.begin(), cost.end(), 0.0);
+    out.tile_columns = std::accumulate(columns.begin(), columns.end(), std::int64_t{0});
     return out;
 }
 

@@ -33,6 +33,14 @@ struct CostModel {
     /// With it strided:64's forward goes to tiles with gathered summary keys, 122 -> 146
     /// GFLOP/s (medians of 4 alternated runs); its backward stays permuted (tiles: 0.05x).
     double copy_row = 22.0;
+    /// One key column of a block's tile in the tile kernels' passes over it (packing its K
+    /// and V rows, a chunk's share of the softmax), in entries. It picks the tile height only
+    /// (plan_variants); the splits above are priced in entries, as they were fitted. Fitted to
+    /// 2-thread runs at N = 16384, d = 64, heights 64 / 32 (GFLOP/s): forward window:64 150 /
+    /// 166, window:256 241 / 237, dilated:256:4 223 / 211, bigbird:64:2:3 112 / 120; backward
+    /// window:64 165 / 166, window:128 186 / 172, bigbird:64:2:3 75 / 65, strided:64 116 / 118
+    /// and 146 at height 63 (its 63 own keys per block once the summary keys are gathered).
+    double tile_column = 0.0;
 
     /// A key column of a block of r rows seen by `count` of them goes to tiles when the
     /// tile's r lanes cost less than the count element pairs.
@@ -46,6 +54,7 @@ struct CostModel {
 struct Split {
     Support tile;
     Support element;
+    std::int64_t tile_columns = 0; ///< key columns of the tile part, summed over its blocks
     std::int64_t tile_blocks = 0;
     std::int64_t element_blocks = 0;
     std::int64_t split_blocks = 0;

@@ -48,9 +48,14 @@ namespace {
 /// The factor by which a split's estimate must undercut the best single kernel's.
 constexpr double kSplitGain = 0.9;
 
+/// The factor by which another tile height's estimate must undercut the tuned height's.
+constexpr double kHeightGain = 0.97;
+
 detail::CostModel cost_model(Pass pass) {
     detail::CostModel cm;
-    (void)pass;
+    // per tile column (structure.hpp): fitted per pass, the backward's passes over a key
+    // block's query rows cost more per row than the forward's per key
+    cm.tile_column = pass == Pass::forward ? 6.0 : 30.0;
     return cm;
 }
 
@@ -102,6 +107,39 @@ double copied_rows(const Problem& p, const detail::Orders& o, Pass pass) {
     return rows;
 }
 
+/// The best structure at one tile height: the split of the original or, when find_orders gives
+/// one and it is cheaper (or forced), of the reordered structure with its copies; `time` adds
+/// the tile columns' cost to the split's.
+struct Candidate {
+    detail::Split split;
+    detail::Orders orders;
+    double time = 0;
+};
+
+Candidate candidate(const Problem& p,
+                    const Support& support,
+                    std::int64_t rows,
+                    Pass pass,
+                    const detail::CostModel& cm,
+                    std::optional<Variant> force) {
+    const std::optional<Variant> inner_force = force == Variant::permuted ? std::nullopt : force;
+    Candidate c{best_split(support, rows, pass, cm, inner_force), {}, 0};
+    if (!force || force == Variant::permuted) {
+        detail::Orders orders = detail::find_orders(support, rows, cm);
+        if (!orders.identity()) {
+            const Support reordered = detail::reorder(support, orders);
+            detail::Split alt = best_split(reordered, rows, pass, cm, std::nullopt);
+            alt.cost += copied_rows(p, orders, pass) * cm.copy_row;
+            if (force == Variant::permuted || alt.cost < c.split.cost) {
+                c.split = std::move(alt);
+                c.orders = std::move(orders);
+            }
+        }
+    }
+    c.time = c.split.cost + static_cast<double>(c.split.tile_columns) * cm.tile_column;
+    return c;
+}
+
 } // namespace
 
 template <typename Scalar>
@@ -130,22 +168,25 @@ VariantPlan plan_variants(const Problem& problem,
     plan.tile = tile ? *tile : tuned_tiling(Schedule::fused, memory, p, pass);
     plan.element = element_tiling<Scalar>(p, memory, pass);
     const detail::CostModel cm = cost_model(pass);
-    const std::optional<Variant> inner_force = force == Variant::permuted ? std::nullopt : force;
-    detail::Split split = best_split(support, plan.tile.rows, pass, cm, inner_force);
-    auto parts = std::make_shared<detail::VariantParts>();
-    // --- the reordered structure, when there is one and it is cheaper (or forced) ---
-    if (!force || force == Variant::permuted) {
-        detail::Orders orders = detail::find_orders(support, plan.tile.rows, cm);
-        if (!orders.identity()) {
-            const Support reordered = detail::reorder(support, orders);
-            detail::Split alt = best_split(reordered, plan.tile.rows, pass, cm, std::nullopt);
-            alt.cost += copied_rows(p, orders, pass) * cm.copy_row;
-            if (force == Variant::permuted || alt.cost < split.cost) {
-                split = std::move(alt);
-                parts->orders = std::move(orders);
+    Candidate best = candidate(p, support, plan.tile.rows, pass, cm, force);
+    // --- the tile height: the tuned one, one less (blocks of L - 1 keys: strided:L's own keys
+    // once its summary keys are gathered), or half (narrow bands mask less of each tile),
+    // when the estimate drops by kHeightGain; a given tiling is kept ---
+    if (!tile) {
+        const std::int64_t tuned = plan.tile.rows;
+        for (const std::int64_t rows : {tuned - 1, tuned / 2}) {
+            if (rows < 1 || rows == plan.tile.rows)
+                continue;
+            Candidate c = candidate(p, support, rows, pass, cm, force);
+            if (c.time < kHeightGain * best.time) {
+                best = std::move(c);
+                plan.tile.rows = rows;
             }
         }
     }
+    detail::Split& split = best.split;
+    auto parts = std::make_shared<detail::VariantParts>();
+    parts->orders = std::move(best.orders);
     plan.rows_reordered = !parts->orders.rows.empty();
     plan.keys_reordered = !parts->orders.keys.empty();
     plan.inner = variant_of(split);
@@ -158,7 +199,7 @@ VariantPlan plan_variants(const Problem& problem,
     plan.element_pairs = split.element.z_qk();
     plan.element =
         detail::widened_element_tiling<Scalar>(p, split.element, plan.element, memory, pass);
-    plan.estimate = split.cost;
+    plan.estimate = best.time;
     parts->tile = std::move(split.tile);
     parts->element = std::move(split.element);
     plan.parts = std::move(parts);

@@ -9,6 +9,7 @@
 
 #include <ioattn/error.hpp>
 #include <ioattn/sparse/element.hpp>
+#include <ioattn/sparse/io_cost.hpp>
 #include <ioattn/sparse/pattern.hpp>
 #include <ioattn/sparse/variants.hpp>
 
@@ -389,7 +390,14 @@ TEST_CASE("the permuted backward reads and writes a reordered problem in place w
         CAPTURE(spec, n);
         const Problem p = sp::test::kernel_shape(2, n, n, 8);
         const Support s = sp::parse_pattern(spec, n, n, 5);
-        const auto plan = sp::plan_variants<float>(p, s, kAmple, Pass::backward, Variant::permuted);
+        // at the tuned tile height (another height may leave pairs to the element kernel)
+        const auto plan = sp::plan_variants<float>(
+            p,
+            s,
+            kAmple,
+            Pass::backward,
+            Variant::permuted,
+            sp::tuned_tiling(ioattn::Schedule::fused, kAmple, p, Pass::backward));
         REQUIRE(plan.variant == Variant::permuted);
         REQUIRE(plan.keys_reordered);
         REQUIRE(plan.element_pairs == 0);
@@ -411,6 +419,34 @@ TEST_CASE("the permuted backward reads and writes a reordered problem in place w
             sp::backward(ioattn::BackwardArgs<float>::shape_only(p), t, plan, kAmple, dry);
             CHECK(dry.report() == io.report());
         });
+    }
+}
+
+TEST_CASE("the dispatcher lowers the tile height when its estimate drops; a given one is kept",
+          "[sparse][variants][io]") {
+    const Problem p = sp::test::kernel_shape(1, 2048, 2048, 16);
+    for (const Pass pass : {Pass::forward, Pass::backward}) {
+        CAPTURE(pass == Pass::forward);
+        const ioattn::Tiling tuned = sp::tuned_tiling(ioattn::Schedule::fused, kAmple, p, pass);
+        REQUIRE(tuned.rows >= 8);
+        // strided:L at L = the tuned height: once the summary keys are gathered, L - 1 own
+        // keys per block (the backward's key blocks); a band much narrower than the height
+        // (the forward's row blocks)
+        const std::string spec = pass == Pass::backward
+                                     ? "strided:" + std::to_string(tuned.rows)
+                                     : "window:" + std::to_string(tuned.rows / 8);
+        CAPTURE(spec);
+        const Support s = sp::parse_pattern(spec, p.n_q, p.n_k, 5);
+        const auto plan = sp::plan_variants<float>(p, s, kAmple, pass);
+        const auto kept = sp::plan_variants<float>(p, s, kAmple, pass, std::nullopt, tuned);
+        CHECK(kept.tile == tuned);
+        CHECK(plan.tile.cols == tuned.cols);
+        CHECK(plan.tile.rows == (pass == Pass::backward ? tuned.rows - 1 : tuned.rows / 2));
+        CHECK(plan.estimate < 0.97 * kept.estimate);
+        if (pass == Pass::forward)
+            check_plan_forward<float>(p, s, std::nullopt);
+        else
+            check_plan_backward<float>(p, s, std::nullopt);
     }
 }
 

@@ -102,7 +102,8 @@ struct AttentionReport {
 /// sparse::select_schedule, the sparse backward by the exact costs of both schedules (cost) or
 /// M >= Z_input^2 / Z_QK (theory). The tiling is the tuned one (sparse::tuned_tiling for sparse
 /// plans) or Tiling::for_memory; the reference schedule's is n_q x n_k. A sparse fused plan
-/// over dense operands holds the structure dispatcher's plan (variants; O(Z_QK log) to build).
+/// over dense operands holds the structure dispatcher's plan (variants; O(Z_QK log) to build),
+/// and its tiling is the variants' tile tiling (tuned: the dispatcher may lower its height).
 /// Throws InvalidArgument naming options.where: a bad problem or M; both memory and cache_bytes,
 /// a forced variant without a support, with sparse operands or another schedule,
 /// or a cache below two words; M below the smallest tiling

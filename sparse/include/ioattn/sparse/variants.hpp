@@ -71,8 +71,10 @@ struct VariantPlan {
 /// element kernels, and of gathering and reordering rows; variant_plan.cpp), the reordering of
 /// the permuted variant is tried when the structure has one, and the cheapest estimate wins;
 /// `force` runs the given variant instead (permuted with an identity reordering runs its inner
-/// plan unreordered). `tile` is the tile part's tiling (nullopt: tuned_tiling of the fused
-/// schedule). The tilings fit M. O(Z_QK log) time; the plan holds copies of the parts.
+/// plan unreordered). `tile` is the tile part's tiling, kept (nullopt: tuned_tiling of the fused
+/// schedule, whose height the dispatcher lowers by one or halves when that cuts its estimate
+/// by 3%: strided:L's backward aligns its blocks to the L - 1 own keys left once the summary
+/// keys are gathered, narrow bands mask less of shorter tiles). The tilings fit M. O(Z_QK log) time; the plan holds copies of the parts.
 /// Throws InvalidArgument (support shape, causal problem, a tile tiling that is not fused) and
 /// CapacityError (no tiling fits M).
 template <typename Scalar>
