@@ -94,7 +94,7 @@ Split assemble(const Support& s,
 
 } // namespace
 
-Split split_all(const Support& s, std::int64_t rows, bool tiles, const CostModel& cm) {
+Split split_all(const Support& s, std::int64_t rows, bool tiles, const CostModel& cm, bool parts) {
     Split out;
     const std::int64_t nb = n_blocks(s, rows);
     const kernels::Workspace<std::int64_t> counts(max_concurrency(), s.n_k());
@@ -120,12 +120,16 @@ Split split_all(const Support& s, std::int64_t rows, bool tiles, const CostModel
             cost[static_cast<std::size_t>(b)] = c;
             columns[static_cast<std::size_t>(b)] = static_cast<std::int64_t>(keys.size());
         });
-        out.tile = s;
-        out.element = Support::none(s.n_q(), s.n_k());
+        if (parts) {
+            out.tile = s;
+            out.element = Support::none(s.n_q(), s.n_k());
+        }
         out.tile_blocks = nb;
     } else {
-        out.tile = Support::none(s.n_q(), s.n_k());
-        out.element = s;
+        if (parts) {
+            out.tile = Support::none(s.n_q(), s.n_k());
+            out.element = s;
+        }
         out.element_blocks = nb;
         cost.assign(1, static_cast<double>(s.z_qk()) * cm.element_pair);
     }
@@ -134,7 +138,7 @@ Split split_all(const Support& s, std::int64_t rows, bool tiles, const CostModel
     return out;
 }
 
-Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm) {
+Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm, bool parts) {
     const std::int64_t nb = n_blocks(s, rows), heavy_z = heavy_above(s);
     const kernels::Workspace<std::int64_t> counts(max_concurrency(), s.n_k());
     std::vector<std::vector<std::int64_t>> tile(static_cast<std::size_t>(nb));
@@ -205,7 +209,7 @@ Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm) {
             static_cast<std::int64_t>(t.size()) + static_cast<std::int64_t>(added.size());
         kind[static_cast<std::size_t>(b)] = (tile_pairs > 0 ? 1 : 0) + (pairs > tile_pairs ? 2 : 0);
     });
-    Split out = assemble(s, rows, tile);
+    Split out = parts ? assemble(s, rows, tile) : Split{};
     for (const int k : kind) {
         out.tile_blocks += k == 1 ? 1 : 0;
         out.element_blocks += k == 2 ? 1 : 0;

@@ -62,13 +62,15 @@ struct Split {
 };
 
 /// Everything through tiles (all = true) or everything element by element, with the estimate.
-Split split_all(const Support& s, std::int64_t rows, bool tiles, const CostModel& cm);
+/// With parts = false only the estimate and the counts are filled (pricing a tile height).
+Split split_all(
+    const Support& s, std::int64_t rows, bool tiles, const CostModel& cm, bool parts = true);
 
 /// Per block of `rows` rows, each key column through tiles if tile_worthy (and, when it is not
 /// part of a run of kMinRun tile columns, worth its gather too), else its pairs element by
 /// element; a global row (more than 4x the mean row's pairs, at least half the keys) through
 /// tiles whole.
-Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm);
+Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm, bool parts = true);
 
 /// A reordering: new row a is old row rows[a], new key b is old key keys[b] (empty: identity).
 struct Orders {

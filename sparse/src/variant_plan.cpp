@@ -59,29 +59,31 @@ detail::CostModel cost_model(Pass pass) {
     return cm;
 }
 
-/// The best split of s for the pass: blocks of s's rows (forward) or of its keys (backward).
+/// The best split of s for the pass: blocks of s's rows (forward) or of its keys (backward);
+/// with parts = false only priced (the parts are built for the winning tile height).
 detail::Split best_split(const Support& s,
                          std::int64_t rows,
                          Pass pass,
                          const detail::CostModel& cm,
-                         std::optional<Variant> force) {
+                         std::optional<Variant> force,
+                         bool parts) {
     const bool fwd = pass == Pass::forward;
     const Support& view = fwd ? s : s.transposed();
     detail::Split best;
     if (force == Variant::tile || force == Variant::element) {
-        best = detail::split_all(view, rows, force == Variant::tile, cm);
+        best = detail::split_all(view, rows, force == Variant::tile, cm, parts);
     } else {
-        best = detail::split_by_fill(view, rows, cm);
+        best = detail::split_by_fill(view, rows, cm, parts);
         // a split runs two kernels, the second resuming from the first's outputs: it must
         // beat running everything through one of them by kSplitGain
         if (!force)
             for (const bool tiles : {true, false}) {
-                detail::Split all = detail::split_all(view, rows, tiles, cm);
+                detail::Split all = detail::split_all(view, rows, tiles, cm, parts);
                 if (all.cost * kSplitGain <= best.cost)
                     best = std::move(all);
             }
     }
-    if (!fwd) { // parts back in Omega's orientation
+    if (!fwd && parts) { // parts back in Omega's orientation
         Support tile = best.tile.transposed();
         Support element = best.element.transposed();
         best.tile = std::move(tile);
@@ -109,7 +111,9 @@ double copied_rows(const Problem& p, const detail::Orders& o, Pass pass) {
 
 /// The best structure at one tile height: the split of the original or, when find_orders gives
 /// one and it is cheaper (or forced), of the reordered structure with its copies; `time` adds
-/// the tile columns' cost to the split's.
+/// the tile columns' cost to the split's. With parts = false only priced (building every
+/// candidate's parts and their transposes doubled the planning time of strided:64's backward
+/// at N = 16384).
 struct Candidate {
     detail::Split split;
     detail::Orders orders;
@@ -121,14 +125,15 @@ Candidate candidate(const Problem& p,
                     std::int64_t rows,
                     Pass pass,
                     const detail::CostModel& cm,
-                    std::optional<Variant> force) {
+                    std::optional<Variant> force,
+                    bool parts) {
     const std::optional<Variant> inner_force = force == Variant::permuted ? std::nullopt : force;
-    Candidate c{best_split(support, rows, pass, cm, inner_force), {}, 0};
+    Candidate c{best_split(support, rows, pass, cm, inner_force, parts), {}, 0};
     if (!force || force == Variant::permuted) {
         detail::Orders orders = detail::find_orders(support, rows, cm);
         if (!orders.identity()) {
             const Support reordered = detail::reorder(support, orders);
-            detail::Split alt = best_split(reordered, rows, pass, cm, std::nullopt);
+            detail::Split alt = best_split(reordered, rows, pass, cm, std::nullopt, parts);
             alt.cost += copied_rows(p, orders, pass) * cm.copy_row;
             if (force == Variant::permuted || alt.cost < c.split.cost) {
                 c.split = std::move(alt);
@@ -168,7 +173,7 @@ VariantPlan plan_variants(const Problem& problem,
     plan.tile = tile ? *tile : tuned_tiling(Schedule::fused, memory, p, pass);
     plan.element = element_tiling<Scalar>(p, memory, pass);
     const detail::CostModel cm = cost_model(pass);
-    Candidate best = candidate(p, support, plan.tile.rows, pass, cm, force);
+    Candidate best = candidate(p, support, plan.tile.rows, pass, cm, force, !!tile);
     // --- the tile height: the tuned one, one less (blocks of L - 1 keys: strided:L's own keys
     // once its summary keys are gathered), or half (narrow bands mask less of each tile),
     // when the estimate drops by kHeightGain; a given tiling is kept ---
@@ -177,12 +182,13 @@ VariantPlan plan_variants(const Problem& problem,
         for (const std::int64_t rows : {tuned - 1, tuned / 2}) {
             if (rows < 1 || rows == plan.tile.rows)
                 continue;
-            Candidate c = candidate(p, support, rows, pass, cm, force);
+            Candidate c = candidate(p, support, rows, pass, cm, force, false);
             if (c.time < kHeightGain * best.time) {
                 best = std::move(c);
                 plan.tile.rows = rows;
             }
         }
+        best = candidate(p, support, plan.tile.rows, pass, cm, force, true); // with its parts
     }
     detail::Split& split = best.split;
     auto parts = std::make_shared<detail::VariantParts>();
