@@ -151,10 +151,9 @@ void key_block(const BackwardArgs<Scalar>& a,
                     reached[qc[y]] = 1;
                 continue;
             }
+            const detail::RowSource<Scalar> d_o{a.d_o, nullptr};
             const detail::Rows<Scalar> qr = stream_rows(src.q, b, h, qc, c, w.ga, maps.rows);
-            const detail::Rows<Scalar> dor = stream_rows(
-                detail::RowSource<Scalar>{a.d_o, nullptr}, b, h, qc, c, w.gb, maps.rows);
-            const bool finite = qr.finite && dor.finite;
+            const detail::Rows<Scalar> dor = stream_rows(d_o, b, h, qc, c, w.gb, maps.rows);
             for (std::int64_t y = 0; y < c; ++y) {
                 w.l2[y] = kernels::lse2(*a.lse.row(b, h, maps.row(qc[y])));
                 w.dd[y] = delta[slice * p.n_q + qc[y]];
@@ -168,7 +167,8 @@ void key_block(const BackwardArgs<Scalar>& a,
             kernels::softmax_grad<Scalar, true>(
                 w.s, w.dp, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.dd);
             // --- dV_j^T += dO^T P, dK_j^T += Q^T dS (scale at the end) ---
-            if (finite || !partial) {
+            if (!partial ||
+                (detail::rows_finite(src.q, qr, c) && detail::rows_finite(d_o, dor, c))) {
                 kernels::pvt_block(w.s, w.rp, dor.p, dor.ld, c, p.d_v, n_vec, w.ones, dvt, w.rp);
                 detail::streamed_accumulate(
                     src.q, b, h, qc, qr, c, w.dp, w.rp, p.d, n_vec, w.ones, dkt);
