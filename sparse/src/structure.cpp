@@ -92,6 +92,21 @@ Split assemble(const Support& s,
     return out;
 }
 
+/// The cost of a block's keys all through tiles: r lanes each, and a gather for the keys of
+/// runs shorter than kMinRun.
+double all_tiles_cost(const std::vector<std::int64_t>& keys, std::int64_t r, const CostModel& cm) {
+    double c = static_cast<double>(r * static_cast<std::int64_t>(keys.size())) * cm.tile_lane;
+    for (std::size_t y = 0; y < keys.size();) {
+        std::size_t e = y + 1;
+        while (e < keys.size() && keys[e] == keys[e - 1] + 1)
+            ++e;
+        if (static_cast<std::int64_t>(e - y) < kMinRun)
+            c += static_cast<double>(e - y) * cm.gather_row;
+        y = e;
+    }
+    return c;
+}
+
 } // namespace
 
 Split split_all(const Support& s, std::int64_t rows, bool tiles, const CostModel& cm, bool parts) {
@@ -105,19 +120,9 @@ Split split_all(const Support& s, std::int64_t rows, bool tiles, const CostModel
             std::int64_t* count = counts.slab(w);
             const auto keys = block_keys(s, rows, b, count);
             const std::int64_t r = std::min(rows, s.n_q() - b * rows);
-            double c =
-                static_cast<double>(r * static_cast<std::int64_t>(keys.size())) * cm.tile_lane;
-            for (std::size_t y = 0; y < keys.size();) { // gathered keys: runs shorter than kMinRun
-                std::size_t e = y + 1;
-                while (e < keys.size() && keys[e] == keys[e - 1] + 1)
-                    ++e;
-                if (static_cast<std::int64_t>(e - y) < kMinRun)
-                    c += static_cast<double>(e - y) * cm.gather_row;
-                y = e;
-            }
             for (const std::int64_t j : keys)
                 count[j] = 0;
-            cost[static_cast<std::size_t>(b)] = c;
+            cost[static_cast<std::size_t>(b)] = all_tiles_cost(keys, r, cm);
             columns[static_cast<std::size_t>(b)] = static_cast<std::int64_t>(keys.size());
         });
         if (parts) {
@@ -145,10 +150,14 @@ Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm, bo
     std::vector<double> cost(static_cast<std::size_t>(nb), 0.0);
     std::vector<int> kind(static_cast<std::size_t>(nb), 0); // 1 tile, 2 element, 3 both
     std::vector<std::int64_t> columns(static_cast<std::size_t>(nb), 0);
+    std::vector<double> all_cost(static_cast<std::size_t>(nb), 0.0); // split_all's, tiles
+    std::vector<std::int64_t> all_columns(static_cast<std::size_t>(nb), 0);
     parallel_for_tiles(nb, [&](std::int64_t b, int w) {
         std::int64_t* count = counts.slab(w);
         const auto keys = block_keys(s, rows, b, count);
         const std::int64_t r = std::min(rows, s.n_q() - b * rows);
+        all_cost[static_cast<std::size_t>(b)] = all_tiles_cost(keys, r, cm);
+        all_columns[static_cast<std::size_t>(b)] = static_cast<std::int64_t>(keys.size());
         std::vector<std::int64_t> worthy;
         for (const std::int64_t j : keys)
             if (cm.tile_worthy(count[j], r))
@@ -217,6 +226,9 @@ Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm, bo
     }
     out.cost = std::accumulate(cost.begin(), cost.end(), 0.0);
     out.tile_columns = std::accumulate(columns.begin(), columns.end(), std::int64_t{0});
+    out.all_tiles_cost = std::accumulate(all_cost.begin(), all_cost.end(), 0.0);
+    out.all_tiles_columns =
+        std::accumulate(all_columns.begin(), all_columns.end(), std::int64_t{0});
     return out;
 }
 

@@ -55,6 +55,10 @@ struct Split {
     Support tile;
     Support element;
     std::int64_t tile_columns = 0; ///< key columns of the tile part, summed over its blocks
+    /// split_by_fill: split_all's estimate and columns with every pair in tiles (one pass over
+    /// the blocks' keys prices both)
+    double all_tiles_cost = 0;
+    std::int64_t all_tiles_columns = 0;
     std::int64_t tile_blocks = 0;
     std::int64_t element_blocks = 0;
     std::int64_t split_blocks = 0;

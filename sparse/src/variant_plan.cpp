@@ -17,6 +17,7 @@
 #include <ioattn/sparse/io_cost.hpp>
 #include <ioattn/sparse/variants.hpp>
 
+#include <memory>
 #include <string>
 
 namespace ioattn::sparse {
@@ -75,12 +76,22 @@ detail::Split best_split(const Support& s,
     } else {
         best = detail::split_by_fill(view, rows, cm, parts);
         // a split runs two kernels, the second resuming from the first's outputs: it must
-        // beat running everything through one of them by kSplitGain
+        // beat running everything through one of them by kSplitGain (all tiles priced by
+        // split_by_fill's pass; built only when it wins and parts are asked)
         if (!force)
             for (const bool tiles : {true, false}) {
-                detail::Split all = detail::split_all(view, rows, tiles, cm, parts);
-                if (all.cost * kSplitGain <= best.cost)
-                    best = std::move(all);
+                const double all = tiles ? best.all_tiles_cost
+                                         : static_cast<double>(view.z_qk()) * cm.element_pair;
+                if (all * kSplitGain > best.cost)
+                    continue;
+                if (parts) {
+                    best = detail::split_all(view, rows, tiles, cm, true);
+                    continue;
+                }
+                detail::Split priced; // every pair through one kernel, priced only
+                priced.cost = all;
+                priced.tile_columns = tiles ? best.all_tiles_columns : 0;
+                best = std::move(priced);
             }
     }
     if (!fwd && parts) { // parts back in Omega's orientation
@@ -113,11 +124,12 @@ double copied_rows(const Problem& p, const detail::Orders& o, Pass pass) {
 /// one and it is cheaper (or forced), of the reordered structure with its copies; `time` adds
 /// the tile columns' cost to the split's. With parts = false only priced (building every
 /// candidate's parts and their transposes doubled the planning time of strided:64's backward
-/// at N = 16384).
+/// at N = 16384); with reorder = false the reordered structure is not tried.
 struct Candidate {
     detail::Split split;
     detail::Orders orders;
     double time = 0;
+    std::shared_ptr<const Support> reordered; ///< the reordered structure tried, if any
 };
 
 Candidate candidate(const Problem& p,
@@ -126,14 +138,20 @@ Candidate candidate(const Problem& p,
                     Pass pass,
                     const detail::CostModel& cm,
                     std::optional<Variant> force,
-                    bool parts) {
+                    bool parts,
+                    bool reorder,
+                    const Candidate* like = nullptr) {
     const std::optional<Variant> inner_force = force == Variant::permuted ? std::nullopt : force;
-    Candidate c{best_split(support, rows, pass, cm, inner_force, parts), {}, 0};
-    if (!force || force == Variant::permuted) {
+    Candidate c{best_split(support, rows, pass, cm, inner_force, parts), {}, 0, nullptr};
+    if (reorder && (!force || force == Variant::permuted)) {
         detail::Orders orders = detail::find_orders(support, rows, cm);
         if (!orders.identity()) {
-            const Support reordered = detail::reorder(support, orders);
-            detail::Split alt = best_split(reordered, rows, pass, cm, std::nullopt, parts);
+            // the same orders as `like`'s (dilated's residues at any height): its structure
+            c.reordered = like != nullptr && like->reordered && like->orders.rows == orders.rows &&
+                                  like->orders.keys == orders.keys
+                              ? like->reordered
+                              : std::make_shared<const Support>(detail::reorder(support, orders));
+            detail::Split alt = best_split(*c.reordered, rows, pass, cm, std::nullopt, parts);
             alt.cost += copied_rows(p, orders, pass) * cm.copy_row;
             if (force == Variant::permuted || alt.cost < c.split.cost) {
                 c.split = std::move(alt);
@@ -173,22 +191,28 @@ VariantPlan plan_variants(const Problem& problem,
     plan.tile = tile ? *tile : tuned_tiling(Schedule::fused, memory, p, pass);
     plan.element = element_tiling<Scalar>(p, memory, pass);
     const detail::CostModel cm = cost_model(pass);
-    Candidate best = candidate(p, support, plan.tile.rows, pass, cm, force, !!tile);
+    Candidate best = candidate(p, support, plan.tile.rows, pass, cm, force, true, true);
     // --- the tile height: the tuned one, one less (blocks of L - 1 keys: strided:L's own keys
     // once its summary keys are gathered), or half (narrow bands mask less of each tile),
-    // when the estimate drops by kHeightGain; a given tiling is kept ---
-    if (!tile) {
+    // when the estimate drops by kHeightGain; a given tiling is kept, and a plan without tiles
+    // has no height to choose (random:0.02's planning took 2.3x as long when priced anyway) ---
+    if (!tile && best.split.tile_columns > 0) {
         const std::int64_t tuned = plan.tile.rows;
+        // the other heights keep the tuned one's structure, reordered or not: pricing
+        // bigbird's rejected reordering again took 60% of its backward's planning
+        const bool reorder = !best.orders.identity();
+        Candidate priced; // the cheapest other height, priced (its reordered structure kept)
         for (const std::int64_t rows : {tuned - 1, tuned / 2}) {
-            if (rows < 1 || rows == plan.tile.rows)
+            if (rows < 1 || rows == tuned)
                 continue;
-            Candidate c = candidate(p, support, rows, pass, cm, force, false);
-            if (c.time < kHeightGain * best.time) {
-                best = std::move(c);
+            Candidate c = candidate(p, support, rows, pass, cm, force, false, reorder, &best);
+            if (c.time < kHeightGain * (plan.tile.rows == tuned ? best.time : priced.time)) {
+                priced = std::move(c);
                 plan.tile.rows = rows;
             }
         }
-        best = candidate(p, support, plan.tile.rows, pass, cm, force, true); // with its parts
+        if (plan.tile.rows != tuned) // the winner with its parts
+            best = candidate(p, support, plan.tile.rows, pass, cm, force, true, reorder, &priced);
     }
     detail::Split& split = best.split;
     auto parts = std::make_shared<detail::VariantParts>();
