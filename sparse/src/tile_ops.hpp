@@ -84,7 +84,8 @@ struct ChunkRows {
 /// d = 64, medians of 6 alternated runs: random:0.02 1.09x on 1 thread, 1.11x on 2, backward
 /// 1.07x, strided:64 1.07x, bigbird:64:2:3 1.00x), or over the stored entries of a sparse
 /// side (chunk_dot: nothing is scattered). rows(f) calls f(x, lo, hi) for the tile's rows with
-/// pairs, their keys at positions [lo, hi) of row i0 + x (TileRows::visit, or every_row).
+/// pairs, their keys at positions [lo, hi) of row i0 + x (TileRows::visit; the overload
+/// without `rows` visits every row, its keys by binary search).
 template <typename Scalar, typename Rows>
 void sddmm_chunk(const Support& s,
                  const TileTarget<Scalar>& t,
