@@ -3,12 +3,14 @@
 // its transpose (backward: the tile backward keeps key blocks resident) is split per block of
 // tile.rows by the cost model (structure.hpp), on the original structure and, when
 // find_orders gives one, on the reordered structure plus the cost of the copies; the cheapest
-// estimate wins. The variant of the plan is what its parts need: tile (no element pair),
-// element (no tile pair), split, or permuted around one of those.
-// Cost model (relative time units): a tile entry (query lane x key, masked or not) 1, an
-// element pair 9 (fitted to the kernels' rates: structure.hpp), a gathered K/V row 24 and a
-// reordered row of one operand 4 (estimates); a split must undercut the best single kernel by
-// kSplitGain.
+// estimate wins. Under a tuned tiling the tile height is chosen too: the tuned one, one less
+// or half, priced with a cost per tile column, by kHeightGain. The variant of the plan is what
+// its parts need: tile (no element pair), element (no tile pair), split, or permuted around
+// one of those.
+// Cost model (relative time units, fitted to the kernels' rates: structure.hpp): a tile entry
+// (query lane x key, masked or not) 1, an element pair 9, a gathered K/V row 16, a reordered
+// row of one operand 22, a tile column 6 (forward) or 30 (backward); a split must undercut the
+// best single kernel by kSplitGain.
 // Tests: tests/sparse/variants_test.cpp
 
 #include "variant_parts.hpp"
