@@ -125,15 +125,15 @@ Split split_all(const Support& s, std::int64_t rows, bool tiles, const CostModel
             cost[static_cast<std::size_t>(b)] = all_tiles_cost(keys, r, cm);
             columns[static_cast<std::size_t>(b)] = static_cast<std::int64_t>(keys.size());
         });
-        if (parts) {
-            out.tile = s;
+        if (parts) { // detached: the plan is kept in s's cache (variant_plan.cpp)
+            out.tile = s.detached();
             out.element = Support::none(s.n_q(), s.n_k());
         }
         out.tile_blocks = nb;
     } else {
         if (parts) {
             out.tile = Support::none(s.n_q(), s.n_k());
-            out.element = s;
+            out.element = s.detached();
         }
         out.element_blocks = nb;
         cost.assign(1, static_cast<double>(s.z_qk()) * cm.element_pair);

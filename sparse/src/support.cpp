@@ -69,6 +69,8 @@ struct Support::Cache {
     Kept<std::pair<std::int64_t, std::int64_t>, BlockView> views;                   ///< by Br, Bc
     Kept<std::int64_t, detail::FusedPlan> fused_plans;                              ///< by rows
     Kept<std::pair<std::int64_t, std::int64_t>, detail::ElementPlan> element_plans; ///< rows, P
+    std::mutex values_mutex;
+    std::vector<std::pair<std::string, std::shared_ptr<const void>>> values; ///< oldest first
 };
 
 std::shared_ptr<Support::Cache> Support::make_cache() {
@@ -77,6 +79,31 @@ std::shared_ptr<Support::Cache> Support::make_cache() {
 
 const BlockView& Support::cached_block_view(std::int64_t br, std::int64_t bc) const {
     return cache_->views.get({br, bc}, [&] { return block_view(br, bc); });
+}
+
+std::shared_ptr<const void>
+Support::cached_value(const std::string& key,
+                      const std::function<std::shared_ptr<const void>()>& build) const {
+    const auto find = [&]() -> std::shared_ptr<const void> {
+        for (const auto& [k, v] : cache_->values)
+            if (k == key)
+                return v;
+        return nullptr;
+    };
+    {
+        const std::lock_guard<std::mutex> lock(cache_->values_mutex);
+        if (auto found = find())
+            return found;
+    }
+    std::shared_ptr<const void> value = build(); // unlocked: it runs parallel loops
+    const std::lock_guard<std::mutex> lock(cache_->values_mutex);
+    if (auto found = find())
+        return found;
+    auto& values = cache_->values;
+    if (values.size() == kKeptValues)
+        values.erase(values.begin());
+    values.emplace_back(key, value);
+    return value;
 }
 
 const detail::FusedPlan& Support::cached_fused_plan(std::int64_t rows) const {

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -184,4 +185,53 @@ TEST_CASE("Support: block_view of n_k = INT64_MAX with Bc = 1 is refused, not an
     // + 1 tile counts overflowed int64 (UBSan: signed overflow)
     const Support s(1, std::numeric_limits<std::int64_t>::max(), {0, 1}, {5});
     CHECK_THROWS_AS(s.block_view(1, 1), ioattn::ResourceError);
+}
+
+TEST_CASE("Support: cached_value builds once per key, shares it with copies, keeps the newest",
+          "[support]") {
+    const Support s = ioattn::sparse::parse_pattern("window:2", 8, 8, 1);
+    int builds = 0;
+    const auto build = [&](int v) {
+        return [&builds, v] {
+            ++builds;
+            return std::static_pointer_cast<const void>(std::make_shared<const int>(v));
+        };
+    };
+    const auto value = [](const std::shared_ptr<const void>& p) {
+        return *std::static_pointer_cast<const int>(p);
+    };
+    CHECK(value(s.cached_value("a", build(1))) == 1);
+    CHECK(value(s.cached_value("a", build(2))) == 1); // kept: not built again
+    const Support copy = s;
+    CHECK(value(copy.cached_value("a", build(3))) == 1); // copies share it
+    CHECK(builds == 1);
+    // a build that throws keeps nothing
+    CHECK_THROWS_AS(
+        s.cached_value("b",
+                       []() -> std::shared_ptr<const void> { throw InvalidArgument("refused"); }),
+        InvalidArgument);
+    CHECK(value(s.cached_value("b", build(4))) == 4);
+    CHECK(builds == 2);
+    // the kKeptValues newest keys are kept: "a", the oldest, goes first
+    for (std::size_t k = 0; k + 1 < Support::kKeptValues; ++k)
+        (void)s.cached_value("k" + std::to_string(k), build(5));
+    CHECK(value(s.cached_value("b", build(6))) == 4);
+    CHECK(value(s.cached_value("a", build(7))) == 7);
+    // another structure has its own
+    const Support other = ioattn::sparse::parse_pattern("window:2", 8, 8, 1);
+    CHECK(value(other.cached_value("b", build(8))) == 8);
+}
+
+TEST_CASE("Support: detached() copies the pairs, not the cache", "[support]") {
+    const Support s = ioattn::sparse::parse_pattern("window:2", 8, 8, 1);
+    (void)s.cached_value(
+        "a", [] { return std::static_pointer_cast<const void>(std::make_shared<const int>(1)); });
+    const Support d = s.detached();
+    CHECK(d == s);
+    int builds = 0;
+    (void)d.cached_value("a", [&] {
+        ++builds;
+        return std::static_pointer_cast<const void>(std::make_shared<const int>(2));
+    });
+    CHECK(builds == 1);
 }

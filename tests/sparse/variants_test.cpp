@@ -450,6 +450,36 @@ TEST_CASE("the dispatcher lowers the tile height when its estimate drops; a give
     }
 }
 
+TEST_CASE("variant plans are kept with the support per shape, memory, pass and request",
+          "[sparse][variants]") {
+    const Problem p = sp::test::kernel_shape(1, 96, 96, 8);
+    const Support s = sp::parse_pattern("strided:8", 96, 96, 5);
+    const auto a = sp::plan_variants<float>(p, s, kAmple, Pass::forward);
+    const Support copy = s; // copies share the kept plans
+    CHECK(sp::plan_variants<float>(p, copy, kAmple, Pass::forward).parts == a.parts);
+    // another memory, pass, word, request or shape is planned on its own
+    CHECK(sp::plan_variants<float>(p, s, MemoryModel{1 << 20}, Pass::forward).parts != a.parts);
+    CHECK(sp::plan_variants<float>(p, s, kAmple, Pass::backward).parts != a.parts);
+    CHECK(sp::plan_variants<double>(p, s, kAmple, Pass::forward).parts != a.parts);
+    CHECK(sp::plan_variants<float>(p, s, kAmple, Pass::forward, Variant::tile).parts != a.parts);
+    Problem wider = p;
+    wider.d = 16;
+    CHECK(sp::plan_variants<float>(wider, s, kAmple, Pass::forward).parts != a.parts);
+    // a fresh support with the same pairs plans again, to the same plan
+    const Support same = sp::parse_pattern("strided:8", 96, 96, 5);
+    const auto b = sp::plan_variants<float>(p, same, kAmple, Pass::forward);
+    CHECK(b.parts != a.parts);
+    CHECK(b.tile == a.tile);
+    CHECK(b.variant == a.variant);
+    CHECK(b.estimate == a.estimate);
+    // errors are not kept: the causal problem throws every time
+    Problem causal = p;
+    causal.causal = true;
+    for (int k = 0; k < 2; ++k)
+        CHECK_THROWS_AS(sp::plan_variants<float>(causal, s, kAmple, Pass::forward),
+                        ioattn::InvalidArgument);
+}
+
 TEST_CASE("variant plans: bad arguments throw", "[sparse][variants][throws]") {
     const Problem p = sp::test::kernel_shape(1, 8, 8, 4);
     const Support s = sp::parse_pattern("random:0.5", 8, 8, 1);

@@ -6,8 +6,10 @@
 #include <ioattn/sparse/block_view.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace ioattn::sparse {
@@ -93,6 +95,25 @@ public:
     /// 16% of the instructions of a random:0.02 forward, N = 16384 (callgrind).
     [[nodiscard]] const detail::ElementPlan& cached_element_plan(std::int64_t rows,
                                                                  std::int64_t panel) const;
+
+    /// A value the sparse library builds from this structure, by key (the structure
+    /// dispatcher's plans: sparse::plan_variants), built on first use outside any lock and kept
+    /// with the structure (copies share it; thread-safe); the kKeptValues most recent keys are
+    /// kept, older ones dropped. A build that throws keeps nothing.
+    [[nodiscard]] std::shared_ptr<const void>
+    cached_value(const std::string& key,
+                 const std::function<std::shared_ptr<const void>()>& build) const;
+
+    /// How many values cached_value keeps per structure.
+    static constexpr std::size_t kKeptValues = 8;
+
+    /// A copy with a cache of its own, nothing built yet: what a value kept by cached_value may
+    /// hold (a copy sharing this cache would keep the cache alive through itself: a leak).
+    [[nodiscard]] Support detached() const {
+        Support c = *this;
+        c.cache_ = make_cache();
+        return c;
+    }
 
     /// Omega^T: the n_k x n_q support whose row j lists the queries that may see key j. Built
     /// on first use (O(n_k + Z_QK)) and kept: copies share it; thread-safe.

@@ -74,7 +74,9 @@ struct VariantPlan {
 /// plan unreordered). `tile` is the tile part's tiling, kept (nullopt: tuned_tiling of the fused
 /// schedule, whose height the dispatcher lowers by one or halves when that cuts its estimate
 /// by 3%: strided:L's backward aligns its blocks to the L - 1 own keys left once the summary
-/// keys are gathered, narrow bands mask less of shorter tiles). The tilings fit M. O(Z_QK log) time; the plan holds copies of the parts.
+/// keys are gathered, narrow bands mask less of shorter tiles). The tilings fit M. The plan is
+/// kept with the support (Support::cached_value, by shape, memory, pass, Scalar, force and
+/// tile): a second call returns it without planning again. O(Z_QK log) time; the plan holds copies of the parts.
 /// Throws InvalidArgument (support shape, causal problem, a tile tiling that is not fused) and
 /// CapacityError (no tiling fits M).
 template <typename Scalar>
