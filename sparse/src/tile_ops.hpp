@@ -18,6 +18,13 @@
 namespace ioattn::sparse::detail {
 inline namespace IOATTN_ISA {
 
+/// The positions of the keys in [j0, j0 + c) in an interval row of n keys from `front`.
+inline std::pair<std::int64_t, std::int64_t>
+interval_keys(std::int64_t front, std::int64_t n, std::int64_t j0, std::int64_t c) {
+    return {std::clamp<std::int64_t>(j0 - front, 0, n),
+            std::clamp<std::int64_t>(j0 + c - front, 0, n)};
+}
+
 /// The positions [first, last) in `row` (sorted keys) of the keys in [j0, j0 + c): arithmetic
 /// for an interval row (banded patterns: no index is read; scanning missed on the index
 /// array, 17% of the materializing forward), else found by binary search.
@@ -25,8 +32,7 @@ inline std::pair<std::int64_t, std::int64_t>
 keys_in(std::span<const std::int64_t> row, std::int64_t j0, std::int64_t c) {
     const auto n = static_cast<std::int64_t>(row.size());
     if (n > 0 && row.back() - row.front() + 1 == n)
-        return {std::clamp<std::int64_t>(j0 - row.front(), 0, n),
-                std::clamp<std::int64_t>(j0 + c - row.front(), 0, n)};
+        return interval_keys(row.front(), n, j0, c);
     const auto lo = std::lower_bound(row.begin(), row.end(), j0);
     return {lo - row.begin(), std::lower_bound(lo, row.end(), j0 + c) - row.begin()};
 }

@@ -29,8 +29,8 @@ inline namespace IOATTN_ISA {
 
 /// Rows i0.. of the support over key tiles of width bs. Storage: words(r, n_k, bs) words,
 /// handed in (per row a cursor, a link and its first key if its keys are an interval, else -1;
-/// first and last row per key tile). An interval row's run is arithmetic (keys_in), told once
-/// per pass: testing row.back() per row and tile missed in L1, a fifth of scanning's time.
+/// first and last row per key tile). An interval row's run is arithmetic (interval_keys), told once
+/// per row block: testing row.back() per row and tile missed in L1, a fifth of scanning's time.
 class TileRows {
 public:
     static std::int64_t words(std::int64_t r, std::int64_t n_k, std::int64_t bs) {
@@ -65,7 +65,13 @@ public:
         , run_lo_(at + 4 * r)
         , run_hi_(at + 5 * r)
         , first_(at + 6 * r)
-        , last_(first_ + tiles(s.n_k(), bs)) {}
+        , last_(first_ + tiles(s.n_k(), bs)) {
+        for (std::int64_t x = 0; x < r; ++x) { // the same for every pass over the block
+            const auto row = s.row(i0 + x);
+            const auto n = static_cast<std::int64_t>(row.size());
+            front_[x] = n > 0 && row.back() - row.front() + 1 == n ? row.front() : -1;
+        }
+    }
 
     /// Every row back at its first key (a pass over the row block's tiles starts).
     void start() {
@@ -74,10 +80,8 @@ public:
             std::fill(first_, first_ + tiles(s_->n_k(), bs_), std::int64_t{-1});
         for (std::int64_t x = 0; x < r_; ++x) {
             const auto row = s_->row(i0_ + x);
-            const auto n = static_cast<std::int64_t>(row.size());
             cursor_[x] = 0;
-            front_[x] = n > 0 && row.back() - row.front() + 1 == n ? row.front() : -1;
-            if (bucketed_ && n > 0)
+            if (bucketed_ && !row.empty())
                 push(x, row.front() / bs_);
         }
     }
@@ -130,11 +134,9 @@ private:
     std::pair<std::int64_t, std::int64_t>
     run(std::int64_t x, std::int64_t j0, std::int64_t c) const {
         const auto row = s_->row(i0_ + x);
-        if (front_[x] < 0)
-            return keys_from(row, j0, c, cursor_[x]);
-        const auto n = static_cast<std::int64_t>(row.size());
-        return {std::clamp<std::int64_t>(j0 - front_[x], 0, n),
-                std::clamp<std::int64_t>(j0 + c - front_[x], 0, n)};
+        return front_[x] < 0
+                   ? keys_from(row, j0, c, cursor_[x])
+                   : interval_keys(front_[x], static_cast<std::int64_t>(row.size()), j0, c);
     }
 
     void push(std::int64_t x, std::int64_t tile) { // appended: one tile's rows keep their order

@@ -156,6 +156,17 @@ inline Problem backward_shape(std::int64_t n_q, std::int64_t n_k, std::int64_t d
     return kernel_shape(1, n_q, n_k, d);
 }
 
+/// The double reference's outputs on the inputs of c (q, k, v copied).
+template <typename T>
+Case<double> reference_of(const Problem& p, const Case<T>& c, const Support& s) {
+    Case<double> ref(p, 3);
+    std::copy(c.q.begin(), c.q.end(), ref.q.begin());
+    std::copy(c.k.begin(), c.k.end(), ref.k.begin());
+    std::copy(c.v.begin(), c.v.end(), ref.v.begin());
+    ioattn::sparse::forward_reference(ref.forward(), s);
+    return ref;
+}
+
 // --- shared by the backward kernels' tests -------------------------------------------------------
 
 /// Runs the forward reference so that o and lse hold the forward's outputs.
