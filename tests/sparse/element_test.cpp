@@ -69,11 +69,7 @@ void run_forward(Case<T>& c, const Support& s, const Tiling& t) {
 template <typename T>
 void check_forward(const Problem& p, const Support& s, const Tiling& t) {
     Case<T> c(p, 3), ref(p, 3);
-    Case<double> oracle(p, 3);
-    std::copy(ref.q.begin(), ref.q.end(), oracle.q.begin());
-    std::copy(ref.k.begin(), ref.k.end(), oracle.k.begin());
-    std::copy(ref.v.begin(), ref.v.end(), oracle.v.begin());
-    sp::forward_reference(oracle.forward(), s);
+    const Case<double> oracle = sp::test::reference_of(p, ref, s);
     run_forward(c, s, t);
     const double err = max_error(c.o, oracle.o);
     const double naive = max_error(sp::test::naive_output(ref, s), oracle.o);

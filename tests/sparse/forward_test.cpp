@@ -50,11 +50,7 @@ Problem shape(std::int64_t n_q, std::int64_t n_k, std::int64_t d) {
 template <typename T, typename Kernel>
 void check_case(const Problem& p, const Support& s, Kernel kernel) {
     Case<T> ref(p, 3);
-    Case<double> oracle(p, 3);
-    std::copy(ref.q.begin(), ref.q.end(), oracle.q.begin());
-    std::copy(ref.k.begin(), ref.k.end(), oracle.k.begin());
-    std::copy(ref.v.begin(), ref.v.end(), oracle.v.begin());
-    ioattn::sparse::forward_reference(oracle.forward(), s);
+    const Case<double> oracle = ioattn::sparse::test::reference_of(p, ref, s);
     Case<T> c(p, 3);
     kernel(c, s);
     const double err = ioattn::sparse::test::max_error(c.o, oracle.o);
