@@ -15,7 +15,9 @@
 //       + n_q*(d_v + 1)  (per head)
 // With the full pattern and equal Br this is exactly dense::io_cost_forward_fused (its blocks
 // are intervals: no index words).
-// Per 64-lane slab only the chunk entries some row of the slab may see are computed.
+// Per 64-lane slab only the chunk entries some row of the slab may see are computed; a slab
+// whose lane vectors see spans that differ enough (a band's diagonal, a causal block) computes
+// each vector's own span (staggered_slab.hpp: the same results, fewer masked entries).
 // A gathered chunk of dense rows is read in place through row pointers when the V slice is
 // finite (the words it moves are the ones counted; only the copy into K_c, V_c is skipped).
 // Flops: 2*Z_QK*(d + d_v) useful; computed tiles also cover pairs outside Omega inside a chunk.
@@ -31,7 +33,7 @@
 // rows through maps.rows, K and V rows through maps.keys; its I/O adds the order indices each
 // block reads (FusedPlan::map_words).
 // One task per (batch, head, row block); thread-count invariant.
-// Tests: tests/sparse/forward_test.cpp
+// Tests: tests/sparse/forward_test.cpp, tests/sparse/staggered_test.cpp
 
 #include "plan.hpp"
 
@@ -51,6 +53,7 @@
 #include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
 #include "row_products.hpp"
+#include "staggered_slab.hpp"
 #include "validate.hpp"
 
 #include <ioattn/kernels/online_softmax.hpp>
@@ -80,6 +83,9 @@ struct Scratch {
         const std::int64_t rp = lane_padded(std::min(t.rows, p.n_q)), c = std::min(t.cols, p.n_k);
         return (p.d + c + p.d_v + 3) * rp + c * (p.d + p.d_v);
     }
+
+    /// The arrays a staggered slab works on (staggered_slab.hpp).
+    [[nodiscard]] detail::SlabScratch<Scalar> slab() const { return {rp, qt, st, ot, m, l, alpha}; }
 
     Scratch() = default;
 
@@ -198,6 +204,9 @@ void row_block(const ForwardArgs<Scalar>& a,
         for (std::int64_t u = 0; u < n_vec; u += kSlabVecs) {
             const std::int64_t nv = std::min(kSlabVecs, n_vec - u), x0 = u * kL;
             const std::int64_t x1 = std::min(r, x0 + nv * kL);
+            if (src.k.sparse == nullptr && src.v.sparse == nullptr &&
+                detail::staggered_slab(p, s, i0, cur, {x0, x1, nv}, {kc, y0, c}, kr, vr, w.slab()))
+                continue;
             const auto [lo, hi] = detail::chunk_span(s, i0, cur, x0, x1, kc, y0, c);
             Scalar* alpha = w.alpha + x0;
             if (lo == hi) { // nothing new for these rows

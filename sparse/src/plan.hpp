@@ -223,13 +223,74 @@ inline std::int64_t extra_at(std::span<const std::int64_t> row, std::int64_t p) 
                                                      : std::numeric_limits<std::int64_t>::max();
 }
 
-/// The entries [lo, hi) of the chunk keys[0, c) (entries [y0, y0 + c) of the block's key list)
-/// that some row of [x0, x1) of the block at row i0 sees (lo == hi: none), from the row
+/// The entries of a chunk some row of a range sees, in two parts: [run_lo, run_hi) covers the
+/// rows' runs (and the prefixes that settle rows), [extra_lo, extra_hi) their extra keys
+/// (empty parts: lo >= hi).
+struct ChunkSpans {
+    std::int64_t run_lo, run_hi, extra_lo, extra_hi;
+
+    /// The entries [lo, hi) covering both parts (lo == hi: none).
+    [[nodiscard]] std::pair<std::int64_t, std::int64_t> hull() const {
+        const std::int64_t lo = std::min(run_lo, extra_lo), hi = std::max(run_hi, extra_hi);
+        return {lo, std::max(lo, hi)};
+    }
+};
+
+/// The entries of the chunk keys[0, c) (entries [y0, y0 + c) of the block's key list)
+/// that some row of [x0, x1) of the block at row i0 sees, from the row
 /// prefixes, runs and the rows' extra keys in the chunk (read from their cursors: each row's
-/// keys before the chunk have been consumed). Scores outside [lo, hi) are not computed for
+/// keys before the chunk have been consumed). Scores outside them are not computed for
 /// those rows: every one of them would be masked. Measured (Zen 3, N = 16384, d = 64, 2
 /// threads, forward): rows that are not one interval (a window plus global keys, bigbird) used
 /// to compute every entry of the chunk.
+inline ChunkSpans chunk_spans(const Support& s,
+                              std::int64_t i0,
+                              const RowCursors& cur,
+                              std::int64_t x0,
+                              std::int64_t x1,
+                              const std::int64_t* keys,
+                              std::int64_t y0,
+                              std::int64_t c) {
+    const bool interval = keys[c - 1] - keys[0] + 1 == c;
+    const auto first_at = [&](std::int64_t j) { // the first entry >= key j
+        return interval ? j - keys[0] : std::lower_bound(keys, keys + c, j) - keys;
+    };
+    const auto end_at = [&](std::int64_t j) { // one past the last entry <= key j
+        return interval ? j - keys[0] + 1 : std::upper_bound(keys, keys + c, j) - keys;
+    };
+    ChunkSpans sp{c, 0, c, 0};
+    for (std::int64_t x = x0; x < x1; ++x) {
+        const auto row = s.row(i0 + x);
+        if (const std::int64_t e = cur.prefix_sees(x, std::ssize(row), y0, c); e >= 0) {
+            if (e > 0) { // entries [0, e)
+                sp.run_lo = 0;
+                sp.run_hi = std::max(sp.run_hi, e);
+            }
+            if (sp.run_lo == 0 && sp.run_hi == c)
+                break;
+            continue;
+        }
+        // the row's keys in the chunk: its run's there, then its extras'
+        const std::int64_t first = std::max(cur.lo[x], keys[0]);
+        const std::int64_t last = std::min(cur.hi[x], keys[c - 1]);
+        if (first <= last) {
+            sp.run_lo = std::min(sp.run_lo, first_at(first));
+            sp.run_hi = std::max(sp.run_hi, end_at(last));
+        }
+        if (const std::int64_t e = extra_at(row, cur.pos[x]); e <= keys[c - 1]) {
+            const auto [a, b] = cur.extras_upto(row, x, keys[c - 1], c);
+            const std::int64_t e_last = // the row's last extra in the chunk
+                *(std::upper_bound(row.begin() + a, row.begin() + b, keys[c - 1]) - 1);
+            sp.extra_lo = std::min(sp.extra_lo, first_at(e));
+            sp.extra_hi = std::max(sp.extra_hi, end_at(e_last));
+        }
+        if (sp.run_lo == 0 && sp.run_hi == c)
+            break; // the whole chunk (block patterns: the first row)
+    }
+    return sp;
+}
+
+/// chunk_spans' hull [lo, hi) (lo == hi: no row of [x0, x1) sees the chunk).
 inline std::pair<std::int64_t, std::int64_t> chunk_span(const Support& s,
                                                         std::int64_t i0,
                                                         const RowCursors& cur,
@@ -238,43 +299,7 @@ inline std::pair<std::int64_t, std::int64_t> chunk_span(const Support& s,
                                                         const std::int64_t* keys,
                                                         std::int64_t y0,
                                                         std::int64_t c) {
-    const bool interval = keys[c - 1] - keys[0] + 1 == c;
-    const auto first_at = [&](std::int64_t j) { // the first entry >= key j
-        return interval ? j - keys[0] : std::lower_bound(keys, keys + c, j) - keys;
-    };
-    const auto end_at = [&](std::int64_t j) { // one past the last entry <= key j
-        return interval ? j - keys[0] + 1 : std::upper_bound(keys, keys + c, j) - keys;
-    };
-    std::int64_t lo = c, hi = 0;
-    for (std::int64_t x = x0; x < x1; ++x) {
-        const auto row = s.row(i0 + x);
-        if (const std::int64_t e = cur.prefix_sees(x, std::ssize(row), y0, c); e >= 0) {
-            if (e > 0) { // entries [0, e)
-                lo = 0;
-                hi = std::max(hi, e);
-            }
-            if (lo == 0 && hi == c)
-                break;
-            continue;
-        }
-        // the row's keys in the chunk span [first, last]: its run's there, then its extras'
-        std::int64_t first = std::max(cur.lo[x], keys[0]);
-        std::int64_t last = std::min(cur.hi[x], keys[c - 1]);
-        if (const std::int64_t e = extra_at(row, cur.pos[x]); e <= keys[c - 1]) {
-            const auto [a, b] = cur.extras_upto(row, x, keys[c - 1], c);
-            const std::int64_t e_last = // the row's last extra in the chunk
-                *(std::upper_bound(row.begin() + a, row.begin() + b, keys[c - 1]) - 1);
-            first = first > last ? e : std::min(first, e);
-            last = std::max(last, e_last);
-        }
-        if (first > last)
-            continue;
-        lo = std::min(lo, first_at(first));
-        hi = std::max(hi, end_at(last));
-        if (lo == 0 && hi == c)
-            break; // the whole chunk (block patterns: the first row)
-    }
-    return {lo, std::max(lo, hi)};
+    return chunk_spans(s, i0, cur, x0, x1, keys, y0, c).hull();
 }
 
 /// Masks row x of St outside the run [lo, hi) of the chunk's c entries (hi < lo: all of it).

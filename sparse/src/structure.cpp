@@ -23,16 +23,57 @@ std::int64_t n_blocks(const Support& s, std::int64_t rows) {
 
 /// For block b of `rows` rows: the sorted keys its rows see and how many rows see each
 /// (count[j] left set for the block's keys; the caller's array is reset to 0 afterwards).
-std::vector<std::int64_t>
-block_keys(const Support& s, std::int64_t rows, std::int64_t b, std::int64_t* count) {
+/// With lane groups (group > 0, lanes: 2 n_k words, no reset needed): lanes[j] = the rows of
+/// the block's groups of `group` consecutive rows that have a row seeing j, the lanes a
+/// staggered tile computes for key j (forward_fused.cpp).
+std::vector<std::int64_t> block_keys(const Support& s,
+                                     std::int64_t rows,
+                                     std::int64_t b,
+                                     std::int64_t* count,
+                                     std::int64_t group = 0,
+                                     std::int64_t* lanes = nullptr) {
     std::vector<std::int64_t> keys;
-    const std::int64_t i1 = std::min(s.n_q(), (b + 1) * rows);
-    for (std::int64_t i = b * rows; i < i1; ++i)
-        for (const std::int64_t j : s.row(i))
-            if (count[j]++ == 0)
+    const std::int64_t i0 = b * rows, i1 = std::min(s.n_q(), (b + 1) * rows);
+    std::int64_t* mark = lanes != nullptr ? lanes + s.n_k() : nullptr; // the last group seeing j
+    for (std::int64_t i = i0; i < i1; ++i) {
+        const std::int64_t g = group > 0 ? (i - i0) / group : 0;
+        const std::int64_t in_group = group > 0 ? std::min(group, i1 - i0 - g * group) : 0;
+        for (const std::int64_t j : s.row(i)) {
+            if (count[j]++ == 0) {
                 keys.push_back(j);
+                if (lanes != nullptr) {
+                    lanes[j] = 0;
+                    mark[j] = -1;
+                }
+            }
+            if (lanes != nullptr && mark[j] != g) {
+                mark[j] = g;
+                lanes[j] += in_group;
+            }
+        }
+    }
     std::sort(keys.begin(), keys.end());
     return keys;
+}
+
+/// The lanes of block b's tile that compute key column j: every row of the block, or under lane
+/// groups (CostModel::lane_group) the rows of the groups that see it (block_keys).
+struct ColumnLanes {
+    std::int64_t r = 0;
+    const std::int64_t* lanes = nullptr;
+
+    [[nodiscard]] std::int64_t operator()(std::int64_t j) const {
+        return lanes != nullptr ? lanes[j] : r;
+    }
+};
+
+/// block_keys with its lanes under the model's lane groups; `work`: 3 n_k words of the worker.
+std::pair<std::vector<std::int64_t>, ColumnLanes> block_columns(
+    const Support& s, std::int64_t rows, std::int64_t b, std::int64_t* work, const CostModel& cm) {
+    const std::int64_t r = std::min(rows, s.n_q() - b * rows);
+    std::int64_t* lanes = cm.lane_group > 0 && cm.lane_group < r ? work + s.n_k() : nullptr;
+    auto keys = block_keys(s, rows, b, work, cm.lane_group, lanes);
+    return {std::move(keys), ColumnLanes{r, lanes}};
 }
 
 /// Whether row i is a global row: heavy (above heavy_z = heavy_above(s) pairs, as row_blocks
@@ -92,10 +133,14 @@ Split assemble(const Support& s,
     return out;
 }
 
-/// The cost of a block's keys all through tiles: r lanes each, and a gather for the keys of
+/// The cost of a block's keys all through tiles: their lanes each, and a gather for the keys of
 /// runs shorter than kMinRun.
-double all_tiles_cost(const std::vector<std::int64_t>& keys, std::int64_t r, const CostModel& cm) {
-    double c = static_cast<double>(r * static_cast<std::int64_t>(keys.size())) * cm.tile_lane;
+double all_tiles_cost(const std::vector<std::int64_t>& keys,
+                      const ColumnLanes& lanes,
+                      const CostModel& cm) {
+    double c = 0;
+    for (const std::int64_t j : keys)
+        c += static_cast<double>(lanes(j)) * cm.tile_lane;
     for (std::size_t y = 0; y < keys.size();) {
         std::size_t e = y + 1;
         while (e < keys.size() && keys[e] == keys[e - 1] + 1)
@@ -112,17 +157,16 @@ double all_tiles_cost(const std::vector<std::int64_t>& keys, std::int64_t r, con
 Split split_all(const Support& s, std::int64_t rows, bool tiles, const CostModel& cm, bool parts) {
     Split out;
     const std::int64_t nb = n_blocks(s, rows);
-    const kernels::Workspace<std::int64_t> counts(max_concurrency(), s.n_k());
+    const kernels::Workspace<std::int64_t> counts(max_concurrency(), 3 * s.n_k());
     std::vector<double> cost(static_cast<std::size_t>(nb), 0.0);
     std::vector<std::int64_t> columns(static_cast<std::size_t>(nb), 0);
     if (tiles) {
         parallel_for_tiles(nb, [&](std::int64_t b, int w) {
             std::int64_t* count = counts.slab(w);
-            const auto keys = block_keys(s, rows, b, count);
-            const std::int64_t r = std::min(rows, s.n_q() - b * rows);
+            const auto [keys, lanes] = block_columns(s, rows, b, count, cm);
+            cost[static_cast<std::size_t>(b)] = all_tiles_cost(keys, lanes, cm);
             for (const std::int64_t j : keys)
                 count[j] = 0;
-            cost[static_cast<std::size_t>(b)] = all_tiles_cost(keys, r, cm);
             columns[static_cast<std::size_t>(b)] = static_cast<std::int64_t>(keys.size());
         });
         if (parts) { // detached: the plan is kept in s's cache (variant_plan.cpp)
@@ -145,7 +189,7 @@ Split split_all(const Support& s, std::int64_t rows, bool tiles, const CostModel
 
 Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm, bool parts) {
     const std::int64_t nb = n_blocks(s, rows), heavy_z = heavy_above(s);
-    const kernels::Workspace<std::int64_t> counts(max_concurrency(), s.n_k());
+    const kernels::Workspace<std::int64_t> counts(max_concurrency(), 3 * s.n_k());
     std::vector<std::vector<std::int64_t>> tile(static_cast<std::size_t>(nb));
     std::vector<double> cost(static_cast<std::size_t>(nb), 0.0);
     std::vector<int> kind(static_cast<std::size_t>(nb), 0); // 1 tile, 2 element, 3 both
@@ -154,13 +198,13 @@ Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm, bo
     std::vector<std::int64_t> all_columns(static_cast<std::size_t>(nb), 0);
     parallel_for_tiles(nb, [&](std::int64_t b, int w) {
         std::int64_t* count = counts.slab(w);
-        const auto keys = block_keys(s, rows, b, count);
-        const std::int64_t r = std::min(rows, s.n_q() - b * rows);
-        all_cost[static_cast<std::size_t>(b)] = all_tiles_cost(keys, r, cm);
+        const auto [keys, lanes] = block_columns(s, rows, b, count, cm);
+        const std::int64_t r = lanes.r;
+        all_cost[static_cast<std::size_t>(b)] = all_tiles_cost(keys, lanes, cm);
         all_columns[static_cast<std::size_t>(b)] = static_cast<std::int64_t>(keys.size());
         std::vector<std::int64_t> worthy;
         for (const std::int64_t j : keys)
-            if (cm.tile_worthy(count[j], r))
+            if (cm.tile_worthy(count[j], lanes(j)))
                 worthy.push_back(j);
         // --- a short run of tile columns is gathered: it must be worth the copy too ---
         auto& t = tile[static_cast<std::size_t>(b)];
@@ -174,7 +218,7 @@ Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm, bo
             for (std::size_t u = y; u < e; ++u) {
                 const std::int64_t j = worthy[u];
                 const double as_tile =
-                    static_cast<double>(r) * cm.tile_lane + (gathered ? cm.gather_row : 0.0);
+                    static_cast<double>(lanes(j)) * cm.tile_lane + (gathered ? cm.gather_row : 0.0);
                 if (!gathered || static_cast<double>(count[j]) * cm.element_pair >= as_tile) {
                     t.push_back(j);
                     tile_pairs += count[j];
@@ -211,7 +255,8 @@ Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm, bo
                 });
         for (const std::int64_t j : added)
             count[j] = 0;
-        c += static_cast<double>(r * static_cast<std::int64_t>(added.size())) * cm.tile_lane;
+        c += static_cast<double>(cm.lanes(r) * static_cast<std::int64_t>(added.size())) *
+             cm.tile_lane;
         c += static_cast<double>(pairs - tile_pairs) * cm.element_pair;
         cost[static_cast<std::size_t>(b)] = c;
         columns[static_cast<std::size_t>(b)] =
@@ -265,15 +310,14 @@ Orders find_orders(const Support& s, std::int64_t rows, const CostModel& cm) {
     constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
     std::vector<std::int64_t> last(static_cast<std::size_t>(n_k), -1), first(last.size(), kNever);
     std::vector<std::int64_t> any_last(last), any_first(first);
-    std::vector<std::int64_t> count(static_cast<std::size_t>(n_k), 0);
+    std::vector<std::int64_t> count(3 * static_cast<std::size_t>(n_k), 0);
     for (std::int64_t b = 0; b < n_blocks(base, rows); ++b) {
-        const auto keys = block_keys(base, rows, b, count.data());
-        const std::int64_t r = std::min(rows, n_q - b * rows);
+        const auto [keys, lanes] = block_columns(base, rows, b, count.data(), cm);
         for (const std::int64_t j : keys) {
             const auto u = static_cast<std::size_t>(j);
             any_last[u] = b;
             any_first[u] = std::min(any_first[u], b);
-            if (cm.tile_worthy(count[u], r)) {
+            if (cm.tile_worthy(count[u], lanes(j))) {
                 last[u] = b;
                 first[u] = std::min(first[u], b);
             }

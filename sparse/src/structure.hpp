@@ -6,6 +6,7 @@
 
 #include <ioattn/sparse/support.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -42,10 +43,22 @@ struct CostModel {
     /// and 146 at height 63 (its 63 own keys per block once the summary keys are gathered).
     double tile_column = 0.0;
 
-    /// A key column of a block of r rows seen by `count` of them goes to tiles when the
-    /// tile's r lanes cost less than the count element pairs.
-    [[nodiscard]] bool tile_worthy(std::int64_t count, std::int64_t r) const {
-        return static_cast<double>(count) * element_pair >= static_cast<double>(r) * tile_lane;
+    /// Rows per lane group of a tile whose groups compute only the keys their rows see (the
+    /// forward's staggered slabs, forward_fused.cpp: 16, a 64-byte vector of floats under any
+    /// instruction set, so that plans and counts do not depend on it); 0: every row of a block
+    /// computes every key column of its tile (the backward).
+    std::int64_t lane_group = 0;
+
+    /// The lanes of a key column seen by one lane group of a block of r rows.
+    [[nodiscard]] std::int64_t lanes(std::int64_t r) const {
+        return lane_group > 0 ? std::min(r, lane_group) : r;
+    }
+
+    /// A key column seen by `count` rows of a block goes to tiles when the tile's `lanes`
+    /// lanes that compute it (the block's rows, or its lane groups that see it) cost less than
+    /// the count element pairs.
+    [[nodiscard]] bool tile_worthy(std::int64_t count, std::int64_t lanes) const {
+        return static_cast<double>(count) * element_pair >= static_cast<double>(lanes) * tile_lane;
     }
 };
 

@@ -1,0 +1,243 @@
+#pragma once
+// A staggered slab of the fused sparse forward (forward_fused.cpp): a slab of lane vectors
+// whose rows see different spans of a chunk (a band's diagonal, a causal block, a window with
+// global keys) computed span by span instead of over the slab's union.
+//   per lane vector v of the slab: the hull [lo_v, hi_v) of the chunk entries its rows see,
+//     and the parts of it that hold them, its rows' runs and their extra keys (chunk_spans)
+//   cut the union [lo, hi) at every part's ends: on each segment a fixed set of vectors is
+//     active; S^T = K Q^T over the segment, per run of consecutive active vectors
+//   mask each vector's hull to Omega and the rest of [lo, hi) to -inf; one online softmax
+//     over the slab (a vector's max and sum are those of its own entries: -inf adds nothing)
+//   O^T = alpha O^T; O^T += V^T P^T per segment and run of active vectors
+// Every entry a vector sees is the same dot product as on the union path, and every entry it
+// skips would have been -inf there (P = 0): the results are the union path's. Taken when the
+// parts hold at most kStaggerShare of the union's entries (the union path runs otherwise).
+// Measured (N = 16384, d = 64, 2 threads, GFLOP/s, medians of 4 alternated runs of `ioattn
+// run --repeat 30` against the union path, each with the dispatcher's tile height):
+// strided:64 199.9 -> 210.9 (its causal own blocks), window:64 184.7 -> 195.2 (64-row tiles
+// instead of 32), dilated:256:4 246.8 -> 257.0, window:256 1.02x, bigbird:64:2:3 1.02x, the
+// dense pattern 0.99x (nothing to stagger: one span per slab).
+// I/O: none of its own; the chunk's K and V rows are the kernel's reads.
+// Tests: tests/sparse/staggered_test.cpp
+
+#include "plan.hpp"
+#include "row_products.hpp"
+
+#include <ioattn/kernels/online_softmax.hpp>
+#include <ioattn/kernels/tile.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+namespace ioattn::sparse::detail {
+inline namespace IOATTN_ISA {
+
+/// A slab takes the staggered path when its vectors' parts hold at most this share of the
+/// entries of their union: 1/8 saved pays for the extra calls (window:256's 64-row slabs,
+/// 8.5% saved, run at 0.95x-1.04x staggered, within the machine's noise).
+inline constexpr double kStaggerShare = 7.0 / 8.0;
+
+/// Lanes of a slab of kTileVecs vectors.
+template <typename Scalar>
+inline constexpr auto
+    kSlabLanes = static_cast<std::size_t>(kernels::kTileVecs* kernels::Simd<Scalar>::kLanes);
+
+/// The forward scratch a slab works on, lanes at stride rp: Q^T (d x rp), S^T (chunk x rp),
+/// O^T (d_v x rp), m, l, alpha (rp each).
+template <typename Scalar>
+struct SlabScratch {
+    std::int64_t rp = 0;
+    Scalar *qt = nullptr, *st = nullptr, *ot = nullptr, *m = nullptr, *l = nullptr,
+           *alpha = nullptr;
+};
+
+/// Rows [x0, x1) of a block as nv lane vectors.
+struct SlabRange {
+    std::int64_t x0 = 0, x1 = 0, nv = 0;
+};
+
+/// A chunk: keys[0, c), entries [y0, y0 + c) of the block's key list.
+struct ChunkRef {
+    const std::int64_t* keys = nullptr;
+    std::int64_t y0 = 0, c = 0;
+};
+
+/// Per lane vector of a slab: the hull of its entries and its one or two computed parts.
+struct SlabParts {
+    static constexpr int kMaxVecs = kernels::kTileVecs;
+    std::int64_t nv = 0, lo = 0, hi = 0; // the union [lo, hi)
+    std::array<std::pair<std::int64_t, std::int64_t>, kMaxVecs> hull{};
+    std::array<std::array<std::pair<std::int64_t, std::int64_t>, 2>, kMaxVecs> part{};
+    std::array<std::int64_t, 4 * kMaxVecs> cuts{}; // the parts' ends, sorted, distinct
+    std::int64_t n_cuts = 0;
+
+    /// Whether vector v computes every entry of [ya, yb) (inside one of its parts).
+    [[nodiscard]] bool active(std::int64_t v, std::int64_t ya, std::int64_t yb) const {
+        const auto& pv = part[static_cast<std::size_t>(v)];
+        return (pv[0].first <= ya && yb <= pv[0].second) ||
+               (pv[1].first <= ya && yb <= pv[1].second);
+    }
+
+    /// f(ya, yb, va, vb) for each segment [ya, yb) between two cuts and each run [va, vb) of
+    /// consecutive vectors active on it.
+    template <typename F>
+    void for_each_segment(F&& f) const {
+        for (std::int64_t t = 0; t + 1 < n_cuts; ++t) {
+            const std::int64_t ya = cuts[static_cast<std::size_t>(t)];
+            const std::int64_t yb = cuts[static_cast<std::size_t>(t) + 1];
+            for (std::int64_t va = 0; va < nv;) {
+                while (va < nv && !active(va, ya, yb))
+                    ++va;
+                std::int64_t vb = va;
+                while (vb < nv && active(vb, ya, yb))
+                    ++vb;
+                if (va < vb)
+                    f(ya, yb, va, vb);
+                va = vb;
+            }
+        }
+    }
+};
+
+/// The parts of the slab's vectors in the chunk (their rows' cursors at the chunk), and
+/// whether they are worth staggering: at most kStaggerShare of the union, which is not empty.
+template <typename Scalar>
+bool slab_parts(const Support& s,
+                std::int64_t i0,
+                const RowCursors& cur,
+                const SlabRange& sr,
+                const ChunkRef& ch,
+                SlabParts& out) {
+    constexpr int kL = kernels::Simd<Scalar>::kLanes;
+    out.nv = sr.nv;
+    out.lo = ch.c;
+    out.hi = 0;
+    out.n_cuts = 0;
+    std::int64_t work = 0;
+    for (std::int64_t v = 0; v < sr.nv; ++v) {
+        const std::int64_t xa = sr.x0 + v * kL, xb = std::min(sr.x1, xa + kL);
+        const ChunkSpans sp = chunk_spans(s, i0, cur, xa, xb, ch.keys, ch.y0, ch.c);
+        const auto hull = sp.hull();
+        auto& pv = out.part[static_cast<std::size_t>(v)];
+        pv = {std::pair{sp.run_lo, sp.run_hi}, std::pair{sp.extra_lo, sp.extra_hi}};
+        const bool two = sp.run_lo < sp.run_hi && sp.extra_lo < sp.extra_hi &&
+                         (sp.run_hi < sp.extra_lo || sp.extra_hi < sp.run_lo);
+        if (!two) // one part, the hull (parts that touch, or one of them empty)
+            pv = {hull, std::pair{std::int64_t{0}, std::int64_t{0}}};
+        out.hull[static_cast<std::size_t>(v)] = hull;
+        if (hull.first >= hull.second)
+            continue;
+        out.lo = std::min(out.lo, hull.first);
+        out.hi = std::max(out.hi, hull.second);
+        for (const auto& [a, b] : pv)
+            if (a < b) {
+                work += b - a;
+                out.cuts[static_cast<std::size_t>(out.n_cuts++)] = a;
+                out.cuts[static_cast<std::size_t>(out.n_cuts++)] = b;
+            }
+    }
+    if (out.lo >= out.hi ||
+        static_cast<double>(work) > kStaggerShare * static_cast<double>((out.hi - out.lo) * sr.nv))
+        return false;
+    std::int64_t* cuts = out.cuts.data();
+    for (std::int64_t t = 1; t < out.n_cuts; ++t) // insertion sort of at most 4 kTileVecs
+        for (std::int64_t u = t; u > 0 && cuts[u - 1] > cuts[u]; --u)
+            std::swap(cuts[u - 1], cuts[u]);
+    out.n_cuts = std::unique(cuts, cuts + out.n_cuts) - cuts;
+    return true;
+}
+
+/// The staggered slab (this file's opening block) for the chunk's dense K and V rows kr, vr
+/// (vr.finite: every V value of the chunk is finite). Returns false, having done nothing,
+/// when its parts save too little (the caller runs the union path).
+template <typename Scalar>
+bool staggered_slab(const Problem& p,
+                    const Support& s,
+                    std::int64_t i0,
+                    const RowCursors& cur,
+                    const SlabRange& sr,
+                    const ChunkRef& ch,
+                    const Rows<Scalar>& kr,
+                    const Rows<Scalar>& vr,
+                    const SlabScratch<Scalar>& w) {
+    constexpr int kL = kernels::Simd<Scalar>::kLanes;
+    constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
+    alignas(64) static const std::array<Scalar, kSlabLanes<Scalar>> ones = [] {
+        std::array<Scalar, kSlabLanes<Scalar>> o{};
+        o.fill(Scalar(1));
+        return o;
+    }();
+    if (sr.nv < 2)
+        return false;
+    SlabParts sp;
+    if (!slab_parts<Scalar>(s, i0, cur, sr, ch, sp))
+        return false;
+    const std::int64_t x0 = sr.x0, rp = w.rp;
+    const auto st_at = [&](std::int64_t y, std::int64_t v) { return w.st + y * rp + x0 + v * kL; };
+    // --- S^T = K Q^T over each segment's active vectors ---
+    sp.for_each_segment([&](std::int64_t ya, std::int64_t yb, std::int64_t va, std::int64_t vb) {
+        const Scalar* qt = w.qt + x0 + va * kL;
+        if (kr.at != nullptr)
+            kernels::scores_rows(kr.at + ya, yb - ya, qt, rp, p.d, vb - va, st_at(ya, va), rp);
+        else
+            kernels::scores_block(
+                kr.row(ya), kr.ld, yb - ya, qt, rp, p.d, vb - va, st_at(ya, va), rp);
+    });
+    // --- each vector's hull masked to Omega, the rest of the union -inf; one softmax ---
+    bool partial = false;
+    for (std::int64_t v = 0; v < sr.nv; ++v) {
+        const std::int64_t xa = x0 + v * kL, xb = std::min(sr.x1, xa + kL);
+        auto [a0, a1] = sp.hull[static_cast<std::size_t>(v)];
+        if (a0 >= a1)
+            a0 = a1 = sp.hi;
+        for (std::int64_t y = sp.lo; y < a0; ++y)
+            kernels::store(st_at(y, v), kernels::splat<Scalar>(kNegInf));
+        for (std::int64_t y = a1; y < sp.hi; ++y)
+            kernels::store(st_at(y, v), kernels::splat<Scalar>(kNegInf));
+        if (a0 < a1)
+            partial = mask_chunk(s,
+                                 i0 + xa,
+                                 xb - xa,
+                                 ch.keys + a0,
+                                 ch.y0 + a0,
+                                 a1 - a0,
+                                 cur.from(xa),
+                                 st_at(a0, v),
+                                 rp) ||
+                      partial;
+    }
+    kernels::online_softmax_block(
+        st_at(sp.lo, 0), rp, sp.hi - sp.lo, sr.nv, w.m + x0, w.l + x0, w.alpha + x0);
+    // --- O^T = alpha O^T, then P V per segment into its active vectors ---
+    for (std::int64_t z = 0; z < p.d_v; ++z)
+        for (std::int64_t v = 0; v < sr.nv; ++v) {
+            Scalar* o = w.ot + z * rp + x0 + v * kL;
+            kernels::store(o, kernels::load(o) * kernels::load(w.alpha + x0 + v * kL));
+        }
+    if (!vr.finite && partial) { // non-finite V: each row over its allowed keys only
+        for (std::int64_t x = x0; x < sr.x1; ++x) {
+            const auto [a0, a1] = sp.hull[static_cast<std::size_t>((x - x0) / kL)];
+            for (std::int64_t y = a0; y < a1; ++y)
+                if (s.contains(i0 + x, ch.keys[y]))
+                    for (std::int64_t z = 0; z < p.d_v; ++z)
+                        w.ot[z * rp + x] += w.st[y * rp + x] * vr.row(y)[z];
+        }
+        return true;
+    }
+    sp.for_each_segment([&](std::int64_t ya, std::int64_t yb, std::int64_t va, std::int64_t vb) {
+        Scalar* ot = w.ot + x0 + va * kL;
+        if (vr.at != nullptr)
+            kernels::pvt_rows(
+                st_at(ya, va), rp, vr.at + ya, yb - ya, p.d_v, vb - va, ones.data(), ot, rp);
+        else
+            kernels::pvt_block(
+                st_at(ya, va), rp, vr.row(ya), vr.ld, yb - ya, p.d_v, vb - va, ones.data(), ot, rp);
+    });
+    return true;
+}
+
+} // namespace IOATTN_ISA
+} // namespace ioattn::sparse::detail
