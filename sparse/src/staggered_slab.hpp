@@ -20,8 +20,8 @@
 // I/O: none of its own; the chunk's K and V rows are the kernel's reads.
 // Tests: tests/sparse/staggered_test.cpp
 
-#include "plan.hpp"
 #include "row_products.hpp"
+#include "slab_parts.hpp"
 
 #include <ioattn/kernels/online_softmax.hpp>
 #include <ioattn/kernels/tile.hpp>
@@ -34,11 +34,6 @@
 
 namespace ioattn::sparse::detail {
 inline namespace IOATTN_ISA {
-
-/// A slab takes the staggered path when its vectors' parts hold at most this share of the
-/// entries of their union: 1/8 saved pays for the extra calls (window:256's 64-row slabs,
-/// 8.5% saved, run at 0.95x-1.04x staggered, within the machine's noise).
-inline constexpr double kStaggerShare = 7.0 / 8.0;
 
 /// Lanes of a slab of kTileVecs vectors.
 template <typename Scalar>
@@ -53,102 +48,6 @@ struct SlabScratch {
     Scalar *qt = nullptr, *st = nullptr, *ot = nullptr, *m = nullptr, *l = nullptr,
            *alpha = nullptr;
 };
-
-/// Rows [x0, x1) of a block as nv lane vectors.
-struct SlabRange {
-    std::int64_t x0 = 0, x1 = 0, nv = 0;
-};
-
-/// A chunk: keys[0, c), entries [y0, y0 + c) of the block's key list.
-struct ChunkRef {
-    const std::int64_t* keys = nullptr;
-    std::int64_t y0 = 0, c = 0;
-};
-
-/// Per lane vector of a slab: the hull of its entries and its one or two computed parts.
-struct SlabParts {
-    static constexpr int kMaxVecs = kernels::kTileVecs;
-    std::int64_t nv = 0, lo = 0, hi = 0; // the union [lo, hi)
-    std::array<std::pair<std::int64_t, std::int64_t>, kMaxVecs> hull{};
-    std::array<std::array<std::pair<std::int64_t, std::int64_t>, 2>, kMaxVecs> part{};
-    std::array<std::int64_t, 4 * kMaxVecs> cuts{}; // the parts' ends, sorted, distinct
-    std::int64_t n_cuts = 0;
-
-    /// Whether vector v computes every entry of [ya, yb) (inside one of its parts).
-    [[nodiscard]] bool active(std::int64_t v, std::int64_t ya, std::int64_t yb) const {
-        const auto& pv = part[static_cast<std::size_t>(v)];
-        return (pv[0].first <= ya && yb <= pv[0].second) ||
-               (pv[1].first <= ya && yb <= pv[1].second);
-    }
-
-    /// f(ya, yb, va, vb) for each segment [ya, yb) between two cuts and each run [va, vb) of
-    /// consecutive vectors active on it.
-    template <typename F>
-    void for_each_segment(F&& f) const {
-        for (std::int64_t t = 0; t + 1 < n_cuts; ++t) {
-            const std::int64_t ya = cuts[static_cast<std::size_t>(t)];
-            const std::int64_t yb = cuts[static_cast<std::size_t>(t) + 1];
-            for (std::int64_t va = 0; va < nv;) {
-                while (va < nv && !active(va, ya, yb))
-                    ++va;
-                std::int64_t vb = va;
-                while (vb < nv && active(vb, ya, yb))
-                    ++vb;
-                if (va < vb)
-                    f(ya, yb, va, vb);
-                va = vb;
-            }
-        }
-    }
-};
-
-/// The parts of the slab's vectors in the chunk (their rows' cursors at the chunk), and
-/// whether they are worth staggering: at most kStaggerShare of the union, which is not empty.
-template <typename Scalar>
-bool slab_parts(const Support& s,
-                std::int64_t i0,
-                const RowCursors& cur,
-                const SlabRange& sr,
-                const ChunkRef& ch,
-                SlabParts& out) {
-    constexpr int kL = kernels::Simd<Scalar>::kLanes;
-    out.nv = sr.nv;
-    out.lo = ch.c;
-    out.hi = 0;
-    out.n_cuts = 0;
-    std::int64_t work = 0;
-    for (std::int64_t v = 0; v < sr.nv; ++v) {
-        const std::int64_t xa = sr.x0 + v * kL, xb = std::min(sr.x1, xa + kL);
-        const ChunkSpans sp = chunk_spans(s, i0, cur, xa, xb, ch.keys, ch.y0, ch.c);
-        const auto hull = sp.hull();
-        auto& pv = out.part[static_cast<std::size_t>(v)];
-        pv = {std::pair{sp.run_lo, sp.run_hi}, std::pair{sp.extra_lo, sp.extra_hi}};
-        const bool two = sp.run_lo < sp.run_hi && sp.extra_lo < sp.extra_hi &&
-                         (sp.run_hi < sp.extra_lo || sp.extra_hi < sp.run_lo);
-        if (!two) // one part, the hull (parts that touch, or one of them empty)
-            pv = {hull, std::pair{std::int64_t{0}, std::int64_t{0}}};
-        out.hull[static_cast<std::size_t>(v)] = hull;
-        if (hull.first >= hull.second)
-            continue;
-        out.lo = std::min(out.lo, hull.first);
-        out.hi = std::max(out.hi, hull.second);
-        for (const auto& [a, b] : pv)
-            if (a < b) {
-                work += b - a;
-                out.cuts[static_cast<std::size_t>(out.n_cuts++)] = a;
-                out.cuts[static_cast<std::size_t>(out.n_cuts++)] = b;
-            }
-    }
-    if (out.lo >= out.hi ||
-        static_cast<double>(work) > kStaggerShare * static_cast<double>((out.hi - out.lo) * sr.nv))
-        return false;
-    std::int64_t* cuts = out.cuts.data();
-    for (std::int64_t t = 1; t < out.n_cuts; ++t) // insertion sort of at most 4 kTileVecs
-        for (std::int64_t u = t; u > 0 && cuts[u - 1] > cuts[u]; --u)
-            std::swap(cuts[u - 1], cuts[u]);
-    out.n_cuts = std::unique(cuts, cuts + out.n_cuts) - cuts;
-    return true;
-}
 
 /// The staggered slab (this file's opening block) for the chunk's dense K and V rows kr, vr
 /// (vr.finite: every V value of the chunk is finite). Returns false, having done nothing,
@@ -173,7 +72,8 @@ bool staggered_slab(const Problem& p,
     if (sr.nv < 2)
         return false;
     SlabParts sp;
-    if (!slab_parts<Scalar>(s, i0, cur, sr, ch, sp))
+    slab_parts<Scalar>(s, i0, cur, sr, ch, sp);
+    if (!sp.staggers())
         return false;
     const std::int64_t x0 = sr.x0, rp = w.rp;
     const auto st_at = [&](std::int64_t y, std::int64_t v) { return w.st + y * rp + x0 + v * kL; };

@@ -43,10 +43,10 @@ struct CostModel {
     /// and 146 at height 63 (its 63 own keys per block once the summary keys are gathered).
     double tile_column = 0.0;
 
-    /// Rows per lane group of a tile whose groups compute only the keys their rows see (the
-    /// forward's staggered slabs, forward_fused.cpp: 16, a 64-byte vector of floats under any
-    /// instruction set, so that plans and counts do not depend on it); 0: every row of a block
-    /// computes every key column of its tile (the backward).
+    /// Rows per lane group of a tile whose groups compute only the columns their rows see
+    /// (the staggered slabs of the forward and the staggered chunks of the backward, whose rows
+    /// are keys: 16, a 64-byte vector of floats under any instruction set, so that plans and
+    /// counts do not depend on it); 0: every row of a block computes every column of its tile.
     std::int64_t lane_group = 0;
 
     /// The lanes of a key column seen by one lane group of a block of r rows.

@@ -10,10 +10,11 @@
 // Cost model (relative time units, fitted to the kernels' rates: structure.hpp): a tile entry
 // (query lane x key, masked or not) 1, an element pair 9, a gathered K/V row 16, a reordered
 // row of one operand 22, a tile column 6 (forward) or 30 (backward); a split must undercut the
-// best single kernel by kSplitGain. The forward's tile lanes come in groups of 16 rows, each
-// computing only the keys its rows see (its staggered slabs, staggered_slab.hpp), so a band's
-// lanes cost the same at every height and its taller tiles win by their fewer columns: window:64
-// and bigbird:64:2:3 went back from 32-row to 64-row tiles.
+// best single kernel by kSplitGain. Tile lanes come in groups of 16 rows (keys in the
+// backward), each computing only the columns its rows see (staggered_slab.hpp,
+// staggered_chunk.hpp), so a band's lanes cost the same at every height and its taller tiles
+// win by their fewer columns: window:64's and bigbird:64:2:3's forwards went back from 32-row
+// to 64-row tiles, window:16's backward too.
 // Tests: tests/sparse/variants_test.cpp
 
 #include "variant_parts.hpp"
@@ -62,7 +63,7 @@ detail::CostModel cost_model(Pass pass) {
     // per tile column (structure.hpp): fitted per pass, the backward's passes over a key
     // block's query rows cost more per row than the forward's per key
     cm.tile_column = pass == Pass::forward ? 6.0 : 30.0;
-    cm.lane_group = pass == Pass::forward ? 16 : 0; // the forward's staggered slabs
+    cm.lane_group = 16; // both passes' tiles stagger by 16-row groups (staggered_*.hpp)
     return cm;
 }
 

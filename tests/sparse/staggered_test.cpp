@@ -1,12 +1,15 @@
-// Tests of forward_fused's staggered slabs (sparse/src/staggered_slab.hpp): slabs whose lane
-// vectors see different spans of a chunk (bands, causal blocks, a window with global keys,
-// groups of empty rows, row counts that leave a partial vector) against the double reference,
-// and a non-finite V row inside a vector's span that only some of its rows may see.
-// Blocks of 64 and 48 rows hold two or more lane vectors under every instruction set (16
-// floats or 8 doubles per vector at most), so the slabs stagger when their spans differ.
+// Tests of the staggered paths of the fused sparse kernels (sparse/src/slab_parts.hpp,
+// staggered_slab.hpp, staggered_chunk.hpp): slabs of lane vectors that see different spans of
+// a chunk (bands, causal blocks, a window with global keys, groups of empty rows, row counts
+// that leave a partial vector), forward and backward against the double reference, and a
+// non-finite streamed row inside a vector's span that only some of its rows may see.
+// Blocks of 64 and 48 rows (keys in the backward) hold two or more lane vectors under every
+// instruction set (16 floats or 8 doubles per vector at most), so they stagger when their
+// vectors' spans differ.
 
 #include "kernel_case.hpp"
 
+#include <ioattn/sparse/backward.hpp>
 #include <ioattn/sparse/forward.hpp>
 #include <ioattn/sparse/pattern.hpp>
 
@@ -42,6 +45,20 @@ Support band_with_gaps(std::int64_t n_q, std::int64_t n_k, std::int64_t w) {
     return {n_q, n_k, std::move(offsets), std::move(cols)};
 }
 
+const std::vector<std::string> kSpecs = {"window:5",
+                                         "window:20",
+                                         "causal",
+                                         "window:9&causal",
+                                         "global:2+window:6",
+                                         "bigbird:6:2:2",
+                                         "strided:16"};
+
+const std::vector<std::pair<std::int64_t, std::int64_t>> kShapes = {
+    {200, 230}, {230, 200}, {77, 77}};
+
+const std::vector<Tiling> kTilings = {
+    {Schedule::fused, 64, 128}, {Schedule::fused, 64, 48}, {Schedule::fused, 48, 33}};
+
 template <typename T>
 void run_fused(Case<T>& c, const Support& s, const Tiling& t) {
     NullCounter io;
@@ -67,25 +84,39 @@ TEMPLATE_TEST_CASE("sparse forward_fused: slabs whose lane vectors see different
                    "[sparse][forward][staggered]",
                    float,
                    double) {
-    const std::vector<std::string> specs = {"window:5",
-                                            "window:20",
-                                            "causal",
-                                            "window:9&causal",
-                                            "global:2+window:6",
-                                            "bigbird:6:2:2",
-                                            "strided:16"};
-    for (const auto& [n_q, n_k] :
-         std::vector<std::pair<std::int64_t, std::int64_t>>{{200, 230}, {230, 200}, {77, 77}}) {
+    for (const auto& [n_q, n_k] : kShapes) {
         const Problem p = ioattn::sparse::test::kernel_shape(1, n_q, n_k, 7);
-        for (const auto& [rows, cols] :
-             std::vector<std::pair<std::int64_t, std::int64_t>>{{64, 128}, {64, 48}, {48, 33}}) {
-            const Tiling t{Schedule::fused, rows, cols};
-            for (const std::string& spec : specs) {
-                CAPTURE(spec, n_q, n_k, rows, cols);
+        for (const Tiling& t : kTilings) {
+            for (const std::string& spec : kSpecs) {
+                CAPTURE(spec, n_q, n_k, t.rows, t.cols);
                 check_staggered<TestType>(p, ioattn::sparse::parse_pattern(spec, n_q, n_k, 3), t);
             }
-            CAPTURE(n_q, n_k, rows, cols);
+            CAPTURE(n_q, n_k, t.rows, t.cols);
             check_staggered<TestType>(p, band_with_gaps(n_q, n_k, 7), t);
+        }
+    }
+}
+
+TEMPLATE_TEST_CASE("sparse backward_fused: key blocks whose lane vectors see different spans",
+                   "[sparse][backward][staggered]",
+                   float,
+                   double) {
+    for (const auto& [n_q, n_k] : kShapes) {
+        const Problem p = ioattn::sparse::test::backward_shape(n_q, n_k, 7);
+        for (const Tiling& t : kTilings) {
+            const auto run = [&](Case<TestType>& c, const Support& s) {
+                NullCounter io;
+                ioattn::sparse::backward_fused(c.backward(), s, t, MemoryModel{1 << 22}, io);
+            };
+            for (const std::string& spec : kSpecs) {
+                CAPTURE(spec, n_q, n_k, t.rows, t.cols);
+                ioattn::sparse::test::check_backward_agrees<TestType>(
+                    p, ioattn::sparse::parse_pattern(spec, n_q, n_k, 3), 5, run);
+            }
+            CAPTURE(n_q, n_k, t.rows, t.cols);
+            // keys in groups with no query (the transpose of rows with no key)
+            ioattn::sparse::test::check_backward_agrees<TestType>(
+                p, band_with_gaps(n_k, n_q, 7).transposed(), 5, run);
         }
     }
 }
@@ -117,4 +148,40 @@ TEMPLATE_TEST_CASE("sparse forward_fused: a staggered slab keeps a non-finite V 
                       64 * static_cast<double>(std::numeric_limits<T>::epsilon()));
         }
     }
+}
+
+TEMPLATE_TEST_CASE("sparse backward_fused: a staggered key block keeps a non-finite Q row from "
+                   "the keys that do not see it",
+                   "[sparse][backward][staggered]",
+                   float,
+                   double) {
+    using T = TestType;
+    // query 70 is inside the span of the key vectors of keys [64, 80) but seen only by the
+    // keys within 5 of it; its Q row holds inf and NaN
+    const std::int64_t n = 160, i = 70;
+    const Problem p = ioattn::sparse::test::backward_shape(n, n, 5);
+    const Support s = ioattn::sparse::parse_pattern("window:5", n, n, 3);
+    Case<T> c(p, 11);
+    c.q[static_cast<std::size_t>(i * p.d)] = std::numeric_limits<T>::infinity();
+    c.q[static_cast<std::size_t>(i * p.d + 1)] = std::numeric_limits<T>::quiet_NaN();
+    Case<double> ref(p, 11);
+    std::copy(c.q.begin(), c.q.end(), ref.q.begin());
+    std::copy(c.k.begin(), c.k.end(), ref.k.begin());
+    std::copy(c.v.begin(), c.v.end(), ref.v.begin());
+    std::copy(c.d_o.begin(), c.d_o.end(), ref.d_o.begin());
+    ioattn::sparse::test::run_forward_reference(c, s);
+    ioattn::sparse::test::run_forward_reference(ref, s);
+    ioattn::sparse::backward_reference(ref.backward(), s);
+    NullCounter io;
+    ioattn::sparse::backward_fused(
+        c.backward(), s, Tiling{Schedule::fused, 64, 64}, MemoryModel{1 << 22}, io);
+    const double tol = std::is_same_v<T, float> ? 2e-5 : 1e-13;
+    for (const auto& [got, want] : {std::pair{&c.d_k, &ref.d_k}, std::pair{&c.d_v, &ref.d_v}})
+        for (std::size_t e = 0; e < got->size(); ++e) {
+            CAPTURE(e);
+            const double g = static_cast<double>((*got)[e]), w = (*want)[e];
+            CHECK(std::isfinite(g) == std::isfinite(w));
+            if (std::isfinite(w))
+                CHECK(std::abs(g - w) < tol);
+        }
 }
