@@ -371,10 +371,28 @@ void add_dist_option(CLI::App& cmd, std::string& dist) {
         ->check(CLI::IsMember({"ring", "zigzag", "sparse"}));
 }
 
+/// Resolves the options on every rank. They all fail alike on bad usage: rank 0 writes the one
+/// line then, and no rank leaves before it has (a rank that exits first makes mpirun end the
+/// job, which once killed rank 0 before it printed: apps:dist:usage under a loaded CI run).
+/// The program's own copy of the message goes nowhere; its exit status is unchanged.
+Setup agreed_setup(const DistRun& r, const MpiSession& mpi) {
+    try {
+        return setup_of(r, mpi);
+    } catch (const std::exception& e) {
+        if (mpi.rank() == 0) {
+            const std::string what = e.what();
+            std::cerr << "ioattn: " << what.substr(0, what.find('\n')) << '\n' << std::flush;
+        }
+        std::cerr.rdbuf(nullptr);
+        MPI_Barrier(MPI_COMM_WORLD);
+        throw;
+    }
+}
+
 void run_distributed(const DistRun& r) {
     const MpiSession mpi;
     try {
-        const Setup s = setup_of(r, mpi);
+        const Setup s = agreed_setup(r, mpi);
         const nlohmann::json j =
             r.shared.dtype == "double" ? run_typed<double>(r, s) : run_typed<float>(r, s);
         if (mpi.rank() != 0)
