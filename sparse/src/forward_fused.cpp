@@ -207,7 +207,7 @@ void row_block(const ForwardArgs<Scalar>& a,
             if (src.k.sparse == nullptr && src.v.sparse == nullptr &&
                 detail::staggered_slab(p, s, i0, cur, {x0, x1, nv}, {kc, y0, c}, kr, vr, w.slab()))
                 continue;
-            const auto [lo, hi] = detail::chunk_span(s, i0, cur, x0, x1, kc, y0, c);
+            const auto [lo, hi] = detail::chunk_spans(s, i0, cur, x0, x1, kc, y0, c).hull();
             Scalar* alpha = w.alpha + x0;
             if (lo == hi) { // nothing new for these rows
                 std::fill(alpha, alpha + nv * kL, Scalar(1));

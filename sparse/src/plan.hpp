@@ -290,18 +290,6 @@ inline ChunkSpans chunk_spans(const Support& s,
     return sp;
 }
 
-/// chunk_spans' hull [lo, hi) (lo == hi: no row of [x0, x1) sees the chunk).
-inline std::pair<std::int64_t, std::int64_t> chunk_span(const Support& s,
-                                                        std::int64_t i0,
-                                                        const RowCursors& cur,
-                                                        std::int64_t x0,
-                                                        std::int64_t x1,
-                                                        const std::int64_t* keys,
-                                                        std::int64_t y0,
-                                                        std::int64_t c) {
-    return chunk_spans(s, i0, cur, x0, x1, keys, y0, c).hull();
-}
-
 /// Masks row x of St outside the run [lo, hi) of the chunk's c entries (hi < lo: all of it).
 template <typename Scalar>
 inline void mask_outside(

@@ -142,5 +142,34 @@ void slab_parts(const Support& s,
     out.n_cuts = std::unique(cuts, cuts + out.n_cuts) - cuts;
 }
 
+/// mask_chunk over lane vector v's hull of the chunk: its rows are lanes [xa, min(x1, xa +
+/// kLanes)) of the block at row i0 of s; st holds entry y of lane x at st[y * ld + x]. Returns
+/// whether any of its entries was masked (false for an empty hull).
+template <typename Scalar>
+bool mask_hull(const Support& s,
+               std::int64_t i0,
+               const RowCursors& cur,
+               const SlabParts& sp,
+               std::int64_t v,
+               std::int64_t xa,
+               std::int64_t x1,
+               const ChunkRef& ch,
+               Scalar* st,
+               std::int64_t ld) {
+    const auto [a0, a1] = sp.hull[static_cast<std::size_t>(v)];
+    if (a0 >= a1)
+        return false;
+    const std::int64_t xb = std::min(x1, xa + kernels::Simd<Scalar>::kLanes);
+    return mask_chunk(s,
+                      i0 + xa,
+                      xb - xa,
+                      ch.keys + a0,
+                      ch.y0 + a0,
+                      a1 - a0,
+                      cur.from(xa),
+                      st + a0 * ld + xa,
+                      ld);
+}
+
 } // namespace IOATTN_ISA
 } // namespace ioattn::sparse::detail

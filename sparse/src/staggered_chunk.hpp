@@ -115,20 +115,10 @@ bool staggered_chunk(const Problem& p,
     partial = false;
     for (std::int64_t u = 0; u < n_slabs; ++u)
         for (std::int64_t v = 0; v < parts[u].nv; ++v) {
-            const std::int64_t xa = (u * kSlab + v) * kL, xb = std::min(r, xa + kL);
             const auto [a0, a1] = parts[u].hull[static_cast<std::size_t>(v)];
-            partial = partial || a0 > 0 || a1 < c;
-            if (a0 < a1)
-                partial = mask_chunk(st,
-                                     j0 + xa,
-                                     xb - xa,
-                                     ch.keys + a0,
-                                     ch.y0 + a0,
-                                     a1 - a0,
-                                     cur.from(xa),
-                                     w.s + a0 * rp + xa,
-                                     rp) ||
-                          partial;
+            const bool masked =
+                mask_hull(st, j0, cur, parts[u], v, (u * kSlab + v) * kL, r, ch, w.s, rp);
+            partial = partial || masked || a0 > 0 || a1 < c;
         }
     // --- P, dS; dV^T += dO^T P, dK^T += Q^T dS on the segments ---
     each([&](std::int64_t u, std::int64_t ya, std::int64_t yb, std::int64_t va, std::int64_t vb) {

@@ -89,7 +89,6 @@ bool staggered_slab(const Problem& p,
     // --- each vector's hull masked to Omega, the rest of the union -inf; one softmax ---
     bool partial = false;
     for (std::int64_t v = 0; v < sr.nv; ++v) {
-        const std::int64_t xa = x0 + v * kL, xb = std::min(sr.x1, xa + kL);
         auto [a0, a1] = sp.hull[static_cast<std::size_t>(v)];
         if (a0 >= a1)
             a0 = a1 = sp.hi;
@@ -97,17 +96,7 @@ bool staggered_slab(const Problem& p,
             kernels::store(st_at(y, v), kernels::splat<Scalar>(kNegInf));
         for (std::int64_t y = a1; y < sp.hi; ++y)
             kernels::store(st_at(y, v), kernels::splat<Scalar>(kNegInf));
-        if (a0 < a1)
-            partial = mask_chunk(s,
-                                 i0 + xa,
-                                 xb - xa,
-                                 ch.keys + a0,
-                                 ch.y0 + a0,
-                                 a1 - a0,
-                                 cur.from(xa),
-                                 st_at(a0, v),
-                                 rp) ||
-                      partial;
+        partial = mask_hull(s, i0, cur, sp, v, x0 + v * kL, sr.x1, ch, w.st, rp) || partial;
     }
     kernels::online_softmax_block(
         st_at(sp.lo, 0), rp, sp.hi - sp.lo, sr.nv, w.m + x0, w.l + x0, w.alpha + x0);
