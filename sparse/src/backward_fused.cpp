@@ -27,8 +27,8 @@
 // Masked entries: P = dS = 0; a gathered chunk, or a resident K block, with a non-finite value
 // multiplies only allowed pairs. A chunk whose key vectors see spans of it that differ enough
 // (a band's diagonal, a causal block) computes S, dP, P, dS, dV and dK per vector span
-// (staggered_chunk.hpp: the same results, dS = 0 where skipped, dQ over the whole block). One task per (kv head, group); no atomics; thread-count
-// invariant.
+// (staggered_chunk.hpp: the same results, dS = 0 where skipped, dQ over the whole block).
+// One task per (kv head, group); no atomics; thread-count invariant.
 // Sparse inputs (Q, K, V as CSR rows over d, SparseInputs): each read of a sparse operand's
 // rows counts their stored words (nnz instead of d or d_v per row; io_cost_backward_fused with
 // the inputs); rows are scattered into the same dense buffers, so residency is unchanged, and a
@@ -70,7 +70,6 @@ namespace ioattn::sparse::IOATTN_ISA {
 
 namespace {
 
-using detail::accumulate_allowed;
 using detail::delta_block;
 using detail::Maps;
 using detail::Partials;
@@ -162,46 +161,15 @@ void key_block(const BackwardArgs<Scalar>& a,
                 w.l2[y] = kernels::lse2(*a.lse.row(b, h, maps.row(qc[y])));
                 w.dd[y] = delta[slice * p.n_q + qc[y]];
             }
-            // --- a chunk whose key vectors see different spans of it, span by span
-            // (staggered_chunk.hpp: the whole block's results, dS = 0 where skipped) ---
+            // --- S, P, dP, dS; dV_j^T += dO^T P, dK_j^T += Q^T dS (scaled at the end): span
+            // by span when the chunk's key vectors see different spans of it, dS = 0 where
+            // skipped (staggered_chunk.hpp), else over the whole block ---
             bool partial = false;
-            const bool staggered =
-                k_finite &&
-                detail::staggered_chunk(p,
-                                        st,
-                                        j0,
-                                        r,
-                                        n_vec,
-                                        cur,
-                                        {qc, x0, c},
-                                        detail::ChunkOperands<Scalar>{&src.q, &d_o, b, h, qr, dor},
-                                        w,
-                                        partial);
-            if (!staggered) {
-                // --- S = scale Q K_j^T on Omega (queries x keys), P = exp(S - L) ---
-                detail::streamed_scores(src.q, b, h, qc, qr, c, w.ta, w.rp, p.d, n_vec, w.s);
-                partial = detail::mask_chunk(st, j0, r, qc, x0, c, cur, w.s, w.rp);
-                kernels::probabilities(
-                    w.s, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.l2);
-                // --- dP = dO V_j^T, dS = P o (dP - D) ---
-                kernels::scores_block(dor.p, dor.ld, c, w.tb, w.rp, p.d_v, n_vec, w.dp, w.rp);
-                kernels::softmax_grad<Scalar, true>(
-                    w.s, w.dp, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.dd);
-                // --- dV_j^T += dO^T P, dK_j^T += Q^T dS (scale at the end) ---
-                if (!partial ||
-                    (detail::rows_finite(src.q, qr, c) && detail::rows_finite(d_o, dor, c))) {
-                    kernels::pvt_block(
-                        w.s, w.rp, dor.p, dor.ld, c, p.d_v, n_vec, w.ones, dvt, w.rp);
-                    detail::streamed_accumulate(
-                        src.q, b, h, qc, qr, c, w.dp, w.rp, p.d, n_vec, w.ones, dkt);
-                } else {
-                    const auto allowed = [&](std::int64_t x, std::int64_t y) {
-                        return st.contains(j0 + x, qc[y]);
-                    };
-                    accumulate_allowed(w.s, w.rp, dor, p.d_v, r, c, dvt, allowed);
-                    accumulate_allowed(w.dp, w.rp, qr, p.d, r, c, dkt, allowed);
-                }
-            }
+            const detail::ChunkRef ch{qc, x0, c};
+            const detail::ChunkOperands<Scalar> streamed{&src.q, &d_o, b, h, qr, dor};
+            if (!k_finite ||
+                !detail::staggered_chunk(p, st, j0, r, n_vec, cur, ch, streamed, w, partial))
+                partial = detail::whole_chunk(p, st, j0, r, n_vec, cur, ch, streamed, w);
             // --- dQ^g rows (+)= dS (scale K_j), d as the lanes: in place for a run of rows all
             // new or all reached before, else through the dQ tile ---
             const std::int64_t d_vec = w.dw / Simd<Scalar>::kLanes;

@@ -7,9 +7,11 @@
 
 #include "plan.hpp"
 #include "row_products.hpp"
+#include "slab_parts.hpp"
 
 #include <ioattn/kernels/dq_partials.hpp>
 #include <ioattn/kernels/simd.hpp>
+#include <ioattn/kernels/softmax_grad.hpp>
 #include <ioattn/sparse/backward.hpp>
 
 #include <algorithm>
@@ -152,6 +154,52 @@ void rows_allowed(const Scalar* ds,
             if (allowed(x, y))
                 for (std::int64_t z = 0; z < dw; ++z)
                     t[y * dw + z] += ds[y * ld + x] * k[x * dw + z];
+}
+
+/// A chunk's streamed operands: Q (as a row source: sparse or dense) and dO, and their rows
+/// of the chunk as the products read them (qr, dor), for slice (b, h).
+template <typename Scalar>
+struct ChunkOperands {
+    const RowSource<Scalar>* q_src = nullptr;
+    const RowSource<Scalar>* d_o = nullptr;
+    std::int64_t b = 0, h = 0;
+    Rows<Scalar> qr, dor;
+};
+
+/// S = Q K^T, masked to Omega, P = exp(S - L), dP = dO V^T, dS = P o (dP - D), dV^T += dO^T P,
+/// dK^T += Q^T dS over the chunk ch of queries and every lane of the resident key block at j0
+/// (r keys, n_vec vectors; K^T, V^T packed in w.ta, w.tb; the sums in w.acc_b, w.acc_a); with
+/// a masked entry and a non-finite streamed row, the sums over allowed pairs only. Returns
+/// whether an entry was masked.
+template <typename Scalar>
+bool whole_chunk(const Problem& p,
+                 const Support& st,
+                 std::int64_t j0,
+                 std::int64_t r,
+                 std::int64_t n_vec,
+                 const RowCursors& cur,
+                 const ChunkRef& ch,
+                 const ChunkOperands<Scalar>& in,
+                 const Scratch<Scalar>& w) {
+    const std::int64_t c = ch.c;
+    streamed_scores(*in.q_src, in.b, in.h, ch.keys, in.qr, c, w.ta, w.rp, p.d, n_vec, w.s);
+    const bool partial = mask_chunk(st, j0, r, ch.keys, ch.y0, c, cur, w.s, w.rp);
+    kernels::probabilities(w.s, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.l2);
+    kernels::scores_block(in.dor.p, in.dor.ld, c, w.tb, w.rp, p.d_v, n_vec, w.dp, w.rp);
+    kernels::softmax_grad<Scalar, true>(
+        w.s, w.dp, w.rp, c, n_vec, static_cast<const Scalar*>(nullptr), w.dd);
+    if (!partial || (rows_finite(*in.q_src, in.qr, c) && rows_finite(*in.d_o, in.dor, c))) {
+        kernels::pvt_block(w.s, w.rp, in.dor.p, in.dor.ld, c, p.d_v, n_vec, w.ones, w.acc_b, w.rp);
+        streamed_accumulate(
+            *in.q_src, in.b, in.h, ch.keys, in.qr, c, w.dp, w.rp, p.d, n_vec, w.ones, w.acc_a);
+    } else {
+        const auto allowed = [&](std::int64_t x, std::int64_t y) {
+            return st.contains(j0 + x, ch.keys[y]);
+        };
+        accumulate_allowed(w.s, w.rp, in.dor, p.d_v, r, c, w.acc_b, allowed);
+        accumulate_allowed(w.dp, w.rp, in.qr, p.d, r, c, w.acc_a, allowed);
+    }
+    return partial;
 }
 
 } // namespace IOATTN_ISA

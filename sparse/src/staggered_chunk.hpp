@@ -31,17 +31,6 @@
 namespace ioattn::sparse::detail {
 inline namespace IOATTN_ISA {
 
-/// The chunk's streamed rows and the key block's resident state: Q and dO rows of the chunk
-/// (qr, dor; q_src says whether Q is sparse), the block's keys [j0, j0 + r) as lanes, their
-/// cursors over Omega^T, and whether the streamed rows are finite (asked only when masked).
-template <typename Scalar>
-struct ChunkOperands {
-    const RowSource<Scalar>* q_src = nullptr;
-    const RowSource<Scalar>* d_o = nullptr;
-    std::int64_t b = 0, h = 0;
-    Rows<Scalar> qr, dor;
-};
-
 /// The staggered chunk (this file's opening block) for the chunk ch of Omega^T's block at key
 /// j0 (r keys, n_vec lane vectors). Returns false, having done nothing, when no slab staggers;
 /// else sets `partial` (some entry of the chunk and block is outside Omega).

@@ -25,7 +25,7 @@ std::int64_t n_blocks(const Support& s, std::int64_t rows) {
 /// (count[j] left set for the block's keys; the caller's array is reset to 0 afterwards).
 /// With lane groups (group > 0, lanes: 2 n_k words, no reset needed): lanes[j] = the rows of
 /// the block's groups of `group` consecutive rows that have a row seeing j, the lanes a
-/// staggered tile computes for key j (forward_fused.cpp).
+/// staggered tile computes for key j (staggered_slab.hpp, staggered_chunk.hpp).
 std::vector<std::int64_t> block_keys(const Support& s,
                                      std::int64_t rows,
                                      std::int64_t b,
