@@ -121,8 +121,11 @@ void key_block(const BackwardArgs<Scalar>& a,
     Scalar* dkt = w.acc_a;
     Scalar* dvt = w.acc_b;
     detail::RowCursors cur;
-    if constexpr (Counter::kComputes)
+    bool stagger = false; // chunks may run span by span (staggered_chunk.hpp)
+    if constexpr (Counter::kComputes) {
         cur = detail::row_cursors(plan, j0, r, cursor);
+        stagger = k_finite && detail::may_stagger<Scalar>(cur, r);
+    }
     for (std::int64_t hh = 0; hh < p.group(); ++hh) {
         const std::int64_t h = g * p.group() + hh, slice = b * p.heads + h;
         const std::int64_t iw =
@@ -167,7 +170,7 @@ void key_block(const BackwardArgs<Scalar>& a,
             bool partial = false;
             const detail::ChunkRef ch{qc, x0, c};
             const detail::ChunkOperands<Scalar> streamed{&src.q, &d_o, b, h, qr, dor};
-            if (!k_finite ||
+            if (!stagger ||
                 !detail::staggered_chunk(p, st, j0, r, n_vec, cur, ch, streamed, w, partial))
                 partial = detail::whole_chunk(p, st, j0, r, n_vec, cur, ch, streamed, w);
             // --- dQ^g rows (+)= dS (scale K_j), d as the lanes: in place for a run of rows all

@@ -175,6 +175,7 @@ void row_block(const ForwardArgs<Scalar>& a,
     Scratch<Scalar> w;
     detail::RowCursors cur;
     std::int64_t n_vec = 0;
+    bool stagger = false; // slabs may compute their lane vectors' own spans (staggered_slab.hpp)
     if constexpr (Counter::kComputes) {
         w = Scratch<Scalar>(base, p, t);
         w.rows = pointers;
@@ -185,6 +186,8 @@ void row_block(const ForwardArgs<Scalar>& a,
         std::fill(w.m, w.m + w.rp, -std::numeric_limits<Scalar>::infinity());
         std::fill(w.l, w.l + w.rp, Scalar(0));
         cur = detail::row_cursors(plan, i0, r, cursor);
+        stagger = src.k.sparse == nullptr && src.v.sparse == nullptr &&
+                  detail::may_stagger<Scalar>(cur, r);
     }
     for (std::int64_t y0 = 0, c = 0; y0 < nk; y0 += c) {
         c = detail::chunk_length(keys.data(), nk, y0, t.cols); // runs in place (plan.hpp)
@@ -204,7 +207,7 @@ void row_block(const ForwardArgs<Scalar>& a,
         for (std::int64_t u = 0; u < n_vec; u += kSlabVecs) {
             const std::int64_t nv = std::min(kSlabVecs, n_vec - u), x0 = u * kL;
             const std::int64_t x1 = std::min(r, x0 + nv * kL);
-            if (src.k.sparse == nullptr && src.v.sparse == nullptr &&
+            if (stagger &&
                 detail::staggered_slab(p, s, i0, cur, {x0, x1, nv}, {kc, y0, c}, kr, vr, w.slab()))
                 continue;
             const auto [lo, hi] = detail::chunk_spans(s, i0, cur, x0, x1, kc, y0, c).hull();

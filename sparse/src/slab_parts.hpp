@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <utility>
 
 namespace ioattn::sparse::detail {
@@ -140,6 +141,36 @@ void slab_parts(const Support& s,
         for (std::int64_t u = t; u > 0 && cuts[u - 1] > cuts[u]; --u)
             std::swap(cuts[u - 1], cuts[u]);
     out.n_cuts = std::unique(cuts, cuts + out.n_cuts) - cuts;
+}
+
+/// Whether the block's rows [0, r) may stagger, from their runs alone (the plan's, no index
+/// array): the run hulls of its lane vectors (kLanes rows each, at least two) hold at most
+/// kStaggerShare of their union's keys. Block patterns (every vector sees the same keys) and
+/// scattered rows (short runs anywhere: every hull is nearly the union) skip the per-chunk
+/// parts, whose index reads they would only pay for: a random:0.1 backward under an LRU cache
+/// of 2 M words moved 27% more than counted with them, 8% without.
+template <typename Scalar>
+bool may_stagger(const RowCursors& cur, std::int64_t r) {
+    constexpr int kL = kernels::Simd<Scalar>::kLanes;
+    if (r <= kL)
+        return false;
+    std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = -1, sum = 0, groups = 0;
+    for (std::int64_t x0 = 0; x0 < r; x0 += kL) {
+        std::int64_t glo = std::numeric_limits<std::int64_t>::max(), ghi = -1;
+        for (std::int64_t x = x0; x < std::min(r, x0 + kL); ++x)
+            if (cur.lo[x] <= cur.hi[x]) {
+                glo = std::min(glo, cur.lo[x]);
+                ghi = std::max(ghi, cur.hi[x]);
+            }
+        if (glo > ghi)
+            continue;
+        lo = std::min(lo, glo);
+        hi = std::max(hi, ghi);
+        sum += ghi - glo + 1;
+        ++groups;
+    }
+    return groups >= 2 &&
+           static_cast<double>(sum) <= kStaggerShare * static_cast<double>(groups * (hi - lo + 1));
 }
 
 /// mask_chunk over lane vector v's hull of the chunk: its rows are lanes [xa, min(x1, xa +
