@@ -26,6 +26,10 @@ inline namespace IOATTN_ISA {
 /// saved, run at 0.95x-1.04x staggered, within the machine's noise).
 inline constexpr double kStaggerShare = 7.0 / 8.0;
 
+/// The mean run length below which a block does not try to stagger (may_stagger): a band's
+/// rows run 33-513 keys, strided:64's own blocks 32 on average, a random row's 1-2.
+inline constexpr std::int64_t kMinStaggerRun = 4;
+
 /// Rows [x0, x1) of a block as nv lane vectors.
 struct SlabRange {
     std::int64_t x0 = 0, x1 = 0, nv = 0;
@@ -144,23 +148,27 @@ void slab_parts(const Support& s,
 }
 
 /// Whether the block's rows [0, r) may stagger, from their runs alone (the plan's, no index
-/// array): the run hulls of its lane vectors (kLanes rows each, at least two) hold at most
-/// kStaggerShare of their union's keys. Block patterns (every vector sees the same keys) and
-/// scattered rows (short runs anywhere: every hull is nearly the union) skip the per-chunk
-/// parts, whose index reads they would only pay for: a random:0.1 backward under an LRU cache
-/// of 2 M words moved 27% more than counted with them, 8% without.
+/// array): runs of kMinStaggerRun keys or more on average, whose hulls per lane vector (kLanes
+/// rows each, at least two) hold at most kStaggerShare of their union's keys. Block patterns
+/// (every vector sees the same keys) and scattered rows (runs of a key or two anywhere) skip
+/// the per-chunk parts, whose index reads they would only pay for: a random:0.1 backward at M
+/// = 8192 under an LRU cache of 2 M words moved 1.27x its counted words with them, 1.03x
+/// without (bench/cache_validate.py).
 template <typename Scalar>
 bool may_stagger(const RowCursors& cur, std::int64_t r) {
     constexpr int kL = kernels::Simd<Scalar>::kLanes;
     if (r <= kL)
         return false;
     std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = -1, sum = 0, groups = 0;
+    std::int64_t runs = 0, run_keys = 0;
     for (std::int64_t x0 = 0; x0 < r; x0 += kL) {
         std::int64_t glo = std::numeric_limits<std::int64_t>::max(), ghi = -1;
         for (std::int64_t x = x0; x < std::min(r, x0 + kL); ++x)
             if (cur.lo[x] <= cur.hi[x]) {
                 glo = std::min(glo, cur.lo[x]);
                 ghi = std::max(ghi, cur.hi[x]);
+                ++runs;
+                run_keys += cur.hi[x] - cur.lo[x] + 1;
             }
         if (glo > ghi)
             continue;
@@ -169,7 +177,7 @@ bool may_stagger(const RowCursors& cur, std::int64_t r) {
         sum += ghi - glo + 1;
         ++groups;
     }
-    return groups >= 2 &&
+    return groups >= 2 && run_keys >= kMinStaggerRun * runs &&
            static_cast<double>(sum) <= kStaggerShare * static_cast<double>(groups * (hi - lo + 1));
 }
 
