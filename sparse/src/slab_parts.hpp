@@ -5,6 +5,9 @@
 // parts of it that hold them (its rows' runs, their extra keys), the union of the hulls, and
 // the cuts that split the union into segments, each with a fixed set of active vectors.
 // O(rows of the slab) per chunk through chunk_spans, plus a sort of at most 4 kTileVecs cuts.
+// I/O: none counted of its own. chunk_spans reads the rows' runs from the plan and their extra
+// keys from the index arrays the masks read too (FusedPlan::index_reads counts those once per
+// pass); may_stagger keeps blocks that cannot stagger from reading them twice.
 // Tests: tests/sparse/staggered_test.cpp
 
 #include "plan.hpp"
