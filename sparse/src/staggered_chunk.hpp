@@ -50,7 +50,9 @@ bool staggered_chunk(const Problem& p,
     const std::int64_t rp = w.rp, c = ch.c;
     const auto n_slabs = (n_vec + kSlab - 1) / kSlab;
     // --- the parts of every slab; nothing staggers: the caller's whole-block path ---
-    constexpr std::int64_t kMaxSlabs = 64; // rp <= 4 kTileVecs kLanes keys at the tuned tiling
+    // at most 8 slabs (64-key blocks of doubles in 2-lane vectors); larger blocks take the
+    // whole-block path (the parts are built per chunk: 64 of them zeroed 23 KB a chunk)
+    constexpr std::int64_t kMaxSlabs = 8;
     if (n_slabs > kMaxSlabs)
         return false;
     SlabParts parts[kMaxSlabs];
