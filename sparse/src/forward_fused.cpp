@@ -46,6 +46,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -207,10 +208,22 @@ void row_block(const ForwardArgs<Scalar>& a,
         for (std::int64_t u = 0; u < n_vec; u += kSlabVecs) {
             const std::int64_t nv = std::min(kSlabVecs, n_vec - u), x0 = u * kL;
             const std::int64_t x1 = std::min(r, x0 + nv * kL);
-            if (stagger &&
-                detail::staggered_slab(p, s, i0, cur, {x0, x1, nv}, {kc, y0, c}, kr, vr, w.slab()))
-                continue;
-            const auto [lo, hi] = detail::chunk_spans(s, i0, cur, x0, x1, kc, y0, c).hull();
+            // the entries [lo, hi) some row of the slab sees: the union of its vectors' parts
+            // when it may stagger (computed once, staggered or not), else its rows' spans
+            std::int64_t lo = 0, hi = 0;
+            if (stagger && nv > 1) {
+                detail::SlabParts sp;
+                detail::slab_parts<Scalar>(s, i0, cur, {x0, x1, nv}, {kc, y0, c}, sp);
+                if (sp.staggers()) {
+                    detail::staggered_slab(
+                        p, s, i0, cur, {x0, x1, nv}, {kc, y0, c}, sp, kr, vr, w.slab());
+                    continue;
+                }
+                lo = sp.lo;
+                hi = std::max(sp.lo, sp.hi);
+            } else {
+                std::tie(lo, hi) = detail::chunk_spans(s, i0, cur, x0, x1, kc, y0, c).hull();
+            }
             Scalar* alpha = w.alpha + x0;
             if (lo == hi) { // nothing new for these rows
                 std::fill(alpha, alpha + nv * kL, Scalar(1));

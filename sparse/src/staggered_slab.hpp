@@ -50,15 +50,16 @@ struct SlabScratch {
 };
 
 /// The staggered slab (this file's opening block) for the chunk's dense K and V rows kr, vr
-/// (vr.finite: every V value of the chunk is finite). Returns false, having done nothing,
-/// when its parts save too little (the caller runs the union path).
+/// (vr.finite: every V value of the chunk is finite), its vectors' parts sp (slab_parts, which
+/// SlabParts::staggers; the caller runs the union [sp.lo, sp.hi) otherwise).
 template <typename Scalar>
-bool staggered_slab(const Problem& p,
+void staggered_slab(const Problem& p,
                     const Support& s,
                     std::int64_t i0,
                     const RowCursors& cur,
                     const SlabRange& sr,
                     const ChunkRef& ch,
+                    const SlabParts& sp,
                     const Rows<Scalar>& kr,
                     const Rows<Scalar>& vr,
                     const SlabScratch<Scalar>& w) {
@@ -69,12 +70,6 @@ bool staggered_slab(const Problem& p,
         o.fill(Scalar(1));
         return o;
     }();
-    if (sr.nv < 2)
-        return false;
-    SlabParts sp;
-    slab_parts<Scalar>(s, i0, cur, sr, ch, sp);
-    if (!sp.staggers())
-        return false;
     const std::int64_t x0 = sr.x0, rp = w.rp;
     const auto st_at = [&](std::int64_t y, std::int64_t v) { return w.st + y * rp + x0 + v * kL; };
     // --- S^T = K Q^T over each segment's active vectors ---
@@ -114,7 +109,7 @@ bool staggered_slab(const Problem& p,
                     for (std::int64_t z = 0; z < p.d_v; ++z)
                         w.ot[z * rp + x] += w.st[y * rp + x] * vr.row(y)[z];
         }
-        return true;
+        return;
     }
     sp.for_each_segment([&](std::int64_t ya, std::int64_t yb, std::int64_t va, std::int64_t vb) {
         Scalar* ot = w.ot + x0 + va * kL;
@@ -125,7 +120,6 @@ bool staggered_slab(const Problem& p,
             kernels::pvt_block(
                 st_at(ya, va), rp, vr.row(ya), vr.ld, yb - ya, p.d_v, vb - va, ones.data(), ot, rp);
     });
-    return true;
 }
 
 } // namespace IOATTN_ISA

@@ -29,8 +29,9 @@ inline namespace IOATTN_ISA {
 
 /// Rows i0.. of the support over key tiles of width bs. Storage: words(r, n_k, bs) words,
 /// handed in (per row a cursor, a link and its first key if its keys are an interval, else -1;
-/// first and last row per key tile). An interval row's run is arithmetic (interval_keys), told once
-/// per row block: testing row.back() per row and tile missed in L1, a fifth of scanning's time.
+/// first and last row per key tile). An interval row's run is arithmetic (interval_keys), told
+/// once per row block: testing row.back() per row and tile missed in L1, a fifth of scanning's
+/// time.
 class TileRows {
 public:
     static std::int64_t words(std::int64_t r, std::int64_t n_k, std::int64_t bs) {
