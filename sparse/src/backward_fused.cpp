@@ -27,7 +27,9 @@
 // Masked entries: P = dS = 0; a gathered chunk, or a resident K block, with a non-finite value
 // multiplies only allowed pairs. A chunk whose key vectors see spans of it that differ enough
 // (a band's diagonal, a causal block) computes S, dP, P, dS, dV and dK per vector span
-// (staggered_chunk.hpp: the same results, dS = 0 where skipped, dQ over the whole block).
+// (staggered_chunk.hpp: the same results, dS = 0 where skipped, dQ over the whole block). A
+// key block of at most kLanes / 4 keys (global keys, a block of their own: row_blocks) runs
+// its chunks pair by pair with the queries as lanes (narrow_chunk.hpp: the same sums).
 // One task per (kv head, group); no atomics; thread-count invariant.
 // Sparse inputs (Q, K, V as CSR rows over d, SparseInputs): each read of a sparse operand's
 // rows counts their stored words (nnz instead of d or d_v per row; io_cost_backward_fused with
@@ -38,7 +40,7 @@
 // O, L, dO, dQ rows through maps.rows, K, V, dK, dV rows through maps.keys; its I/O adds the
 // order indices (variant_parts.hpp).
 // Tests: tests/sparse/backward_test.cpp, sparse_inputs_test.cpp, variants_test.cpp,
-// staggered_test.cpp
+// staggered_test.cpp, narrow_test.cpp
 
 #include "plan.hpp"
 
@@ -58,6 +60,7 @@
 // The kernels it uses, compiled for that instruction set:
 #include "backward_fused_parts.hpp"
 #include "backward_fused_passes.hpp"
+#include "narrow_chunk.hpp"
 #include "row_products.hpp"
 #include "staggered_chunk.hpp"
 #include "validate.hpp"
@@ -122,9 +125,14 @@ void key_block(const BackwardArgs<Scalar>& a,
     Scalar* dvt = w.acc_b;
     detail::RowCursors cur;
     bool stagger = false; // chunks may run span by span (staggered_chunk.hpp)
+    bool narrow = false;  // or pair by pair, queries as lanes (narrow_chunk.hpp)
+    detail::NarrowRows<Scalar> nr;
     if constexpr (Counter::kComputes) {
         cur = detail::row_cursors(plan, j0, r, cursor);
-        stagger = k_finite && detail::may_stagger<Scalar>(cur, r);
+        narrow = detail::NarrowRows<Scalar>::fits(p, t, r, w);
+        if (narrow)
+            nr = detail::NarrowRows<Scalar>(p, r, w);
+        stagger = !narrow && k_finite && detail::may_stagger<Scalar>(cur, r);
     }
     for (std::int64_t hh = 0; hh < p.group(); ++hh) {
         const std::int64_t h = g * p.group() + hh, slice = b * p.heads + h;
@@ -170,8 +178,10 @@ void key_block(const BackwardArgs<Scalar>& a,
             bool partial = false;
             const detail::ChunkRef ch{qc, x0, c};
             const detail::ChunkOperands<Scalar> streamed{&src.q, &d_o, b, h, qr, dor};
-            if (!stagger ||
-                !detail::staggered_chunk(p, st, j0, r, n_vec, cur, ch, streamed, w, partial))
+            if (narrow)
+                partial = detail::narrow_chunk(p, st, j0, r, cur, ch, streamed, w, nr);
+            else if (!stagger ||
+                     !detail::staggered_chunk(p, st, j0, r, n_vec, cur, ch, streamed, w, partial))
                 partial = detail::whole_chunk(p, st, j0, r, n_vec, cur, ch, streamed, w);
             // --- dQ^g rows (+)= dS (scale K_j), d as the lanes: in place for a run of rows all
             // new or all reached before, else through the dQ tile ---
@@ -226,6 +236,8 @@ void key_block(const BackwardArgs<Scalar>& a,
         }
     }
     if constexpr (Counter::kComputes) {
+        if (narrow)
+            nr.flush(p, r, w);
         const auto scale = static_cast<Scalar>(p.scale);
         kernels::unpack_transposed(
             dkt, w.rp, [scale](std::int64_t) { return scale; }, a.d_k, b, g, j0, r, maps.keys);

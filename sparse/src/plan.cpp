@@ -26,6 +26,13 @@ std::vector<std::int64_t> row_blocks(const Support& support, std::int64_t rows) 
     // 58.3 GFLOP/s, backward 18.9 -> 72.5; bigbird-block:64:3:2:3 forward 24.6 -> 46.5,
     // backward 28.2 -> 59.7; strided:64's permuted backward (its summary keys, reordered into
     // one run, are heavy rows of the transposed structure) 5.2 -> 28.7.
+    // A block of heavy rows also closes at the first light row: bigbird:64:2:3's two global
+    // keys shared a block of Omega^T with 9 band keys (the budget had room for them), so the
+    // backward streamed all 16384 queries through 16 key lanes; alone they are a narrow key
+    // block (narrow_chunk.hpp). Measured (AVX-512, N = 16384, d = 64, 2 threads, medians of
+    // 3 alternated runs of --repeat 20 in both orders, backward): global:2+window:64 1.05x,
+    // bigbird:64:2:3's band with its global rows and columns 1.05x (that key block 1.7 ->
+    // 1.1 ms), bigbird:64:2:3 1.00x-1.02x; forwards 1.00x.
     const std::int64_t n_q = support.n_q();
     const std::int64_t heavy_z = detail::heavy_above(support);
     const std::int64_t budget = std::max<std::int64_t>(1, rows * heavy_z);
@@ -35,7 +42,8 @@ std::vector<std::int64_t> row_blocks(const Support& support, std::int64_t rows) 
     for (std::int64_t i = 0; i < n_q; ++i) {
         const std::int64_t z = support.row_nonzeros(i);
         const bool heavy = z > heavy_z;
-        if (count == rows || (count > 0 && nnz + z > budget && !(all_heavy && heavy))) {
+        if (count == rows || (count > 0 && all_heavy && !heavy) ||
+            (count > 0 && nnz + z > budget && !(all_heavy && heavy))) {
             bounds.push_back(i);
             count = 0;
             nnz = 0;

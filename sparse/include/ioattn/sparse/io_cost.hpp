@@ -17,7 +17,8 @@ namespace ioattn::sparse {
 /// Row blocks of the fused schedule: consecutive query rows, at most `rows` per block, and a
 /// block is closed early once it holds 4 * rows * ceil(Z_QK / n_q) allowed pairs, so that light
 /// rows do not stream the keys of heavy ones (global tokens), except that a run of heavy rows
-/// (each above 4 * ceil(Z_QK / n_q) pairs) fills whole blocks. Returns the n_blocks + 1 boundaries.
+/// (each above 4 * ceil(Z_QK / n_q) pairs) fills whole blocks, and a block that holds only
+/// heavy rows closes at the first light row. Returns the n_blocks + 1 boundaries.
 std::vector<std::int64_t> row_blocks(const Support& support, std::int64_t rows);
 
 /// Exact I/O of forward_fused, from the structure: per head, per row block, read Q_i, the

@@ -1,0 +1,133 @@
+// Tests of the narrow key blocks of the fused sparse backward (sparse/src/narrow_chunk.hpp):
+// global keys, which row_blocks puts in a block of their own (a block of heavy rows closes at
+// the first light row), computed pair by pair with the queries as lanes. Against the double
+// reference over windows, BigBird and random keys with global ones, shapes with n_q != n_k,
+// grouped heads (the block's sums carried across the heads of its group), and a non-finite Q
+// row that only one key of the block sees.
+
+#include "brute_force.hpp"
+#include "kernel_case.hpp"
+
+#include <ioattn/sparse/backward.hpp>
+#include <ioattn/sparse/io_cost.hpp>
+#include <ioattn/sparse/pattern.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+using ioattn::MemoryModel;
+using ioattn::NullCounter;
+using ioattn::Problem;
+using ioattn::Schedule;
+using ioattn::Tiling;
+using ioattn::sparse::Support;
+using ioattn::sparse::test::Case;
+
+namespace {
+
+/// The keys of the first block of Omega^T under row blocks of `rows` (the backward's first key
+/// block).
+std::int64_t first_key_block(const Support& s, std::int64_t rows) {
+    const std::vector<std::int64_t> bounds = ioattn::sparse::row_blocks(s.transposed(), rows);
+    return bounds.size() > 1 ? bounds[1] - bounds[0] : 0;
+}
+
+} // namespace
+
+TEST_CASE("sparse row_blocks: a block of heavy rows closes at the first light row",
+          "[sparse][backward][narrow]") {
+    // global:G makes rows 0..G-1 of Omega^T heavy; the window's keys after them are light and
+    // the budget (4 * rows * mean pairs) would have room for several of them
+    for (const std::int64_t g : {1, 2, 3}) {
+        CAPTURE(g);
+        const Support s =
+            ioattn::sparse::parse_pattern("global:" + std::to_string(g) + "+window:6", 200, 230, 3);
+        CHECK(first_key_block(s, 64) == g);
+        CHECK(first_key_block(s, 48) == g);
+    }
+    // no heavy row: blocks of `rows`
+    CHECK(first_key_block(ioattn::sparse::parse_pattern("window:6", 200, 230, 3), 64) == 64);
+}
+
+TEMPLATE_TEST_CASE("sparse backward_fused: narrow key blocks of global keys",
+                   "[sparse][backward][narrow]",
+                   float,
+                   double) {
+    const std::vector<std::string> specs = {"global:1+window:3",
+                                            "global:2+window:6",
+                                            "bigbird:6:2:2",
+                                            "global:3+random:0.05",
+                                            "global:2+window:4&causal"};
+    const std::vector<Tiling> tilings = {
+        {Schedule::fused, 64, 128}, {Schedule::fused, 64, 40}, {Schedule::fused, 16, 33}};
+    for (const auto& [n_q, n_k] :
+         std::vector<std::pair<std::int64_t, std::int64_t>>{{200, 230}, {230, 200}, {77, 77}}) {
+        const Problem p = ioattn::sparse::test::backward_shape(n_q, n_k, 7);
+        for (const Tiling& t : tilings)
+            for (const std::string& spec : specs) {
+                CAPTURE(spec, n_q, n_k, t.rows, t.cols);
+                const Support s = ioattn::sparse::parse_pattern(spec, n_q, n_k, 3);
+                REQUIRE(first_key_block(s, t.rows) <= 3); // the narrow path runs
+                ioattn::sparse::test::check_backward_agrees<TestType>(
+                    p, s, 5, [&](Case<TestType>& c, const Support& sup) {
+                        NullCounter io;
+                        ioattn::sparse::backward_fused(
+                            c.backward(), sup, t, MemoryModel{1 << 22}, io);
+                    });
+            }
+    }
+}
+
+TEMPLATE_TEST_CASE("sparse backward_fused: a narrow key block keeps a non-finite Q row from the "
+                   "key that does not see it",
+                   "[sparse][backward][narrow]",
+                   float,
+                   double) {
+    using T = TestType;
+    // keys 0 and 1 are global (a narrow block), except that key 1 does not see query 70,
+    // whose Q row holds inf and NaN: dK, dV of key 1 stay finite, key 0's are not
+    const std::int64_t n = 160, i = 70;
+    const Problem p = ioattn::sparse::test::backward_shape(n, n, 5);
+    const Support s =
+        ioattn::sparse::test::from_predicate(n, n, [](std::int64_t q, std::int64_t k) {
+            return k == 0 || (k == 1 && q != i) || (q - k <= 4 && k - q <= 4);
+        });
+    REQUIRE(first_key_block(s, 64) == 2);
+    Case<T> c(p, 11);
+    for (std::int64_t h = 0; h < p.heads; ++h) {
+        const auto at = static_cast<std::size_t>((h * n + i) * p.d);
+        c.q[at] = std::numeric_limits<T>::infinity();
+        c.q[at + 1] = std::numeric_limits<T>::quiet_NaN();
+    }
+    Case<double> ref(p, 11);
+    std::copy(c.q.begin(), c.q.end(), ref.q.begin());
+    std::copy(c.k.begin(), c.k.end(), ref.k.begin());
+    std::copy(c.v.begin(), c.v.end(), ref.v.begin());
+    std::copy(c.d_o.begin(), c.d_o.end(), ref.d_o.begin());
+    ioattn::sparse::test::run_forward_reference(c, s);
+    ioattn::sparse::test::run_forward_reference(ref, s);
+    ioattn::sparse::backward_reference(ref.backward(), s);
+    NullCounter io;
+    ioattn::sparse::backward_fused(
+        c.backward(), s, Tiling{Schedule::fused, 64, 64}, MemoryModel{1 << 22}, io);
+    const double tol = std::is_same_v<T, float> ? 2e-5 : 1e-13;
+    std::int64_t key1_finite = 0;
+    for (const auto& [got, want, width] :
+         {std::tuple{&c.d_k, &ref.d_k, p.d}, std::tuple{&c.d_v, &ref.d_v, p.d_v}})
+        for (std::size_t e = 0; e < got->size(); ++e) {
+            CAPTURE(e);
+            const double g = static_cast<double>((*got)[e]), w = (*want)[e];
+            CHECK(std::isfinite(g) == std::isfinite(w));
+            if (std::isfinite(w))
+                CHECK(std::abs(g - w) < tol);
+            const auto row = static_cast<std::int64_t>(e) / width;
+            key1_finite += row % n == 1 && std::isfinite(g) ? 1 : 0;
+        }
+    CHECK(key1_finite == p.kv_heads * (p.d + p.d_v)); // the case is what it claims to be
+}
