@@ -13,7 +13,8 @@
 //         s = q . K_j (one accumulator per key, one transposing reduction)
 //         m' = max(m, s); O = 2^(m - m') O + sum 2^(s - m') V_j; l likewise (base 2)
 //       (runs of at most kShortRun keys go in batches of kLanes rows with runs of one length,
-//        the last ones partial at the panel's end: lane k is row k, batch t their t-th keys)
+//        the last ones partial at the panel's end: lane k is row k, dots t their t-th keys,
+//        one softmax step over all of them and one pass over each O row)
 //     write O / l, L                                                              r*(d_v + 1)
 // Resident: r*(line(d) + line(d_v)) + 2 line(r) + line(r*iw)          (q, O, m, l, cursors)
 //   + max over panels of n_p*(line(d) + line(d_v)) + line(run_p*iw)  (K, V rows, index walk)
