@@ -4,8 +4,9 @@
 // Reference: backward_reference.cpp. R = tiling.rows (resident block, also cut by nonzeros),
 // C = tiling.cols, G = backward_dq_groups(problem, key blocks of Omega^T's plan).
 //   pass 0, parallel for each query block i: read O_i, dO_i; D_i = rowsum(dO_i o O_i); write D_i
-//   pass A, parallel for each (kv head, group g): for each key block j = g, g + G, ... of
-//     Omega^T's plan: read K_j, V_j
+//   pass A, parallel for each (kv head, group g): for each key block j of group g (its runs
+//     of consecutive blocks of Omega^T's plan, runs g, g + G, .. of 4 G holding about the
+//     same entries each: group_runs in plan.hpp), in order: read K_j, V_j
 //     for each query head of the group, for each chunk of C queries that see a key of j:
 //       read (gather) Q, dO rows, L, D;  S = scale Q K_j^T on Omega; P = exp(S - L)
 //       dV_j += P^T dO; dP = dO V_j^T; dS = P o (dP - D); dK_j += scale dS^T Q
@@ -289,11 +290,12 @@ void backward_fused(const BackwardArgs<Scalar>& args,
     parallel_for_counted(p.batch_heads() * qb, counter, [&](std::int64_t task, int, Counter& io) {
         delta_block(a, qplan, task / qb, task % qb, delta.slab(0), maps, io);
     });
-    parallel_for_counted( // group g takes the key blocks g, g + G, ... in order
+    const std::vector<std::int64_t> cuts = detail::group_runs(kplan, groups);
+    parallel_for_counted( // group g takes its runs of key blocks in order
         p.batch * p.kv_heads * groups,
         counter,
         [&](std::int64_t task, int worker, Counter& io) {
-            for (std::int64_t j = task % groups; j < kb; j += groups)
+            detail::for_group_blocks(cuts, groups, task % groups, [&](std::int64_t j) {
                 key_block(a,
                           src,
                           transposed,
@@ -309,6 +311,7 @@ void backward_fused(const BackwardArgs<Scalar>& args,
                           resident,
                           maps,
                           io);
+            });
         });
     parallel_for_counted(p.batch_heads() * qb, counter, [&](std::int64_t task, int, Counter& io) {
         reduce_block(a, qplan, task / qb, task % qb, dq, maps, io);

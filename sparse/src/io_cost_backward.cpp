@@ -32,15 +32,17 @@ IoReport io_cost_backward_fused(const Problem& problem,
     // the dQ partials, the same in every slice: each streamed row is written; read when its
     // group reached it before; pass R reads every row a group reached
     std::int64_t partial_words = 0, partial_reads = 0;
+    const std::vector<std::int64_t> cuts = detail::group_runs(kplan, groups);
     for (std::int64_t g = 0; g < groups; ++g) {
         std::vector<std::uint8_t> reached(static_cast<std::size_t>(p.n_q), 0);
-        for (std::int64_t j = g; j < kplan.blocks(); j += groups)
+        detail::for_group_blocks(cuts, groups, g, [&](std::int64_t j) {
             for (const std::int64_t i : kplan.keys_of(j)) {
                 auto& seen = reached[static_cast<std::size_t>(i)];
                 partial_reads += seen;
                 partial_words += 1;
                 seen = 1;
             }
+        });
         partial_reads += std::count(reached.begin(), reached.end(), 1);
     }
     // dense operands cost the same in every slice: count one and multiply
