@@ -1,11 +1,14 @@
 // Tests of ioattn/kernels/workspace.hpp: zeroed slabs, and the per-thread block pool (best fit,
-// a block keeps its size through take and give, so a small request never shrinks a big block).
+// a block keeps its size through take and give, so a small request never shrinks a big block;
+// a full pool keeps its largest blocks).
 
 #include <ioattn/kernels/workspace.hpp>
 
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 using ioattn::kernels::ScratchPool;
 using ioattn::kernels::Workspace;
@@ -46,4 +49,21 @@ TEST_CASE("ScratchPool: best fit, and a block keeps its size", "[workspace]") {
     CHECK(c == big);
     CHECK(c_bytes == kBig);
     ScratchPool::give(c, c_bytes);
+}
+
+TEST_CASE("ScratchPool: a full pool keeps its largest blocks", "[workspace]") {
+    // a size no other block of this thread's pool reaches (never touched: no page is mapped)
+    constexpr std::size_t kTiny = 211, kHuge = std::size_t{64} << 20;
+    std::vector<std::pair<void*, std::size_t>> tiny;
+    for (std::size_t i = 0; i < ScratchPool::kKeep; ++i)
+        tiny.push_back(ScratchPool::take(kTiny + i));
+    const auto [huge, huge_bytes] = ScratchPool::take(kHuge);
+    for (const auto& [p, n] : tiny)
+        ScratchPool::give(p, n); // the pool is full now
+    ScratchPool::give(huge, huge_bytes);
+    CHECK(ScratchPool::kept_bytes() >= kHuge); // kept; a smaller block was freed
+    const auto [again, again_bytes] = ScratchPool::take(kHuge);
+    CHECK(again == huge);
+    CHECK(again_bytes == kHuge);
+    ScratchPool::give(again, again_bytes);
 }
