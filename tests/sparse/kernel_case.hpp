@@ -227,12 +227,11 @@ inline const std::vector<std::string> kBackwardPatterns = {"dense",
                                                            "block:3:0.5"};
 inline const std::vector<std::pair<int, int>> kBackwardSizes = {{11, 11}, {7, 13}, {13, 6}};
 
-/// A backward kernel, run by `run(c, s)` on the case of p with `seed`, agrees with
-/// backward_reference in double on the same inputs (Q, K, V, dO rounded to T): dQ, dK and dV
-/// within 2e-5 (float) or 1e-13 (double).
-template <typename T, typename Run>
-void check_backward_agrees(const Problem& p, const Support& s, std::uint64_t seed, const Run& run) {
-    Case<T> c(p, seed);
+/// The double reference's gradients on the inputs of c (Q, K, V, dO copied), O and L of both
+/// from the forward reference first (c's are what a backward kernel under test reads).
+template <typename T>
+Case<double>
+reference_gradients(const Problem& p, Case<T>& c, const Support& s, std::uint64_t seed) {
     Case<double> ref(p, seed);
     std::copy(c.q.begin(), c.q.end(), ref.q.begin());
     std::copy(c.k.begin(), c.k.end(), ref.k.begin());
@@ -241,6 +240,16 @@ void check_backward_agrees(const Problem& p, const Support& s, std::uint64_t see
     run_forward_reference(c, s);
     run_forward_reference(ref, s);
     ioattn::sparse::backward_reference(ref.backward(), s);
+    return ref;
+}
+
+/// A backward kernel, run by `run(c, s)` on the case of p with `seed`, agrees with
+/// backward_reference in double on the same inputs (Q, K, V, dO rounded to T): dQ, dK and dV
+/// within 2e-5 (float) or 1e-13 (double).
+template <typename T, typename Run>
+void check_backward_agrees(const Problem& p, const Support& s, std::uint64_t seed, const Run& run) {
+    Case<T> c(p, seed);
+    const Case<double> ref = reference_gradients(p, c, s, seed);
     run(c, s);
     const double tol = std::is_same_v<T, float> ? 2e-5 : 1e-13;
     CHECK(max_error(c.d_q, ref.d_q) < tol);
