@@ -28,23 +28,12 @@ IoReport io_cost_backward_fused(const Problem& problem,
         detail::shape_operands(p, inputs, "ioattn::sparse::io_cost_backward_fused");
     const detail::FusedPlan& qplan = support.cached_fused_plan(tiling.rows);
     const detail::FusedPlan& kplan = support.transposed().cached_fused_plan(tiling.rows);
-    const std::int64_t groups = backward_dq_groups(p, kplan.blocks());
-    // the dQ partials, the same in every slice: each streamed row is written; read when its
-    // group reached it before; pass R reads every row a group reached
-    std::int64_t partial_words = 0, partial_reads = 0;
-    const std::vector<std::int64_t> cuts = detail::group_runs(kplan, groups);
-    for (std::int64_t g = 0; g < groups; ++g) {
-        std::vector<std::uint8_t> reached(static_cast<std::size_t>(p.n_q), 0);
-        detail::for_group_blocks(cuts, groups, g, [&](std::int64_t j) {
-            for (const std::int64_t i : kplan.keys_of(j)) {
-                auto& seen = reached[static_cast<std::size_t>(i)];
-                partial_reads += seen;
-                partial_words += 1;
-                seen = 1;
-            }
-        });
-        partial_reads += std::count(reached.begin(), reached.end(), 1);
-    }
+    // the dQ partials, the same in every slice: each streamed row is written, and read once:
+    // in pass A when its group reached it before, else in pass R (whatever the grouping)
+    std::int64_t partial_words = 0;
+    for (std::int64_t j = 0; j < kplan.blocks(); ++j)
+        partial_words += static_cast<std::int64_t>(kplan.keys_of(j).size());
+    const std::int64_t partial_reads = partial_words;
     // dense operands cost the same in every slice: count one and multiply
     const std::int64_t slices = detail::any_sparse(inputs) ? p.batch_heads() : 1;
     std::int64_t reads = 0, peak = 0;

@@ -42,8 +42,8 @@ std::vector<std::int64_t> row_blocks(const Support& support, std::int64_t rows) 
     for (std::int64_t i = 0; i < n_q; ++i) {
         const std::int64_t z = support.row_nonzeros(i);
         const bool heavy = z > heavy_z;
-        if (count == rows || (count > 0 && all_heavy && !heavy) ||
-            (count > 0 && nnz + z > budget && !(all_heavy && heavy))) {
+        const bool over = nnz + z > budget && !(all_heavy && heavy);
+        if (count == rows || (count > 0 && ((all_heavy && !heavy) || over))) {
             bounds.push_back(i);
             count = 0;
             nnz = 0;

@@ -92,8 +92,8 @@ struct Maps {
 /// 4 measured alike, 8 lost strided:64's permuted backward 6% (its runs of cheap blocks).
 inline constexpr std::int64_t kGroupRuns = 4;
 
-/// The sparse fused backward's runs of key blocks (backward_fused.cpp; its I/O,
-/// io_cost_backward.cpp): G * kGroupRuns runs of consecutive blocks of Omega^T's plan, each
+/// The sparse fused backward's runs of key blocks (backward_fused.cpp; its counted I/O does
+/// not depend on them: io_cost_backward.cpp): G * kGroupRuns runs of consecutive blocks of Omega^T's plan, each
 /// holding about the same share of the entries the blocks compute (|queries(j)| rows(j));
 /// run u is [cuts[u], cuts[u + 1]) and belongs to group u mod G. Consecutive key blocks of a
 /// band stream overlapping queries, so a group that takes them in a row adds into dQ partial

@@ -243,6 +243,22 @@ reference_gradients(const Problem& p, Case<T>& c, const Support& s, std::uint64_
     return ref;
 }
 
+/// dK and dV of c against the reference's where those are finite (2e-5 in float, 1e-13 in
+/// double), and non-finite exactly where they are: a backward kernel on inputs with a
+/// non-finite row that only some keys may see.
+template <typename T>
+void check_kv_gradients_where_finite(const Case<T>& c, const Case<double>& ref) {
+    const double tol = std::is_same_v<T, float> ? 2e-5 : 1e-13;
+    for (const auto& [got, want] : {std::pair{&c.d_k, &ref.d_k}, std::pair{&c.d_v, &ref.d_v}})
+        for (std::size_t e = 0; e < got->size(); ++e) {
+            CAPTURE(e);
+            const double g = static_cast<double>((*got)[e]), w = (*want)[e];
+            CHECK(std::isfinite(g) == std::isfinite(w));
+            if (std::isfinite(w))
+                CHECK(std::abs(g - w) < tol);
+        }
+}
+
 /// A backward kernel, run by `run(c, s)` on the case of p with `seed`, agrees with
 /// backward_reference in double on the same inputs (Q, K, V, dO rounded to T): dQ, dK and dV
 /// within 2e-5 (float) or 1e-13 (double).
