@@ -6,6 +6,7 @@
 #include "row_products.hpp"
 #include "tile_rule.hpp"
 
+#include <ioattn/kernels/pack.hpp>
 #include <ioattn/kernels/strip.hpp>
 #include <ioattn/kernels/tile.hpp>
 #include <ioattn/sparse/support.hpp>
@@ -103,11 +104,8 @@ void sddmm_chunk(const Support& s,
                  const Rows& rows) {
     if (!per_pair_tile(t.nnz, t.r, t.c)) { // B^T lanes zero-padded to ld
         const RowBlock<Scalar> ra = a.block(c0, zw), rb = b.block(c0, zw);
-        for (std::int64_t z = 0; z < zw; ++z) {
-            for (std::int64_t y = 0; y < t.c; ++y)
-                t.kt[z * t.ld + y] = rb.row(y)[z];
-            std::fill(t.kt + z * t.ld + t.c, t.kt + (z + 1) * t.ld, Scalar(0));
-        }
+        kernels::pack_rows_transposed(
+            [&](std::int64_t y) { return rb.row(y); }, t.c, zw, Scalar(1), t.kt, t.ld);
         kernels::broadcast_block(ra.p,
                                  ra.ld,
                                  1,

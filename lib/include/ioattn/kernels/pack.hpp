@@ -59,26 +59,19 @@ inline std::int64_t mapped(const std::int64_t* map, std::int64_t i) {
     return map != nullptr ? map[i] : i;
 }
 
-/// Packs rows [row0, row0 + n) of a view, transposed and scaled, into t (cols x ld), zero-padded.
-/// With `map`, row r is the view's row map[row0 + r] (a reordered problem read in place).
-/// 16 x 16 blocks, so that the 16 rows read and the 16 lines written stay in L1 (column at a
-/// time, the 16-float lines of t were each written 16 times from L2: 1.4% of the forward).
-template <typename Scalar>
-void pack_transposed(const TensorView<const Scalar>& x,
-                     std::int64_t b,
-                     std::int64_t h,
-                     std::int64_t row0,
-                     std::int64_t n,
-                     Scalar scale,
-                     Scalar* t,
-                     std::int64_t ld,
-                     const std::int64_t* map = nullptr) {
-    const auto row_of = [&](std::int64_t r) { return x.row(b, h, mapped(map, row0 + r)); };
+/// Packs rows [0, n) given by row_of(r) (cols wide), transposed and scaled, into t (cols x ld),
+/// rows [n, ld) zero. 16 x 16 blocks, so that the 16 rows read and the 16 lines written stay in
+/// L1 (column at a time, the 16-float lines of t were each written 16 times from L2: 1.4% of
+/// the forward; the materializing forward's K^T of a dense tile, one strided column at a time
+/// from L2, was 11% of bigbird's).
+template <typename Scalar, typename RowOf>
+void pack_rows_transposed(
+    RowOf row_of, std::int64_t n, std::int64_t cols, Scalar scale, Scalar* t, std::int64_t ld) {
     constexpr std::int64_t kBlock = 16;
     for (std::int64_t r0 = 0; r0 < ld; r0 += kBlock) {
         const std::int64_t r1 = std::min(ld, r0 + kBlock);
-        for (std::int64_t k0 = 0; k0 < x.cols; k0 += kBlock) {
-            const std::int64_t k1 = std::min(x.cols, k0 + kBlock);
+        for (std::int64_t k0 = 0; k0 < cols; k0 += kBlock) {
+            const std::int64_t k1 = std::min(cols, k0 + kBlock);
 #if IOATTN_ISA_LEVEL == 3
             if constexpr (std::is_same_v<Scalar, float>) {
                 if (r0 + kBlock <= n && k1 - k0 == kBlock) { // a whole block, in registers
@@ -104,6 +97,23 @@ void pack_transposed(const TensorView<const Scalar>& x,
             }
         }
     }
+}
+
+/// Packs rows [row0, row0 + n) of a view, transposed and scaled, into t (cols x ld), zero-padded
+/// (pack_rows_transposed). With `map`, row r is the view's row map[row0 + r] (a reordered
+/// problem read in place).
+template <typename Scalar>
+void pack_transposed(const TensorView<const Scalar>& x,
+                     std::int64_t b,
+                     std::int64_t h,
+                     std::int64_t row0,
+                     std::int64_t n,
+                     Scalar scale,
+                     Scalar* t,
+                     std::int64_t ld,
+                     const std::int64_t* map = nullptr) {
+    pack_rows_transposed(
+        [&](std::int64_t r) { return x.row(b, h, mapped(map, row0 + r)); }, n, x.cols, scale, t, ld);
 }
 
 /// Packs rows [row0, row0 + n) of a view, scaled, into t (n x ld), columns zero-padded to ld;
