@@ -56,25 +56,34 @@ inline V fold(V a, V b, std::integer_sequence<int, P...> /*lanes*/) {
            __builtin_shufflevector(a, b, fold_index<N, W, true>(P)...);
 }
 
-/// Lane k of the result = the sum of the lanes of v[k], for the kLanes vectors v (clobbered).
-template <typename T>
-inline Vec<T> transpose_sums(Vec<T>* v) {
+/// One stage of transpose_sums: the live vectors v[0, Live) folded in pairs into v[0,
+/// ceil(Live / 2)), segments of W lanes into W / 2; vectors past Live are zero and are not read.
+template <typename T, int Live, int W>
+inline void fold_stage(Vec<T>* v) {
     constexpr int kN = Simd<T>::kLanes;
     constexpr auto kSeq = std::make_integer_sequence<int, kN>{};
-    static_assert(kN >= 2 && kN <= 16 && (kN & (kN - 1)) == 0);
     IOATTN_ELEMENT_UNROLL
-    for (int i = 0; i < kN / 2; ++i)
-        v[i] = fold<Vec<T>, kN, kN>(v[2 * i], v[2 * i + 1], kSeq);
+    for (int i = 0; i < (Live + 1) / 2; ++i)
+        v[i] = fold<Vec<T>, kN, W>(v[2 * i], 2 * i + 1 < Live ? v[2 * i + 1] : Vec<T>{}, kSeq);
+}
+
+/// Lane k of the result = the sum of the lanes of v[k] for k < NK, 0 past it; reads v[0, NK)
+/// only (clobbered). Every lane's sum is the same tree whatever NK, so a key's score does not
+/// depend on the batch it falls in. The NK live vectors take ceil(NK / 2) + ... folds, not
+/// kLanes - 1: with a 16-vector zeroed array and 15 folds a call, the reduction and its
+/// memset were 27% of bigbird's element backward (perf, 3 keys a row).
+template <typename T, int NK = Simd<T>::kLanes>
+inline Vec<T> transpose_sums(Vec<T>* v) {
+    constexpr int kN = Simd<T>::kLanes;
+    static_assert(kN >= 2 && kN <= 16 && (kN & (kN - 1)) == 0 && NK >= 1 && NK <= kN);
+    constexpr int kL1 = (NK + 1) / 2, kL2 = (kL1 + 1) / 2, kL3 = (kL2 + 1) / 2;
+    fold_stage<T, NK, kN>(v);
     if constexpr (kN >= 4)
-        IOATTN_ELEMENT_UNROLL
-    for (int i = 0; i < kN / 4; ++i)
-        v[i] = fold<Vec<T>, kN, kN / 2>(v[2 * i], v[2 * i + 1], kSeq);
+        fold_stage<T, kL1, kN / 2>(v);
     if constexpr (kN >= 8)
-        IOATTN_ELEMENT_UNROLL
-    for (int i = 0; i < kN / 8; ++i)
-        v[i] = fold<Vec<T>, kN, kN / 4>(v[2 * i], v[2 * i + 1], kSeq);
+        fold_stage<T, kL2, kN / 4>(v);
     if constexpr (kN >= 16)
-        v[0] = fold<Vec<T>, kN, kN / 8>(v[0], v[1], kSeq);
+        fold_stage<T, kL3, kN / 8>(v);
     return v[0];
 }
 
@@ -119,7 +128,7 @@ inline T lanes_max(Vec<T> v) {
 template <typename T, int NK, typename X>
 inline Vec<T> dots_of(X x_of, const T* const* rows, std::int64_t n) {
     constexpr int kL = Simd<T>::kLanes;
-    Vec<T> acc[static_cast<std::size_t>(kL)] = {};
+    Vec<T> acc[static_cast<std::size_t>(NK)] = {};
     std::int64_t z = 0;
     for (; z + kL <= n; z += kL) {
         IOATTN_ELEMENT_UNROLL
@@ -132,7 +141,7 @@ inline Vec<T> dots_of(X x_of, const T* const* rows, std::int64_t n) {
             acc[k] = kernels::fmadd(
                 kernels::load(x_of(k) + z), load_partial(rows[k] + z, n - z), acc[k]);
     }
-    return transpose_sums<T>(acc);
+    return transpose_sums<T, NK>(acc);
 }
 
 /// Lane k (k < NK) = x . rows[k]: one resident row against the batch.
