@@ -112,8 +112,12 @@ void pack_transposed(const TensorView<const Scalar>& x,
                      Scalar* t,
                      std::int64_t ld,
                      const std::int64_t* map = nullptr) {
-    pack_rows_transposed(
-        [&](std::int64_t r) { return x.row(b, h, mapped(map, row0 + r)); }, n, x.cols, scale, t, ld);
+    pack_rows_transposed([&](std::int64_t r) { return x.row(b, h, mapped(map, row0 + r)); },
+                         n,
+                         x.cols,
+                         scale,
+                         t,
+                         ld);
 }
 
 /// Packs rows [row0, row0 + n) of a view, scaled, into t (n x ld), columns zero-padded to ld;
