@@ -1,0 +1,209 @@
+// ioattn_gather_floor: how long this machine takes to gather every allowed pair's K and V rows
+// row by row, with no arithmetic but a sum (and with the least a pair needs: one dot product,
+// one exp, one axpy into the row's output), for a pattern spec at N = n_q = n_k, d = d_v = 64,
+// fp32. The element kernels (sparse/src/forward_element.cpp) gather exactly these rows, so
+// this is the floor under their forward on patterns whose keys do not stay in cache (a power
+// law's tail). Rows are split over the threads by pairs; each thread prefetches the K and V
+// rows of the pair `ahead` positions on in its stream of pairs.
+//
+// Usage: ioattn_gather_floor SPEC [N=16384] [threads=2]
+// Prints, per prefetch distance (0, 8, 16, 32 pairs), the median of 31 runs in ms and the
+// GFLOP/s it would mean at the forward's 4 d flops a pair.
+// Measured (Intel Xeon model 167, 2 cores, powerlaw:32): gather alone 3.8-3.9 ms (34-35
+// GFLOP/s-equivalent at 16 ahead), with one dot, exp, axpy a pair 4.6 ms (29); README.
+
+#include <ioattn/sparse/pattern.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr std::int64_t kD = 64;
+
+/// K and V rows (n x kD floats each) that start `offset` bytes past a 64-byte boundary.
+struct Rows {
+    std::vector<float> k_store, v_store;
+    const float* k = nullptr;
+    const float* v = nullptr;
+
+    Rows(std::int64_t n, std::int64_t offset)
+        : k_store(static_cast<std::size_t>(n * kD + 32))
+        , v_store(static_cast<std::size_t>(n * kD + 32)) {
+        k = fill(k_store, n, offset, 97);
+        v = fill(v_store, n, offset, 89);
+    }
+
+    static const float* fill(std::vector<float>& x, std::int64_t n, std::int64_t offset, int m) {
+        const auto base = reinterpret_cast<std::uintptr_t>(x.data());
+        const std::uintptr_t start = (base + 63) / 64 * 64 + static_cast<std::uintptr_t>(offset);
+        float* p = x.data() + (start - base) / sizeof(float);
+        for (std::int64_t i = 0; i < n * kD; ++i)
+            p[i] = 1e-3F * static_cast<float>(i % m);
+        return p;
+    }
+};
+
+/// Pairs of rows [r0, r1) of the support's row-major stream: the floor's inner loop. Lane-wise
+/// partial sums (16 per dot product), so that it vectorizes without reassociation; compiled
+/// twice, for the baseline and for AVX-512 (picked at run time), since the element kernels
+/// gather with whole 64-byte vectors.
+#define IOATTN_GATHER_BODY                                                                         \
+    const auto& offsets = s.row_offsets();                                                         \
+    const std::int64_t* keys = s.col_indices().data();                                             \
+    const std::int64_t e0 = offsets[static_cast<std::size_t>(r0)];                                 \
+    const std::int64_t e1 = offsets[static_cast<std::size_t>(r1)];                                 \
+    alignas(64) float acc[kD] = {};                                                                \
+    alignas(64) float q[kD];                                                                       \
+    for (std::int64_t z = 0; z < kD; ++z)                                                          \
+        q[z] = 0.01F * static_cast<float>(z);                                                      \
+    for (std::int64_t e = e0; e < e1; ++e) {                                                       \
+        if (ahead > 0 && e + ahead < e1) {                                                         \
+            const std::int64_t j = keys[e + ahead];                                                \
+            for (std::int64_t z = 0; z < kD; z += 16) {                                            \
+                __builtin_prefetch(kv.k + j * kD + z);                                             \
+                __builtin_prefetch(kv.v + j * kD + z);                                             \
+            }                                                                                      \
+        }                                                                                          \
+        const float* k = kv.k + keys[e] * kD;                                                      \
+        const float* v = kv.v + keys[e] * kD;                                                      \
+        if (arithmetic) {                                                                          \
+            alignas(64) float part[16] = {};                                                       \
+            for (std::int64_t z = 0; z < kD; z += 16)                                              \
+                for (int l = 0; l < 16; ++l)                                                       \
+                    part[l] += q[z + l] * k[z + l];                                                \
+            float s_qk = 0;                                                                        \
+            for (const float x : part)                                                             \
+                s_qk += x;                                                                         \
+            const float p = std::exp(s_qk * 1e-3F);                                                \
+            for (std::int64_t z = 0; z < kD; ++z)                                                  \
+                acc[z] += p * v[z];                                                                \
+        } else {                                                                                   \
+            for (std::int64_t z = 0; z < kD; ++z)                                                  \
+                acc[z] += k[z] + v[z];                                                             \
+        }                                                                                          \
+    }                                                                                              \
+    float sum = 0;                                                                                 \
+    for (const float x : acc)                                                                      \
+        sum += x;                                                                                  \
+    return sum;
+
+float gather(const ioattn::sparse::Support& s,
+             const Rows& kv,
+             std::int64_t r0,
+             std::int64_t r1,
+             int ahead,
+             bool arithmetic) {
+    IOATTN_GATHER_BODY
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq"))) float
+gather_avx512(const ioattn::sparse::Support& s,
+              const Rows& kv,
+              std::int64_t r0,
+              std::int64_t r1,
+              int ahead,
+              bool arithmetic) {
+    IOATTN_GATHER_BODY
+}
+#endif
+
+float gather_best(const ioattn::sparse::Support& s,
+                  const Rows& kv,
+                  std::int64_t r0,
+                  std::int64_t r1,
+                  int ahead,
+                  bool arithmetic) {
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+        return gather_avx512(s, kv, r0, r1, ahead, arithmetic);
+#endif
+    return gather(s, kv, r0, r1, ahead, arithmetic);
+}
+
+/// Times 31 runs of the floor's loop on every thread; prints the median.
+void report(const ioattn::sparse::Support& s,
+            const Rows& kv,
+            const std::vector<std::int64_t>& cut,
+            int threads,
+            int ahead,
+            bool arithmetic) {
+    std::vector<double> ms;
+    std::vector<float> sink(static_cast<std::size_t>(threads));
+    for (int rep = 0; rep < 31; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        std::vector<std::thread> pool;
+        for (int t = 0; t < threads; ++t)
+            pool.emplace_back([&, t] {
+                const auto at = static_cast<std::size_t>(t);
+                sink[at] = gather_best(s, kv, cut[at], cut[at + 1], ahead, arithmetic);
+            });
+        for (std::thread& th : pool)
+            th.join();
+        ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count());
+    }
+    std::sort(ms.begin(), ms.end());
+    const double median = ms[ms.size() / 2];
+    std::printf("  %-24s ahead %2d pairs: %7.3f ms  (%5.1f GFLOP/s at 4 d flops a pair)%s\n",
+                arithmetic ? "gather + dot, exp, axpy" : "gather alone",
+                ahead,
+                median,
+                4.0 * static_cast<double>(kD * s.z_qk()) / median / 1e6,
+                sink[0] == 12345.0F ? " " : ""); // the sums are used
+}
+
+} // namespace
+
+int main(int argc, char** argv) try {
+    if (argc < 2 || argc > 4) {
+        std::fprintf(stderr, "usage: ioattn_gather_floor SPEC [N=16384] [threads=2]\n");
+        return 2;
+    }
+    const std::int64_t n = argc > 2 ? std::stoll(argv[2]) : 16384;
+    const int threads = argc > 3 ? std::stoi(argv[3]) : 2;
+    if (n < 1 || threads < 1) {
+        std::fprintf(stderr,
+                     "ioattn_gather_floor: N = %lld and threads = %d must be >= 1\n",
+                     static_cast<long long>(n),
+                     threads);
+        return 2;
+    }
+    const ioattn::sparse::Support s = ioattn::sparse::parse_pattern(argv[1], n, n, 42);
+    // thread t takes rows [cut[t], cut[t + 1]): about z_qk / threads pairs each
+    std::vector<std::int64_t> cut{0};
+    for (int t = 1; t < threads; ++t) {
+        const std::int64_t want = s.z_qk() * t / threads;
+        const auto& off = s.row_offsets();
+        cut.push_back(std::lower_bound(off.begin(), off.end(), want) - off.begin());
+    }
+    cut.push_back(n);
+    std::printf("%s N = %lld, d = %lld, fp32, %d threads: %lld pairs\n",
+                argv[1],
+                static_cast<long long>(n),
+                static_cast<long long>(kD),
+                threads,
+                static_cast<long long>(s.z_qk()));
+    for (const std::int64_t offset : {std::int64_t{0}, std::int64_t{16}}) {
+        const Rows kv(n, offset);
+        std::printf(" rows at %lld mod 64 bytes:\n", static_cast<long long>(offset));
+        for (const bool arithmetic : {false, true})
+            for (const int ahead : {0, 8, 16, 32})
+                report(s, kv, cut, threads, ahead, arithmetic);
+    }
+    return 0;
+
+} catch (const std::exception& e) {
+
+    std::fprintf(stderr, "ioattn_gather_floor: %s\n", e.what());
+    return 1;
+}
