@@ -4,7 +4,7 @@
 // and V (d = 64, fp32) spanned five cache lines instead of four: the element kernels gather
 // whole rows, and a gather is bound by the lines in flight. Measured (N = 16384, d = 64, 2
 // threads, `ioattn run --pattern P --schedule fused --repeat 10`, 3 runs each, 16 mod 64 ->
-// 64-aligned): powerlaw:32 15.6 -> 19.5 GFLOP/s (1.25x), random:0.02 31.0 -> 36.4 (1.18x),
+// 64-aligned): powerlaw:32 15.6 -> 19.5 GFLOP/s (1.25x), random:0.02 31.0 -> 36.4-38.6 (1.2x),
 // bigbird:64:2:3 1.00x forward, 1.04x backward, the dense kernel unchanged. torch allocates on
 // 64-byte boundaries too; numpy's default is 16 (README, "Aligned rows").
 // Under a sanitizer the runtime's own operator new stays, so that it keeps its checks.
