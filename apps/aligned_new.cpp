@@ -13,7 +13,17 @@
 #include <cstdlib>
 #include <new>
 
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+// GCC tells a sanitizer by these macros, clang by __has_feature
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define IOATTN_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||                         \
+    __has_feature(memory_sanitizer)
+#define IOATTN_SANITIZED 1
+#endif
+#endif
+
+#if !defined(IOATTN_SANITIZED)
 
 namespace {
 
