@@ -3,12 +3,7 @@
 // in pack_checks.cpp, compiled once per variant). A variant the CPU cannot execute is reported
 // and skipped, never run.
 
-#include <ioattn/isa.hpp>
-#include <ioattn/kernels/dispatch.hpp>
-
-#include <catch2/catch.hpp>
-
-#include <string>
+#include "isa_runs.hpp"
 
 #define IOATTN_DECLARE_CHECKS(isa)                                                                 \
     namespace pack_checks::isa {                                                                   \
@@ -20,26 +15,7 @@
 IOATTN_FOR_EACH_BUILT_ISA(IOATTN_DECLARE_CHECKS)
 #undef IOATTN_DECLARE_CHECKS
 
-namespace {
-
-/// Whether this CPU runs the variant in namespace `ns` ("isa_avx2", ...); warns when not.
-bool runs(const std::string& ns) {
-    const ioattn::Isa isa = ioattn::parse_isa(ns.substr(ns.find('_') + 1));
-    if (!ioattn::cpu_supports(isa)) {
-        WARN("variant " << ns << " skipped: this CPU cannot execute it");
-        return false;
-    }
-    return true;
-}
-
-} // namespace
-
-#define IOATTN_STRING(x) #x
-#define IOATTN_RUN(check, isa)                                                                     \
-    if (runs(IOATTN_STRING(isa))) {                                                                \
-        INFO("variant " IOATTN_STRING(isa));                                                       \
-        pack_checks::isa::check<TestType>();                                                       \
-    }
+#define IOATTN_RUN(check, isa) IOATTN_RUN_VARIANT(pack_checks, check, isa)
 
 TEMPLATE_TEST_CASE("pack_rows_transposed is the scaled transpose, its padding rows zero",
                    "[kernels][pack]",

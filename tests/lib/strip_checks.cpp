@@ -4,12 +4,13 @@
 // every length 0..3 vectors + 1 (so whole vectors and every tail), NaN and -inf handling of the
 // softmax pieces, and spmm_row against the same multiply-adds done term by term.
 
+#include "check_values.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <random>
 #include <vector>
 
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
@@ -22,16 +23,6 @@ namespace strip_checks::IOATTN_ISA {
 namespace k = ioattn::kernels;
 
 namespace {
-
-template <typename T>
-std::vector<T> random_values(std::int64_t n, unsigned seed) {
-    std::mt19937 gen(seed);
-    std::uniform_real_distribution<double> u(-2.0, 2.0);
-    std::vector<T> v(static_cast<std::size_t>(n));
-    for (auto& x : v)
-        x = static_cast<T>(u(gen));
-    return v;
-}
 
 /// v[z] in double.
 template <typename T>
