@@ -5,14 +5,15 @@
 //   sweep Q, parallel for each row block of Omega (r rows):
 //     read Q, dO, O rows, L                                              r*(d + 2 d_v + 1)
 //     D = rowsum(dO o O); write (L in base 2, D) per row                 2r
-//     for each key panel: read K, V rows of the block's distinct keys there   n_p*(d + d_v)
+//     for each visit to key panels (adjacent panels at once, element_plan.hpp): read K, V
+//       rows of the block's distinct keys there                          n_p*(d + d_v)
 //       and the indices the rows' walks read there (PanelVisit::reads)        reads_p*iw
 //       per row, per batch of its keys: s = q . K_j, dP = dO . V_j, P = 2^(s - L),
 //       dS = P o (dP - D), dQ += dS K_j
 //     [accumulate: read dQ]; write scale dQ (+ dQ)                        r*d
 //   sweep K, parallel for each (kv head, key block of Omega^T) (c keys):
 //     read K, V rows                                                      c*(d + d_v)
-//     for each query head of the group, for each query panel:
+//     for each query head of the group, for each visit to query panels:
 //       read Q, dO rows, (L, D) of the block's distinct queries there     n_p*(d + d_v + 2)
 //       and the indices of Omega^T the keys' walks read there              reads_p*iw
 //       per key, per batch of its queries: s, dP, P, dS as above (L, D gathered),
@@ -20,9 +21,9 @@
 //     [accumulate: read dK, dV]; write scale dK, dV (+ them)             c*(d + d_v)
 // Resident (line(n): n words padded to 64 bytes; iw words per index):
 //   sweep Q: r*(2 line(d) + line(d_v)) + 2 line(r) + line(r iw) + max(line(d_v) (one O row
-//            while D is formed), max over panels of n_p*(line(d) + line(d_v)) + line(run iw))
+//            while D is formed), max over visits of n_p*(line(d) + line(d_v)) + line(run iw))
 //   sweep K: c*(2 line(d) + 2 line(d_v)) + line(c iw)
-//            + max over panels of n_p*(line(d) + line(d_v) + line(2)) + line(run iw)
+//            + max over visits of n_p*(line(d) + line(d_v) + line(2)) + line(run iw)
 // I/O = io_cost_backward_element (per query head: n_q(d + 2 d_v + 1) + sum over row blocks of
 //   |keys| (d + d_v) + sum over key blocks and panels n_p (d + d_v + 2), + the walks' index
 //   words (sum of reads_p*iw over the panel visits of both sweeps), writes n_q(d + 2); per
@@ -182,10 +183,10 @@ void query_block(const BackwardArgs<Scalar>& a,
     for (const detail::PanelVisit& v : plan.visits_of(blk)) {
         const std::int64_t panel =
             v.keys * (words.pad(p.d) + words.pad(p.d_v)) + words.indices(v.run);
-        const std::int64_t p1 = (v.panel + 1) * plan.panel;
+        const std::int64_t p0 = plan.first_key(v), p1 = plan.end_key(v);
         io.acquire(panel);
-        io.read({Operand::k, kv, v.panel * plan.panel, v.keys, 0, p.d});
-        io.read({Operand::v, kv, v.panel * plan.panel, v.keys, 0, p.d_v});
+        io.read({Operand::k, kv, p0, v.keys, 0, p.d});
+        io.read({Operand::v, kv, p0, v.keys, 0, p.d_v});
         io.read({Operand::index, slice, blk, 1, 0, v.reads * words.index}); // the rows' walks
         if constexpr (Counter::kComputes) {
             const Scalar* kb = a.k.row(b, g, 0);
@@ -263,7 +264,7 @@ void key_block(const BackwardArgs<Scalar>& a,
         for (const detail::PanelVisit& v : plan.visits_of(blk)) {
             const std::int64_t panel =
                 v.keys * (words.pad(p.d) + words.pad(p.d_v) + words.pad(2)) + words.indices(v.run);
-            const std::int64_t p0 = v.panel * plan.panel, p1 = p0 + plan.panel;
+            const std::int64_t p0 = plan.first_key(v), p1 = plan.end_key(v);
             io.acquire(panel);
             io.read({Operand::q, slice, p0, v.keys, 0, p.d});
             io.read({Operand::d_o, slice, p0, v.keys, 0, p.d_v});

@@ -7,7 +7,10 @@
 // 2-D cache blocking: a block's per-row state stays resident while the panels of keys [p P,
 // (p + 1) P) pass one after the other; within a panel every row of the block consumes its run
 // of keys there, so the panel's K and V rows are read from slow memory once per block and
-// reused from fast memory by every row that sees them.
+// reused from fast memory by every row that sees them. A block visits adjacent panels at once
+// while they hold no more of its distinct keys than the fullest panel of any block: a power
+// law's hubs fill their panels, so the plan's P is narrow, and light blocks walk each row
+// once instead of once per panel (PanelVisit::span).
 
 #include <ioattn/io_counter.hpp>
 #include <ioattn/memory_model.hpp>
@@ -22,16 +25,17 @@
 
 namespace ioattn::sparse::detail {
 
-/// One panel a block touches: its index, the distinct keys of the block in it, the most
-/// indices one row's walk reads in it (its run of keys there, plus the first key past the
-/// panel that ends the run when the row goes on), and the indices all rows' walks read in it
-/// (the block's pairs in the panel plus one per row with keys past the panel): the kernels
-/// count those as index reads.
+/// One visit of a block to its keys in a range of panels [panel, panel + span): the distinct
+/// keys of the block there, the most indices one row's walk reads there (its run of keys, plus
+/// the first key past the range that ends the run when the row goes on), and the indices all
+/// rows' walks read there (the block's pairs in the range plus one per row with keys past it):
+/// the kernels count those as index reads.
 struct PanelVisit {
     std::int64_t panel = 0;
     std::int64_t keys = 0;
     std::int64_t run = 0;
     std::int64_t reads = 0;
+    std::int64_t span = 1;
 };
 
 struct ElementPlan {
@@ -52,6 +56,13 @@ struct ElementPlan {
         return bounds[static_cast<std::size_t>(b) + 1] - bounds[static_cast<std::size_t>(b)];
     }
 
+    /// The key range [first_key, end_key) of a visit.
+    [[nodiscard]] std::int64_t first_key(const PanelVisit& v) const { return v.panel * panel; }
+
+    [[nodiscard]] std::int64_t end_key(const PanelVisit& v) const {
+        return (v.panel + v.span) * panel;
+    }
+
     [[nodiscard]] std::span<const PanelVisit> visits_of(std::int64_t b) const {
         const auto lo = static_cast<std::size_t>(offsets[static_cast<std::size_t>(b)]);
         const auto hi = static_cast<std::size_t>(offsets[static_cast<std::size_t>(b) + 1]);
@@ -59,7 +70,9 @@ struct ElementPlan {
     }
 
     /// Blocks of at most max_rows rows, closed once they hold max_rows * ceil(Z_QK / n_q)
-    /// pairs (so every block has about the same work), panels of `panel` keys. Throws
+    /// pairs (so every block has about the same work), panels of `panel` keys; a block visits
+    /// adjacent panels at once while together they hold no more distinct keys of it than the
+    /// fullest panel of any block (so the visits' residency stays within the panels'). Throws
     /// InvalidArgument if max_rows < 1 or panel < 1.
     static ElementPlan build(const Support& support, std::int64_t max_rows, std::int64_t panel);
 };

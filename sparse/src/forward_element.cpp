@@ -5,7 +5,8 @@
 // per panel); element_plan.hpp. line(n): n words padded to 64 bytes; iw: words per index.
 //   parallel for each row block (r rows): read Q rows (scaled into a padded buffer)    r*d
 //     [resume: read O, L rows as the starting softmax state                     r*(d_v + 1)]
-//     for each panel p the block touches (n_p distinct keys of the block there):
+//     for each visit p of the block to its panels (a range of adjacent panels, n_p distinct
+//     keys of the block there; element_plan.hpp):
 //       read K, V rows of those keys (gathered in place)                        n_p*(d + d_v)
 //       read the indices the rows' walks see there: their runs, and per row going on the
 //       key that ends its run (PanelVisit::reads)                               reads_p*iw
@@ -17,13 +18,13 @@
 //        one softmax step over all of them and one pass over each O row)
 //     write O / l, L                                                              r*(d_v + 1)
 // Resident: r*(line(d) + line(d_v)) + 2 line(r) + line(r*iw)          (q, O, m, l, cursors)
-//   + max over panels of n_p*(line(d) + line(d_v)) + line(run_p*iw)  (K, V rows, index walk)
+//   + max over visits of n_p*(line(d) + line(d_v)) + line(run_p*iw)  (K, V rows, index walk)
 // I/O = io_cost_forward_element = n_q*d + sum over blocks of |keys(block)|*(d + d_v)
 //   + sum over panel visits of reads_p*iw + n_q*(d_v + 1) (resume: + n_q*(d_v + 1)), per head.
 // Flops: 2*Z_QK*(d + d_v): only allowed pairs are touched, so a key no row may see (NaN in its
 // K or V row) never reaches an output. Each row's keys run in ascending order in batches cut at
-// panel ends: the result depends on P, never on the thread count. One task per (batch, head,
-// row block), blocks balanced by nonzeros.
+// visit ends: the result depends on the plan (P and its merged visits), never on the thread
+// count. One task per (batch, head, row block), blocks balanced by nonzeros.
 // Tests: tests/sparse/element_test.cpp
 
 #include "element_plan.hpp"
@@ -114,7 +115,7 @@ void row_block(const ForwardArgs<Scalar>& a,
     for (const detail::PanelVisit& v : plan.visits_of(blk)) {
         const std::int64_t panel =
             v.keys * (words.pad(p.d) + words.pad(p.d_v)) + words.indices(v.run);
-        const std::int64_t p0 = v.panel * plan.panel, p1 = p0 + plan.panel;
+        const std::int64_t p0 = plan.first_key(v), p1 = plan.end_key(v);
         io.acquire(panel);
         io.read({Operand::k, kv, p0, v.keys, 0, p.d});
         io.read({Operand::v, kv, p0, v.keys, 0, p.d_v});

@@ -155,18 +155,19 @@ Tiling widened_element_tiling(const Problem& p,
                               const Tiling& base,
                               const MemoryModel& memory,
                               Pass pass) {
-    // Every (row, panel) a row has keys in costs a softmax update and every block's visit to a
-    // panel reads the panel's keys once, so the widest panels and the most rows that fit M win:
-    // of the widest panels for blocks of R, R/2 and R/4 rows, the largest R x P (ties: more
-    // rows). Measured against the rule before (widen only below 4 keys per row and 512-key
-    // panel, take the widest panel at any R) on the AVX-512 Zen 5 machine, N = 16384, d = 64,
-    // 2 threads, medians of 8 alternated `ioattn run --pattern P --pass F --schedule fused
-    // --repeat 3`: random:0.02 forward 23.9 -> 34.4 GFLOP/s (256 x 512 -> 256 x 1024),
-    // backward 22.4 -> 26.4; powerlaw:32 and bigbird:64:2:3 unchanged (0.99-1.01x).
-    // Ties went to wider panels until the Xeon model 167 (2 MiB L2): random:0.02's forward took
-    // 128 x 4096, whose panel alone fills the L2 and whose keys serve 2.8 rows each, against
-    // 5.2 for 256 x 2048: 29.5 -> 35.7 GFLOP/s (three runs of `--repeat 5` each; 512 x 1024
-    // 36.8, 512 x 512 30.8, 1024 x 512 28.6); the other patterns' choices are unchanged.
+    // Every (row, visit) a block's row is walked in costs its softmax update and every visit
+    // reads its keys' K and V rows, so of the widest panels that fit M for blocks of R, R/2 and
+    // R/4 rows, the least kRowVisit * (rows x visits) + (key rows read) wins (ties: more rows),
+    // over the plan of Omega and, for the backward, of Omega^T too. kRowVisit = 7 key rows,
+    // fitted on the Xeon model 167 (N = 16384, d = 64, 2 threads, `ioattn run --repeat 10`,
+    // three runs each): random:0.02 256 x 2048 46.5 GFLOP/s (1.96 M estimated) against 128 x
+    // 4096 36.0 (2.40 M); powerlaw:32, whose light blocks visit their two panels at once
+    // (ElementPlan::build), 128 x 8192 25.6-28.6 (0.51 M) against 64 x 8192 25.7-25.9 (0.55
+    // M) and 256 x 8192 22.5-25.3 (0.56 M), backward 25.6 against 23.5; bigbird:64:2:3's
+    // choices cost alike (0.163 M) and it keeps 256 x 16384. The order holds for any kRowVisit
+    // from 4 to 15. The rule before, the largest R x P, took 256 x 8192 for powerlaw:32 (it had
+    // been measured on random:0.02, 23.9 -> 34.4 GFLOP/s against widening only below 4 keys a
+    // row, and on the Xeon's 2 MiB L2, where 128 x 4096's panel alone fills the L2).
     if (support.z_qk() == 0)
         return base;
     const auto w = ElementWords::of(sizeof(Scalar));
@@ -179,9 +180,27 @@ Tiling widened_element_tiling(const Problem& p,
                       p, rows, support.transposed().cached_element_plan(t.rows, t.cols), w);
         return peak <= memory.fast_words;
     };
+    constexpr std::int64_t kRowVisit = 7; // key rows a (row, visit) costs
+    const auto cost = [&](const Tiling& t) {
+        std::int64_t c = 0;
+        for (const Support* s :
+             {&support, pass == Pass::forward ? nullptr : &support.transposed()}) {
+            if (s == nullptr)
+                continue;
+            const ElementPlan& plan = s->cached_element_plan(t.rows, t.cols);
+            for (std::int64_t b = 0; b < plan.blocks(); ++b) {
+                const auto visits = plan.visits_of(b);
+                c += kRowVisit * plan.rows(b) * static_cast<std::int64_t>(visits.size());
+                for (const PanelVisit& v : visits)
+                    c += v.keys;
+            }
+        }
+        return c;
+    };
     // the widest panels for blocks of base.rows, base.rows / 2 and / 4 rows (fewer rows see
-    // fewer keys per panel); the largest rows x cols wins, the widest panels of equals
+    // fewer keys per panel); the cheapest wins, the first (more rows) of equals
     Tiling best = base;
+    std::int64_t best_cost = -1;
     const std::int64_t widest = std::max(support.n_q(), support.n_k()); // the backward's keys
     for (std::int64_t r = base.rows; r >= std::max<std::int64_t>(1, base.rows / 4); r /= 2) {
         Tiling t{Schedule::fused, r, base.cols};
@@ -191,8 +210,13 @@ Tiling widened_element_tiling(const Problem& p,
                 break;
             t = wider;
         }
-        if (t.rows * t.cols > best.rows * best.cols) // ties: the first, with more rows
-            best = t;
+        if (fits(t)) {
+            const std::int64_t c = cost(t);
+            if (best_cost < 0 || c < best_cost) {
+                best = t;
+                best_cost = c;
+            }
+        }
         if (r == 1)
             break;
     }

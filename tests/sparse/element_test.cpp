@@ -241,6 +241,38 @@ TEST_CASE("element kernels: counted I/O equals the closed form and the dry run; 
         }
 }
 
+TEST_CASE("element plan: a light block visits adjacent panels at once, a full one does not",
+          "[sparse][element][io]") {
+    // row 0 sees every key (its own block, both 4-key panels full: the cap is 4 keys); rows
+    // 4..7 see keys 0 and 7, one per panel: their blocks visit both panels at once
+    const Support s = sp::test::from_predicate(8, 8, [](std::int64_t i, std::int64_t j) {
+        return i == 0 || (i >= 4 && (j == 0 || j == 7));
+    });
+    const Tiling t{Schedule::fused, 4, 4};
+    const Problem p = sp::test::kernel_shape(1, 8, 8, 5);
+    const auto fwd = sp::io_cost_forward_element<float>(p, s, t);
+    const auto dbl = sp::io_cost_forward_element<double>(p, s, t);
+    // index reads (float words - double words): row 0 walks 4 + 1 keys in its first panel
+    // (the one past it ends the run) and 4 in its second; rows 4..7 walk their 2 keys in one
+    // visit (panel by panel: 2 + 1, 21 in all)
+    CHECK(fwd.reads - dbl.reads == p.batch_heads() * (9 + 4 * 2));
+    // K and V rows: row 0's block reads all 8 keys, blocks {1..4} and {5, 6, 7} 2 each
+    CHECK(dbl.reads == p.batch_heads() * (p.n_q * p.d + 12 * (p.d + p.d_v) + (9 + 4 * 2)));
+    Case<float> c(p, 1);
+    IoCounter io(fwd.peak);
+    sp::forward_element(c.forward(), s, t, MemoryModel{fwd.peak}, io);
+    CHECK(io.report() == fwd);
+    const auto bwd = sp::io_cost_backward_element<float>(p, s, t);
+    IoCounter ib(bwd.peak);
+    sp::backward_element(c.backward(), s, t, MemoryModel{bwd.peak}, ib);
+    CHECK(ib.report() == bwd);
+    check_forward<float>(p, s, t);
+    sp::test::check_backward_agrees<double>(p, s, 8, [&](Case<double>& x, const Support& sup) {
+        NullCounter none;
+        sp::backward_element(x.backward(), sup, t, kAmple, none);
+    });
+}
+
 TEST_CASE("element kernels are bitwise independent of the thread count",
           "[sparse][element][determinism]") {
     const Problem p = sp::test::kernel_shape(2, 70, 90, 16);
