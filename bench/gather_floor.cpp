@@ -4,19 +4,22 @@
 // fp32. The element kernels (sparse/src/forward_element.cpp) gather exactly these rows, so
 // this is the floor under their forward on patterns whose keys do not stay in cache (a power
 // law's tail). Rows are split over the threads by pairs; each thread prefetches the K and V
-// rows of the pair `ahead` positions on in its stream of pairs.
+// rows of the pair `ahead` positions on in its stream of pairs. The loop is the active
+// instruction-set variant's (gather_floor_loop.cpp; IOATTN_ISA chooses another).
 //
 // Usage: ioattn_gather_floor SPEC [N=16384] [threads=2]
-// Prints, per prefetch distance (0, 8, 16, 32 pairs), the median of 31 runs in ms and the
-// GFLOP/s it would mean at the forward's 4 d flops a pair.
+// Prints, for K and V rows on a 64-byte boundary and at 16 mod 64, per prefetch distance (0,
+// 8, 16, 32 pairs), the median of 31 runs in ms and the GFLOP/s it would mean at the
+// forward's 4 d flops a pair.
 // Measured (Intel Xeon model 167, 2 cores, powerlaw:32): gather alone 3.8-3.9 ms (34-35
 // GFLOP/s-equivalent at 16 ahead), with one dot, exp, axpy a pair 4.6 ms (29); README.
 
+#include <ioattn/kernels/dispatch.hpp>
+#include <ioattn/kernels/workspace.hpp>
 #include <ioattn/sparse/pattern.hpp>
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -28,105 +31,60 @@ namespace {
 
 constexpr std::int64_t kD = 64;
 
-/// K and V rows (n x kD floats each) that start `offset` bytes past a 64-byte boundary.
+/// K and V rows (n x kD floats each) that start `offset` bytes past a 64-byte boundary (a
+/// workspace slab starts on one).
 struct Rows {
-    std::vector<float> k_store, v_store;
+    ioattn::kernels::Workspace<float> k_store, v_store;
     const float* k = nullptr;
     const float* v = nullptr;
 
     Rows(std::int64_t n, std::int64_t offset)
-        : k_store(static_cast<std::size_t>(n * kD + 32))
-        , v_store(static_cast<std::size_t>(n * kD + 32)) {
-        k = fill(k_store, n, offset, 97);
-        v = fill(v_store, n, offset, 89);
+        : k_store(1, n * kD + 16)
+        , v_store(1, n * kD + 16) {
+        k = fill(k_store.slab(0) + offset / 4, n, 97);
+        v = fill(v_store.slab(0) + offset / 4, n, 89);
     }
 
-    static const float* fill(std::vector<float>& x, std::int64_t n, std::int64_t offset, int m) {
-        const auto base = reinterpret_cast<std::uintptr_t>(x.data());
-        const std::uintptr_t start = (base + 63) / 64 * 64 + static_cast<std::uintptr_t>(offset);
-        float* p = x.data() + (start - base) / sizeof(float);
+    static const float* fill(float* p, std::int64_t n, int m) {
         for (std::int64_t i = 0; i < n * kD; ++i)
             p[i] = 1e-3F * static_cast<float>(i % m);
         return p;
     }
 };
 
-/// Pairs of rows [r0, r1) of the support's row-major stream: the floor's inner loop. Lane-wise
-/// partial sums (16 per dot product), so that it vectorizes without reassociation; compiled
-/// twice, for the baseline and for AVX-512 (picked at run time), since the element kernels
-/// gather with whole 64-byte vectors.
-#define IOATTN_GATHER_BODY                                                                         \
-    const auto& offsets = s.row_offsets();                                                         \
-    const std::int64_t* keys = s.col_indices().data();                                             \
-    const std::int64_t e0 = offsets[static_cast<std::size_t>(r0)];                                 \
-    const std::int64_t e1 = offsets[static_cast<std::size_t>(r1)];                                 \
-    alignas(64) float acc[kD] = {};                                                                \
-    alignas(64) float q[kD];                                                                       \
-    for (std::int64_t z = 0; z < kD; ++z)                                                          \
-        q[z] = 0.01F * static_cast<float>(z);                                                      \
-    for (std::int64_t e = e0; e < e1; ++e) {                                                       \
-        if (ahead > 0 && e + ahead < e1) {                                                         \
-            const std::int64_t j = keys[e + ahead];                                                \
-            for (std::int64_t z = 0; z < kD; z += 16) {                                            \
-                __builtin_prefetch(kv.k + j * kD + z);                                             \
-                __builtin_prefetch(kv.v + j * kD + z);                                             \
-            }                                                                                      \
-        }                                                                                          \
-        const float* k = kv.k + keys[e] * kD;                                                      \
-        const float* v = kv.v + keys[e] * kD;                                                      \
-        if (arithmetic) {                                                                          \
-            alignas(64) float part[16] = {};                                                       \
-            for (std::int64_t z = 0; z < kD; z += 16)                                              \
-                for (int l = 0; l < 16; ++l)                                                       \
-                    part[l] += q[z + l] * k[z + l];                                                \
-            float s_qk = 0;                                                                        \
-            for (const float x : part)                                                             \
-                s_qk += x;                                                                         \
-            const float p = std::exp(s_qk * 1e-3F);                                                \
-            for (std::int64_t z = 0; z < kD; ++z)                                                  \
-                acc[z] += p * v[z];                                                                \
-        } else {                                                                                   \
-            for (std::int64_t z = 0; z < kD; ++z)                                                  \
-                acc[z] += k[z] + v[z];                                                             \
-        }                                                                                          \
-    }                                                                                              \
-    float sum = 0;                                                                                 \
-    for (const float x : acc)                                                                      \
-        sum += x;                                                                                  \
-    return sum;
+/// The floor's loop over pairs [e0, e1) (gather_floor_loop.cpp), per built variant.
+#define IOATTN_DECLARE_GATHER(isa)                                                                 \
+    namespace gather_floor::isa {                                                                  \
+    float gather(const std::int64_t* keys,                                                         \
+                 std::int64_t e0,                                                                  \
+                 std::int64_t e1,                                                                  \
+                 const float* k_rows,                                                              \
+                 const float* v_rows,                                                              \
+                 int ahead,                                                                        \
+                 bool arithmetic);                                                                 \
+    }
+} // namespace
+IOATTN_FOR_EACH_BUILT_ISA(IOATTN_DECLARE_GATHER)
+#undef IOATTN_DECLARE_GATHER
 
-float gather(const ioattn::sparse::Support& s,
-             const Rows& kv,
-             std::int64_t r0,
-             std::int64_t r1,
-             int ahead,
-             bool arithmetic) {
-    IOATTN_GATHER_BODY
-}
+namespace {
 
-#if defined(__x86_64__)
-__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq"))) float
-gather_avx512(const ioattn::sparse::Support& s,
-              const Rows& kv,
-              std::int64_t r0,
-              std::int64_t r1,
-              int ahead,
-              bool arithmetic) {
-    IOATTN_GATHER_BODY
-}
-#endif
-
-float gather_best(const ioattn::sparse::Support& s,
+/// Rows [r0, r1) of the support through the active variant's loop (ioattn/isa.hpp).
+float gather_rows(const ioattn::sparse::Support& s,
                   const Rows& kv,
                   std::int64_t r0,
                   std::int64_t r1,
                   int ahead,
                   bool arithmetic) {
-#if defined(__x86_64__)
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
-        return gather_avx512(s, kv, r0, r1, ahead, arithmetic);
-#endif
-    return gather(s, kv, r0, r1, ahead, arithmetic);
+    using namespace gather_floor;
+    const auto& offsets = s.row_offsets();
+    IOATTN_DISPATCH(gather(s.col_indices().data(),
+                           offsets[static_cast<std::size_t>(r0)],
+                           offsets[static_cast<std::size_t>(r1)],
+                           kv.k,
+                           kv.v,
+                           ahead,
+                           arithmetic));
 }
 
 /// Times 31 runs of the floor's loop on every thread; prints the median.
@@ -144,7 +102,7 @@ void report(const ioattn::sparse::Support& s,
         for (int t = 0; t < threads; ++t)
             pool.emplace_back([&, t] {
                 const auto at = static_cast<std::size_t>(t);
-                sink[at] = gather_best(s, kv, cut[at], cut[at + 1], ahead, arithmetic);
+                sink[at] = gather_rows(s, kv, cut[at], cut[at + 1], ahead, arithmetic);
             });
         for (std::thread& th : pool)
             th.join();

@@ -181,21 +181,21 @@ Tiling widened_element_tiling(const Problem& p,
         return peak <= memory.fast_words;
     };
     constexpr std::int64_t kRowVisit = 7; // key rows a (row, visit) costs
-    const auto cost = [&](const Tiling& t) {
+    const auto plan_cost = [&](const ElementPlan& plan) {
         std::int64_t c = 0;
-        for (const Support* s :
-             {&support, pass == Pass::forward ? nullptr : &support.transposed()}) {
-            if (s == nullptr)
-                continue;
-            const ElementPlan& plan = s->cached_element_plan(t.rows, t.cols);
-            for (std::int64_t b = 0; b < plan.blocks(); ++b) {
-                const auto visits = plan.visits_of(b);
-                c += kRowVisit * plan.rows(b) * static_cast<std::int64_t>(visits.size());
-                for (const PanelVisit& v : visits)
-                    c += v.keys;
-            }
+        for (std::int64_t b = 0; b < plan.blocks(); ++b) {
+            const auto visits = plan.visits_of(b);
+            c += kRowVisit * plan.rows(b) * static_cast<std::int64_t>(visits.size());
+            for (const PanelVisit& v : visits)
+                c += v.keys;
         }
         return c;
+    };
+    const auto cost = [&](const Tiling& t) { // the backward's sweep K walks Omega^T's plan
+        const std::int64_t rows = plan_cost(support.cached_element_plan(t.rows, t.cols));
+        return pass == Pass::forward
+                   ? rows
+                   : rows + plan_cost(support.transposed().cached_element_plan(t.rows, t.cols));
     };
     // the widest panels for blocks of base.rows, base.rows / 2 and / 4 rows (fewer rows see
     // fewer keys per panel); the cheapest wins, the first (more rows) of equals
