@@ -30,6 +30,7 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <tuple>
 #include <utility>
 
 namespace ioattn::sparse::detail {
@@ -64,7 +65,6 @@ void staggered_slab(const Problem& p,
                     const Rows<Scalar>& vr,
                     const SlabScratch<Scalar>& w) {
     constexpr int kL = kernels::Simd<Scalar>::kLanes;
-    constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
     alignas(64) static const std::array<Scalar, kSlabLanes<Scalar>> ones = [] {
         std::array<Scalar, kSlabLanes<Scalar>> o{};
         o.fill(Scalar(1));
@@ -81,44 +81,65 @@ void staggered_slab(const Problem& p,
             kernels::scores_block(
                 kr.row(ya), kr.ld, yb - ya, qt, rp, p.d, vb - va, st_at(ya, va), rp);
     });
-    // --- each vector's hull masked to Omega, the rest of the union -inf; one softmax ---
-    bool partial = false;
+    // --- each vector's hull masked to Omega; the online softmax over the hulls alone ---
+    bool partial = false, empty = false;
+    std::array<std::int64_t, SlabParts::kMaxVecs> a0{}, a1{};
     for (std::int64_t v = 0; v < sr.nv; ++v) {
-        auto [a0, a1] = sp.hull[static_cast<std::size_t>(v)];
-        if (a0 >= a1)
-            a0 = a1 = sp.hi;
-        for (std::int64_t y = sp.lo; y < a0; ++y)
-            kernels::store(st_at(y, v), kernels::splat<Scalar>(kNegInf));
-        for (std::int64_t y = a1; y < sp.hi; ++y)
-            kernels::store(st_at(y, v), kernels::splat<Scalar>(kNegInf));
+        const auto u = static_cast<std::size_t>(v);
+        std::tie(a0[u], a1[u]) = sp.hull[u];
+        empty = empty || a0[u] >= a1[u];
         partial = mask_hull(s, i0, cur, sp, v, x0 + v * kL, sr.x1, ch, w.st, rp) || partial;
     }
-    kernels::online_softmax_block(
-        st_at(sp.lo, 0), rp, sp.hi - sp.lo, sr.nv, w.m + x0, w.l + x0, w.alpha + x0);
-    // --- O^T = alpha O^T, then P V per segment into its active vectors ---
-    for (std::int64_t z = 0; z < p.d_v; ++z)
+    if (!empty) {
+        kernels::with_count<SlabParts::kMaxVecs>(sr.nv, [&](auto nv) {
+            kernels::online_softmax_spans<Scalar, decltype(nv)::value>(
+                w.st + x0, rp, a0.data(), a1.data(), w.m + x0, w.l + x0, w.alpha + x0);
+        });
+    } else { // a vector without entries keeps its state (alpha = 1)
         for (std::int64_t v = 0; v < sr.nv; ++v) {
-            Scalar* o = w.ot + z * rp + x0 + v * kL;
-            kernels::store(o, kernels::load(o) * kernels::load(w.alpha + x0 + v * kL));
+            const auto u = static_cast<std::size_t>(v);
+            const std::int64_t x = x0 + v * kL;
+            if (a0[u] < a1[u])
+                kernels::online_softmax_spans<Scalar, 1>(
+                    w.st + x, rp, &a0[u], &a1[u], w.m + x, w.l + x, w.alpha + x);
+            else
+                kernels::store(w.alpha + x, kernels::splat<Scalar>(Scalar(1)));
         }
-    if (!vr.finite && partial) { // non-finite V: each row over its allowed keys only
+    }
+    if (!vr.finite && partial) { // non-finite V: O^T = alpha O^T, each row over its keys only
+        for (std::int64_t z = 0; z < p.d_v; ++z)
+            for (std::int64_t v = 0; v < sr.nv; ++v) {
+                Scalar* o = w.ot + z * rp + x0 + v * kL;
+                kernels::store(o, kernels::load(o) * kernels::load(w.alpha + x0 + v * kL));
+            }
         for (std::int64_t x = x0; x < sr.x1; ++x) {
-            const auto [a0, a1] = sp.hull[static_cast<std::size_t>((x - x0) / kL)];
-            for (std::int64_t y = a0; y < a1; ++y)
+            const auto u = static_cast<std::size_t>((x - x0) / kL);
+            for (std::int64_t y = a0[u]; y < a1[u]; ++y)
                 if (s.contains(i0 + x, ch.keys[y]))
                     for (std::int64_t z = 0; z < p.d_v; ++z)
                         w.ot[z * rp + x] += w.st[y * rp + x] * vr.row(y)[z];
         }
         return;
     }
+    // --- O^T = alpha O^T + V^T P^T per segment into its active vectors: a vector's first
+    // segment scales its O^T (every vector with entries has one; one without keeps alpha =
+    // 1), as the dense kernel folds it, not a pass of its own over O^T ---
+    alignas(64) Scalar scale[kSlabLanes<Scalar>];
+    std::array<bool, SlabParts::kMaxVecs> scaled{};
     sp.for_each_segment([&](std::int64_t ya, std::int64_t yb, std::int64_t va, std::int64_t vb) {
+        for (std::int64_t v = va; v < vb; ++v) {
+            const auto u = static_cast<std::size_t>(v);
+            kernels::store(scale + v * kL,
+                           kernels::load(scaled[u] ? ones.data() : w.alpha + x0 + v * kL));
+            scaled[u] = true;
+        }
         Scalar* ot = w.ot + x0 + va * kL;
+        const Scalar* sv = scale + va * kL;
         if (vr.at != nullptr)
-            kernels::pvt_rows(
-                st_at(ya, va), rp, vr.at + ya, yb - ya, p.d_v, vb - va, ones.data(), ot, rp);
+            kernels::pvt_rows(st_at(ya, va), rp, vr.at + ya, yb - ya, p.d_v, vb - va, sv, ot, rp);
         else
             kernels::pvt_block(
-                st_at(ya, va), rp, vr.row(ya), vr.ld, yb - ya, p.d_v, vb - va, ones.data(), ot, rp);
+                st_at(ya, va), rp, vr.row(ya), vr.ld, yb - ya, p.d_v, vb - va, sv, ot, rp);
     });
 }
 
