@@ -28,7 +28,7 @@
 // Masked entries: P = dS = 0; a gathered chunk, or a resident K block, with a non-finite value
 // multiplies only allowed pairs. A chunk whose key vectors see spans of it that differ enough
 // (a band's diagonal, a causal block) computes S, dP, P, dS, dV and dK per vector span
-// (staggered_chunk.hpp: the same results, dS = 0 where skipped, dQ over the whole block). A
+// (staggered_chunk.hpp: the same results; dQ = dS K over the same spans, staggered_dq). A
 // key block of at most kLanes / 4 keys (global keys, a block of their own: row_blocks) runs
 // its chunks pair by pair with the queries as lanes (narrow_chunk.hpp: the same sums).
 // One task per (kv head, group); no atomics; thread-count invariant.
@@ -126,7 +126,8 @@ void key_block(const BackwardArgs<Scalar>& a,
     Scalar* dvt = w.acc_b;
     detail::RowCursors cur;
     bool stagger = false; // chunks may run span by span (staggered_chunk.hpp)
-    bool narrow = false;  // or pair by pair, queries as lanes (narrow_chunk.hpp)
+    detail::ChunkSlabs slabs;
+    bool narrow = false; // or pair by pair, queries as lanes (narrow_chunk.hpp)
     detail::NarrowRows<Scalar> nr;
     if constexpr (Counter::kComputes) {
         cur = detail::row_cursors(plan, j0, r, cursor);
@@ -176,30 +177,36 @@ void key_block(const BackwardArgs<Scalar>& a,
             // --- S, P, dP, dS; dV_j^T += dO^T P, dK_j^T += Q^T dS (scaled at the end): span
             // by span when the chunk's key vectors see different spans of it, dS = 0 where
             // skipped (staggered_chunk.hpp), else over the whole block ---
-            bool partial = false;
+            bool partial = false, staggered = false;
             const detail::ChunkRef ch{qc, x0, c};
             const detail::ChunkOperands<Scalar> streamed{&src.q, &d_o, b, h, qr, dor};
             if (narrow)
                 partial = detail::narrow_chunk(p, st, j0, r, cur, ch, streamed, w, nr);
-            else if (!stagger ||
-                     !detail::staggered_chunk(p, st, j0, r, n_vec, cur, ch, streamed, w, partial))
+            else if (stagger && detail::staggered_chunk(
+                                    p, st, j0, r, n_vec, cur, ch, streamed, w, slabs, partial))
+                staggered = true; // K finite: never `exact` below
+            else
                 partial = detail::whole_chunk(p, st, j0, r, n_vec, cur, ch, streamed, w);
             // --- dQ^g rows (+)= dS (scale K_j), d as the lanes: in place for a run of rows all
             // new or all reached before, else through the dQ tile ---
             const std::int64_t d_vec = w.dw / Simd<Scalar>::kLanes;
             const bool exact = !k_finite && partial;
             if (!exact && qc[c - 1] - qc[0] + 1 == c && (before == 0 || before == c)) {
-                kernels::broadcast_block(w.dp,
-                                         w.rp,
-                                         1,
-                                         c,
-                                         w.k_rows,
-                                         w.dw,
-                                         r,
-                                         d_vec,
-                                         before == 0 ? nullptr : w.ones,
-                                         dq.row(group, slice, qc[0]),
-                                         w.dw);
+                if (staggered)
+                    detail::staggered_dq(
+                        slabs, w, r, c, d_vec, dq.row(group, slice, qc[0]), w.dw, before != 0);
+                else
+                    kernels::broadcast_block(w.dp,
+                                             w.rp,
+                                             1,
+                                             c,
+                                             w.k_rows,
+                                             w.dw,
+                                             r,
+                                             d_vec,
+                                             before == 0 ? nullptr : w.ones,
+                                             dq.row(group, slice, qc[0]),
+                                             w.dw);
             } else {
                 if (exact)
                     rows_allowed(
@@ -211,6 +218,8 @@ void key_block(const BackwardArgs<Scalar>& a,
                         c,
                         w.dq,
                         [&](std::int64_t x, std::int64_t y) { return st.contains(j0 + x, qc[y]); });
+                else if (staggered)
+                    detail::staggered_dq(slabs, w, r, c, d_vec, w.dq, w.dw, false);
                 else
                     kernels::broadcast_block(w.dp,
                                              w.rp,

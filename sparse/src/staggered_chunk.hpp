@@ -7,8 +7,8 @@
 //     S = Q K^T, dP = dO V^T
 //   each vector's hull masked to Omega; on the segments: P = exp(S - L), dS = P o (dP - D),
 //     dV^T += dO^T P, dK^T += Q^T dS (scaled at the end by the kernel)
-//   dS = 0 on every entry a vector does not compute, so that the kernel's dQ = dS K runs over
-//     the whole block as before (K finite: the staggered path is not taken otherwise)
+//   then (staggered_dq, called by the kernel) dQ = dS K per segment and run of active
+//     vectors, their K rows only (K finite: the staggered path is not taken otherwise)
 // Entries a vector skips are outside Omega, where the whole-block path has P = dS = 0, and
 // every entry it computes is the same dot product: the results are the whole block's.
 // Taken when some slab staggers (SlabParts::staggers); slabs that do not compute their union.
@@ -31,9 +31,20 @@
 namespace ioattn::sparse::detail {
 inline namespace IOATTN_ISA {
 
+/// The slabs of a staggered chunk and their parts (staggered_chunk fills them, staggered_dq
+/// reads them). Held by the caller across chunks: at most 8 slabs (64-key blocks of doubles in
+/// 2-lane vectors); larger blocks take the whole-block path (built per chunk, 64 of them
+/// zeroed 23 KB a chunk).
+struct ChunkSlabs {
+    static constexpr std::int64_t kMax = 8;
+    SlabParts parts[kMax];
+    std::int64_t n = 0;
+};
+
 /// The staggered chunk (this file's opening block) for the chunk ch of Omega^T's block at key
 /// j0 (r keys, n_vec lane vectors). Returns false, having done nothing, when no slab staggers;
-/// else sets `partial` (some entry of the chunk and block is outside Omega).
+/// else sets `partial` (some entry of the chunk and block is outside Omega) and leaves the
+/// slabs' parts in `slabs` for staggered_dq.
 template <typename Scalar>
 bool staggered_chunk(const Problem& p,
                      const Support& st,
@@ -44,18 +55,17 @@ bool staggered_chunk(const Problem& p,
                      const ChunkRef& ch,
                      const ChunkOperands<Scalar>& in,
                      const Scratch<Scalar>& w,
+                     ChunkSlabs& slabs,
                      bool& partial) {
     constexpr int kL = Simd<Scalar>::kLanes;
     constexpr std::int64_t kSlab = kernels::kTileVecs;
     const std::int64_t rp = w.rp, c = ch.c;
     const auto n_slabs = (n_vec + kSlab - 1) / kSlab;
     // --- the parts of every slab; nothing staggers: the caller's whole-block path ---
-    // at most 8 slabs (64-key blocks of doubles in 2-lane vectors); larger blocks take the
-    // whole-block path (the parts are built per chunk: 64 of them zeroed 23 KB a chunk)
-    constexpr std::int64_t kMaxSlabs = 8;
-    if (n_slabs > kMaxSlabs)
+    if (n_slabs > ChunkSlabs::kMax)
         return false;
-    SlabParts parts[kMaxSlabs];
+    slabs.n = n_slabs;
+    SlabParts* parts = slabs.parts;
     bool any = false;
     for (std::int64_t u = 0; u < n_slabs; ++u) {
         const std::int64_t nv = std::min(kSlab, n_vec - u * kSlab), x0 = u * kSlab * kL;
@@ -166,13 +176,64 @@ bool staggered_chunk(const Problem& p,
                                 w.acc_a + lane);
         });
     }
-    // --- dS = 0 where a vector computes nothing (dQ = dS K runs over the whole block) ---
-    for (std::int64_t u = 0; u < n_slabs; ++u)
-        for (std::int64_t v = 0; v < parts[u].nv; ++v)
-            for (std::int64_t y = 0; y < c; ++y)
-                if (!parts[u].computes(v, y))
-                    kernels::store(at(w.dp, u, y, v), kernels::Vec<Scalar>{});
     return true;
+}
+
+/// dQ rows of the chunk (c rows of d at out, stride ld) (+)= dS scale K over the entries
+/// staggered_chunk computed: per slab, segment and run of active vectors, those rows of dS
+/// against those vectors' K rows only (the whole block's product also multiplied the zeros
+/// of the skipped entries; window:64 lost a third of it there). add: out += dS K; else out =
+/// dS K, 0 on the rows no vector computes. Each row's sum runs over the keys in order, as the
+/// whole block's (whose skipped terms add exact zeros): the same results.
+template <typename Scalar>
+void staggered_dq(const ChunkSlabs& slabs,
+                  const Scratch<Scalar>& w,
+                  std::int64_t r,
+                  std::int64_t c,
+                  std::int64_t d_vec,
+                  Scalar* out,
+                  std::int64_t ld,
+                  bool add) {
+    constexpr int kL = Simd<Scalar>::kLanes;
+    constexpr std::int64_t kSlab = kernels::kTileVecs;
+    const auto zero_rows = [&](std::int64_t y0, std::int64_t y1) {
+        for (std::int64_t y = y0; y < y1; ++y)
+            std::fill_n(out + y * ld, d_vec * kL, Scalar(0));
+    };
+    // one slab: a segment's first run writes its rows (the gaps between segments are zeroed);
+    // several (their segments overlap): every row zeroed first, then each run adds, slab by
+    // slab (the keys in order)
+    const bool writes = !add && slabs.n == 1;
+    if (!add && !writes)
+        zero_rows(0, c);
+    std::int64_t done = 0; // writes: the rows [0, done) are written
+    for (std::int64_t u = 0; u < slabs.n; ++u) {
+        std::int64_t last = -1; // the segment whose first run has written its rows
+        slabs.parts[u].for_each_segment(
+            [&](std::int64_t ya, std::int64_t yb, std::int64_t va, std::int64_t vb) {
+                const bool first = writes && ya != last;
+                if (first) {
+                    zero_rows(done, ya);
+                    done = yb;
+                    last = ya;
+                }
+                const std::int64_t x0 = (u * kSlab + va) * kL;
+                const std::int64_t x1 = std::min(r, (u * kSlab + vb) * kL);
+                kernels::broadcast_block(w.dp + ya * w.rp + x0,
+                                         w.rp,
+                                         1,
+                                         yb - ya,
+                                         w.k_rows + x0 * w.dw,
+                                         w.dw,
+                                         x1 - x0,
+                                         d_vec,
+                                         first ? nullptr : w.ones,
+                                         out + ya * ld,
+                                         ld);
+            });
+    }
+    if (writes)
+        zero_rows(done, c);
 }
 
 } // namespace IOATTN_ISA
