@@ -17,12 +17,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include <chrono>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <bench_util.hpp>
@@ -82,9 +80,9 @@ private:
     bool tty_;
 };
 
-/// Lets OpenBLAS's spinning worker threads go idle before oneTBB runs.
+/// Stops OpenBLAS's spinning worker threads before oneTBB runs (bench_util.hpp).
 void settle() {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    bench::park_blas_threads();
 }
 
 void print_dense(const BenchOptions& o,

@@ -27,6 +27,7 @@ Roofline measure_roofline(int threads, int repeat, bool double_precision) {
         r.gemm_gflops = gemm.flops() / bench::median_seconds(repeat, [&] { gemm.run(); }) * 1e-9;
     }
     r.peak_gflops = measure_fma_peak(r.isa, threads, double_precision);
+    bench::park_blas_threads(); // not spinning beside the kernels timed next
     return r;
 }
 

@@ -11,6 +11,10 @@
 
 #include <cblas.h>
 
+// OpenBLAS's own (not in cblas.h; its pthreads and OpenMP servers define it, another BLAS may
+// not): stops the worker threads, which its next threaded call starts again.
+extern "C" int blas_thread_shutdown_() __attribute__((weak));
+
 namespace ioattn::bench {
 
 namespace {
@@ -124,6 +128,11 @@ std::string_view to_string(NaiveMode m) {
 
 void set_blas_threads(int threads) {
     openblas_set_num_threads(std::max(threads, 1));
+}
+
+void park_blas_threads() {
+    if (blas_thread_shutdown_ != nullptr)
+        blas_thread_shutdown_();
 }
 
 std::string blas_core() {

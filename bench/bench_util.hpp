@@ -120,6 +120,13 @@ double measure_read_bandwidth(std::int64_t bytes, int threads, int repeat = 5);
 /// Sets OpenBLAS's thread count (a process-wide setting).
 void set_blas_threads(int threads);
 
+/// Stops OpenBLAS's worker threads now; its next threaded call starts them again. Its pthreads
+/// build's workers spin (sched_yield) for 2^28 cycles, about 0.1 s, after they start (when the
+/// library loads) and after every threaded call, so a oneTBB kernel timed in that window
+/// shares a core with one: `ioattn run --pattern bigbird:0:0:3 --threads 2` ran its first 23
+/// calls at 2.0 ms, then 1.05 ms. A no-op where the library has no such threads.
+void park_blas_threads();
+
 /// The kernel family OpenBLAS runs in this process (openblas_get_corename(), e.g. "Haswell",
 /// "SkylakeX"; "Prescott" is its SSE3 fallback on CPUs it does not know), and its build
 /// configuration (openblas_get_config()).
