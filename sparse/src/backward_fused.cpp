@@ -190,11 +190,9 @@ void key_block(const BackwardArgs<Scalar>& a,
             // --- dQ^g rows (+)= dS (scale K_j), d as the lanes: in place for a run of rows all
             // new or all reached before, else through the dQ tile ---
             const std::int64_t d_vec = w.dw / Simd<Scalar>::kLanes;
-            const bool exact = !k_finite && partial;
-            if (!exact && qc[c - 1] - qc[0] + 1 == c && (before == 0 || before == c)) {
+            const auto dq_product = [&](Scalar* out, bool add) { // rows at stride dw
                 if (staggered)
-                    detail::staggered_dq(
-                        slabs, w, r, c, d_vec, dq.row(group, slice, qc[0]), w.dw, before != 0);
+                    detail::staggered_dq(slabs, w, r, c, d_vec, out, w.dw, add);
                 else
                     kernels::broadcast_block(w.dp,
                                              w.rp,
@@ -204,9 +202,13 @@ void key_block(const BackwardArgs<Scalar>& a,
                                              w.dw,
                                              r,
                                              d_vec,
-                                             before == 0 ? nullptr : w.ones,
-                                             dq.row(group, slice, qc[0]),
+                                             add ? w.ones : static_cast<const Scalar*>(nullptr),
+                                             out,
                                              w.dw);
+            };
+            const bool exact = !k_finite && partial;
+            if (!exact && qc[c - 1] - qc[0] + 1 == c && (before == 0 || before == c)) {
+                dq_product(dq.row(group, slice, qc[0]), before != 0);
             } else {
                 if (exact)
                     rows_allowed(
@@ -218,20 +220,8 @@ void key_block(const BackwardArgs<Scalar>& a,
                         c,
                         w.dq,
                         [&](std::int64_t x, std::int64_t y) { return st.contains(j0 + x, qc[y]); });
-                else if (staggered)
-                    detail::staggered_dq(slabs, w, r, c, d_vec, w.dq, w.dw, false);
                 else
-                    kernels::broadcast_block(w.dp,
-                                             w.rp,
-                                             1,
-                                             c,
-                                             w.k_rows,
-                                             w.dw,
-                                             r,
-                                             d_vec,
-                                             static_cast<const Scalar*>(nullptr),
-                                             w.dq,
-                                             w.dw);
+                    dq_product(w.dq, false);
                 for (std::int64_t y = 0; y < c; ++y) {
                     Scalar* out = dq.row(group, slice, qc[y]);
                     const Scalar* in = w.dq + y * w.dw;
