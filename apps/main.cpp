@@ -1,6 +1,7 @@
 // ioattn: exact attention on CPUs measured in data movement. The program's main: what concerns
-// the process (the OpenBLAS core re-exec of bench and demo, OpenBLAS's idle workers), then ioattn::app::program_main
-// (program.cpp), which the fuzz target of the command line calls in-process too.
+// the process (the OpenBLAS core re-exec of bench and demo, OpenBLAS's idle workers), then
+// ioattn::app::program_main (program.cpp), which the fuzz target of the command line calls
+// in-process too.
 
 #include "blas_core.hpp"
 #include "program.hpp"

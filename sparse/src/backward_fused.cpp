@@ -175,8 +175,8 @@ void key_block(const BackwardArgs<Scalar>& a,
                 w.dd[y] = delta[slice * p.n_q + qc[y]];
             }
             // --- S, P, dP, dS; dV_j^T += dO^T P, dK_j^T += Q^T dS (scaled at the end): span
-            // by span when the chunk's key vectors see different spans of it, dS = 0 where
-            // skipped (staggered_chunk.hpp), else over the whole block ---
+            // by span when the chunk's key vectors see different spans of it (and dQ below
+            // likewise, staggered_chunk.hpp), else over the whole block ---
             bool partial = false, staggered = false;
             const detail::ChunkRef ch{qc, x0, c};
             const detail::ChunkOperands<Scalar> streamed{&src.q, &d_o, b, h, qr, dor};

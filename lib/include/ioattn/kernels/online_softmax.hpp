@@ -69,10 +69,11 @@ online_softmax_vecs(T* st, std::int64_t lds, std::int64_t n_keys, T* m, T* l, T*
 /// written. Where the spans overlap, the NV chains run interleaved; each vector's entries
 /// before and after that common range alone. Each sum runs in key order, so the state is the
 /// one online_softmax_vecs over the union leaves when the entries outside a span are -inf
-/// (they add exact zeros; a max is exact in any order). Measured against the union (N =
-/// 16384, d = 64, 2 threads, forward, medians of 5 alternated runs in both orders): window:64
-/// 1.05x (a vector of a 64-row slab computes 144 of its 192 keys), window:256 1.00x, where one
-/// chain per vector over its span lost 5% (the sum's latency per key).
+/// (they add exact zeros; a max is exact in any order). Measured against the union, with the
+/// slab's rescale folded into P V (N = 16384, d = 64, 2 threads, forward, medians of 5-6
+/// alternated runs in both orders): window:64 1.04x (a vector of a 64-row slab computes 144
+/// of its 192 keys), window:256 1.02x, bigbird:64:2:3 1.02x; one chain per vector over its
+/// span lost 5% on window:256 (the sum's latency per key).
 template <typename T, int NV>
 inline void online_softmax_spans(
     T* st, std::int64_t lds, const std::int64_t* a0, const std::int64_t* a1, T* m, T* l, T* alpha) {
