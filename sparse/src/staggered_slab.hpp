@@ -6,9 +6,10 @@
 //     and the parts of it that hold them, its rows' runs and their extra keys (chunk_spans)
 //   cut the union [lo, hi) at every part's ends: on each segment a fixed set of vectors is
 //     active; S^T = K Q^T over the segment, per run of consecutive active vectors
-//   mask each vector's hull to Omega and the rest of [lo, hi) to -inf; one online softmax
-//     over the slab (a vector's max and sum are those of its own entries: -inf adds nothing)
-//   O^T = alpha O^T; O^T += V^T P^T per segment and run of active vectors
+//   mask each vector's hull to Omega; the online softmax of each vector over its hull alone
+//     (kernels::online_softmax_spans: the hulls' common range interleaved)
+//   O^T = alpha O^T + V^T P^T per segment and run of active vectors, alpha applied by each
+//     vector's first segment (a vector without entries keeps alpha = 1)
 // Every entry a vector sees is the same dot product as on the union path, and every entry it
 // skips would have been -inf there (P = 0): the results are the union path's. Taken when the
 // parts hold at most kStaggerShare of the union's entries (the union path runs otherwise).
@@ -16,7 +17,9 @@
 // run --repeat 30` against the union path, each with the dispatcher's tile height):
 // strided:64 199.9 -> 210.9 (its causal own blocks), window:64 184.7 -> 195.2 (64-row tiles
 // instead of 32), dilated:256:4 246.8 -> 257.0, window:256 1.02x, bigbird:64:2:3 1.02x, the
-// dense pattern 0.99x (nothing to stagger: one span per slab).
+// dense pattern 0.99x (nothing to stagger: one span per slab). The softmax over the hulls and
+// the folded rescale, against the union's softmax and a pass of its own (754a143): window:64
+// 1.04x, window:256 1.02x, bigbird:64:2:3 1.02x.
 // I/O: none of its own; the chunk's K and V rows are the kernel's reads.
 // Tests: tests/sparse/staggered_test.cpp
 
