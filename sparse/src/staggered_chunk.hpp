@@ -200,9 +200,10 @@ void staggered_dq(const ChunkSlabs& slabs,
         for (std::int64_t y = y0; y < y1; ++y)
             std::fill_n(out + y * ld, d_vec * kL, Scalar(0));
     };
-    // one slab: a segment's first run writes its rows (the gaps between segments are zeroed);
-    // several (their segments overlap): every row zeroed first, then each run adds, slab by
-    // slab (the keys in order)
+    // one slab: a segment's first run writes its rows, and rows between segments are zeroed
+    // (none through backward_fused, whose chunk entries each some key of the block sees; the
+    // zeroing keeps any parts exact); several slabs (their segments overlap): every row zeroed
+    // first, then each run adds, slab by slab (the keys in order)
     const bool writes = !add && slabs.n == 1;
     if (!add && !writes)
         zero_rows(0, c);
