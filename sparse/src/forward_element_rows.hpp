@@ -47,8 +47,85 @@ struct ForwardState {
     }
 };
 
-/// One row's run of n keys: the online softmax over them, two vectors of keys per batch (one
-/// max, one rescale, one exp per vector; 2 kLanes dot products in flight).
+/// One batch of nk <= 2 kLanes keys (K rows kr, V rows vr) for one row: s = q . K_j, the
+/// online softmax step (one max, one rescale, one exp per vector) and O = alpha O + P V.
+template <typename Scalar>
+inline void row_batch(const Problem& p,
+                      const Scalar* const* kr,
+                      const Scalar* const* vr,
+                      std::int64_t nk,
+                      const Scalar* q,
+                      Scalar* o,
+                      Scalar& m,
+                      Scalar& l) {
+    constexpr int kL = Simd<Scalar>::kLanes;
+    alignas(64) Scalar w[static_cast<std::size_t>(2 * kL)];
+    // --- s = q . K_j (scale * log2 e in q); lanes past the batch at -inf ---
+    const Pair<Scalar> s = pair_dots(q, kr, nk, p.d, kNegInf<Scalar>);
+    // --- m' = max(m, s); alpha = 2^(m - m'); P = 2^(s - m') ---
+    const Scalar mx =
+        std::max(m,
+                 lanes_max<Scalar>(kernels::max_ignoring_nan<Scalar>(
+                     s.lo == s.lo ? s.lo : kernels::splat<Scalar>(kNegInf<Scalar>), s.hi)));
+    const Vec<Scalar> m_safe = kernels::splat<Scalar>(mx == kNegInf<Scalar> ? Scalar(0) : mx);
+    const Vec<Scalar> p_lo = kernels::exp2_diff<Scalar>(s.lo, m_safe);
+    const Vec<Scalar> p_hi = kernels::exp2_diff<Scalar>(s.hi, m_safe);
+    const bool rescale = mx != m;
+    Scalar alpha = 1;
+    if (rescale)
+        alpha = kernels::exp2_diff<Scalar>(kernels::splat<Scalar>(m), m_safe)[0];
+    l = alpha * l + lanes_sum<Scalar>(p_lo + p_hi); // l = 2^(m - m') l + rowsum(P)
+    m = mx;
+    // --- O = alpha O + P V ---
+    kernels::store(w, p_lo);
+    kernels::store(w + kL, p_hi);
+    pair_axpy(o, rescale ? &alpha : nullptr, w, vr, nk, p.d_v);
+}
+
+/// Rows x < r (scaled q rows at q + x pq, O rows at o + x po, m[x], l[x]) over the same n keys,
+/// two vectors of keys per batch (2 kLanes dot products in flight), each batch's K and V rows
+/// read by every row while they are in L1; the next batch's rows are fetched while this one
+/// computes (a panel row may have left the caches; L2 hits cost nothing more). One row is
+/// run_row; a few rows that see the same keys (global rows, the fused forward's narrow blocks)
+/// share the batches.
+template <typename Scalar>
+void shared_rows(const ForwardArgs<Scalar>& a,
+                 std::int64_t b,
+                 std::int64_t g,
+                 const std::int64_t* keys,
+                 std::int64_t n,
+                 std::int64_t r,
+                 const Scalar* q,
+                 std::int64_t pq,
+                 Scalar* o,
+                 std::int64_t po,
+                 Scalar* m,
+                 Scalar* l) {
+    constexpr int kL = Simd<Scalar>::kLanes;
+    constexpr auto kB = static_cast<std::size_t>(2 * kL);
+    const Problem& p = a.problem;
+    const Scalar* kr[kB];
+    const Scalar* vr[kB];
+    const Scalar* kb = a.k.row(b, g, 0);
+    const Scalar* vb = a.v.row(b, g, 0);
+    const std::int64_t sk = a.k.stride_row, sv = a.v.stride_row;
+    for (std::int64_t k0 = 0; k0 < n; k0 += 2 * kL) {
+        const std::int64_t nk = std::min<std::int64_t>(2 * kL, n - k0);
+        for (std::int64_t k = 0; k < nk; ++k) {
+            kr[k] = kb + keys[k0 + k] * sk;
+            vr[k] = vb + keys[k0 + k] * sv;
+        }
+        for (std::int64_t k = k0 + 2 * kL; k < std::min(n, k0 + 4 * kL); ++k) {
+            prefetch_row(kb + keys[k] * sk, p.d);
+            prefetch_row(vb + keys[k] * sv, p.d_v);
+        }
+        for (std::int64_t x = 0; x < r; ++x)
+            row_batch(p, kr, vr, nk, q + x * pq, o + x * po, m[x], l[x]);
+    }
+}
+
+/// One row's run of n keys: the online softmax over them (shared_rows of one row; m and l in
+/// registers over the run).
 template <typename Scalar>
 void run_row(const ForwardArgs<Scalar>& a,
              std::int64_t b,
@@ -59,49 +136,8 @@ void run_row(const ForwardArgs<Scalar>& a,
              Scalar* o,
              Scalar& m_row,
              Scalar& l_row) {
-    constexpr int kL = Simd<Scalar>::kLanes;
-    constexpr auto kB = static_cast<std::size_t>(2 * kL);
-    Scalar m = m_row, l = l_row; // in registers over the run
-    const Problem& p = a.problem;
-    const Scalar* kr[kB];
-    const Scalar* vr[kB];
-    alignas(64) Scalar w[kB];
-    const Scalar* kb = a.k.row(b, g, 0);
-    const Scalar* vb = a.v.row(b, g, 0);
-    const std::int64_t sk = a.k.stride_row, sv = a.v.stride_row;
-    for (std::int64_t k0 = 0; k0 < n; k0 += 2 * kL) {
-        const std::int64_t nk = std::min<std::int64_t>(2 * kL, n - k0);
-        for (std::int64_t k = 0; k < nk; ++k) {
-            kr[k] = kb + keys[k0 + k] * sk;
-            vr[k] = vb + keys[k0 + k] * sv;
-        }
-        // the next batch's rows, fetched while this one computes (a panel row may have left
-        // the caches; L2 hits cost nothing more)
-        for (std::int64_t k = k0 + 2 * kL; k < std::min(n, k0 + 4 * kL); ++k) {
-            prefetch_row(kb + keys[k] * sk, p.d);
-            prefetch_row(vb + keys[k] * sv, p.d_v);
-        }
-        // --- s = q . K_j (scale * log2 e in q); lanes past the run at -inf ---
-        const Pair<Scalar> s = pair_dots(q, kr, nk, p.d, kNegInf<Scalar>);
-        // --- m' = max(m, s); alpha = 2^(m - m'); P = 2^(s - m') ---
-        const Scalar mx =
-            std::max(m,
-                     lanes_max<Scalar>(kernels::max_ignoring_nan<Scalar>(
-                         s.lo == s.lo ? s.lo : kernels::splat<Scalar>(kNegInf<Scalar>), s.hi)));
-        const Vec<Scalar> m_safe = kernels::splat<Scalar>(mx == kNegInf<Scalar> ? Scalar(0) : mx);
-        const Vec<Scalar> p_lo = kernels::exp2_diff<Scalar>(s.lo, m_safe);
-        const Vec<Scalar> p_hi = kernels::exp2_diff<Scalar>(s.hi, m_safe);
-        const bool rescale = mx != m;
-        Scalar alpha = 1;
-        if (rescale)
-            alpha = kernels::exp2_diff<Scalar>(kernels::splat<Scalar>(m), m_safe)[0];
-        l = alpha * l + lanes_sum<Scalar>(p_lo + p_hi); // l = 2^(m - m') l + rowsum(P)
-        m = mx;
-        // --- O = alpha O + P V ---
-        kernels::store(w, p_lo);
-        kernels::store(w + kL, p_hi);
-        pair_axpy(o, rescale ? &alpha : nullptr, w, vr, nk, p.d_v);
-    }
+    Scalar m = m_row, l = l_row;
+    shared_rows(a, b, g, keys, n, 1, q, 0, o, 0, &m, &l);
     m_row = m;
     l_row = l;
 }

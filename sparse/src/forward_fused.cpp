@@ -25,7 +25,9 @@
 // streamed_accumulate): its d or d_v becomes the row's stored entries.
 // Masking reads each row's run from the plan and walks only its other keys with a cursor: a row
 // whose keys cover the whole chunk is not touched. Only the lanes of the block's rows are
-// computed (a block of heavy rows holds a few). If a gathered V chunk holds a non-finite value,
+// computed (a block of heavy rows holds a few); a block of at most kLanes / 4 rows that all see
+// its every key runs narrow_block instead (the keys in batches shared by its rows, row-major
+// state, the same reads). If a gathered V chunk holds a non-finite value,
 // rows whose chunk is partial accumulate over their allowed keys only, so NaN never reaches a
 // row that cannot see it.
 // With row and key orders (`maps`: the permuted variant's forward when tiles take every pair,
@@ -53,6 +55,7 @@
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
 #include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
+#include "narrow_block.hpp"
 #include "row_products.hpp"
 #include "staggered_slab.hpp"
 #include "validate.hpp"
@@ -177,6 +180,7 @@ void row_block(const ForwardArgs<Scalar>& a,
     detail::RowCursors cur;
     std::int64_t n_vec = 0;
     bool stagger = false; // slabs may compute their lane vectors' own spans (staggered_slab.hpp)
+    bool narrow = false;  // or the block's few rows share batches of keys (narrow_block)
     if constexpr (Counter::kComputes) {
         w = Scratch<Scalar>(base, p, t);
         w.rows = pointers;
@@ -187,8 +191,9 @@ void row_block(const ForwardArgs<Scalar>& a,
         std::fill(w.m, w.m + w.rp, -std::numeric_limits<Scalar>::infinity());
         std::fill(w.l, w.l + w.rp, Scalar(0));
         cur = detail::row_cursors(plan, i0, r, cursor);
-        stagger = src.k.sparse == nullptr && src.v.sparse == nullptr &&
-                  detail::may_stagger<Scalar>(cur, r);
+        const bool dense = src.k.sparse == nullptr && src.v.sparse == nullptr;
+        narrow = detail::narrow_rows<Scalar>(s, i0, r, nk, dense && src.q.sparse == nullptr, maps);
+        stagger = dense && !narrow && detail::may_stagger<Scalar>(cur, r);
     }
     for (std::int64_t y0 = 0, c = 0; y0 < nk; y0 += c) {
         c = detail::chunk_length(keys.data(), nk, y0, t.cols); // runs in place (plan.hpp)
@@ -196,7 +201,7 @@ void row_block(const ForwardArgs<Scalar>& a,
         detail::read_gathered(io, Operand::k, kv_slice, src.k, b, g, kc, c);
         detail::read_gathered(io, Operand::v, kv_slice, src.v, b, g, kc, c);
         io.complete({Operand::scores, slice, i0, r, kc[0], kc[c - 1] - kc[0] + 1}); // its Omega
-        if constexpr (!Counter::kComputes)
+        if (!Counter::kComputes || narrow)
             continue;
         // --- K_c, V_c: in place when the chunk is an interval of dense rows or its rows are
         // dense with a finite V slice (read through row pointers), else gathered ---
@@ -264,7 +269,10 @@ void row_block(const ForwardArgs<Scalar>& a,
         }
     }
     if constexpr (Counter::kComputes) {
-        kernels::finish_rows(w.ot, w.rp, w.m, w.l, w.alpha, a.o, a.lse, b, h, i0, r, maps.rows);
+        if (narrow)
+            detail::narrow_block(a, b, h, g, i0, r, keys, w.qt);
+        else
+            kernels::finish_rows(w.ot, w.rp, w.m, w.l, w.alpha, a.o, a.lse, b, h, i0, r, maps.rows);
     }
     io.write({Operand::o, slice, i0, r, 0, p.d_v});
     io.write({Operand::lse, slice, i0, r, 0, 1});
