@@ -80,11 +80,6 @@ private:
     bool tty_;
 };
 
-/// Stops OpenBLAS's spinning worker threads before oneTBB runs (bench_util.hpp).
-void settle() {
-    bench::park_blas_threads();
-}
-
 void print_dense(const BenchOptions& o,
                  const std::vector<Result>& rows,
                  const Roofline& roof,
@@ -176,7 +171,7 @@ void run(const BenchOptions& o) {
             }
             const double best_naive = std::min(naive_s[0], naive_s[1]);
             naive_wins[naive_s[0] <= naive_s[1] ? 0 : 1] += 1;
-            settle();
+            bench::park_blas_threads(); // not spinning beside the oneTBB runs next
 
             // --- fused forward, tuned tiling ---
             progress.step("fused N=" + std::to_string(n) + " d=" + std::to_string(d));
@@ -221,7 +216,7 @@ void run(const BenchOptions& o) {
                             d_k.data(),
                             d_v.data());
             });
-            settle();
+            bench::park_blas_threads(); // not spinning beside the oneTBB runs next
             progress.step("fused backward N=" + std::to_string(n) + " d=" + std::to_string(d));
             const AttentionPlan bplan = plan_attention<float>(p, Pass::backward, {}, opts);
             const Tiling& btiling = bplan.tiling;

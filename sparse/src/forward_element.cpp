@@ -159,20 +159,13 @@ void row_block(const ForwardArgs<Scalar>& a,
         io.release(panel);
     }
     if constexpr (Counter::kComputes) {
-        for (std::int64_t x = 0; x < r; ++x) { // O = O / l, L = ln 2 (m + log2 l)
-            Scalar* out = a.o.row(b, h, i0 + x);
-            const Scalar* ox = w.o + x * w.pdv;
-            if (w.l[x] == Scalar(0)) { // no key: O = 0 (one test per row, so the loop vectorizes)
-                std::fill(out, out + p.d_v, Scalar(0));
-            } else {
-                const Scalar inv = Scalar(1) / w.l[x];
-                for (std::int64_t z = 0; z < p.d_v; ++z)
-                    out[z] = ox[z] * inv;
-            }
-            *a.lse.row(b, h, i0 + x) =
-                w.l[x] == Scalar(0) ? kNegInf<Scalar>
-                                    : Scalar(0.6931471805599453) * (w.m[x] + std::log2(w.l[x]));
-        }
+        for (std::int64_t x = 0; x < r; ++x) // O = O / l, L = ln 2 (m + log2 l)
+            detail::finish_row(w.o + x * w.pdv,
+                               w.m[x],
+                               w.l[x],
+                               p.d_v,
+                               a.o.row(b, h, i0 + x),
+                               a.lse.row(b, h, i0 + x));
     }
     io.write({Operand::o, slice, i0, r, 0, p.d_v});
     io.write({Operand::lse, slice, i0, r, 0, 1});

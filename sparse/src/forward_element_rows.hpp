@@ -11,6 +11,7 @@
 #include <ioattn/sparse/forward.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -46,6 +47,22 @@ struct ForwardState {
         l = m + w.pad(rows);
     }
 };
+
+/// Writes one row's O = o / l and L = ln 2 (m + log2 l) from its online softmax state (m in
+/// base 2); a row that saw no key (l = 0): O = 0 (not 0 * a NaN of o), L = -inf.
+template <typename Scalar>
+inline void
+finish_row(const Scalar* o, Scalar m, Scalar l, std::int64_t d_v, Scalar* out, Scalar* lse) {
+    if (l == Scalar(0)) { // one test per row, so the loop below vectorizes
+        std::fill(out, out + d_v, Scalar(0));
+        *lse = kNegInf<Scalar>;
+        return;
+    }
+    const Scalar inv = Scalar(1) / l;
+    for (std::int64_t z = 0; z < d_v; ++z)
+        out[z] = o[z] * inv;
+    *lse = Scalar(0.6931471805599453) * (m + std::log2(l));
+}
 
 /// One batch of nk <= 2 kLanes keys (K rows kr, V rows vr) for one row: s = q . K_j, the
 /// online softmax step (one max, one rescale, one exp per vector) and O = alpha O + P V.

@@ -183,6 +183,10 @@ void row_block(const ForwardArgs<Scalar>& a,
     bool narrow = false;  // or the block's few rows share batches of keys (narrow_block)
     if constexpr (Counter::kComputes) {
         w = Scratch<Scalar>(base, p, t);
+        const bool dense = src.k.sparse == nullptr && src.v.sparse == nullptr;
+        narrow = detail::narrow_rows<Scalar>(s, i0, r, nk, dense && src.q.sparse == nullptr, maps);
+    }
+    if (Counter::kComputes && !narrow) { // the tile path's state (narrow_block keeps its own)
         w.rows = pointers;
         n_vec = lane_padded(r) / Simd<Scalar>::kLanes; // the block's rows, not Br's
         const auto qs = static_cast<Scalar>(p.scale * kernels::kLog2e);
@@ -191,9 +195,8 @@ void row_block(const ForwardArgs<Scalar>& a,
         std::fill(w.m, w.m + w.rp, -std::numeric_limits<Scalar>::infinity());
         std::fill(w.l, w.l + w.rp, Scalar(0));
         cur = detail::row_cursors(plan, i0, r, cursor);
-        const bool dense = src.k.sparse == nullptr && src.v.sparse == nullptr;
-        narrow = detail::narrow_rows<Scalar>(s, i0, r, nk, dense && src.q.sparse == nullptr, maps);
-        stagger = dense && !narrow && detail::may_stagger<Scalar>(cur, r);
+        stagger = src.k.sparse == nullptr && src.v.sparse == nullptr &&
+                  detail::may_stagger<Scalar>(cur, r);
     }
     for (std::int64_t y0 = 0, c = 0; y0 < nk; y0 += c) {
         c = detail::chunk_length(keys.data(), nk, y0, t.cols); // runs in place (plan.hpp)

@@ -82,15 +82,8 @@ void narrow_block(const ForwardArgs<Scalar>& a,
         l[x] = Scalar(0);
     }
     detail::shared_rows(a, b, g, keys.data(), std::ssize(keys), r, q, p.d, o, pv, m, l);
-    for (std::int64_t x = 0; x < r; ++x) {
-        Scalar* out = a.o.row(b, h, i0 + x);
-        const Scalar inv = l[x] == Scalar(0) ? Scalar(0) : Scalar(1) / l[x];
-        for (std::int64_t z = 0; z < p.d_v; ++z) // 0, not 0 * (a NaN of o) for a row without keys
-            out[z] = l[x] == Scalar(0) ? Scalar(0) : o[x * pv + z] * inv;
-        *a.lse.row(b, h, i0 + x) = l[x] == Scalar(0)
-                                       ? -std::numeric_limits<Scalar>::infinity()
-                                       : Scalar(0.6931471805599453) * (m[x] + std::log2(l[x]));
-    }
+    for (std::int64_t x = 0; x < r; ++x)
+        finish_row(o + x * pv, m[x], l[x], p.d_v, a.o.row(b, h, i0 + x), a.lse.row(b, h, i0 + x));
 }
 
 } // namespace IOATTN_ISA
