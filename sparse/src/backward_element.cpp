@@ -9,7 +9,8 @@
 //       rows of the block's distinct keys there                          n_p*(d + d_v)
 //       and the indices the rows' walks read there (PanelVisit::reads)        reads_p*iw
 //       per row, per batch of its keys: s = q . K_j, dP = dO . V_j, P = 2^(s - L),
-//       dS = P o (dP - D), dQ += dS K_j
+//       dS = P o (dP - D), dQ += dS K_j (rows of at most kShortRun keys there in batches of
+//       kLanes rows with runs of one length, lane k = row k: backward_element_rows.hpp)
 //     [accumulate: read dQ]; write scale dQ (+ dQ)                        r*d
 //   sweep K, parallel for each (kv head, key block of Omega^T) (c keys):
 //     read K, V rows                                                      c*(d + d_v)
@@ -17,7 +18,7 @@
 //       read Q, dO rows, (L, D) of the block's distinct queries there     n_p*(d + d_v + 2)
 //       and the indices of Omega^T the keys' walks read there              reads_p*iw
 //       per key, per batch of its queries: s, dP, P, dS as above (L, D gathered),
-//       dV += P dO_i, dK += dS Q_i
+//       dV += P dO_i, dK += dS Q_i (short runs batched as in sweep Q)
 //     [accumulate: read dK, dV]; write scale dK, dV (+ them)             c*(d + d_v)
 // Resident (line(n): n words padded to 64 bytes; iw words per index):
 //   sweep Q: r*(2 line(d) + line(d_v)) + 2 line(r) + line(r iw) + max(line(d_v) (one O row
@@ -48,7 +49,7 @@
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
 #include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
-#include "element_ops.hpp"
+#include "backward_element_rows.hpp"
 #include "validate.hpp"
 
 #include <ioattn/kernels/online_softmax.hpp>
@@ -59,34 +60,14 @@ namespace ioattn::sparse::IOATTN_ISA {
 
 namespace {
 
-using kernels::Simd;
-using kernels::Vec;
-
-/// Resident rows of one block: two rows of width d (x, its gradient) and one or two of d_v.
-template <typename Scalar>
-struct Rows {
-    std::int64_t pd = 0, pdv = 0;
-    Scalar *x = nullptr, *y = nullptr, *gx = nullptr, *gy = nullptr, *l2 = nullptr, *dd = nullptr;
-
-    static std::int64_t words(const Problem& p, std::int64_t rows) {
-        const auto w = detail::ElementWords::of(sizeof(Scalar));
-        return rows * (2 * w.pad(p.d) + 2 * w.pad(p.d_v)) + 2 * w.pad(rows);
-    }
-
-    Rows() = default;
-
-    Rows(Scalar* base, const Problem& p, std::int64_t rows) {
-        const auto w = detail::ElementWords::of(sizeof(Scalar));
-        pd = w.pad(p.d);
-        pdv = w.pad(p.d_v);
-        x = base;
-        gx = x + rows * pd;
-        y = gx + rows * pd;
-        gy = y + rows * pdv;
-        l2 = gy + rows * pdv;
-        dd = l2 + w.pad(rows);
-    }
-};
+using detail::key_row;
+using detail::key_rows;
+using detail::kShortRun;
+using detail::query_row;
+using detail::query_rows;
+using detail::Rows;
+using detail::ShortBatches;
+using detail::ShortRows;
 
 /// rows[0, n) of a view scaled into t (n x ld, zero-padded to ld).
 template <typename Scalar>
@@ -150,8 +131,6 @@ void query_block(const BackwardArgs<Scalar>& a,
                  Scalar* base,
                  std::int64_t* cursor,
                  Counter& io) {
-    constexpr int kL = Simd<Scalar>::kLanes;
-    constexpr auto kB = static_cast<std::size_t>(2 * kL);
     const Problem& p = a.problem;
     const auto words = detail::ElementWords::of(sizeof(Scalar));
     const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
@@ -191,30 +170,18 @@ void query_block(const BackwardArgs<Scalar>& a,
         if constexpr (Counter::kComputes) {
             const Scalar* kb = a.k.row(b, g, 0);
             const Scalar* vb = a.v.row(b, g, 0);
+            ShortBatches<Scalar> short_runs;
+            const auto run_batch = [&](const ShortRows<Scalar>& batch) {
+                query_rows(a, kb, vb, batch, w);
+            };
             for (std::int64_t x = 0; x < r; ++x) {
                 const auto [keys, n] = next_run(s, i0 + x, p1, cursor[x]);
-                const Scalar* q = w.x + x * w.pd;
-                const Scalar* d_o = w.y + x * w.pdv;
-                Scalar* dq = w.gx + x * w.pd;
-                const Vec<Scalar> l2 = kernels::splat<Scalar>(w.l2[x]);
-                const Vec<Scalar> dd = kernels::splat<Scalar>(w.dd[x]);
-                const Scalar* kr[kB];
-                const Scalar* vr[kB];
-                alignas(64) Scalar ds[kB];
-                for (std::int64_t k0 = 0; k0 < n; k0 += 2 * kL) {
-                    const std::int64_t nk = std::min<std::int64_t>(2 * kL, n - k0);
-                    for (std::int64_t k = 0; k < nk; ++k) {
-                        kr[k] = kb + keys[k0 + k] * a.k.stride_row;
-                        vr[k] = vb + keys[k0 + k] * a.v.stride_row;
-                    }
-                    // --- P = 2^(s - L), dS = P o (dO . V_j - D), dQ += dS K_j ---
-                    const auto sc = detail::pair_dots(q, kr, nk, p.d, Scalar(0));
-                    const auto dp = detail::pair_dots(d_o, vr, nk, p.d_v, Scalar(0));
-                    kernels::store(ds, kernels::exp2_diff<Scalar>(sc.lo, l2) * (dp.lo - dd));
-                    kernels::store(ds + kL, kernels::exp2_diff<Scalar>(sc.hi, l2) * (dp.hi - dd));
-                    detail::pair_axpy(dq, static_cast<const Scalar*>(nullptr), ds, kr, nk, p.d);
-                }
+                if (n > kShortRun)
+                    query_row(a, kb, vb, keys, n, w, x);
+                else if (n > 0)
+                    short_runs.add(x, keys, n, run_batch);
             }
+            short_runs.flush(run_batch);
         }
         io.release(panel);
     }
@@ -238,8 +205,6 @@ void key_block(const BackwardArgs<Scalar>& a,
                Scalar* base,
                std::int64_t* cursor,
                Counter& io) {
-    constexpr int kL = Simd<Scalar>::kLanes;
-    constexpr auto kB = static_cast<std::size_t>(2 * kL);
     const Problem& p = a.problem;
     const auto words = detail::ElementWords::of(sizeof(Scalar));
     const std::int64_t b = kv / p.kv_heads, g = kv % p.kv_heads;
@@ -273,44 +238,18 @@ void key_block(const BackwardArgs<Scalar>& a,
             if constexpr (Counter::kComputes) {
                 const Scalar* qb = a.q.row(b, h, 0);
                 const Scalar* ob = a.d_o.row(b, h, 0);
+                ShortBatches<Scalar> short_runs;
+                const auto run_batch = [&](const ShortRows<Scalar>& batch) {
+                    key_rows(a, qb, ob, pairs, batch, w);
+                };
                 for (std::int64_t y = 0; y < c; ++y) {
                     const auto [queries, n] = next_run(st, j0 + y, p1, cursor[y]);
-                    const Scalar* k = w.x + y * w.pd;
-                    const Scalar* vv = w.y + y * w.pdv;
-                    Scalar* dk = w.gx + y * w.pd;
-                    Scalar* dv = w.gy + y * w.pdv;
-                    const Scalar* qr[kB];
-                    const Scalar* dor[kB];
-                    alignas(64) Scalar l2[kB];
-                    alignas(64) Scalar dd[kB];
-                    alignas(64) Scalar pr[kB];
-                    alignas(64) Scalar ds[kB];
-                    for (std::int64_t k0 = 0; k0 < n; k0 += 2 * kL) {
-                        const std::int64_t nq = std::min<std::int64_t>(2 * kL, n - k0);
-                        for (std::int64_t x = 0; x < 2 * kL; ++x) { // L, D of the batch's queries
-                            const bool in = x < nq;
-                            const std::int64_t i = in ? queries[k0 + x] : 0;
-                            qr[x] = qb + i * a.q.stride_row;
-                            dor[x] = ob + i * a.d_o.stride_row;
-                            l2[x] = in ? pairs[2 * i] : std::numeric_limits<Scalar>::infinity();
-                            dd[x] = in ? pairs[2 * i + 1] : Scalar(0);
-                        }
-                        // --- P, dS as in sweep Q; dV += P dO_i, dK += dS Q_i ---
-                        const auto sc = detail::pair_dots(k, qr, nq, p.d, Scalar(0));
-                        const auto dp = detail::pair_dots(vv, dor, nq, p.d_v, Scalar(0));
-                        const Vec<Scalar> p_lo =
-                            kernels::exp2_diff<Scalar>(sc.lo, kernels::load(l2));
-                        const Vec<Scalar> p_hi =
-                            kernels::exp2_diff<Scalar>(sc.hi, kernels::load(l2 + kL));
-                        kernels::store(pr, p_lo);
-                        kernels::store(pr + kL, p_hi);
-                        kernels::store(ds, p_lo * (dp.lo - kernels::load(dd)));
-                        kernels::store(ds + kL, p_hi * (dp.hi - kernels::load(dd + kL)));
-                        detail::pair_axpy(
-                            dv, static_cast<const Scalar*>(nullptr), pr, dor, nq, p.d_v);
-                        detail::pair_axpy(dk, static_cast<const Scalar*>(nullptr), ds, qr, nq, p.d);
-                    }
+                    if (n > kShortRun)
+                        key_row(a, qb, ob, pairs, queries, n, w, y);
+                    else if (n > 0)
+                        short_runs.add(y, queries, n, run_batch);
                 }
+                short_runs.flush(run_batch);
             }
             io.release(panel);
         }

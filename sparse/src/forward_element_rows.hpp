@@ -5,6 +5,7 @@
 
 #include "element_ops.hpp"
 #include "element_plan.hpp"
+#include "short_runs.hpp"
 
 #include <ioattn/kernels/online_softmax.hpp>
 #include <ioattn/kernels/tile.hpp>
@@ -158,59 +159,6 @@ void run_row(const ForwardArgs<Scalar>& a,
     m_row = m;
     l_row = l;
 }
-
-/// Rows whose run of keys in a panel is at most this long go through run_rows, kLanes rows of
-/// one run length at a time. Measured on the AVX-512 Zen 5 machine, N = 16384, d = 64,
-/// 2 threads, medians of 5 alternated `ioattn run --pattern P --schedule fused --repeat 5`
-/// against every row through run_row: random:0.000183 (3 keys a row) 1.40x, powerlaw:32 1.21x,
-/// bigbird:64:2:3 1.09x, random:0.02 0.97x-1.03x. Up to 8 keys, and rows of different run
-/// lengths in one batch (idle lanes), were slower on powerlaw:32 (0.89x-0.96x).
-constexpr std::int64_t kShortRun = 4;
-
-/// Up to kLanes rows of a block, each with a run of n keys in the panel.
-template <typename Scalar>
-struct ShortRows {
-    static constexpr int kL = Simd<Scalar>::kLanes;
-    static constexpr auto kN = static_cast<std::size_t>(kL);
-    std::int64_t n = 0;           // keys per row
-    int count = 0;                // rows
-    std::int64_t x[kN];           // the rows, in the block
-    const std::int64_t* keys[kN]; // their runs
-};
-
-/// The block's rows with short runs in a panel, one batch per run length (no lane idles): a
-/// batch runs when it fills, the rest at the panel's end (flush).
-template <typename Scalar>
-struct ShortBatches {
-    ShortRows<Scalar> by_length[kShortRun];
-
-    ShortBatches() {
-        for (std::int64_t n = 1; n <= kShortRun; ++n)
-            by_length[n - 1].n = n;
-    }
-
-    /// Row x's run of n <= kShortRun keys; run(batch) when its batch fills.
-    template <typename Run>
-    void add(std::int64_t x, const std::int64_t* keys, std::int64_t n, Run&& run) {
-        ShortRows<Scalar>& batch = by_length[n - 1];
-        batch.x[batch.count] = x;
-        batch.keys[batch.count] = keys;
-        if (++batch.count == ShortRows<Scalar>::kL) {
-            run(batch);
-            batch.count = 0;
-        }
-    }
-
-    /// run(batch) for every batch holding rows.
-    template <typename Run>
-    void flush(Run&& run) {
-        for (ShortRows<Scalar>& batch : by_length)
-            if (batch.count > 0) {
-                run(batch);
-                batch.count = 0;
-            }
-    }
-};
 
 /// The rows of `rows` over their runs, lane k = row k: the t-th keys of all rows in one batch
 /// (one dot product each and one transposing reduction) for every t, the softmax of every row

@@ -3,7 +3,8 @@
 // seen by no row with NaN in its rows, n_q != n_k, d not a multiple of the vector width), the
 // error rule in float, central finite differences on a tiny case, exact I/O (counted ==
 // closed form == dry run, peak <= M, CapacityError one word short), determinism across thread
-// counts and panel sizes that cut rows, and the documented throws.
+// counts, panel sizes that cut rows and the rows batched beside a short one, and the documented
+// throws.
 
 #include "brute_force.hpp"
 #include "kernel_case.hpp"
@@ -157,6 +158,66 @@ TEMPLATE_TEST_CASE("backward_element agrees with the reference",
                         sp::backward_element(c.backward(), support, t, kAmple, io);
                     });
             }
+}
+
+TEMPLATE_TEST_CASE("backward_element: rows and keys of a few pairs, batched by run length",
+                   "[sparse][element][backward]",
+                   float,
+                   double) {
+    // As the forward's: full and partial batches of short runs in both sweeps (rows over keys,
+    // keys over queries), mixed with long runs (global rows and keys) and panels that cut runs.
+    for (const char* spec : {"random:0.04", "global:3+random:0.03", "window:1"})
+        for (const std::int64_t d : {7, 64})
+            for (const Tiling t : {Tiling{Schedule::fused, 96, 512},
+                                   Tiling{Schedule::fused, 64, 16},
+                                   Tiling{Schedule::fused, 48, 5}}) {
+                CAPTURE(spec, d, t.rows, t.cols);
+                const Problem p = sp::test::backward_shape(150, 120, d);
+                sp::test::check_backward_agrees<TestType>(
+                    p,
+                    sp::parse_pattern(spec, 150, 120, 5),
+                    4,
+                    [&](Case<TestType>& c, const Support& support) {
+                        NullCounter io;
+                        sp::backward_element(c.backward(), support, t, kAmple, io);
+                    });
+            }
+}
+
+TEST_CASE("backward_element: a row's dQ does not depend on the rows batched beside it",
+          "[sparse][element][backward][determinism]") {
+    // Every row sees 1-4 keys, so sweep Q batches them 16 to a vector; dropping every third
+    // row changes every batch's members and lengths, never a kept row's pairs, L, D or dQ.
+    const std::int64_t n = 120;
+    const auto sees = [](std::int64_t i, std::int64_t j) { // 1 + i % 4 keys: 5 i + 31 t mod n
+        for (std::int64_t t = 0; t <= i % 4; ++t)
+            if (j == (5 * i + 31 * t) % n)
+                return true;
+        return false;
+    };
+    const Support all = sp::test::from_predicate(n, n, sees);
+    const Support kept = sp::test::from_predicate(
+        n, n, [&](std::int64_t i, std::int64_t j) { return i % 3 != 1 && sees(i, j); });
+    const Problem p = sp::test::backward_shape(n, n, 64);
+    Case<float> a(p, 9), b(p, 9);
+    sp::test::run_forward_reference(a, all);
+    sp::test::run_forward_reference(b, kept);
+    for (auto [c, s] : {std::pair{&a, &all}, std::pair{&b, &kept}}) {
+        NullCounter io;
+        sp::backward_element(c->backward(), *s, Tiling{Schedule::fused, 96, 512}, kAmple, io);
+    }
+    std::int64_t compared = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+        if (i % 3 == 1)
+            continue;
+        CAPTURE(i);
+        REQUIRE(all.row(i).size() == static_cast<std::size_t>(1 + i % 4));
+        for (std::int64_t z = 0; z < p.d; ++z)
+            CHECK(a.d_q[static_cast<std::size_t>(i * p.d + z)] ==
+                  b.d_q[static_cast<std::size_t>(i * p.d + z)]);
+        ++compared;
+    }
+    CHECK(compared == 80);
 }
 
 TEST_CASE("backward_element matches central finite differences", "[sparse][element][backward]") {
