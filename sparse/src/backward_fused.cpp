@@ -3,18 +3,24 @@
 // is on the full pattern). Per (batch, head): dQ, dK, dV of O = softmax(scale*Q K^T on Omega) V.
 // Reference: backward_reference.cpp. R = tiling.rows (resident block, also cut by nonzeros),
 // C = tiling.cols, G = backward_dq_groups(problem, key blocks of Omega^T's plan).
-//   pass 0, parallel for each query block i: read O_i, dO_i; D_i = rowsum(dO_i o O_i); write D_i
-//   pass A, parallel for each (kv head, group g): for each key block j of group g (its runs
-//     of consecutive blocks of Omega^T's plan, runs g, g + G, .. of 4 G holding about the
-//     same entries each: group_runs in plan.hpp), in order: read K_j, V_j
+//   pass 0, parallel for each query block i: read O_i, dO_i; D_i = rowsum(dO_i o O_i); write D_i;
+//     the pairs of the folded key blocks with i's rows (at most 4 heavy keys, global keys:
+//     folded_keys.hpp, folded_pass.hpp): read their K, V rows and the rows' Q, L; write dS
+//     per pair and partial dK, dV
+//   pass A, parallel for each (kv head, group g): for each key block j of group g, not folded
+//     (its runs of consecutive blocks of Omega^T's plan, runs g, g + G, .. of 4 G holding the
+//     same entries each, about: group_runs in plan.hpp), in order: read K_j, V_j
 //     for each query head of the group, for each chunk of C queries that see a key of j:
 //       read (gather) Q, dO rows, L, D;  S = scale Q K_j^T on Omega; P = exp(S - L)
 //       dV_j += P^T dO; dP = dO V_j^T; dS = P o (dP - D); dK_j += scale dS^T Q
 //       dQ^g rows += scale dS K_j: a row that group g has reached before is read, added and
 //       written, a row it reaches for the first time only written
 //     write dK_j, dV_j
+//   the folds' merge, parallel for each (kv head, folded block): read its partials; write
+//     dK, dV (the sums over the group's heads, then the query blocks in order)
 //   pass R, parallel for each query block i: read the partials dQ^g of the rows g reached;
-//     dQ_i = their sum in group order (0 for a row no group reached); write dQ_i
+//     dQ_i = their sum in group order (0 for a row no group reached), + the folded blocks'
+//     dS (scale K) (read K rows and dS); write dQ_i
 // Resident: Tiling::resident_words(p, backward, Kernels::sparse) <= M: max(pass 0:
 //   r(2 d_v + 1); pass A: the scratch below at lane_padded lanes, the rows streamed at a time
 //   and the indices walked (tiling.cpp); pass R: 2 r d). Pass A also reads, per query head,
@@ -24,13 +30,16 @@
 // I/O = io_cost_backward_fused, per head with S = sum_j |queries(j)| and F the rows reached for
 //   the first time by their group: reads 2 n_q d_v + S (d + d_v + 2) + (S - F) d + F d (pass
 //   R), writes n_q (D) + S d (partials) + n_q d (dQ); and n_k (d + d_v) read and written per kv
-//   head. With the full or causal pattern it equals ioattn::io_cost_backward_fused.
+//   head; a folded block moves fold_segment_words per segment and query head instead of its
+//   pass-A words (S, F, the K, V reads and the index words without it). With the full or causal
+//   pattern (nothing folds) it equals ioattn::io_cost_backward_fused.
 // Masked entries: P = dS = 0; a gathered chunk, or a resident K block, with a non-finite value
 // multiplies only allowed pairs. A chunk whose key vectors see spans of it that differ enough
 // (a band's diagonal, a causal block) computes S, dP, P, dS, dV and dK per vector span
 // (staggered_chunk.hpp: the same results; dQ = dS K over the same spans, staggered_dq). A
-// key block of at most kLanes / 4 keys (global keys, a block of their own: row_blocks) runs
-// its chunks pair by pair with the queries as lanes (narrow_chunk.hpp: the same sums).
+// key block of at most kLanes / 4 keys (global keys, a block of their own: row_blocks) that
+// does not fold (sparse inputs, maps) runs its chunks pair by pair with the queries as lanes
+// (narrow_chunk.hpp: the same sums).
 // One task per (kv head, group); no atomics; thread-count invariant.
 // Sparse inputs (Q, K, V as CSR rows over d, SparseInputs): each read of a sparse operand's
 // rows counts their stored words (nnz instead of d or d_v per row; io_cost_backward_fused with
@@ -41,8 +50,9 @@
 // O, L, dO, dQ rows through maps.rows, K, V, dK, dV rows through maps.keys; its I/O adds the
 // order indices (variant_parts.hpp).
 // Tests: tests/sparse/backward_test.cpp, sparse_inputs_test.cpp, variants_test.cpp,
-// staggered_test.cpp, narrow_test.cpp
+// staggered_test.cpp, narrow_test.cpp, folded_test.cpp
 
+#include "folded_keys.hpp"
 #include "plan.hpp"
 
 #include <ioattn/kernels/workspace.hpp>
@@ -61,6 +71,7 @@
 // The kernels it uses, compiled for that instruction set:
 #include "backward_fused_parts.hpp"
 #include "backward_fused_passes.hpp"
+#include "folded_pass.hpp"
 #include "narrow_chunk.hpp"
 #include "row_products.hpp"
 #include "staggered_chunk.hpp"
@@ -271,6 +282,13 @@ void backward_fused(const BackwardArgs<Scalar>& args,
     const std::int64_t resident = tiling.resident_words(p, Pass::backward, Kernels::sparse);
     const std::int64_t qb = qplan.blocks(), kb = kplan.blocks();
     const std::int64_t groups = backward_dq_groups(p, kb);
+    const detail::Folds folds = detail::fold_plan( // key blocks whose pairs pass 0 computes
+        p,
+        transposed,
+        qplan,
+        kplan,
+        resident,
+        !detail::any_sparse(inputs) && maps.rows == nullptr && maps.keys == nullptr);
     const int workers = Counter::kComputes ? max_concurrency() : 0;
     CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
     const kernels::Workspace<Scalar> delta(Counter::kComputes ? 1 : 0, p.batch_heads() * p.n_q);
@@ -283,11 +301,15 @@ void backward_fused(const BackwardArgs<Scalar>& args,
         rows * dw,
         false);
     const kernels::Workspace<std::uint8_t> reached(1, rows);
+    const detail::FoldRun<Scalar> fold(p, folds, Counter::kComputes, workers);
     alloc.allocate();
     const Partials<Scalar> dq{
         groups, dw, p.n_q, p.batch_heads(), partials.slab(0), reached.slab(0)};
-    parallel_for_counted(p.batch_heads() * qb, counter, [&](std::int64_t task, int, Counter& io) {
-        delta_block(a, qplan, task / qb, task % qb, delta.slab(0), maps, io);
+    parallel_for_counted(p.batch_heads() * qb, counter, [&](std::int64_t task, int w, Counter& io) {
+        const std::int64_t slice = task / qb, blk = task % qb;
+        delta_block(a, qplan, slice, blk, delta.slab(0), maps, io, [&](Counter& fio) {
+            fold.pass0(a, transposed, kplan, slice, blk, delta.slab(0), w, fio);
+        });
     });
     const std::vector<std::int64_t> cuts = detail::group_runs(kplan, groups);
     parallel_for_counted( // group g takes its runs of key blocks in order
@@ -295,6 +317,8 @@ void backward_fused(const BackwardArgs<Scalar>& args,
         counter,
         [&](std::int64_t task, int worker, Counter& io) {
             detail::for_group_blocks(cuts, groups, task % groups, [&](std::int64_t j) {
+                if (folds.is_folded(j))
+                    return; // pass 0 computed its pairs
                 key_block(a,
                           src,
                           transposed,
@@ -312,8 +336,14 @@ void backward_fused(const BackwardArgs<Scalar>& args,
                           io);
             });
         });
-    parallel_for_counted(p.batch_heads() * qb, counter, [&](std::int64_t task, int, Counter& io) {
-        reduce_block(a, qplan, task / qb, task % qb, dq, maps, io);
+    parallel_for_counted(fold.merges(), counter, [&](std::int64_t t, int w, Counter& io) {
+        fold.merge(a, kplan, t, w, io);
+    });
+    parallel_for_counted(p.batch_heads() * qb, counter, [&](std::int64_t task, int w, Counter& io) {
+        const std::int64_t slice = task / qb, blk = task % qb;
+        reduce_block(a, qplan, slice, blk, dq, maps, io, [&](Counter& fio) {
+            fold.reduce(a, transposed, kplan, slice, blk, w, fio);
+        });
     });
 }
 

@@ -19,15 +19,17 @@
 namespace ioattn::sparse::detail {
 inline namespace IOATTN_ISA {
 
-// --- pass 0: D_i = rowsum(dO_i o O_i) ---
-template <typename Scalar, typename Counter>
+// --- pass 0: D_i = rowsum(dO_i o O_i); then fold(io), the folded key blocks' pairs of the
+// block's rows (folded_pass.hpp) while its D rows are resident ---
+template <typename Scalar, typename Counter, typename Fold>
 void delta_block(const BackwardArgs<Scalar>& a,
                  const FusedPlan& plan,
                  std::int64_t slice,
                  std::int64_t blk,
                  Scalar* delta,
                  const Maps& maps,
-                 Counter& io) {
+                 Counter& io,
+                 const Fold& fold) {
     const Problem& p = a.problem;
     const std::int64_t b = slice / p.heads, h = slice % p.heads;
     const std::int64_t i0 = plan.row0(blk), r = plan.rows(blk);
@@ -40,19 +42,22 @@ void delta_block(const BackwardArgs<Scalar>& a,
         for (std::int64_t x = 0; x < r; ++x)
             delta[slice * p.n_q + i0 + x] = kernels::row_delta(
                 a.o.row(b, h, maps.row(i0 + x)), a.d_o.row(b, h, maps.row(i0 + x)), p.d_v);
+    fold(io);
     io.write({Operand::delta, slice, i0, r, 0, 1});
     io.release(r * (2 * p.d_v + 1));
 }
 
-// --- pass R: dQ_i = the partial sums of the groups that reached each row, in group order ---
-template <typename Scalar, typename Counter>
+// --- pass R: dQ_i = the partial sums of the groups that reached each row, in group order;
+// then fold(io) adds the folded key blocks' terms ---
+template <typename Scalar, typename Counter, typename Fold>
 void reduce_block(const BackwardArgs<Scalar>& a,
                   const FusedPlan& plan,
                   std::int64_t slice,
                   std::int64_t blk,
                   const kernels::DqPartials<Scalar>& dq,
                   const Maps& maps,
-                  Counter& io) {
+                  Counter& io,
+                  const Fold& fold) {
     const Problem& p = a.problem;
     const std::int64_t b = slice / p.heads, h = slice % p.heads;
     const std::int64_t i0 = plan.row0(blk), r = plan.rows(blk);
@@ -74,6 +79,7 @@ void reduce_block(const BackwardArgs<Scalar>& a,
                     std::transform(out, out + p.d, dq.row(g, slice, x), out, std::plus<>());
         }
     }
+    fold(io);
     io.write({Operand::d_q, slice, i0, r, 0, p.d});
     io.release(2 * r * p.d);
 }

@@ -2,6 +2,7 @@
 // backward_materialized from the structure (and the sparse inputs' stored words), the formulas
 // stated in those files' opening blocks.
 
+#include "folded_keys.hpp"
 #include "plan.hpp"
 #include "row_source.hpp"
 #include "tile_rule.hpp"
@@ -16,32 +17,54 @@
 namespace ioattn::sparse {
 
 template <typename Scalar>
-IoReport io_cost_backward_fused(const Problem& problem,
-                                const Support& support,
-                                const SparseInputs<Scalar>& inputs,
-                                const Tiling& tiling) {
+IoReport detail::io_cost_backward_fused(const Problem& problem,
+                                        const Support& support,
+                                        const SparseInputs<Scalar>& inputs,
+                                        const Tiling& tiling,
+                                        bool may_fold) {
     const Problem p = problem.resolved("ioattn::sparse::io_cost_backward_fused");
     if (support.n_q() != p.n_q || support.n_k() != p.n_k || tiling.schedule != Schedule::fused)
         throw InvalidArgument("ioattn::sparse::io_cost_backward_fused: support or tiling does not "
                               "match the problem");
     const auto [q, k, v] =
         detail::shape_operands(p, inputs, "ioattn::sparse::io_cost_backward_fused");
+    const Support& st = support.transposed();
     const detail::FusedPlan& qplan = support.cached_fused_plan(tiling.rows);
-    const detail::FusedPlan& kplan = support.transposed().cached_fused_plan(tiling.rows);
+    const detail::FusedPlan& kplan = st.cached_fused_plan(tiling.rows);
+    const std::int64_t resident = tiling.resident_words(p, Pass::backward, Kernels::sparse);
+    const detail::Folds folds =
+        detail::fold_plan(p, st, qplan, kplan, resident, may_fold && !detail::any_sparse(inputs));
     // the dQ partials, the same in every slice: each streamed row is written, and read once:
     // in pass A when its group reached it before, else in pass R (whatever the grouping)
-    std::int64_t partial_words = 0;
-    for (std::int64_t j = 0; j < kplan.blocks(); ++j)
-        partial_words += static_cast<std::int64_t>(kplan.keys_of(j).size());
+    std::int64_t partial_words = 0, folded_keys = 0;
+    for (std::int64_t j = 0; j < kplan.blocks(); ++j) {
+        if (folds.is_folded(j))
+            folded_keys += kplan.rows(j);
+        else
+            partial_words += static_cast<std::int64_t>(kplan.keys_of(j).size());
+    }
     const std::int64_t partial_reads = partial_words;
+    // the folds, per slice (folded_keys.hpp): pass 0 reads K, V, the queries' Q and L and the
+    // walks, writes the dS slots and the partial dK, dV; pass R reads scale K, the slots and
+    // the walks; the merge reads every partial
+    std::int64_t fold_reads = 0, fold_writes = 0;
+    for (const detail::FoldSegment& s : folds.segments) {
+        const std::int64_t rk = kplan.rows(s.block), n = s.end - s.begin;
+        const std::int64_t writes = n * rk + rk * (p.d + p.d_v); // slots, partials
+        fold_writes += writes;
+        fold_reads +=
+            detail::fold_segment_words(p, rk, n, s.walk * kIndexReadWords<Scalar>) - writes;
+    }
     // dense operands cost the same in every slice: count one and multiply
     const std::int64_t slices = detail::any_sparse(inputs) ? p.batch_heads() : 1;
     std::int64_t reads = 0, peak = 0;
     for (std::int64_t slice = 0; slice < slices; ++slice) {
         const std::int64_t b = slice / p.heads, h = slice % p.heads;
         // pass 0: O, dO; pass A: the streamed queries' Q, dO, L, D rows; the partials
-        reads += 2 * p.n_q * p.d_v + partial_reads * p.d;
+        reads += 2 * p.n_q * p.d_v + partial_reads * p.d + fold_reads;
         for (std::int64_t j = 0; j < kplan.blocks(); ++j) {
+            if (folds.is_folded(j))
+                continue;
             const auto queries = kplan.keys_of(j);
             reads += static_cast<std::int64_t>(queries.size()) * (p.d_v + 2);
             for (const std::int64_t i : queries)
@@ -50,22 +73,36 @@ IoReport io_cost_backward_fused(const Problem& problem,
     }
     reads *= p.batch_heads() / slices;
     for (std::int64_t j = 0; j < kplan.blocks(); ++j) // each query head walks the key block's
-        reads += p.batch_heads() * kplan.index_words<Scalar>(j); // indices (the transpose's)
+        if (!folds.is_folded(j))                      // indices (the transpose's)
+            reads += p.batch_heads() * kplan.index_words<Scalar>(j);
     for (std::int64_t i = 0; i < qplan.blocks(); ++i) {
         const std::int64_t r = qplan.rows(i);
         peak = std::max({peak, r * (2 * p.d_v + 1), 2 * r * p.d});
     }
     if (kplan.blocks() > 0)
-        peak = std::max(peak, tiling.resident_words(p, Pass::backward, Kernels::sparse));
+        peak = std::max(peak, resident);
     for (std::int64_t kv = 0; kv < p.batch * p.kv_heads; ++kv) { // pass A: K_j, V_j resident
         const std::int64_t b = kv / p.kv_heads, g = kv % p.kv_heads;
-        reads += k.words(b, g, 0, p.n_k) + v.words(b, g, 0, p.n_k);
+        reads += k.words(b, g, 0, p.n_k) + v.words(b, g, 0, p.n_k) -
+                 folded_keys * (p.d + p.d_v); // folds: dense inputs only
     }
     const std::int64_t kv_words = p.batch * p.kv_heads * p.n_k * (p.d + p.d_v);  // dK, dV
     const std::int64_t slice_writes = p.n_q + p.n_q * p.d + partial_words * p.d; // D, dQ, partials
-    return {reads, slice_writes * p.batch_heads() + kv_words, peak};
+    return {reads, (slice_writes + fold_writes) * p.batch_heads() + kv_words, peak};
 }
 
+template <typename Scalar>
+IoReport io_cost_backward_fused(const Problem& problem,
+                                const Support& support,
+                                const SparseInputs<Scalar>& inputs,
+                                const Tiling& tiling) {
+    return detail::io_cost_backward_fused(problem, support, inputs, tiling, true);
+}
+
+template IoReport detail::io_cost_backward_fused<float>(
+    const Problem&, const Support&, const SparseInputs<float>&, const Tiling&, bool);
+template IoReport detail::io_cost_backward_fused<double>(
+    const Problem&, const Support&, const SparseInputs<double>&, const Tiling&, bool);
 template IoReport io_cost_backward_fused<float>(const Problem&,
                                                 const Support&,
                                                 const SparseInputs<float>&,

@@ -15,6 +15,7 @@
 // Deterministic: the parts run one after the other, each thread-count invariant.
 // Tests: tests/sparse/variants_test.cpp
 
+#include "folded_keys.hpp"
 #include "variant_parts.hpp"
 
 #include <ioattn/sparse/backward.hpp>
@@ -67,7 +68,14 @@ IoReport io_cost_split(const Problem& problem, const VariantParts& parts, const 
     IoReport r;
     if (tile)
         r = fwd ? io_cost_forward_fused(problem, parts.tile, SparseInputs<Scalar>{}, plan.tile)
-                : io_cost_backward_fused(problem, parts.tile, SparseInputs<Scalar>{}, plan.tile);
+                : io_cost_backward_fused(
+                      problem,
+                      parts.tile,
+                      SparseInputs<Scalar>{},
+                      plan.tile,
+                      // a reordered problem read in place (permuted.cpp:
+                      // every pair in tiles) goes through Maps: no folds
+                      !(parts.element.z_qk() == 0 && (plan.rows_reordered || plan.keys_reordered)));
     if (parts.element.z_qk() > 0)
         r = in_sequence(
             r,

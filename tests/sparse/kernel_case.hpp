@@ -8,6 +8,7 @@
 #include <ioattn/problem.hpp>
 #include <ioattn/sparse/backward.hpp>
 #include <ioattn/sparse/forward.hpp>
+#include <ioattn/sparse/sparse_rows.hpp>
 #include <ioattn/sparse/support.hpp>
 #include <ioattn/view.hpp>
 
@@ -168,6 +169,22 @@ Case<double> reference_of(const Problem& p, const Case<T>& c, const Support& s) 
 }
 
 // --- shared by the backward kernels' tests -------------------------------------------------------
+
+/// Every entry of a row-major matrix as CSR rows (zeros and NaN stored too): an operand given
+/// as sparse input that holds what the dense one does, so that a kernel takes its sparse-input
+/// paths on the same values (the backward's narrow key blocks, which fold into pass 0 only
+/// with dense inputs: folded_keys.hpp).
+template <typename T>
+ioattn::sparse::SparseRows<T> all_stored(const std::vector<T>& x, std::int64_t cols) {
+    const std::int64_t rows = static_cast<std::int64_t>(x.size()) / cols;
+    std::vector<std::int64_t> offsets{0}, indices;
+    for (std::int64_t i = 0; i < rows; ++i) {
+        for (std::int64_t j = 0; j < cols; ++j)
+            indices.push_back(j);
+        offsets.push_back(static_cast<std::int64_t>(indices.size()));
+    }
+    return {rows, cols, std::move(offsets), std::move(indices), x};
+}
 
 /// Runs the forward reference so that o and lse hold the forward's outputs.
 template <typename T>

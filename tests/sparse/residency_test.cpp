@@ -99,6 +99,9 @@ TEST_CASE("sparse fused: counted index words follow the plan's rule, in words of
             const auto f = counted<float>(pass, p, s, t, m);
             const auto d = counted<double>(pass, p, s, t, m);
             // data words are the same in both types; an index is 2 fp32 words, 1 fp64 word
+            // (the backward folds the global keys into passes 0 and R: their rows and query
+            // lists are intervals, so that the fold walks no index, as their simple block in
+            // pass A read none)
             const Support& walked = pass == Pass::forward ? s : s.transposed();
             CHECK(f.reads - d.reads == p.batch_heads() * index_entries(walked, t.rows));
             CHECK(f.writes == d.writes);
