@@ -290,6 +290,41 @@ void check_backward_agrees(const Problem& p, const Support& s, std::uint64_t see
     CHECK(max_error(c.d_v, ref.d_v) < tol);
 }
 
+/// Keys 0 and 1 see every query of 160 (global keys: a block of their own), except that key 1
+/// does not see query 70, whose Q row holds inf and NaN (a 9-key band besides).
+inline Support global_keys_but_one_query() {
+    return from_predicate(160, 160, [](std::int64_t q, std::int64_t k) {
+        return k == 0 || (k == 1 && q != 70) || (q - k <= 4 && k - q <= 4);
+    });
+}
+
+/// A backward kernel run by `run(c, s)` on global_keys_but_one_query keeps query 70's
+/// non-finite Q row from key 1: dK, dV of key 1 stay finite, key 0's are not, and every
+/// finite gradient agrees with the reference.
+template <typename T, typename Run>
+void check_global_key_hides_nonfinite_query(const Run& run) {
+    const std::int64_t n = 160, i = 70;
+    const Problem p = backward_shape(n, n, 5);
+    const Support s = global_keys_but_one_query();
+    Case<T> c(p, 11);
+    for (std::int64_t h = 0; h < p.heads; ++h) {
+        const auto at = static_cast<std::size_t>((h * n + i) * p.d);
+        c.q[at] = std::numeric_limits<T>::infinity();
+        c.q[at + 1] = std::numeric_limits<T>::quiet_NaN();
+    }
+    const Case<double> ref = reference_gradients(p, c, s, 11);
+    run(c, s);
+    check_kv_gradients_where_finite(c, ref);
+    std::int64_t key1_finite = 0; // the case is what it claims to be
+    for (const auto& [got, width] : {std::pair{&c.d_k, p.d}, std::pair{&c.d_v, p.d_v}})
+        for (std::size_t e = 0; e < got->size(); ++e)
+            key1_finite += static_cast<std::int64_t>(e) / width % n == 1 &&
+                                   std::isfinite(static_cast<double>((*got)[e]))
+                               ? 1
+                               : 0;
+    CHECK(key1_finite == p.kv_heads * (p.d + p.d_v));
+}
+
 /// Empty rows and a hidden key: on 16 x 12 with rows i % 3 == 0 empty and key 7 allowed to no
 /// query (NaN in its K and V rows), a backward kernel run by `run(c, s)` with at most 1 thread and
 /// with at most 2 gives bitwise equal gradients, dQ = 0 on the empty rows, no NaN anywhere, and

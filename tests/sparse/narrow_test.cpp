@@ -101,31 +101,9 @@ TEMPLATE_TEST_CASE("sparse backward_fused: a narrow key block keeps a non-finite
                    "[sparse][backward][narrow]",
                    float,
                    double) {
-    using T = TestType;
-    // keys 0 and 1 are global (a narrow block), except that key 1 does not see query 70,
-    // whose Q row holds inf and NaN: dK, dV of key 1 stay finite, key 0's are not
-    const std::int64_t n = 160, i = 70;
-    const Problem p = ioattn::sparse::test::backward_shape(n, n, 5);
-    const Support s =
-        ioattn::sparse::test::from_predicate(n, n, [](std::int64_t q, std::int64_t k) {
-            return k == 0 || (k == 1 && q != i) || (q - k <= 4 && k - q <= 4);
+    REQUIRE(first_key_block(ioattn::sparse::test::global_keys_but_one_query(), 64) == 2);
+    ioattn::sparse::test::check_global_key_hides_nonfinite_query<TestType>(
+        [](Case<TestType>& c, const Support& s) {
+            narrow_backward(c, s, Tiling{Schedule::fused, 64, 64});
         });
-    REQUIRE(first_key_block(s, 64) == 2);
-    Case<T> c(p, 11);
-    for (std::int64_t h = 0; h < p.heads; ++h) {
-        const auto at = static_cast<std::size_t>((h * n + i) * p.d);
-        c.q[at] = std::numeric_limits<T>::infinity();
-        c.q[at + 1] = std::numeric_limits<T>::quiet_NaN();
-    }
-    const Case<double> ref = ioattn::sparse::test::reference_gradients(p, c, s, 11);
-    narrow_backward(c, s, Tiling{Schedule::fused, 64, 64});
-    ioattn::sparse::test::check_kv_gradients_where_finite(c, ref);
-    std::int64_t key1_finite = 0; // the case is what it claims to be
-    for (const auto& [got, width] : {std::pair{&c.d_k, p.d}, std::pair{&c.d_v, p.d_v}})
-        for (std::size_t e = 0; e < got->size(); ++e)
-            key1_finite += static_cast<std::int64_t>(e) / width % n == 1 &&
-                                   std::isfinite(static_cast<double>((*got)[e]))
-                               ? 1
-                               : 0;
-    CHECK(key1_finite == p.kv_heads * (p.d + p.d_v));
 }
