@@ -16,9 +16,10 @@
 //     peak is unchanged)
 //   per (slice, query block i), per folded block R with queries in i (a segment: positions
 //     [begin, end) of R's query list): read K, V rows of R (rk rows), the segment's Q rows and
-//     L, the indices walked (the segment's queries and R's keys' pairs in it); write dS per
-//     (query, key) slot (rk per query, 0 outside Omega) and the partial dK, dV of R's rows
-//   pass R, per segment of block i: read scale K of R and the segment's dS slots
+//     L, the indices walked (FoldSegment::walk: the segment's queries unless consecutive, and
+//     the pairs there of R's keys whose rows are no interval); write dS per (query, key) slot
+//     (rk per query, 0 outside Omega) and the partial dK, dV of R's rows
+//   pass R, per segment of block i: read scale K of R, the segment's dS slots, the walk
 //   after pass A, per (kv head, R): read the partials of R's segments over the group's heads,
 //     write dK, dV of R
 // Tests: tests/sparse/folded_test.cpp
