@@ -14,7 +14,7 @@ is one word moved); every kernel writes its rows whole, as a streaming store wou
 
 Modes:
   --check   the assertions of the `cache` ctest on small shapes: for each schedule and pass,
-            dense and two sparse patterns, simulated traffic with the cache at 2M words within
+            dense and three sparse patterns, simulated traffic with the cache at 2M words within
             25% of the counted words and at 4M within 10% (sparse: at most that much above;
             see within()), and the crossover M under LRU (cache at 2M) within a factor 2 of
             the model's, and at each M of that sweep (and of one at d = 128, where the
@@ -279,7 +279,7 @@ def main():
     ap.add_argument("--check", action="store_true", help="the ctest assertions")
     ap.add_argument("--N", type=int, default=512)
     ap.add_argument("--d", type=int, default=32)
-    ap.add_argument("--patterns", default="dense,window:48,random:0.1",
+    ap.add_argument("--patterns", default="dense,window:48,random:0.1,bigbird:16:2:3",
                     help="dense and sparse specs (--check: N = 512; dense d = 16, M = 2048; "
                          "sparse d = 64, M = 8192)")
     ap.add_argument("--M-range", default="256:16384", help="powers of two lo:hi")
