@@ -23,7 +23,8 @@
 //     dS (scale K) (read K rows and dS); write dQ_i
 // Resident: Tiling::resident_words(p, backward, Kernels::sparse) <= M: max(pass 0:
 //   r(2 d_v + 1); pass A: the scratch below at lane_padded lanes, the rows streamed at a time
-//   and the indices walked (tiling.cpp); pass R: 2 r d). Pass A also reads, per query head,
+//   and the indices walked (tiling.cpp); pass R: 2 r d; a block folds only when passes 0 and
+//   R keep within it with the fold's words). Pass A also reads, per query head,
 //   the key block's indices of Omega^T (plan.index_reads: its query list unless one interval,
 //   each key row's queries outside its run of consecutive queries; 8 / sizeof(Scalar) words
 //   each)
