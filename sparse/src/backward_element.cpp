@@ -65,47 +65,13 @@ namespace {
 using detail::key_row;
 using detail::key_rows;
 using detail::kShortRun;
+using detail::load_rows;
 using detail::query_row;
 using detail::query_rows;
 using detail::Rows;
 using detail::ShortBatches;
 using detail::ShortRows;
-
-/// rows[0, n) of a view scaled into t (n x ld, zero-padded to ld).
-template <typename Scalar>
-void load_rows(const TensorView<const Scalar>& v,
-               std::int64_t b,
-               std::int64_t h,
-               std::int64_t i0,
-               std::int64_t n,
-               Scalar scale,
-               Scalar* t,
-               std::int64_t ld) {
-    for (std::int64_t x = 0; x < n; ++x) {
-        const Scalar* src = v.row(b, h, i0 + x);
-        for (std::int64_t z = 0; z < v.cols; ++z)
-            t[x * ld + z] = src[z] * scale;
-        std::fill(t + x * ld + v.cols, t + (x + 1) * ld, Scalar(0));
-    }
-}
-
-/// out rows = scale * acc (+ out when accumulating).
-template <typename Scalar>
-void store_rows(const TensorView<Scalar>& out,
-                std::int64_t b,
-                std::int64_t h,
-                std::int64_t i0,
-                std::int64_t n,
-                const Scalar* acc,
-                std::int64_t ld,
-                Scalar scale,
-                bool accumulate) {
-    for (std::int64_t x = 0; x < n; ++x) {
-        Scalar* o = out.row(b, h, i0 + x);
-        for (std::int64_t z = 0; z < out.cols; ++z)
-            o[z] = (accumulate ? o[z] : Scalar(0)) + scale * acc[x * ld + z];
-    }
-}
+using detail::store_rows;
 
 /// The run of keys (or queries) of row x of a block in the panel ending at p1: advances the
 /// row's cursor; returns the run and its length.

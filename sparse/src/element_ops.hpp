@@ -16,6 +16,7 @@
 
 #include <ioattn/kernels/simd.hpp>
 #include <ioattn/kernels/tile.hpp>
+#include <ioattn/view.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -197,6 +198,43 @@ inline void batch_axpy(T* acc, const T* alpha, const T* w, const T* const* rows,
         for (int k = 0; k < NK; ++k)
             o = kernels::fmadd(kernels::splat<T>(w[k]), load_partial(rows[k] + full, n - full), o);
         kernels::store(acc + full, o);
+    }
+}
+
+/// Rows [i0, i0 + n) of a view scaled into t (n x ld, zero-padded to ld): a block's resident
+/// rows (the element backward's, a folded key block's K and V) (n x ld, zero-padded to ld).
+template <typename Scalar>
+void load_rows(const TensorView<const Scalar>& v,
+               std::int64_t b,
+               std::int64_t h,
+               std::int64_t i0,
+               std::int64_t n,
+               Scalar scale,
+               Scalar* t,
+               std::int64_t ld) {
+    for (std::int64_t x = 0; x < n; ++x) {
+        const Scalar* src = v.row(b, h, i0 + x);
+        for (std::int64_t z = 0; z < v.cols; ++z)
+            t[x * ld + z] = src[z] * scale;
+        std::fill(t + x * ld + v.cols, t + (x + 1) * ld, Scalar(0));
+    }
+}
+
+/// Rows [i0, i0 + n) of out = scale * acc (+ out when accumulating).
+template <typename Scalar>
+void store_rows(const TensorView<Scalar>& out,
+                std::int64_t b,
+                std::int64_t h,
+                std::int64_t i0,
+                std::int64_t n,
+                const Scalar* acc,
+                std::int64_t ld,
+                Scalar scale,
+                bool accumulate) {
+    for (std::int64_t x = 0; x < n; ++x) {
+        Scalar* o = out.row(b, h, i0 + x);
+        for (std::int64_t z = 0; z < out.cols; ++z)
+            o[z] = (accumulate ? o[z] : Scalar(0)) + scale * acc[x * ld + z];
     }
 }
 

@@ -130,8 +130,7 @@ inline Folds fold_plan(const Problem& p,
                 return false;
         return true;
     };
-    std::vector<std::vector<FoldSegment>> by_block(static_cast<std::size_t>(qplan.blocks()));
-    std::vector<std::pair<std::int64_t, FoldSegment>> segs; // (query block, segment)
+    std::vector<std::pair<std::int64_t, FoldSegment>> kept; // (query block, segment)
     for (std::int64_t j = 0; j < kplan.blocks(); ++j) {
         const std::int64_t rk = kplan.rows(j), j0 = kplan.row0(j);
         if (rk > kFoldKeys || !heavy(j) || pass0 + fold_words(p, rk, qmax) > resident ||
@@ -140,7 +139,7 @@ inline Folds fold_plan(const Problem& p,
         // the block's queries cut at the query blocks' bounds
         const auto queries = kplan.keys_of(j);
         const auto n = static_cast<std::int64_t>(queries.size());
-        segs.clear();
+        const std::size_t first = kept.size();
         std::int64_t fold_cost = 0, qb = 0;
         for (std::int64_t begin = 0; begin < n;) {
             while (qplan.row0(qb) + qplan.rows(qb) <= queries[static_cast<std::size_t>(begin)])
@@ -160,16 +159,16 @@ inline Folds fold_plan(const Problem& p,
                               std::lower_bound(row.begin(), row.end(), lo);
             }
             fold_cost += fold_segment_words(p, rk, end - begin, s.walk);
-            segs.emplace_back(qb, s);
+            kept.emplace_back(qb, s);
             begin = end;
         }
         const std::int64_t narrow = p.group() * (n * (3 * p.d + p.d_v + 2) +
                                                  kplan.index_reads[static_cast<std::size_t>(j)]) +
                                     rk * (p.d + p.d_v);
-        if (p.group() * fold_cost >= narrow)
+        if (p.group() * fold_cost >= narrow) {
+            kept.resize(first);
             continue;
-        for (const auto& [i, s] : segs)
-            by_block[static_cast<std::size_t>(i)].push_back(s);
+        }
         f.blocks.push_back(j);
         f.slots += n * rk;
     }
@@ -178,12 +177,16 @@ inline Folds fold_plan(const Problem& p,
     f.folded.assign(static_cast<std::size_t>(kplan.blocks()), 0);
     for (const std::int64_t j : f.blocks)
         f.folded[static_cast<std::size_t>(j)] = 1;
+    // by query block, each block's segments in folded-block order (a stable sort)
+    std::stable_sort(
+        kept.begin(), kept.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
     f.seg_at.assign(static_cast<std::size_t>(qplan.blocks()) + 1, 0);
-    for (std::int64_t i = 0; i < qplan.blocks(); ++i) {
-        const auto& in = by_block[static_cast<std::size_t>(i)];
-        f.segments.insert(f.segments.end(), in.begin(), in.end());
-        f.seg_at[static_cast<std::size_t>(i) + 1] = static_cast<std::int64_t>(f.segments.size());
+    for (const auto& [i, s] : kept) {
+        f.segments.push_back(s);
+        ++f.seg_at[static_cast<std::size_t>(i) + 1];
     }
+    for (std::size_t i = 1; i < f.seg_at.size(); ++i)
+        f.seg_at[i] += f.seg_at[i - 1];
     return f;
 }
 

@@ -1,8 +1,8 @@
 #pragma once
 // The arithmetic of the folded key blocks of the fused sparse backward (folded_keys.hpp: the
 // schedule and the words each step moves, which these functions count):
-//   fold_segment (pass 0): a segment's pairs key by key, queries in batches of 2 kLanes (the
-//     element kernels' transposing batch dot products): s = q . (scale log2(e) K_x), dP =
+//   fold_segment (pass 0): a segment's pairs key by key, queries in batches of 2 kLanes
+//     (key_batch, as a narrow chunk runs them): s = q . (scale log2(e) K_x), dP =
 //     dO . V_x, P = 2^(min(s, L2) - L2) (<= 1, as the tile path's), dS = P o (dP - D);
 //     dV_x += P dO, dK_x += dS Q into the segment's partial rows; dS into its slots, 0
 //     outside Omega
@@ -17,6 +17,7 @@
 #include "backward_fused_parts.hpp"
 #include "element_ops.hpp"
 #include "folded_keys.hpp"
+#include "narrow_chunk.hpp"
 #include "row_source.hpp"
 
 #include <ioattn/io_counter.hpp>
@@ -81,21 +82,6 @@ private:
     std::int64_t at_ = 0;
 };
 
-/// Row x of K (scaled by `scale`) or V of the block at j0 into `out` (width w, zero-padded).
-template <typename Scalar>
-void fold_row(const TensorView<const Scalar>& src,
-              std::int64_t b,
-              std::int64_t g,
-              std::int64_t row,
-              Scalar scale,
-              Scalar* out,
-              std::int64_t w) {
-    const Scalar* in = src.row(b, g, row);
-    for (std::int64_t z = 0; z < src.cols; ++z)
-        out[z] = in[z] * scale;
-    std::fill(out + src.cols, out + w, Scalar(0));
-}
-
 /// Pass 0: segment s (index seg) of query head `slice`; D of its queries in `delta`; `tmp`
 /// holds kFoldKeys (dw + dvw) words.
 template <typename Scalar, typename Counter>
@@ -145,31 +131,23 @@ void fold_segment(const BackwardArgs<Scalar>& a,
         Scalar* at[kB];
         alignas(64) Scalar l2[kB];
         alignas(64) Scalar dd[kB];
-        alignas(64) Scalar pr[kB];
         alignas(64) Scalar ds[kB];
+        load_rows(a.k, b, g, j0, rk, ks, kx, dw);
+        load_rows(a.v, b, g, j0, rk, Scalar(1), vx, dvw);
         for (std::int64_t x = 0; x < rk; ++x) {
-            fold_row(a.k, b, g, j0 + x, ks, kx + x * dw, dw);
-            fold_row(a.v, b, g, j0 + x, Scalar(1), vx + x * dvw, dvw);
             std::int64_t nb = 0;
             const auto batch = [&] { // --- the nb pairs gathered so far ---
-                for (auto u = static_cast<std::size_t>(nb); u < kB; ++u) { // P = dS = 0 past nb
-                    l2[u] = std::numeric_limits<Scalar>::infinity();
-                    dd[u] = Scalar(0);
-                }
-                const auto sc = pair_dots(kx + x * dw, q_rows, nb, p.d, Scalar(0));
-                const auto dp = pair_dots(vx + x * dvw, do_rows, nb, p.d_v, Scalar(0));
-                const Vec<Scalar> l_lo = kernels::load(l2), l_hi = kernels::load(l2 + kL);
-                const Vec<Scalar> p_lo =
-                    kernels::exp2_diff<Scalar>(sc.lo > l_lo ? l_lo : sc.lo, l_lo);
-                const Vec<Scalar> p_hi =
-                    kernels::exp2_diff<Scalar>(sc.hi > l_hi ? l_hi : sc.hi, l_hi);
-                kernels::store(pr, p_lo);
-                kernels::store(pr + kL, p_hi);
-                kernels::store(ds, p_lo * (dp.lo - kernels::load(dd)));
-                kernels::store(ds + kL, p_hi * (dp.hi - kernels::load(dd + kL)));
-                pair_axpy(
-                    dv + x * dvw, static_cast<const Scalar*>(nullptr), pr, do_rows, nb, p.d_v);
-                pair_axpy(dk + x * dw, static_cast<const Scalar*>(nullptr), ds, q_rows, nb, p.d);
+                key_batch(p,
+                          kx + x * dw,
+                          vx + x * dvw,
+                          q_rows,
+                          do_rows,
+                          nb,
+                          l2,
+                          dd,
+                          dk + x * dw,
+                          dv + x * dvw,
+                          ds);
                 for (std::int64_t u = 0; u < nb; ++u)
                     *at[u] = ds[u];
                 nb = 0;
@@ -227,8 +205,7 @@ void fold_reduce(const BackwardArgs<Scalar>& a,
             io.read({Operand::index, slice, s.block, 1, 0, s.walk * kIndexReadWords<Scalar>});
         if constexpr (Counter::kComputes) {
             const std::int64_t dw = fs.dw;
-            for (std::int64_t x = 0; x < rk; ++x)
-                fold_row(a.k, b, g, j0 + x, static_cast<Scalar>(p.scale), tmp + x * dw, dw);
+            load_rows(a.k, b, g, j0, rk, static_cast<Scalar>(p.scale), tmp, dw);
             RowWalk walks[kFoldKeys]; // each key's queries
             for (std::int64_t x = 0; x < rk; ++x)
                 walks[x] = RowWalk(st.row(j0 + x), queries[0]);
@@ -289,15 +266,8 @@ void fold_merge(const BackwardArgs<Scalar>& a,
         }
     }
     if constexpr (Counter::kComputes) {
-        const auto scale = static_cast<Scalar>(p.scale);
-        for (std::int64_t x = 0; x < rk; ++x) {
-            Scalar* ok = a.d_k.row(b, g, j0 + x);
-            Scalar* ov = a.d_v.row(b, g, j0 + x);
-            for (std::int64_t z = 0; z < p.d; ++z)
-                ok[z] = scale * dk[x * dw + z];
-            for (std::int64_t z = 0; z < p.d_v; ++z)
-                ov[z] = dv[x * dvw + z];
-        }
+        store_rows(a.d_k, b, g, j0, rk, dk, dw, static_cast<Scalar>(p.scale), false);
+        store_rows(a.d_v, b, g, j0, rk, dv, dvw, Scalar(1), false);
     }
     io.write({Operand::d_k, kv, j0, rk, 0, p.d});
     io.write({Operand::d_v, kv, j0, rk, 0, p.d_v});

@@ -123,8 +123,6 @@ Maps maps_of(const Orders& o) {
     return {o.rows.empty() ? nullptr : o.rows.data(), o.keys.empty() ? nullptr : o.keys.data()};
 }
 
-/// Whether a pass reads and writes the reordered problem in place: every pair goes through
-/// tiles (the tile kernels take the orders; the element kernels do not).
 bool in_place(const VariantParts& parts) {
     return parts.element.z_qk() == 0;
 }

@@ -73,9 +73,8 @@ IoReport io_cost_split(const Problem& problem, const VariantParts& parts, const 
                       parts.tile,
                       SparseInputs<Scalar>{},
                       plan.tile,
-                      // a reordered problem read in place (permuted.cpp:
-                      // every pair in tiles) goes through Maps: no folds
-                      !(parts.element.z_qk() == 0 && (plan.rows_reordered || plan.keys_reordered)));
+                      // a reordered problem read in place goes through Maps: no folds
+                      !(in_place(parts) && (plan.rows_reordered || plan.keys_reordered)));
     if (parts.element.z_qk() > 0)
         r = in_sequence(
             r,

@@ -59,6 +59,11 @@ void backward_fused_ordered(const BackwardArgs<Scalar>& args,
                             const MemoryModel& memory,
                             Counter& counter);
 
+/// Whether the permuted variant reads and writes the reordered problem in place (every pair
+/// goes through tiles, which take the orders: forward_fused_ordered, backward_fused_ordered)
+/// instead of copying it (permuted.cpp).
+bool in_place(const VariantParts& parts);
+
 /// I/O of forward_split / backward_split.
 template <typename Scalar>
 IoReport io_cost_split(const Problem& problem, const VariantParts& parts, const VariantPlan& plan);

@@ -78,6 +78,21 @@ void check_forward(const Problem& p, const Support& s, const Tiling& t) {
     sp::test::check_lse(c.lse, oracle.lse);
 }
 
+/// f(p, support, tiling) on 150 x 120 problems whose rows (and keys) see a few pairs each:
+/// blocks of up to 96 rows fill the batches of short runs (kLanes rows of one run length) and
+/// leave partial ones; global rows and keys and panels that cut runs mix long and short runs.
+template <typename F>
+void for_each_short_run_case(const F& f) {
+    for (const char* spec : {"random:0.04", "global:3+random:0.03", "window:1"})
+        for (const std::int64_t d : {7, 64})
+            for (const Tiling t : {Tiling{Schedule::fused, 96, 512},
+                                   Tiling{Schedule::fused, 64, 16},
+                                   Tiling{Schedule::fused, 48, 5}}) {
+                CAPTURE(spec, d, t.rows, t.cols);
+                f(sp::test::kernel_shape(1, 150, 120, d), sp::parse_pattern(spec, 150, 120, 5), t);
+            }
+}
+
 } // namespace
 
 TEMPLATE_TEST_CASE("forward_element agrees with the reference on every pattern family",
@@ -102,17 +117,9 @@ TEMPLATE_TEST_CASE("forward_element: rows of a few keys, batched by run length",
                    "[sparse][element]",
                    float,
                    double) {
-    // Blocks of up to 96 rows fill the batches of short runs (kLanes rows of one run length)
-    // and leave partial ones; global rows and panels that cut runs mix long and short runs.
-    for (const char* spec : {"random:0.04", "global:3+random:0.03", "window:1"})
-        for (const std::int64_t d : {7, 64})
-            for (const Tiling t : {Tiling{Schedule::fused, 96, 512},
-                                   Tiling{Schedule::fused, 64, 16},
-                                   Tiling{Schedule::fused, 48, 5}}) {
-                CAPTURE(spec, d, t.rows, t.cols);
-                const Problem p = sp::test::kernel_shape(1, 150, 120, d);
-                check_forward<TestType>(p, sp::parse_pattern(spec, 150, 120, 5), t);
-            }
+    for_each_short_run_case([](const Problem& p, const Support& s, const Tiling& t) {
+        check_forward<TestType>(p, s, t);
+    });
 }
 
 TEST_CASE("forward_element: a key no row may see never reaches an output", "[sparse][element]") {
@@ -164,24 +171,14 @@ TEMPLATE_TEST_CASE("backward_element: rows and keys of a few pairs, batched by r
                    "[sparse][element][backward]",
                    float,
                    double) {
-    // As the forward's: full and partial batches of short runs in both sweeps (rows over keys,
-    // keys over queries), mixed with long runs (global rows and keys) and panels that cut runs.
-    for (const char* spec : {"random:0.04", "global:3+random:0.03", "window:1"})
-        for (const std::int64_t d : {7, 64})
-            for (const Tiling t : {Tiling{Schedule::fused, 96, 512},
-                                   Tiling{Schedule::fused, 64, 16},
-                                   Tiling{Schedule::fused, 48, 5}}) {
-                CAPTURE(spec, d, t.rows, t.cols);
-                const Problem p = sp::test::backward_shape(150, 120, d);
-                sp::test::check_backward_agrees<TestType>(
-                    p,
-                    sp::parse_pattern(spec, 150, 120, 5),
-                    4,
-                    [&](Case<TestType>& c, const Support& support) {
-                        NullCounter io;
-                        sp::backward_element(c.backward(), support, t, kAmple, io);
-                    });
-            }
+    // in both sweeps: rows over their keys, keys over their queries
+    for_each_short_run_case([](const Problem& p, const Support& s, const Tiling& t) {
+        sp::test::check_backward_agrees<TestType>(
+            p, s, 4, [&](Case<TestType>& c, const Support& support) {
+                NullCounter io;
+                sp::backward_element(c.backward(), support, t, kAmple, io);
+            });
+    });
 }
 
 TEST_CASE("backward_element: a row's dQ does not depend on the rows batched beside it",
