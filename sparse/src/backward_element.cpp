@@ -10,9 +10,7 @@
 //       and the indices the rows' walks read there (PanelVisit::reads)        reads_p*iw
 //       per row, per batch of its keys: s = q . K_j, dP = dO . V_j, P = 2^(s - L),
 //       dS = P o (dP - D), dQ += dS K_j (rows of at most kShortRun keys there in batches of
-//       kLanes rows with runs of one length, lane k = row k: backward_element_rows.hpp; their
-//       K, V rows are prefetched as a row joins its batch: bigbird:64:2:3 backward 1.015x-1.024x,
-//       its random pairs alone 1.03x-1.04x; fetching a batch ahead instead, 16 rows: 1.00x)
+//       kLanes rows with runs of one length, lane k = row k: backward_element_rows.hpp)
 //     [accumulate: read dQ]; write scale dQ (+ dQ)                        r*d
 //   sweep K, parallel for each (kv head, key block of Omega^T) (c keys):
 //     read K, V rows                                                      c*(d + d_v)
@@ -146,13 +144,8 @@ void query_block(const BackwardArgs<Scalar>& a,
                 const auto [keys, n] = next_run(s, i0 + x, p1, cursor[x]);
                 if (n > kShortRun)
                     query_row(a, kb, vb, keys, n, w, x);
-                else if (n > 0) {
-                    for (std::int64_t t = 0; t < n; ++t) { // in flight until the batch runs
-                        detail::prefetch_row(kb + keys[t] * a.k.stride_row, p.d);
-                        detail::prefetch_row(vb + keys[t] * a.v.stride_row, p.d_v);
-                    }
+                else if (n > 0)
                     short_runs.add(x, keys, n, run_batch);
-                }
             }
             short_runs.flush(run_batch);
         }
@@ -219,14 +212,8 @@ void key_block(const BackwardArgs<Scalar>& a,
                     const auto [queries, n] = next_run(st, j0 + y, p1, cursor[y]);
                     if (n > kShortRun)
                         key_row(a, qb, ob, pairs, queries, n, w, y);
-                    else if (n > 0) {
-                        for (std::int64_t t = 0; t < n; ++t) { // in flight until the batch runs
-                            detail::prefetch_row(qb + queries[t] * a.q.stride_row, p.d);
-                            detail::prefetch_row(ob + queries[t] * a.d_o.stride_row, p.d_v);
-                            __builtin_prefetch(pairs + 2 * queries[t], 0, 3);
-                        }
+                    else if (n > 0)
                         short_runs.add(y, queries, n, run_batch);
-                    }
                 }
                 short_runs.flush(run_batch);
             }

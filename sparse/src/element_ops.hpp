@@ -238,14 +238,6 @@ void store_rows(const TensorView<Scalar>& out,
     }
 }
 
-/// Brings the n words of a gathered row into the caches, every line of it (for reading).
-template <typename T>
-inline void prefetch_row(const T* row, std::int64_t n) {
-    constexpr std::int64_t kLine = 64 / static_cast<std::int64_t>(sizeof(T));
-    for (std::int64_t z = 0; z < n; z += kLine)
-        __builtin_prefetch(row + z, 0, 3);
-}
-
 /// A batch of up to two vectors of rows (2 kLanes): their dot products with x, lanes past n at
 /// `fill` (scores: -inf, so that they weigh nothing).
 template <typename T>

@@ -61,12 +61,6 @@ using detail::run_rows;
 using detail::ShortBatches;
 using detail::ShortRows;
 
-/// Rows ahead whose first keys in the panel are fetched while a row computes, and how many
-/// of their keys: a row of a few scattered keys (BigBird's random ones, a sparse graph's) had
-/// nothing in flight across rows.
-constexpr std::int64_t kAheadRows = 2;
-constexpr std::int64_t kAheadKeys = 8;
-
 template <typename Scalar, typename Counter>
 void row_block(const ForwardArgs<Scalar>& a,
                const Support& s,
@@ -122,23 +116,11 @@ void row_block(const ForwardArgs<Scalar>& a,
         io.read({Operand::index, slice, blk, 1, 0, v.reads * words.index}); // the rows' walks
         if constexpr (Counter::kComputes) {
             // --- every row of the block over its keys in [p0, p1) ---
-            const auto ahead = [&](std::int64_t x) { // row x's first keys here, fetched
-                const auto row = s.row(i0 + x);
-                const std::int64_t* k = row.data() + cursor[x];
-                const std::int64_t* end =
-                    row.data() + std::min<std::int64_t>(std::ssize(row), cursor[x] + kAheadKeys);
-                for (; k < end && *k < p1; ++k) {
-                    detail::prefetch_row(a.k.row(b, g, *k), p.d);
-                    detail::prefetch_row(a.v.row(b, g, *k), p.d_v);
-                }
-            };
             ShortBatches<Scalar> short_runs;
             const auto run_batch = [&](const ShortRows<Scalar>& batch) {
                 run_rows(a, b, g, batch, w);
             };
             for (std::int64_t x = 0; x < r; ++x) {
-                if (x + kAheadRows < r)
-                    ahead(x + kAheadRows);
                 const auto row = s.row(i0 + x);
                 const std::int64_t* keys = row.data() + cursor[x];
                 std::int64_t n = 0;

@@ -102,10 +102,8 @@ inline void row_batch(const Problem& p,
 
 /// Rows x < r (scaled q rows at q + x pq, O rows at o + x po, m[x], l[x]) over the same n keys,
 /// two vectors of keys per batch (2 kLanes dot products in flight), each batch's K and V rows
-/// read by every row while they are in L1; the next batch's rows are fetched while this one
-/// computes (a panel row may have left the caches; L2 hits cost nothing more). One row is
-/// run_row; a few rows that see the same keys (global rows, the fused forward's narrow blocks)
-/// share the batches.
+/// read by every row while they are in L1. One row is run_row; a few rows that see the same
+/// keys (global rows, the fused forward's narrow blocks) share the batches.
 template <typename Scalar>
 void shared_rows(const ForwardArgs<Scalar>& a,
                  std::int64_t b,
@@ -132,10 +130,6 @@ void shared_rows(const ForwardArgs<Scalar>& a,
         for (std::int64_t k = 0; k < nk; ++k) {
             kr[k] = kb + keys[k0 + k] * sk;
             vr[k] = vb + keys[k0 + k] * sv;
-        }
-        for (std::int64_t k = k0 + 2 * kL; k < std::min(n, k0 + 4 * kL); ++k) {
-            prefetch_row(kb + keys[k] * sk, p.d);
-            prefetch_row(vb + keys[k] * sv, p.d_v);
         }
         for (std::int64_t x = 0; x < r; ++x)
             row_batch(p, kr, vr, nk, q + x * pq, o + x * po, m[x], l[x]);

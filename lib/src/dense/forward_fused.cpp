@@ -108,10 +108,6 @@ void row_block(const ForwardArgs<Scalar>& a,
         io.read({Operand::v, kv_slice, j0, c, 0, p.d_v});
         io.complete({Operand::scores, slice, i0, rows, j0, c});
         if constexpr (Counter::kComputes) {
-            const std::int64_t part = j0 / t.cols, parts = (kv_end + t.cols - 1) / t.cols;
-            const std::int64_t next = std::min(t.rows, p.n_q - i0 - rows); // next row block
-            kernels::prefetch_share(a.q, b, h, i0 + rows, next, part, parts, false);
-            kernels::prefetch_share(a.o, b, h, i0, rows, part, parts, true);
             const Scalar* k = a.k.row(b, g, j0);
             const Scalar* v = a.v.row(b, g, j0);
             // --- St = K_j Qt (scores of the block, transposed) ---

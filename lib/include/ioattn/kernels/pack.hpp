@@ -182,30 +182,5 @@ void unpack_transposed(const Scalar* t,
     }
 }
 
-/// Prefetches the `part`-th of `parts` equal shares of rows [row0, row0 + n) of slice (b, h)
-/// into the cache (for writing when `write`). Spread over the column blocks of a row block, it
-/// brings the next block's Q rows and this block's O rows in while the tiles compute: both
-/// packs missed to DRAM one scalar at a time (3.8% of the forward at N=4096, d=128).
-template <typename T>
-void prefetch_share(const TensorView<T>& x,
-                    std::int64_t b,
-                    std::int64_t h,
-                    std::int64_t row0,
-                    std::int64_t n,
-                    std::int64_t part,
-                    std::int64_t parts,
-                    bool write) {
-    constexpr std::int64_t kLine = 64 / static_cast<std::int64_t>(sizeof(T));
-    for (std::int64_t r = n * part / parts; r < n * (part + 1) / parts; ++r) {
-        const T* row = x.row(b, h, row0 + r);
-        for (std::int64_t k = 0; k < x.cols; k += kLine) {
-            if (write)
-                __builtin_prefetch(row + k, 1, 3);
-            else
-                __builtin_prefetch(row + k, 0, 3);
-        }
-    }
-}
-
 } // namespace IOATTN_ISA
 } // namespace ioattn::kernels
