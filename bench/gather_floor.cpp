@@ -11,11 +11,11 @@
 // Prints, for K and V rows on a 64-byte boundary and at 16 mod 64, per prefetch distance (0,
 // 8, 16, 32 pairs), the median of 31 runs in ms and the GFLOP/s it would mean at the
 // forward's 4 d flops a pair.
-// Measured (Intel Xeon model 167, 2 cores, powerlaw:32): gather alone 3.8-3.9 ms (34-35
-// GFLOP/s-equivalent at 16 ahead), with one dot, exp, axpy a pair 4.6 ms (29); README.
+// Measured (Intel Xeon model 167, 2 cores, powerlaw:32, 8 ahead): on 4 KiB pages gather alone
+// 3.8-3.9 ms (34-35 GFLOP/s-equivalent), with one dot, exp, axpy a pair 4.6 ms (29); on huge
+// pages, as the program's operands since 75a42b0, 2.9-3.0 ms (45-46) and 3.6 ms (37); README.
 
 #include <ioattn/kernels/dispatch.hpp>
-#include <ioattn/kernels/workspace.hpp>
 #include <ioattn/sparse/pattern.hpp>
 
 #include <algorithm>
@@ -31,18 +31,19 @@ namespace {
 
 constexpr std::int64_t kD = 64;
 
-/// K and V rows (n x kD floats each) that start `offset` bytes past a 64-byte boundary (a
-/// workspace slab starts on one).
+/// K and V rows (n x kD floats each) that start `offset` bytes past a 64-byte boundary: the
+/// program's operator new (apps/aligned_new.cpp, linked in) starts them on one, on a 2 MiB
+/// boundary and advised to huge pages from 4 MiB, as it does the program's operands.
 struct Rows {
-    ioattn::kernels::Workspace<float> k_store, v_store;
+    std::vector<float> k_store, v_store;
     const float* k = nullptr;
     const float* v = nullptr;
 
     Rows(std::int64_t n, std::int64_t offset)
-        : k_store(1, n * kD + 16)
-        , v_store(1, n * kD + 16) {
-        k = fill(k_store.slab(0) + offset / 4, n, 97);
-        v = fill(v_store.slab(0) + offset / 4, n, 89);
+        : k_store(static_cast<std::size_t>(n * kD + 16))
+        , v_store(static_cast<std::size_t>(n * kD + 16)) {
+        k = fill(k_store.data() + offset / 4, n, 97);
+        v = fill(v_store.data() + offset / 4, n, 89);
     }
 
     static const float* fill(float* p, std::int64_t n, int m) {
