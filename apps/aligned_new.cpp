@@ -16,22 +16,14 @@
 // 1.10x / 1.06x; random:0.02 1.03x; the dense kernel 1.03x / 1.05x (README, "Huge pages").
 // Under a sanitizer the runtime's own operator new stays, so that it keeps its checks.
 
+#include "sanitized.hpp"
+
 #include <cstddef>
 #include <cstdlib>
 #include <new>
 
 #if defined(__linux__)
 #include <sys/mman.h>
-#endif
-
-// GCC tells a sanitizer by these macros, clang by __has_feature
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define IOATTN_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||                         \
-    __has_feature(memory_sanitizer)
-#define IOATTN_SANITIZED 1
-#endif
 #endif
 
 #if !defined(IOATTN_SANITIZED)

@@ -4,6 +4,8 @@
 // a size no allocator can give is std::bad_alloc, or nullptr from the nothrow form. Under a
 // sanitizer the runtime's own operator new stays, and both cases are skipped.
 
+#include "sanitized.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cstddef>
@@ -14,15 +16,8 @@
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(IOATTN_SANITIZED)
 constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||                         \
-    __has_feature(memory_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
 #else
 constexpr bool kSanitized = false;
 #endif
