@@ -168,28 +168,17 @@ void key_row(const BackwardArgs<Scalar>& a,
     const Scalar* dor[kB];
     alignas(64) Scalar l2[kB];
     alignas(64) Scalar dd[kB];
-    alignas(64) Scalar pr[kB];
     alignas(64) Scalar ds[kB];
     for (std::int64_t k0 = 0; k0 < n; k0 += 2 * kL) {
         const std::int64_t nq = std::min<std::int64_t>(2 * kL, n - k0);
-        for (std::int64_t x = 0; x < 2 * kL; ++x) { // L, D of the batch's queries
-            const bool in = x < nq;
-            const std::int64_t i = in ? queries[k0 + x] : 0;
+        for (std::int64_t x = 0; x < nq; ++x) { // the batch's queries and their L, D
+            const std::int64_t i = queries[k0 + x];
             qr[x] = qb + i * a.q.stride_row;
             dor[x] = ob + i * a.d_o.stride_row;
-            l2[x] = in ? pairs[2 * i] : std::numeric_limits<Scalar>::infinity();
-            dd[x] = in ? pairs[2 * i + 1] : Scalar(0);
+            l2[x] = pairs[2 * i];
+            dd[x] = pairs[2 * i + 1];
         }
-        const auto sc = pair_dots(k, qr, nq, p.d, Scalar(0));
-        const auto dp = pair_dots(vv, dor, nq, p.d_v, Scalar(0));
-        const Vec<Scalar> p_lo = kernels::exp2_diff<Scalar>(sc.lo, kernels::load(l2));
-        const Vec<Scalar> p_hi = kernels::exp2_diff<Scalar>(sc.hi, kernels::load(l2 + kL));
-        kernels::store(pr, p_lo);
-        kernels::store(pr + kL, p_hi);
-        kernels::store(ds, p_lo * (dp.lo - kernels::load(dd)));
-        kernels::store(ds + kL, p_hi * (dp.hi - kernels::load(dd + kL)));
-        pair_axpy(dv, static_cast<const Scalar*>(nullptr), pr, dor, nq, p.d_v);
-        pair_axpy(dk, static_cast<const Scalar*>(nullptr), ds, qr, nq, p.d);
+        key_batch<Scalar, false>(p, k, vv, qr, dor, nq, l2, dd, dk, dv, ds);
     }
 }
 

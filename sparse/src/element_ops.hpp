@@ -10,6 +10,7 @@
 //   pair_dots, pair_axpy: the same over a batch of up to two vectors of rows (the kernels'
 //                   batch: one softmax update per 2 kLanes pairs)
 //   lanes_sum, lanes_max: horizontal reductions of one vector
+//   key_batch:      one key's backward terms against a batch of gathered queries
 //
 // Rows gathered in place (K, V, Q, dO rows of the inputs) are read with whole-vector loads up
 // to the last full vector and a partial load for the tail, so nothing past a row is read.
@@ -18,8 +19,10 @@
 // one of them. Made live, the rows-ahead prefetch cost random:0.02's forward 5-8% (README, "No
 // software prefetch"; a loop of __builtin_prefetch alone is deleted by GCC 12).
 
+#include <ioattn/kernels/online_softmax.hpp>
 #include <ioattn/kernels/simd.hpp>
 #include <ioattn/kernels/tile.hpp>
+#include <ioattn/problem.hpp>
 #include <ioattn/view.hpp>
 
 #include <algorithm>
@@ -274,6 +277,47 @@ inline void pair_axpy(
     constexpr int kL = Simd<T>::kLanes;
     kernels::with_count<2 * kL>(
         nk, [&](auto c) { batch_axpy<T, decltype(c)::value>(acc, alpha, w, rows, n); });
+}
+
+/// Key row k (scaled by scale log2(e), zero-padded) and value row v against nb <= 2 kLanes
+/// gathered queries (their Q, dO rows, L in base 2 and D in l2, dd, whose lanes past nb this
+/// sets to +inf and 0: P = dS = 0 there): s = q . k, P = 2^(min(s, L2) - L2) (<= 1, as
+/// kernels::probabilities makes it; with kClamp false P = 2^(s - L2), the element backward's),
+/// dP = dO . v, dS = P o (dP - D); dv += P dO, dk += dS Q; dS of the nb pairs in ds. A narrow
+/// chunk's key (narrow_chunk.hpp), a folded block's key (folded_pass.hpp) and a key row of the
+/// element backward's sweep K (backward_element_rows.hpp) run their pairs through it.
+template <typename Scalar, bool kClamp = true>
+void key_batch(const Problem& p,
+               const Scalar* k,
+               const Scalar* v,
+               const Scalar* const* q_rows,
+               const Scalar* const* do_rows,
+               std::int64_t nb,
+               Scalar* l2,
+               Scalar* dd,
+               Scalar* dk,
+               Scalar* dv,
+               Scalar* ds) {
+    constexpr int kL = Simd<Scalar>::kLanes;
+    constexpr auto kB = static_cast<std::size_t>(2 * kL);
+    alignas(64) Scalar pr[kB];
+    for (auto u = static_cast<std::size_t>(nb); u < kB; ++u) {
+        l2[u] = std::numeric_limits<Scalar>::infinity();
+        dd[u] = Scalar(0);
+    }
+    const auto sc = pair_dots(k, q_rows, nb, p.d, Scalar(0));
+    const auto dp = pair_dots(v, do_rows, nb, p.d_v, Scalar(0));
+    const Vec<Scalar> l_lo = kernels::load(l2), l_hi = kernels::load(l2 + kL);
+    const Vec<Scalar> s_lo = kClamp ? (sc.lo > l_lo ? l_lo : sc.lo) : sc.lo;
+    const Vec<Scalar> s_hi = kClamp ? (sc.hi > l_hi ? l_hi : sc.hi) : sc.hi;
+    const Vec<Scalar> p_lo = kernels::exp2_diff<Scalar>(s_lo, l_lo);
+    const Vec<Scalar> p_hi = kernels::exp2_diff<Scalar>(s_hi, l_hi);
+    kernels::store(pr, p_lo);
+    kernels::store(pr + kL, p_hi);
+    kernels::store(ds, p_lo * (dp.lo - kernels::load(dd)));
+    kernels::store(ds + kL, p_hi * (dp.hi - kernels::load(dd + kL)));
+    pair_axpy(dv, static_cast<const Scalar*>(nullptr), pr, do_rows, nb, p.d_v);
+    pair_axpy(dk, static_cast<const Scalar*>(nullptr), ds, q_rows, nb, p.d);
 }
 
 } // namespace IOATTN_ISA

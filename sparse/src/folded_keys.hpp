@@ -51,6 +51,12 @@ struct FoldSegment {
     /// Indices walked: the segment's queries unless consecutive, and the pairs of its keys
     /// whose rows are no interval (the others are tested by their ends)
     std::int64_t walk = 0;
+
+    /// The segment's queries: [begin, end) of its block's query list in kplan (Omega^T's).
+    [[nodiscard]] std::span<const std::int64_t> queries(const FusedPlan& kplan) const {
+        return kplan.keys_of(block).subspan(static_cast<std::size_t>(begin),
+                                            static_cast<std::size_t>(end - begin));
+    }
 };
 
 struct Folds {

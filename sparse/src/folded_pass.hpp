@@ -102,8 +102,7 @@ void fold_segment(const BackwardArgs<Scalar>& a,
     const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
     const std::int64_t kv = b * p.kv_heads + g;
     const std::int64_t j0 = kplan.row0(s.block), rk = kplan.rows(s.block);
-    const auto queries = kplan.keys_of(s.block).subspan(static_cast<std::size_t>(s.begin),
-                                                        static_cast<std::size_t>(s.end - s.begin));
+    const auto queries = s.queries(kplan);
     const auto n = static_cast<std::int64_t>(queries.size());
     io.acquire(fold_words(p, rk, n));
     io.read({Operand::k, kv, j0, rk, 0, p.d});
@@ -195,8 +194,7 @@ void fold_reduce(const BackwardArgs<Scalar>& a,
     const std::int64_t kv = b * p.kv_heads + g;
     for (const FoldSegment& s : f.segments_of(qblk)) {
         const std::int64_t j0 = kplan.row0(s.block), rk = kplan.rows(s.block);
-        const auto queries = kplan.keys_of(s.block).subspan(
-            static_cast<std::size_t>(s.begin), static_cast<std::size_t>(s.end - s.begin));
+        const auto queries = s.queries(kplan);
         const auto n = static_cast<std::int64_t>(queries.size());
         io.acquire(fold_reduce_words(p, rk, n));
         io.read({Operand::k, kv, j0, rk, 0, p.d});

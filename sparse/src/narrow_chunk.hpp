@@ -21,11 +21,8 @@
 #include "element_ops.hpp"
 #include "plan.hpp"
 
-#include <ioattn/kernels/online_softmax.hpp>
-
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 
 namespace ioattn::sparse::detail {
 inline namespace IOATTN_ISA {
@@ -78,45 +75,6 @@ struct NarrowRows {
     }
 };
 
-/// Key row k (scaled by scale log2(e), zero-padded) and value row v against nb <= 2 kLanes
-/// gathered queries (their Q, dO rows, L in base 2 and D in l2, dd, whose lanes past nb this
-/// sets to +inf and 0: P = dS = 0 there): s = q . k, P = 2^(min(s, L2) - L2) (<= 1, as
-/// kernels::probabilities makes it), dP = dO . v, dS = P o (dP - D); dv += P dO, dk += dS Q;
-/// dS of the nb pairs in ds. A narrow chunk's key and a folded block's key (folded_pass.hpp)
-/// run their pairs through it.
-template <typename Scalar>
-void key_batch(const Problem& p,
-               const Scalar* k,
-               const Scalar* v,
-               const Scalar* const* q_rows,
-               const Scalar* const* do_rows,
-               std::int64_t nb,
-               Scalar* l2,
-               Scalar* dd,
-               Scalar* dk,
-               Scalar* dv,
-               Scalar* ds) {
-    using kernels::Vec;
-    constexpr int kL = kernels::Simd<Scalar>::kLanes;
-    constexpr auto kB = static_cast<std::size_t>(2 * kL);
-    alignas(64) Scalar pr[kB];
-    for (auto u = static_cast<std::size_t>(nb); u < kB; ++u) {
-        l2[u] = std::numeric_limits<Scalar>::infinity();
-        dd[u] = Scalar(0);
-    }
-    const auto sc = pair_dots(k, q_rows, nb, p.d, Scalar(0));
-    const auto dp = pair_dots(v, do_rows, nb, p.d_v, Scalar(0));
-    const Vec<Scalar> l_lo = kernels::load(l2), l_hi = kernels::load(l2 + kL);
-    const Vec<Scalar> p_lo = kernels::exp2_diff<Scalar>(sc.lo > l_lo ? l_lo : sc.lo, l_lo);
-    const Vec<Scalar> p_hi = kernels::exp2_diff<Scalar>(sc.hi > l_hi ? l_hi : sc.hi, l_hi);
-    kernels::store(pr, p_lo);
-    kernels::store(pr + kL, p_hi);
-    kernels::store(ds, p_lo * (dp.lo - kernels::load(dd)));
-    kernels::store(ds + kL, p_hi * (dp.hi - kernels::load(dd + kL)));
-    pair_axpy(dv, static_cast<const Scalar*>(nullptr), pr, do_rows, nb, p.d_v);
-    pair_axpy(dk, static_cast<const Scalar*>(nullptr), ds, q_rows, nb, p.d);
-}
-
 /// The narrow chunk (this file's opening block) over the chunk ch of queries, rows in.qr,
 /// in.dor, w.l2, w.dd; the r keys' rows in nr. dS lands in w.dp
 /// (entry y, key x at y * rp + x). Returns whether an entry was masked.
@@ -130,7 +88,6 @@ bool narrow_chunk(const Problem& p,
                   const ChunkOperands<Scalar>& in,
                   const Scratch<Scalar>& w,
                   const NarrowRows<Scalar>& nr) {
-    using kernels::Vec;
     constexpr int kL = kernels::Simd<Scalar>::kLanes;
     constexpr auto kB = static_cast<std::size_t>(2 * kL);
     const std::int64_t c = ch.c, rp = w.rp;
