@@ -139,6 +139,7 @@ inline void online_softmax_block(
 /// Final normalisation of rows [row0, row0 + n) of slice (b, h) from the block's O^T (d_v x ld
 /// lanes): O = O^T / l and L = ln(2) (m + log2 l); a row that saw no key (l = 0) gets O = 0 and
 /// L = -inf. inv: scratch of n values. With `map`, row r is row map[row0 + r] of o and lse.
+/// With `stream`, O's whole vectors are stored past the caches (unpack_transposed).
 template <typename T>
 inline void finish_rows(const T* ot,
                         std::int64_t ld,
@@ -151,7 +152,8 @@ inline void finish_rows(const T* ot,
                         std::int64_t h,
                         std::int64_t row0,
                         std::int64_t n,
-                        const std::int64_t* map = nullptr) {
+                        const std::int64_t* map = nullptr,
+                        bool stream = false) {
     const auto at = [&](std::int64_t r) { return mapped(map, row0 + r); };
     for (std::int64_t r = 0; r < n; ++r) {
         inv[r] = l[r] == T(0) ? T(0) : T(1) / l[r];
@@ -159,7 +161,7 @@ inline void finish_rows(const T* ot,
                                              : T(0.6931471805599453) * (m[r] + std::log2(l[r]));
     }
     unpack_transposed(
-        ot, ld, [inv](std::int64_t r) { return inv[r]; }, o, b, h, row0, n, map);
+        ot, ld, [inv](std::int64_t r) { return inv[r]; }, o, b, h, row0, n, map, stream);
     for (std::int64_t r = 0; r < n; ++r) // 0, not 0 * (a NaN of a hidden key's V row)
         if (l[r] == T(0))
             std::fill_n(o.row(b, h, at(r)), o.cols, T(0));

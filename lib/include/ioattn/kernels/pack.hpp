@@ -140,9 +140,34 @@ void pack_rows(const TensorView<const Scalar>& x,
     }
 }
 
+/// Stores v at p, a whole vector, past the caches when `stream` and p is on a vector boundary
+/// (a non-temporal store: no read for ownership of the line, which a row written whole does
+/// not need); the caller fences (streamed_fence) before another thread may read it.
+template <typename T>
+inline void store_row_vector(T* p, Vec<T> v, bool stream) {
+#if IOATTN_ISA_LEVEL == 3
+    if constexpr (std::is_same_v<T, float>) {
+        if (stream && reinterpret_cast<std::uintptr_t>(p) % kVectorBytes == 0) {
+            _mm512_stream_ps(p, as<__m512>(v));
+            return;
+        }
+    }
+#endif
+    (void)stream;
+    store(p, v);
+}
+
+/// Orders the streamed stores before whatever follows (a task's end, which publishes them).
+inline void streamed_fence() {
+#if IOATTN_ISA_LEVEL >= 2
+    _mm_sfence();
+#endif
+}
+
 /// The inverse of pack_transposed: rows [row0, row0 + n) of a view (cols wide) = t^T, row r
 /// scaled by scale_of(r), in the same 16 x 16 blocks (O from O^T, dK/dV/dQ from theirs); with
-/// `map`, row r is the view's row map[row0 + r].
+/// `map`, row r is the view's row map[row0 + r]. With `stream`, whole vectors of rows are
+/// stored past the caches (store_row_vector; fenced before it returns).
 template <typename Scalar, typename ScaleOf>
 void unpack_transposed(const Scalar* t,
                        std::int64_t ld,
@@ -152,7 +177,8 @@ void unpack_transposed(const Scalar* t,
                        std::int64_t h,
                        std::int64_t row0,
                        std::int64_t n,
-                       const std::int64_t* map = nullptr) {
+                       const std::int64_t* map = nullptr,
+                       bool stream = false) {
     const auto row_of = [&](std::int64_t r) { return x.row(b, h, mapped(map, row0 + r)); };
     constexpr std::int64_t kBlock = 16;
     for (std::int64_t r0 = 0; r0 < n; r0 += kBlock) {
@@ -167,7 +193,7 @@ void unpack_transposed(const Scalar* t,
                         v[k] = load(t + (k0 + k) * ld + r0);
                     transpose16(v);
                     for (int r = 0; r < 16; ++r)
-                        store(row_of(r0 + r) + k0, v[r] * scale_of(r0 + r));
+                        store_row_vector(row_of(r0 + r) + k0, v[r] * scale_of(r0 + r), stream);
                     continue;
                 }
             }
@@ -180,6 +206,8 @@ void unpack_transposed(const Scalar* t,
             }
         }
     }
+    if (stream)
+        streamed_fence();
 }
 
 } // namespace IOATTN_ISA
