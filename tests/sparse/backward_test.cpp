@@ -12,6 +12,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -160,4 +161,53 @@ TEST_CASE("sparse backward: empty rows contribute zero, no NaN leak, results thr
         ioattn::sparse::backward_fused(
             c.backward(), s, Tiling{Schedule::fused, 4, 4}, MemoryModel{1 << 20}, io);
     });
+}
+
+TEST_CASE("sparse backward_fused writes the same dK and dV on and off a 64-byte boundary",
+          "[sparse][backward]") {
+    // dK and dV leave a key block through streamed stores where a row's vector starts on a
+    // vector boundary (kernels::store_row_vector): buffers on a 64-byte boundary with rows of
+    // 48 floats (dK, every row aligned) and 40 (dV, every other one), and one float off it,
+    // must hold the same bits.
+    Problem p; // one head
+    p.n_q = 100;
+    p.n_k = 90;
+    p.d = 48;
+    p.d_v = 40;
+    p = p.resolved();
+    for (const char* spec : {"window:20+global:2", "dense"}) {
+        CAPTURE(spec);
+        const Support s = ioattn::sparse::parse_pattern(spec, p.n_q, p.n_k, 5);
+        const auto nk = static_cast<std::size_t>(p.n_k * p.d);
+        const auto nv = static_cast<std::size_t>(p.n_k * p.d_v);
+        std::vector<float> dk_buffer(nk + 32), dv_buffer(nv + 32);
+        const auto skip = [](const std::vector<float>& buffer) {
+            std::size_t n = 0; // floats to the first 64-byte boundary
+            while (reinterpret_cast<std::uintptr_t>(buffer.data() + n) % 64 != 0)
+                ++n;
+            return n;
+        };
+        const std::size_t sk = skip(dk_buffer), sv = skip(dv_buffer);
+        std::vector<std::vector<float>> dk, dv;
+        for (const std::size_t off : {std::size_t{0}, std::size_t{1}}) {
+            Case<float> c(p, 7);
+            run_forward_reference(c, s);
+            auto args = c.backward();
+            float* k_out = dk_buffer.data() + sk + off;
+            float* v_out = dv_buffer.data() + sv + off;
+            args.d_k = ioattn::TensorView<float>::packed(k_out, 1, 1, p.n_k, p.d);
+            args.d_v = ioattn::TensorView<float>::packed(v_out, 1, 1, p.n_k, p.d_v);
+            NullCounter io;
+            ioattn::sparse::backward_fused(
+                args, s, Tiling{Schedule::fused, 64, 32}, MemoryModel{1 << 20}, io);
+            dk.emplace_back(k_out, k_out + nk);
+            dv.emplace_back(v_out, v_out + nv);
+        }
+        CHECK(dk[0] == dk[1]);
+        CHECK(dv[0] == dv[1]);
+        Case<float> c(p, 7);
+        const Case<double> ref = ioattn::sparse::test::reference_gradients(p, c, s, 7);
+        CHECK(max_error(dk[0], ref.d_k) < 1e-4);
+        CHECK(max_error(dv[0], ref.d_v) < 1e-4);
+    }
 }
