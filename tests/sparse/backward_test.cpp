@@ -1,7 +1,8 @@
 // Tests of the sparse backward kernels (backward_reference, backward_fused): agreement with the
 // reference on pattern families, the reference against the dense reference and against central
 // finite differences (independent of any backward code), exact I/O (counted == cost == dry run,
-// reduction to the dense closed form), zero gradient of empty rows, and determinism.
+// reduction to the dense closed form), zero gradient of empty rows, determinism, and dK, dV
+// alike on and off a 64-byte boundary (streamed stores).
 
 #include "kernel_case.hpp"
 

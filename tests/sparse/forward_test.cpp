@@ -2,7 +2,8 @@
 // agreement with the reference on every pattern family and edge shapes (error rule in float,
 // tight in double), exact I/O (counted == cost == dry run; dense and causal patterns reduce to
 // the dense closed forms; closed forms for banded and block-diagonal patterns), empty rows,
-// sparse inputs, determinism across thread counts, and the documented throws.
+// sparse inputs, determinism across thread counts, O alike on and off a 64-byte boundary
+// (streamed stores), and the documented throws.
 
 #include "brute_force.hpp"
 #include "kernel_case.hpp"
