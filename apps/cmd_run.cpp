@@ -176,7 +176,8 @@ void print_text(const nlohmann::json& j, const RunOptions& o) {
                << "reordered; inside: " << v["inner"].get<std::string>() << ")";
         os << "; blocks: " << v["tile_blocks"] << " tile, " << v["element_blocks"] << " element, "
            << v["split_blocks"] << " split; pairs: " << grouped(v["tile_pairs"].get<std::int64_t>())
-           << " tile, " << grouped(v["element_pairs"].get<std::int64_t>()) << " element\n";
+           << " tile, " << grouped(v["element_pairs"].get<std::int64_t>()) << " element"
+           << (v.value("element_in_tiles", false) ? " (inside the tile blocks)" : "") << "\n";
     }
     const auto& t = j["tiling"];
     if (j["schedule"] != "reference") {

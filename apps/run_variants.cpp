@@ -117,6 +117,7 @@ nlohmann::json plan_json(const VariantRun& r, const AttentionPlan& plan) {
                              {"element_pairs", v->element_pairs},
                              {"rows_reordered", v->rows_reordered},
                              {"keys_reordered", v->keys_reordered},
+                             {"element_in_tiles", v->element_in_tiles},
                              {"tile_tiling", tiling_json(v->tile)},
                              {"element_tiling", tiling_json(v->element)}};
     }

@@ -81,6 +81,22 @@ void detail::forward_fused_ordered(const ForwardArgs<Scalar>& args,
 }
 
 template <typename Scalar, typename Counter>
+void detail::forward_fused_split(const ForwardArgs<Scalar>& args,
+                                 const Support& tile,
+                                 const Support& element,
+                                 const Tiling& tiling,
+                                 const MemoryModel& memory,
+                                 Counter& counter) {
+    IOATTN_DISPATCH(forward_fused<Scalar, Counter>(args,
+                                                   tile,
+                                                   SparseInputs<Scalar>{},
+                                                   tiling,
+                                                   memory,
+                                                   counter,
+                                                   Maps{nullptr, nullptr, &element}));
+}
+
+template <typename Scalar, typename Counter>
 void detail::backward_fused_ordered(const BackwardArgs<Scalar>& args,
                                     const Support& support,
                                     const Maps& maps,
@@ -107,6 +123,12 @@ void detail::backward_fused_ordered(const BackwardArgs<Scalar>& args,
                                                                  const Tiling&,                    \
                                                                  const MemoryModel&,               \
                                                                  Counter&);                        \
+    template void detail::forward_fused_split<Scalar, Counter>(const ForwardArgs<Scalar>&,         \
+                                                               const Support&,                     \
+                                                               const Support&,                     \
+                                                               const Tiling&,                      \
+                                                               const MemoryModel&,                 \
+                                                               Counter&);                          \
     template void detail::backward_fused_ordered<Scalar, Counter>(const BackwardArgs<Scalar>&,     \
                                                                   const Support&,                  \
                                                                   const detail::Maps&,             \

@@ -93,6 +93,18 @@ struct ElementWords {
     [[nodiscard]] std::int64_t indices(std::int64_t n) const { return pad(n * index); }
 };
 
+/// Words the split forward's element pairs keep resident inside a tile block
+/// (block_element.hpp) beside the tile scratch, the same under every instruction set: the row
+/// state of `rows` rows (q, O rows padded to 64-byte lines, m, l) and one batch's K and V
+/// rows, at most kBlockBatchKeys of them (kLanes rows of kShortRun keys, or 2 kLanes keys of one
+/// row, for up to 16 lanes).
+inline constexpr std::int64_t kBlockBatchKeys = 64;
+
+inline std::int64_t block_element_words(const Problem& p, std::int64_t rows, ElementWords w) {
+    return rows * (w.pad(p.d) + w.pad(p.d_v)) + 2 * w.pad(rows) +
+           kBlockBatchKeys * (w.pad(p.d) + w.pad(p.d_v));
+}
+
 /// Peak residency of forward_element on the plan (see forward_element.cpp).
 std::int64_t forward_element_peak(const Problem& p, const ElementPlan& plan, ElementWords w);
 

@@ -39,9 +39,15 @@
 // lines, no read for ownership). Measured (N = 16384, d = 64, 2 threads, AMD EPYC Zen 5,
 // `ioattn run --schedule fused --repeat 30`, medians of 8 alternated): window:64 177 -> 194
 // GFLOP/s (1.10x), bigbird:64:2:3 1.05x; the streamed O alone 1.04x-1.09x and 1.01x-1.05x.
+// With an element part (Maps::element: the split variant's, split.cpp) each block then takes
+// its rows' element pairs from its resident state before it writes O and L
+// (block_element.hpp): I/O + |E|*(d + d_v) + |E| index words per head, resident +
+// block_element_words (io_cost_split).
 // One task per (batch, head, row block); thread-count invariant.
-// Tests: tests/sparse/forward_test.cpp, tests/sparse/staggered_test.cpp
+// Tests: tests/sparse/forward_test.cpp, tests/sparse/staggered_test.cpp,
+// tests/sparse/variants_test.cpp (the element part inside the blocks)
 
+#include "element_plan.hpp"
 #include "plan.hpp"
 
 #include <ioattn/error.hpp>
@@ -60,6 +66,7 @@
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
 #include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
+#include "block_element.hpp"
 #include "narrow_block.hpp"
 #include "row_products.hpp"
 #include "staggered_slab.hpp"
@@ -188,6 +195,8 @@ void row_block(const ForwardArgs<Scalar>& a,
                const Scalar** pointers,
                std::int64_t* cursor,
                const Maps& maps,
+               Scalar* element_base,
+               std::int64_t element_words,
                Counter& io) {
     constexpr int kL = Simd<Scalar>::kLanes;
     const Problem& p = a.problem;
@@ -303,13 +312,26 @@ void row_block(const ForwardArgs<Scalar>& a,
         }
     }
     next_q.upto(next_q.lines()); // when the block had fewer chunks
+    // --- the split's element pairs of these rows, from the block's state (block_element.hpp) ---
+    const Support* e = maps.element;
+    if (e != nullptr) {
+        io.acquire(element_words);
+        detail::read_block_element(io, *e, src, slice, b, g, kv_slice, blk, i0, r);
+    }
     if constexpr (Counter::kComputes) {
-        if (narrow)
-            detail::narrow_block(a, b, h, g, i0, r, keys, w.qt);
-        else
+        if (narrow) {
+            detail::narrow_block(a, b, h, g, i0, r, keys, w.qt, e, element_base);
+        } else if (e != nullptr) {
+            const detail::ForwardState<Scalar> rows(element_base, p, r);
+            detail::rows_of_transposed(p, r, w.qt, w.ot, w.rp, w.m, w.l, rows);
+            detail::block_element_pairs(a, *e, b, h, g, i0, r, rows);
+        } else {
             kernels::finish_rows(
                 w.ot, w.rp, w.m, w.l, w.alpha, a.o, a.lse, b, h, i0, r, maps.rows, true);
+        }
     }
+    if (e != nullptr)
+        io.release(element_words);
     io.write({Operand::o, slice, i0, r, 0, p.d_v});
     io.write({Operand::lse, slice, i0, r, 0, 1});
     io.release(resident);
@@ -339,6 +361,19 @@ void forward_fused(const ForwardArgs<Scalar>& args,
     const kernels::Workspace<Scalar> ws(workers, Scratch<Scalar>::words(p, tiling));
     const kernels::Workspace<const Scalar*> pointers(workers, 2 * std::min(tiling.cols, p.n_k));
     const kernels::Workspace<std::int64_t> cursors(workers, tiling.rows);
+    // the split's element pairs inside the blocks (Maps::element): their rows' state
+    if (maps.element != nullptr &&
+        (maps.rows != nullptr || maps.keys != nullptr || src.q.sparse != nullptr ||
+         src.k.sparse != nullptr || src.v.sparse != nullptr))
+        throw InvalidArgument(std::string(kWhere) +
+                              ": an element part runs only with dense operands and no orders");
+    const std::int64_t rows_max = std::min(tiling.rows, p.n_q);
+    const std::int64_t element_words =
+        maps.element != nullptr
+            ? detail::block_element_words(p, rows_max, detail::ElementWords::of(sizeof(Scalar)))
+            : 0;
+    const kernels::Workspace<Scalar> element_ws(maps.element != nullptr ? workers : 0,
+                                                detail::ForwardState<Scalar>::words(p, rows_max));
     alloc.allocate();
     // Whether each (batch, kv head) slice of a dense V is finite: chunks read in place skip
     // the exact non-finite path then (one O(n_k d_v) pass instead of one per chunk).
@@ -364,6 +399,8 @@ void forward_fused(const ForwardArgs<Scalar>& args,
                       pointers.slab(worker),
                       cursors.slab(worker),
                       maps,
+                      element_ws.slab(worker),
+                      element_words,
                       io);
         });
 }

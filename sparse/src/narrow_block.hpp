@@ -11,6 +11,7 @@
 // Tests: the fused forward's (tests/sparse/forward_test.cpp, kernel_case.hpp, variants_test.cpp,
 // adversarial_test.cpp run blocks of global rows and of rows that see one key).
 
+#include "block_element.hpp"
 #include "forward_element_rows.hpp"
 #include "plan.hpp"
 
@@ -64,7 +65,9 @@ void narrow_block(const ForwardArgs<Scalar>& a,
                   std::int64_t i0,
                   std::int64_t r,
                   std::span<const std::int64_t> keys,
-                  Scalar* base) {
+                  Scalar* base,
+                  const Support* element = nullptr,
+                  Scalar* element_base = nullptr) {
     constexpr std::int64_t kL = kernels::Simd<Scalar>::kLanes;
     const Problem& p = a.problem;
     const std::int64_t pv = (p.d_v + kL - 1) / kL * kL; // O rows: batch_axpy stores whole vectors
@@ -82,6 +85,19 @@ void narrow_block(const ForwardArgs<Scalar>& a,
         l[x] = Scalar(0);
     }
     detail::shared_rows(a, b, g, keys.data(), std::ssize(keys), r, q, p.d, o, pv, m, l);
+    if (element != nullptr) { // the split's element pairs of these rows (block_element.hpp)
+        const ForwardState<Scalar> w(element_base, p, r);
+        for (std::int64_t x = 0; x < r; ++x) {
+            std::copy_n(q + x * p.d, p.d, w.q + x * w.pd);
+            std::fill(w.q + x * w.pd + p.d, w.q + (x + 1) * w.pd, Scalar(0));
+            std::copy_n(o + x * pv, p.d_v, w.o + x * w.pdv);
+            std::fill(w.o + x * w.pdv + p.d_v, w.o + (x + 1) * w.pdv, Scalar(0));
+            w.m[x] = m[x];
+            w.l[x] = l[x];
+        }
+        block_element_pairs(a, *element, b, h, g, i0, r, w);
+        return;
+    }
     for (std::int64_t x = 0; x < r; ++x)
         finish_row(o + x * pv, m[x], l[x], p.d_v, a.o.row(b, h, i0 + x), a.lse.row(b, h, i0 + x));
 }

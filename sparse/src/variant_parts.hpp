@@ -47,6 +47,26 @@ void forward_fused_ordered(const ForwardArgs<Scalar>& args,
                            const MemoryModel& memory,
                            Counter& counter);
 
+/// forward_fused over the split's tile part whose blocks also take the element part's pairs of
+/// their rows from their resident state (block_element.hpp), in place of forward_element's
+/// second pass. I/O: io_cost_split (fused_split). Dispatched like forward_fused_ordered.
+template <typename Scalar, typename Counter>
+void forward_fused_split(const ForwardArgs<Scalar>& args,
+                         const Support& tile,
+                         const Support& element,
+                         const Tiling& tiling,
+                         const MemoryModel& memory,
+                         Counter& counter);
+
+/// Whether a forward split plan runs forward_fused_split: both parts have pairs and the tile
+/// scratch with the element rows' state (block_element_words) fits M. Otherwise the element
+/// part runs as a second pass (forward_element, resuming from the tile outputs).
+template <typename Scalar>
+bool fused_split(const Problem& problem,
+                 const VariantParts& parts,
+                 const VariantPlan& plan,
+                 const MemoryModel& memory);
+
 /// backward_fused likewise over a reordered problem read in place: Q, O, L, dO, dQ rows
 /// through the row order, K, V, dK, dV rows through the key order. I/O: io_cost_backward_fused plus the order
 /// indices: per head, each query block's rows in pass 0 and pass R, and each key block's

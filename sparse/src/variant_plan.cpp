@@ -225,6 +225,7 @@ VariantPlan plan_fresh(const Problem& p,
     parts->tile = std::move(split.tile);
     parts->element = std::move(split.element);
     plan.parts = std::move(parts);
+    plan.element_in_tiles = detail::fused_split<Scalar>(p, *plan.parts, plan, memory);
     return plan;
 }
 

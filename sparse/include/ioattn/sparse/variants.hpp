@@ -62,7 +62,10 @@ struct VariantPlan {
     std::int64_t element_pairs = 0;  ///< pairs of the element part
     bool rows_reordered = false;     ///< permuted: rows (and Q, O, dO, L, dQ) reordered
     bool keys_reordered = false;     ///< permuted: keys (and K, V, dK, dV) reordered
-    double estimate = 0;             ///< the cost model's time estimate (relative units)
+    /// Forward with both parts: each tile block takes its rows' element pairs from its resident
+    /// state (no second pass over Q, O and L), when that state fits M beside the tile scratch.
+    bool element_in_tiles = false;
+    double estimate = 0; ///< the cost model's time estimate (relative units)
     std::shared_ptr<const detail::VariantParts> parts;
 };
 
@@ -88,7 +91,9 @@ VariantPlan plan_variants(const Problem& problem,
                           std::optional<Tiling> tile = std::nullopt);
 
 /// Runs a forward plan: the variants' kernels over their parts, one softmax (the element part
-/// resumes from the tile part's outputs). Same results as forward_reference up to rounding,
+/// inside the tile blocks when plan.element_in_tiles, else resuming from the tile part's
+/// outputs; a plan with element_in_tiles run with a memory below its residency throws
+/// InvalidArgument). Same results as forward_reference up to rounding,
 /// bitwise independent of the thread count. I/O = io_cost(problem, support, plan).
 template <typename Scalar, typename Counter>
 void forward(const ForwardArgs<Scalar>& args,
