@@ -373,6 +373,33 @@ TEST_CASE("run prints a readable report without NaN or infinities", "[apps][run]
     CHECK(!has_word(r.out, "inf", true));
 }
 
+TEST_CASE("run reports a split forward's element pairs inside the tile blocks", "[apps][run]") {
+    // bigbird at N = 640 splits into a band through tiles and random keys element by element;
+    // with the default M the element rows' state fits beside the tile scratch
+    const std::vector<std::string> args{"--N",
+                                        "640",
+                                        "--d",
+                                        "16",
+                                        "--pattern",
+                                        "bigbird:64:2:3",
+                                        "--schedule",
+                                        "fused",
+                                        "--variant",
+                                        "split",
+                                        "--check",
+                                        "--count-io"};
+    const json j = run_json(args);
+    CHECK(j.at("variant") == "split");
+    CHECK(j.at("variant_plan").at("element_in_tiles") == true);
+    CHECK(j.at("check").at("passed") == true);
+    CHECK(j.at("io").at("matches_closed_form") == true);
+    std::vector<std::string> text = args;
+    text.insert(text.begin(), "run");
+    const auto r = run_ioattn(text);
+    REQUIRE(r.status == 0);
+    CHECK(r.out.find("element (inside the tile blocks)") != std::string::npos);
+}
+
 TEST_CASE("run --pattern file: runs a Matrix Market support", "[apps][run]") {
     // a band of half-width 3 plus the first column: every row and column has an entry
     std::string body;
