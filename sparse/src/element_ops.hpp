@@ -167,9 +167,11 @@ inline Vec<T> paired_dots(const T* const* xs, const T* const* rows, std::int64_t
 
 /// acc[0, n) = alpha * acc + sum_{k < NK} w[k] rows[k][0, n) (alpha null: no rescale). acc is
 /// zero-padded to whole vectors; rows[k] are read only within their n words. The accumulator
-/// stays in registers 8 vectors at a time while every row of the batch passes.
+/// stays in registers 8 vectors at a time while every row of the batch passes. Aligned to 64
+/// bytes so that its loops' placement does not move with unrelated code (run_rows).
 template <typename T, int NK>
-inline void batch_axpy(T* acc, const T* alpha, const T* w, const T* const* rows, std::int64_t n) {
+[[gnu::aligned(64)]] inline void
+batch_axpy(T* acc, const T* alpha, const T* w, const T* const* rows, std::int64_t n) {
     constexpr int kL = Simd<T>::kLanes;
     constexpr int kSlice = 8; // accumulator vectors in registers, plus one broadcast weight
     const std::int64_t full = n / kL * kL;

@@ -163,12 +163,16 @@ void run_row(const ForwardArgs<Scalar>& a,
 /// on n_q = n_k = 1024 with 3 random keys a row (all in cache) 70.4 -> 59.3 ns a row; N =
 /// 16384, d = 64, 2 threads (--repeat 20-40, both orders): bigbird:64:2:3's random pairs
 /// alone 1.14x, bigbird:64:2:3 1.05x, random:0.02 1.02x, powerlaw:32 1.00x.
+/// Aligned to 64 bytes, as batch_axpy: where the linker put this weak function moved with the
+/// size of unrelated code (1e4940a instantiated it in forward_fused.cpp too, 16 bytes further
+/// into a line), and random:0.02 lost 2-6% with the same instructions (medians of 8 paired
+/// alternations, both orders); aligned, 1.00x against the build before.
 template <typename Scalar>
-void run_rows(const ForwardArgs<Scalar>& a,
-              std::int64_t b,
-              std::int64_t g,
-              const ShortRows<Scalar>& rows,
-              const ForwardState<Scalar>& w) {
+[[gnu::aligned(64)]] void run_rows(const ForwardArgs<Scalar>& a,
+                                   std::int64_t b,
+                                   std::int64_t g,
+                                   const ShortRows<Scalar>& rows,
+                                   const ForwardState<Scalar>& w) {
     constexpr int kL = ShortRows<Scalar>::kL;
     constexpr std::size_t kN = ShortRows<Scalar>::kN;
     constexpr auto kT = static_cast<std::size_t>(kShortRun);
