@@ -15,7 +15,8 @@
 // second pass. Resident beside the tile scratch: block_element_words (element_plan.hpp: the
 // row state of the tile height's rows and one batch's K and V rows). Measured against the
 // second pass (N = 16384, d = 64, AMD EPYC Zen 5, medians of 12 paired ratios; README):
-// bigbird:64:2:3 1.044x on 2 threads, 1.084x on 1.
+// bigbird:64:2:3 1.044x on 2 threads, 1.084x on 1; rows of many element keys too:
+// window:64+random:0.02 1.14x, window:64+random:0.005 1.07x (6 pairs each).
 // Tests: tests/sparse/variants_test.cpp
 
 #include "forward_element_rows.hpp"
