@@ -45,7 +45,7 @@
 // block_element_words (io_cost_split).
 // One task per (batch, head, row block); thread-count invariant.
 // Tests: tests/sparse/forward_test.cpp, tests/sparse/staggered_test.cpp,
-// tests/sparse/variants_test.cpp (the element part inside the blocks)
+// tests/sparse/split_forward_test.cpp (the element part inside the blocks)
 
 #include "element_plan.hpp"
 #include "plan.hpp"

@@ -70,32 +70,31 @@ void narrow_block(const ForwardArgs<Scalar>& a,
                   Scalar* element_base = nullptr) {
     constexpr std::int64_t kL = kernels::Simd<Scalar>::kLanes;
     const Problem& p = a.problem;
-    const std::int64_t pv = (p.d_v + kL - 1) / kL * kL; // O rows: batch_axpy stores whole vectors
-    Scalar* q = base;
-    Scalar* o = q + r * p.d;
-    Scalar* m = o + r * pv;
-    Scalar* l = m + r;
+    // with the split's element part, the rows' state is laid out as the element kernels take
+    // it (ForwardState at element_base), so block_element_pairs goes on from it in place
+    ForwardState<Scalar> fs;
+    if (element != nullptr)
+        fs = ForwardState<Scalar>(element_base, p, r);
+    const std::int64_t pq = element != nullptr ? fs.pd : p.d;
+    // O rows: batch_axpy stores whole vectors
+    const std::int64_t pv = element != nullptr ? fs.pdv : (p.d_v + kL - 1) / kL * kL;
+    Scalar* q = element != nullptr ? fs.q : base;
+    Scalar* o = element != nullptr ? fs.o : q + r * p.d;
+    Scalar* m = element != nullptr ? fs.m : o + r * pv;
+    Scalar* l = element != nullptr ? fs.l : m + r;
     const auto qs = static_cast<Scalar>(p.scale * kernels::kLog2e);
     for (std::int64_t x = 0; x < r; ++x) {
         const Scalar* qr = a.q.row(b, h, i0 + x);
         for (std::int64_t z = 0; z < p.d; ++z)
-            q[x * p.d + z] = qr[z] * qs;
+            q[x * pq + z] = qr[z] * qs;
+        std::fill(q + x * pq + p.d, q + (x + 1) * pq, Scalar(0));
         std::fill(o + x * pv, o + (x + 1) * pv, Scalar(0));
         m[x] = -std::numeric_limits<Scalar>::infinity();
         l[x] = Scalar(0);
     }
-    detail::shared_rows(a, b, g, keys.data(), std::ssize(keys), r, q, p.d, o, pv, m, l);
+    detail::shared_rows(a, b, g, keys.data(), std::ssize(keys), r, q, pq, o, pv, m, l);
     if (element != nullptr) { // the split's element pairs of these rows (block_element.hpp)
-        const ForwardState<Scalar> w(element_base, p, r);
-        for (std::int64_t x = 0; x < r; ++x) {
-            std::copy_n(q + x * p.d, p.d, w.q + x * w.pd);
-            std::fill(w.q + x * w.pd + p.d, w.q + (x + 1) * w.pd, Scalar(0));
-            std::copy_n(o + x * pv, p.d_v, w.o + x * w.pdv);
-            std::fill(w.o + x * w.pdv + p.d_v, w.o + (x + 1) * w.pdv, Scalar(0));
-            w.m[x] = m[x];
-            w.l[x] = l[x];
-        }
-        block_element_pairs(a, *element, b, h, g, i0, r, w);
+        block_element_pairs(a, *element, b, h, g, i0, r, fs);
         return;
     }
     for (std::int64_t x = 0; x < r; ++x)

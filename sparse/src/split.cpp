@@ -24,7 +24,7 @@
 //   backward: io_cost_backward_fused(T) + io_cost_backward_element(E, accumulate).
 // Flops: 2 Z_T' (d + d_v) in tiles (Z_T' >= |T|: masked entries of a tile) + 2 |E| (d + d_v).
 // Deterministic: the parts run one after the other, each thread-count invariant.
-// Tests: tests/sparse/variants_test.cpp
+// Tests: tests/sparse/variants_test.cpp, tests/sparse/split_forward_test.cpp
 
 #include "folded_keys.hpp"
 #include "variant_parts.hpp"
