@@ -91,9 +91,12 @@ read_pairs(std::string_view path, const detail::MatrixMarketInfo& info) {
 
 Support read_matrix_market(std::string_view path) {
     const detail::MatrixMarketInfo info = detail::scan_matrix_market(kRead, path);
-    // row offsets; per entry CHOLMOD's triplet (i, j, x), two mirrored pairs, a column index
+    // row offsets; CHOLMOD's workspace of rows + cols integers (cholmod_l_read_triplet's row and
+    // column degrees, allocated whatever the field); per entry CHOLMOD's triplet (i, j, x), two
+    // mirrored pairs, a column index
     require_memory(kRead,
-                   add_bytes(bytes_of(info.rows + 1, sizeof(std::int64_t)),
+                   add_bytes(add_bytes(bytes_of(info.rows + 1, sizeof(std::int64_t)),
+                                       bytes_of(info.rows + info.cols, sizeof(std::int64_t))),
                              bytes_of(info.entries, 8 * sizeof(std::int64_t))),
                    "support of a " + std::to_string(info.rows) + " x " + std::to_string(info.cols) +
                        " file");

@@ -21,6 +21,9 @@ namespace ioattn::sparse::detail {
 namespace {
 
 constexpr std::size_t kMaxLine = 1024; // CHOLMOD reads lines into a fixed buffer
+// CHOLMOD parses the size line and the indices as doubles: integers above 2^53 would reach it
+// rounded (a 4 x 22222222222222223 file read as 4 x 22222222222222224), so they are refused.
+constexpr std::int64_t kMaxExact = std::int64_t{1} << 53;
 
 std::vector<std::string_view> split(std::string_view line) {
     std::vector<std::string_view> out;
@@ -155,6 +158,8 @@ void scan_size(LineReader& r, MatrixMarketInfo& info) {
             r.error(names[k], " '", f[k], "' is not an integer");
         if (*values[k] < 0)
             r.error(names[k], " = ", *values[k], " (expected >= 0)");
+        if (*values[k] > kMaxExact)
+            r.error(names[k], " = ", *values[k], " (expected <= 2^53 = ", kMaxExact, ")");
     }
     if (info.symmetric && info.rows != info.cols)
         r.error("symmetric matrix is ", info.rows, " x ", info.cols, " (expected square)");

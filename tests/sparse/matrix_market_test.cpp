@@ -157,6 +157,30 @@ TEST_CASE("matrix market: each malformed file gives one error naming the line",
                       Contains("read_matrix_market: cannot open '/nonexistent/dir/x.mtx'"));
 }
 
+TEST_CASE("matrix market: sizes CHOLMOD cannot hold exactly, or memory cannot, are refused",
+          "[matrix_market][throws]") {
+    using Catch::Contains;
+    // The fuzz finding: CHOLMOD reads sizes through doubles (22222222222222223 became ...224)
+    // and sizes its workspace by rows + cols, which under ASan aborted instead of throwing.
+    CHECK_THAT(error_of(pattern_header + "4 22222222222222223 3\n1 2\n1 2\n2 3\n"),
+               Contains("F:2: cols = 22222222222222223 (expected <= 2^53 = 9007199254740992)"));
+    CHECK_THAT(error_of(pattern_header + "9007199254740993 4 0\n"),
+               Contains("F:2: rows = 9007199254740993 (expected <= 2^53"));
+    // 2^52 columns fit a double exactly, but CHOLMOD's workspace of rows + cols integers
+    // (32 PiB) does not fit memory: a ResourceError before CHOLMOD runs.
+    const TempFile wide("wide.mtx", pattern_header + "4 4503599627370496 1\n1 2\n");
+    CHECK_THROWS_MATCHES(read_matrix_market(wide.path()),
+                         ioattn::ResourceError,
+                         Catch::Matchers::Predicate<ioattn::ResourceError>(
+                             [](const ioattn::ResourceError& e) {
+                                 const std::string m = e.what();
+                                 return m.find("read_matrix_market: needs") != std::string::npos &&
+                                        m.find("support of a 4 x 4503599627370496 file") !=
+                                            std::string::npos;
+                             },
+                             "names the call and the file's shape"));
+}
+
 TEST_CASE("matrix market: writing to a bad path throws", "[matrix_market][throws]") {
     CHECK_THROWS_WITH(sp::write_matrix_market("/nonexistent/dir/x.mtx", Support::none(1, 1)),
                       Catch::Contains("write_matrix_market: cannot open"));
