@@ -1,51 +1,27 @@
 // Tests of apps/cmd_run.cpp and apps/run_variants.cpp through the built program: `ioattn run`
 // prints the DESIGN.md §4 JSON keys, --check passes for every pass, pattern and schedule,
-// --count-io is consistent with the bounds, --input-density lowers Z_input, --csv is one
-// header and one row, bad --input-density values are usage errors. No timing is asserted.
+// --count-io is consistent with the bounds, --csv is one header and one row, the text report
+// is readable. The sparse inputs and supports: cmd_run_sparse_test.cpp. No timing is asserted.
 
 #include "cli.hpp"
+#include "run_json.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 using ioattn::app::test::command_of;
 using ioattn::app::test::csv_fields;
+using ioattn::app::test::finite_number;
 using ioattn::app::test::has_word;
 using ioattn::app::test::lines_of;
 using ioattn::app::test::require_one_line_error;
 using ioattn::app::test::run_ioattn;
-using ioattn::app::test::write_scratch;
+using ioattn::app::test::run_json;
 using nlohmann::json;
-
-namespace {
-
-/// Runs `ioattn run args...`, requires exit 0 and an empty stderr, and parses stdout.
-json run_json(std::vector<std::string> args) {
-    args.insert(args.begin(), "run");
-    args.emplace_back("--json");
-    const auto r = run_ioattn(args);
-    INFO("command: " << command_of(args));
-    INFO("stderr: " << r.err);
-    REQUIRE(r.status == 0);
-    CHECK(r.err.empty());
-    json j;
-    REQUIRE_NOTHROW(j = json::parse(r.out));
-    REQUIRE(j.is_object());
-    return j;
-}
-
-/// A finite number (nlohmann writes NaN and infinities as null).
-bool finite_number(const json& v) {
-    return v.is_number() && std::isfinite(v.get<double>());
-}
-
-} // namespace
 
 TEST_CASE("run --json prints the DESIGN.md keys", "[apps][run]") {
     const json j = run_json({"--N", "64", "--d", "16"});
@@ -261,47 +237,6 @@ TEST_CASE("run --repeat reports the repeat count and still checks", "[apps][run]
     CHECK(j.at("check").at("passed") == true);
 }
 
-TEST_CASE("run --input-density 0.5 lowers z_input below the dense count", "[apps][run]") {
-    const std::string pass = GENERATE("forward", "backward");
-    CAPTURE(pass);
-    const auto at = [&](const std::string& density) {
-        return run_json({"--N",
-                         "64",
-                         "--d",
-                         "16",
-                         "--M",
-                         "2400",
-                         "--pass",
-                         pass,
-                         "--pattern",
-                         "window:8",
-                         "--input-density",
-                         density,
-                         "--check",
-                         "--count-io"});
-    };
-    const json dense = at("1");
-    const json half = at("0.5");
-    // DESIGN.md §2.3: Z_input = (N_q + 2 N_k) d for dense Q, K, V; the backward adds dO
-    const std::int64_t dense_count = (pass == "forward" ? 3 : 4) * 64 * 16;
-    CHECK(dense.at("z_input") == dense_count);
-    CHECK(half.at("input_density").get<double>() == 0.5);
-    CHECK(half.at("z_input").get<std::int64_t>() > 0);
-    CHECK(half.at("z_input").get<std::int64_t>() < dense_count);
-    CHECK(half.at("z_qk") == dense.at("z_qk"));
-    CHECK(half.at("check").at("passed") == true);
-    CHECK(half.at("io").at("matches_closed_form") == true);
-    CHECK(half.at("io").at("total").get<std::int64_t>() <
-          dense.at("io").at("total").get<std::int64_t>());
-}
-
-TEST_CASE("run --input-density outside 0 to 1 is a usage error naming the value", "[apps][run]") {
-    for (const std::string v : {"2", "0", "-0.5", "nan"}) {
-        require_one_line_error({"run", "--N", "64", "--d", "16", "--input-density", v},
-                               "--input-density " + v);
-    }
-}
-
 TEST_CASE("run --csv prints a header and one row of the same width", "[apps][run]") {
     const auto [pass, pattern] = GENERATE(table<std::string, std::string>(
         {{"forward", "dense"}, {"backward", "dense"}, {"backward", "window:8"}}));
@@ -371,90 +306,4 @@ TEST_CASE("run prints a readable report without NaN or infinities", "[apps][run]
     CHECK(r.out.find("passed") != std::string::npos);
     CHECK(!has_word(r.out, "nan", true));
     CHECK(!has_word(r.out, "inf", true));
-}
-
-TEST_CASE("run reports a split forward's element pairs inside the tile blocks", "[apps][run]") {
-    // bigbird at N = 640 splits into a band through tiles and random keys element by element;
-    // with the default M the element rows' state fits beside the tile scratch
-    const std::vector<std::string> args{"--N",
-                                        "640",
-                                        "--d",
-                                        "16",
-                                        "--pattern",
-                                        "bigbird:64:2:3",
-                                        "--schedule",
-                                        "fused",
-                                        "--variant",
-                                        "split",
-                                        "--check",
-                                        "--count-io"};
-    const json j = run_json(args);
-    CHECK(j.at("variant") == "split");
-    CHECK(j.at("variant_plan").at("element_in_tiles") == true);
-    CHECK(j.at("check").at("passed") == true);
-    CHECK(j.at("io").at("matches_closed_form") == true);
-    std::vector<std::string> text = args;
-    text.insert(text.begin(), "run");
-    const auto r = run_ioattn(text);
-    REQUIRE(r.status == 0);
-    CHECK(r.out.find("element (inside the tile blocks)") != std::string::npos);
-}
-
-TEST_CASE("run --pattern file: runs a Matrix Market support", "[apps][run]") {
-    // a band of half-width 3 plus the first column: every row and column has an entry
-    std::string body;
-    std::int64_t entries = 0;
-    for (int i = 1; i <= 64; ++i)
-        for (int j = 1; j <= 64; ++j)
-            if (std::abs(i - j) <= 3 || j == 1) {
-                body += std::to_string(i) + " " + std::to_string(j) + "\n";
-                ++entries;
-            }
-    const std::string path =
-        write_scratch("band.mtx",
-                      "%%MatrixMarket matrix coordinate pattern general\n% a test band\n64 64 " +
-                          std::to_string(entries) + "\n" + body);
-    const std::string pass = GENERATE("forward", "backward");
-    CAPTURE(pass);
-    const json j = run_json({"--N",
-                             "64",
-                             "--d",
-                             "16",
-                             "--M",
-                             "2400",
-                             "--pass",
-                             pass,
-                             "--pattern",
-                             "file:" + path,
-                             "--check",
-                             "--count-io"});
-    CHECK(j.at("z_qk") == entries);
-    CHECK(j.at("check").at("passed") == true);
-    CHECK(j.at("io").at("matches_closed_form") == true);
-}
-
-// The backward's inputs O and L are made by an untimed forward under an ample M, so a
-// materialized backward runs at an M below the smallest fused tiling (67 words for d = 16).
-// (It exited 1 with "too small for any fused tiling" before apps/run_variants.cpp did so.)
-TEST_CASE("run --pass backward runs a materialized tiling below the smallest fused one",
-          "[apps][run]") {
-    const std::string pattern = GENERATE("dense", "window:8");
-    CAPTURE(pattern);
-    const json j = run_json({"--N",
-                             "64",
-                             "--d",
-                             "16",
-                             "--M",
-                             "40",
-                             "--pass",
-                             "backward",
-                             "--pattern",
-                             pattern,
-                             "--schedule",
-                             "materialized",
-                             "--check",
-                             "--count-io"});
-    CHECK(j.at("schedule") == "materialized");
-    CHECK(j.at("check").at("passed") == true);
-    CHECK(j.at("io").at("peak_resident").get<std::int64_t>() <= 40);
 }
