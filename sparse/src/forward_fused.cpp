@@ -181,6 +181,126 @@ kernels::RowLines next_q_rows(const ForwardArgs<Scalar>& a,
             plan.rows(blk + 1)};
 }
 
+/// A row block's state on the tile path (narrow_block keeps its own): the scratch, the rows'
+/// key cursors, its lane vectors, and whether its slabs may stagger (staggered_slab.hpp).
+template <typename Scalar>
+struct TileBlock {
+    Scratch<Scalar> w;
+    detail::RowCursors cur;
+    std::int64_t i0 = 0, r = 0, n_vec = 0;
+    bool stagger = false;
+};
+
+/// Q_i^T packed (scaled by scale * log2 e), O^T, m and l cleared, the cursors of rows
+/// [i0, i0 + r) at their first key.
+template <typename Scalar>
+TileBlock<Scalar> start_tiles(const detail::Operands<Scalar>& src,
+                              const Problem& p,
+                              const detail::FusedPlan& plan,
+                              std::int64_t b,
+                              std::int64_t h,
+                              std::int64_t i0,
+                              std::int64_t r,
+                              const Maps& maps,
+                              Scratch<Scalar> w,
+                              std::int64_t* cursor) {
+    TileBlock<Scalar> tb{w, {}, i0, r, lane_padded(r) / Simd<Scalar>::kLanes, false};
+    const auto qs = static_cast<Scalar>(p.scale * kernels::kLog2e);
+    detail::pack_transposed(src.q, b, h, i0, r, qs, w.qt, w.rp, maps.rows);
+    std::fill(w.ot, w.ot + p.d_v * w.rp, Scalar(0));
+    std::fill(w.m, w.m + w.rp, -std::numeric_limits<Scalar>::infinity());
+    std::fill(w.l, w.l + w.rp, Scalar(0));
+    tb.cur = detail::row_cursors(plan, i0, r, cursor);
+    tb.stagger = src.k.sparse == nullptr && src.v.sparse == nullptr &&
+                 detail::may_stagger<Scalar>(tb.cur, r);
+    return tb;
+}
+
+/// O^T[:, x0 + x] = alpha O^T + P V over the keys kc[lo, hi) row i0 + x0 + x may see, when
+/// the V chunk holds a non-finite value (exact: NaN never reaches a row that cannot see it).
+template <typename Scalar>
+void accumulate_allowed(const Support& s,
+                        const Problem& p,
+                        const TileBlock<Scalar>& tb,
+                        std::int64_t x0,
+                        std::int64_t x1,
+                        const std::int64_t* kc,
+                        std::int64_t lo,
+                        std::int64_t hi,
+                        const detail::Rows<Scalar>& vr) {
+    const Scalar* st = tb.w.st + lo * tb.w.rp + x0;
+    const Scalar* alpha = tb.w.alpha + x0;
+    Scalar* ot = tb.w.ot + x0;
+    const std::int64_t rp = tb.w.rp;
+    for (std::int64_t x = 0; x < x1 - x0; ++x) {
+        for (std::int64_t z = 0; z < p.d_v; ++z)
+            ot[z * rp + x] *= alpha[x];
+        for (std::int64_t y = 0; y < hi - lo; ++y) {
+            if (!s.contains(tb.i0 + x0 + x, kc[lo + y]))
+                continue;
+            for (std::int64_t z = 0; z < p.d_v; ++z)
+                ot[z * rp + x] += st[y * rp + x] * vr.row(lo + y)[z];
+        }
+    }
+}
+
+/// One chunk kc[0, c) (keys y0.. of the block's list) on the tile path: per slab of 64 lanes,
+/// over the chunk entries [lo, hi) some row of the slab may see, St = K Qt, mask to Omega,
+/// online softmax, O^T = alpha O^T + V^T P^T.
+template <typename Scalar>
+void chunk_products(const Problem& p,
+                    const detail::Operands<Scalar>& src,
+                    const Support& s,
+                    std::int64_t b,
+                    std::int64_t g,
+                    const TileBlock<Scalar>& tb,
+                    const std::int64_t* kc,
+                    std::int64_t y0,
+                    std::int64_t c,
+                    const detail::Rows<Scalar>& kr,
+                    const detail::Rows<Scalar>& vr) {
+    constexpr int kL = Simd<Scalar>::kLanes;
+    const Scratch<Scalar>& w = tb.w;
+    const std::int64_t i0 = tb.i0;
+    for (std::int64_t u = 0; u < tb.n_vec; u += kSlabVecs) {
+        const std::int64_t nv = std::min(kSlabVecs, tb.n_vec - u), x0 = u * kL;
+        const std::int64_t x1 = std::min(tb.r, x0 + nv * kL);
+        // the entries [lo, hi) some row of the slab sees: the union of its vectors' parts
+        // when it may stagger (computed once, staggered or not), else its rows' spans
+        std::int64_t lo = 0, hi = 0;
+        if (tb.stagger && nv > 1) {
+            detail::SlabParts sp;
+            detail::slab_parts<Scalar>(s, i0, tb.cur, {x0, x1, nv}, {kc, y0, c}, sp);
+            if (sp.staggers()) {
+                detail::staggered_slab(
+                    p, s, i0, tb.cur, {x0, x1, nv}, {kc, y0, c}, sp, kr, vr, w.slab());
+                continue;
+            }
+            lo = sp.lo;
+            hi = std::max(sp.lo, sp.hi);
+        } else {
+            std::tie(lo, hi) = detail::chunk_spans(s, i0, tb.cur, x0, x1, kc, y0, c).hull();
+        }
+        Scalar* alpha = w.alpha + x0;
+        if (lo == hi) { // nothing new for these rows
+            std::fill(alpha, alpha + nv * kL, Scalar(1));
+            continue;
+        }
+        Scalar* st = w.st + lo * w.rp + x0;
+        // sparse dot products over a sparse K's stored entries
+        detail::streamed_scores(
+            src.k, b, g, kc + lo, kr.from(lo), hi - lo, w.qt + x0, w.rp, p.d, nv, st);
+        const bool partial = detail::mask_chunk(
+            s, i0 + x0, x1 - x0, kc + lo, y0 + lo, hi - lo, tb.cur.from(x0), st, w.rp);
+        kernels::online_softmax_block(st, w.rp, hi - lo, nv, w.m + x0, w.l + x0, alpha);
+        if (vr.finite || !partial) // P = 0 outside Omega; a sparse V as stored
+            detail::streamed_accumulate(
+                src.v, b, g, kc + lo, vr.from(lo), hi - lo, st, w.rp, p.d_v, nv, alpha, w.ot + x0);
+        else
+            accumulate_allowed(s, p, tb, x0, x1, kc, lo, hi, vr);
+    }
+}
+
 template <typename Scalar, typename Counter>
 void row_block(const ForwardArgs<Scalar>& a,
                const detail::Operands<Scalar>& src,
@@ -198,7 +318,6 @@ void row_block(const ForwardArgs<Scalar>& a,
                Scalar* element_base,
                std::int64_t element_words,
                Counter& io) {
-    constexpr int kL = Simd<Scalar>::kLanes;
     const Problem& p = a.problem;
     const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
     const std::int64_t kv_slice = b * p.kv_heads + g;
@@ -211,31 +330,21 @@ void row_block(const ForwardArgs<Scalar>& a,
                             plan.map_words<Scalar>(blk, maps.rows != nullptr, maps.keys != nullptr);
     if (iw > 0)
         io.read({Operand::index, slice, blk, 1, 0, iw});
-    Scratch<Scalar> w;
-    detail::RowCursors cur;
-    std::int64_t n_vec = 0;
-    bool stagger = false; // slabs may compute their lane vectors' own spans (staggered_slab.hpp)
-    bool narrow = false;  // or the block's few rows share batches of keys (narrow_block)
+    TileBlock<Scalar> tb;
+    bool narrow = false;      // the block's few rows share batches of keys (narrow_block)
+    kernels::RowLines next_q; // prefetched a share per chunk while this block computes
     if constexpr (Counter::kComputes) {
-        w = Scratch<Scalar>(base, p, t);
+        Scratch<Scalar> w(base, p, t);
         const bool dense = src.k.sparse == nullptr && src.v.sparse == nullptr;
         narrow = detail::narrow_rows<Scalar>(s, i0, r, nk, dense && src.q.sparse == nullptr, maps);
-    }
-    if (Counter::kComputes && !narrow) { // the tile path's state (narrow_block keeps its own)
-        w.rows = pointers;
-        n_vec = lane_padded(r) / Simd<Scalar>::kLanes; // the block's rows, not Br's
-        const auto qs = static_cast<Scalar>(p.scale * kernels::kLog2e);
-        detail::pack_transposed(src.q, b, h, i0, r, qs, w.qt, w.rp, maps.rows);
-        std::fill(w.ot, w.ot + p.d_v * w.rp, Scalar(0));
-        std::fill(w.m, w.m + w.rp, -std::numeric_limits<Scalar>::infinity());
-        std::fill(w.l, w.l + w.rp, Scalar(0));
-        cur = detail::row_cursors(plan, i0, r, cursor);
-        stagger = src.k.sparse == nullptr && src.v.sparse == nullptr &&
-                  detail::may_stagger<Scalar>(cur, r);
-    }
-    kernels::RowLines next_q; // prefetched a share per chunk while this block computes
-    if constexpr (Counter::kComputes)
+        if (!narrow) {
+            w.rows = pointers;
+            tb = start_tiles(src, p, plan, b, h, i0, r, maps, w, cursor);
+        } else {
+            tb.w = w;
+        }
         next_q = next_q_rows(a, src, plan, b, h, blk, maps);
+    }
     const std::int64_t chunks = std::max<std::int64_t>(1, (nk + t.cols - 1) / t.cols); // about
     for (std::int64_t y0 = 0, c = 0, chunk = 1; y0 < nk; y0 += c, ++chunk) {
         c = detail::chunk_length(keys.data(), nk, y0, t.cols); // runs in place (plan.hpp)
@@ -246,70 +355,11 @@ void row_block(const ForwardArgs<Scalar>& a,
         io.complete({Operand::scores, slice, i0, r, kc[0], kc[c - 1] - kc[0] + 1}); // its Omega
         if (!Counter::kComputes || narrow)
             continue;
-        // --- K_c, V_c: in place when the chunk is an interval of dense rows or its rows are
-        // dense with a finite V slice (read through row pointers), else gathered ---
+        // K_c, V_c: in place when the chunk is an interval of dense rows or its rows are
+        // dense with a finite V slice (read through row pointers), else gathered
         const auto [kr, vr] =
-            chunk_rows(a, src, b, g, kc, c, maps, v_finite_slices[kv_slice] != 0, w);
-        const bool finite_v = vr.finite;
-        // --- per slab of 64 lanes, over the chunk entries [lo, hi) some row of the slab may
-        // see: St = K Qt, mask to Omega, online softmax, O^T = alpha O^T + V^T P^T ---
-        for (std::int64_t u = 0; u < n_vec; u += kSlabVecs) {
-            const std::int64_t nv = std::min(kSlabVecs, n_vec - u), x0 = u * kL;
-            const std::int64_t x1 = std::min(r, x0 + nv * kL);
-            // the entries [lo, hi) some row of the slab sees: the union of its vectors' parts
-            // when it may stagger (computed once, staggered or not), else its rows' spans
-            std::int64_t lo = 0, hi = 0;
-            if (stagger && nv > 1) {
-                detail::SlabParts sp;
-                detail::slab_parts<Scalar>(s, i0, cur, {x0, x1, nv}, {kc, y0, c}, sp);
-                if (sp.staggers()) {
-                    detail::staggered_slab(
-                        p, s, i0, cur, {x0, x1, nv}, {kc, y0, c}, sp, kr, vr, w.slab());
-                    continue;
-                }
-                lo = sp.lo;
-                hi = std::max(sp.lo, sp.hi);
-            } else {
-                std::tie(lo, hi) = detail::chunk_spans(s, i0, cur, x0, x1, kc, y0, c).hull();
-            }
-            Scalar* alpha = w.alpha + x0;
-            if (lo == hi) { // nothing new for these rows
-                std::fill(alpha, alpha + nv * kL, Scalar(1));
-                continue;
-            }
-            Scalar* st = w.st + lo * w.rp + x0;
-            Scalar* ot = w.ot + x0;
-            detail::streamed_scores( // sparse dot products over a sparse K's stored entries
-                src.k,
-                b,
-                g,
-                kc + lo,
-                kr.from(lo),
-                hi - lo,
-                w.qt + x0,
-                w.rp,
-                p.d,
-                nv,
-                st);
-            const bool partial = detail::mask_chunk(
-                s, i0 + x0, x1 - x0, kc + lo, y0 + lo, hi - lo, cur.from(x0), st, w.rp);
-            kernels::online_softmax_block(st, w.rp, hi - lo, nv, w.m + x0, w.l + x0, alpha);
-            if (finite_v || !partial) { // P = 0 outside Omega; a sparse V as stored
-                detail::streamed_accumulate(
-                    src.v, b, g, kc + lo, vr.from(lo), hi - lo, st, w.rp, p.d_v, nv, alpha, ot);
-                continue;
-            }
-            for (std::int64_t x = 0; x < x1 - x0; ++x) { // non-finite V: allowed keys only
-                for (std::int64_t z = 0; z < p.d_v; ++z)
-                    ot[z * w.rp + x] *= alpha[x];
-                for (std::int64_t y = 0; y < hi - lo; ++y) {
-                    if (!s.contains(i0 + x0 + x, kc[lo + y]))
-                        continue;
-                    for (std::int64_t z = 0; z < p.d_v; ++z)
-                        ot[z * w.rp + x] += st[y * w.rp + x] * vr.row(lo + y)[z];
-                }
-            }
-        }
+            chunk_rows(a, src, b, g, kc, c, maps, v_finite_slices[kv_slice] != 0, tb.w);
+        chunk_products(p, src, s, b, g, tb, kc, y0, c, kr, vr);
     }
     next_q.upto(next_q.lines()); // when the block had fewer chunks
     // --- the split's element pairs of these rows, from the block's state (block_element.hpp) ---
@@ -319,6 +369,7 @@ void row_block(const ForwardArgs<Scalar>& a,
         detail::read_block_element(io, *e, src, slice, b, g, kv_slice, blk, i0, r);
     }
     if constexpr (Counter::kComputes) {
+        const Scratch<Scalar>& w = tb.w;
         if (narrow) {
             detail::narrow_block(a, b, h, g, i0, r, keys, w.qt, e, element_base);
         } else if (e != nullptr) {
