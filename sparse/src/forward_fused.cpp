@@ -34,11 +34,14 @@
 // detail::forward_fused_ordered) the kernel reads a reordered problem in place: Q, O and L
 // rows through maps.rows, K and V rows through maps.keys; its I/O adds the order indices each
 // block reads (FusedPlan::map_words).
-// The next block's Q rows are prefetched, a share per chunk, while a block computes
-// (kernels/prefetch.hpp), and O is stored past the caches (finish_rows with stream: whole
-// lines, no read for ownership). Measured (N = 16384, d = 64, 2 threads, AMD EPYC Zen 5,
-// `ioattn run --schedule fused --repeat 30`, medians of 8 alternated): window:64 177 -> 194
-// GFLOP/s (1.10x), bigbird:64:2:3 1.05x; the streamed O alone 1.04x-1.09x and 1.01x-1.05x.
+// The next block's Q rows, and its new K and V rows when they are one interval (a band's),
+// are prefetched, a share per chunk, while a block computes (kernels/prefetch.hpp), and O is
+// stored past the caches (finish_rows with stream: whole lines, no read for ownership).
+// Measured (N = 16384, d = 64, 2 threads, AMD EPYC Zen 5, `ioattn run --schedule fused
+// --repeat 30`, medians of 8 alternated): window:64 177 -> 194 GFLOP/s (1.10x), bigbird:64:2:3
+// 1.05x; the streamed O alone 1.04x-1.09x and 1.01x-1.05x; the K and V rows later
+// (next_block.hpp) window:64 1.05x, bigbird:64:2:3 1.00x-1.02x.
+// The tile path of a block (its scratch, a chunk's K and V rows, its slabs): forward_tiles.hpp.
 // With an element part (Maps::element: the split variant's, split.cpp) each block then takes
 // its rows' element pairs from its resident state before it writes O and L
 // (block_element.hpp): I/O + |E|*(d + d_v) + |E| index words per head, resident +
@@ -56,25 +59,20 @@
 #include <ioattn/sparse/forward.hpp>
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <string>
 #include <tuple>
-#include <utility>
 #include <vector>
 
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
 #include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
 #include "block_element.hpp"
+#include "forward_tiles.hpp"
 #include "narrow_block.hpp"
-#include "row_products.hpp"
-#include "staggered_slab.hpp"
+#include "next_block.hpp"
 #include "validate.hpp"
 
 #include <ioattn/kernels/online_softmax.hpp>
-#include <ioattn/kernels/prefetch.hpp>
-#include <ioattn/kernels/softmax_grad.hpp>
 #include <ioattn/kernels/tile.hpp>
 
 namespace ioattn::sparse::IOATTN_ISA {
@@ -82,224 +80,9 @@ namespace ioattn::sparse::IOATTN_ISA {
 namespace {
 
 using detail::Maps;
-using kernels::Simd;
-
-/// Lane slab of the per-slab key spans: the micro-kernels' 4 vectors (64 floats).
-constexpr std::int64_t kSlabVecs = kernels::kTileVecs;
-
-template <typename Scalar>
-struct Scratch {
-    std::int64_t rp = 0;
-    Scalar *qt = nullptr, *st = nullptr, *ot = nullptr, *m = nullptr, *l = nullptr,
-           *alpha = nullptr, *kg = nullptr, *vg = nullptr;
-    const Scalar** rows = nullptr; // a chunk's K row pointers, then its V row pointers
-
-    /// Within Tiling::resident_words(p, forward, Kernels::sparse) (lane_padded rows, as
-    /// the dense kernel: the footprint is the same under every instruction set).
-    static std::int64_t words(const Problem& p, const Tiling& t) {
-        const std::int64_t rp = lane_padded(std::min(t.rows, p.n_q)), c = std::min(t.cols, p.n_k);
-        return (p.d + c + p.d_v + 3) * rp + c * (p.d + p.d_v);
-    }
-
-    /// The arrays a staggered slab works on (staggered_slab.hpp).
-    [[nodiscard]] detail::SlabScratch<Scalar> slab() const { return {rp, qt, st, ot, m, l, alpha}; }
-
-    Scratch() = default;
-
-    Scratch(Scalar* base, const Problem& p, const Tiling& t)
-        : rp(lane_padded(std::min(t.rows, p.n_q))) {
-        const std::int64_t c = std::min(t.cols, p.n_k);
-        qt = base;
-        st = qt + p.d * rp;
-        ot = st + c * rp;
-        m = ot + p.d_v * rp;
-        l = m + rp;
-        alpha = l + rp;
-        kg = alpha + rp;
-        vg = kg + c * p.d;
-    }
-};
-
-/// The K and V rows of the chunk kc[0, c) as the products read them: in place when the chunk
-/// is an interval of dense rows; through row pointers, in place too, when its rows are dense
-/// and the V slice is finite; else gathered into w.kg, w.vg (a sparse K is multiplied as
-/// stored, never scattered), V's finiteness checked row by row. Measured (N = 16384, d = 64, 2
-/// threads, perf): the copies were 14% of strided:64's tile forward. With a key order, key j
-/// is row maps.key(j) of K and V (never an interval then).
-template <typename Scalar>
-std::pair<detail::Rows<Scalar>, detail::Rows<Scalar>>
-chunk_rows(const ForwardArgs<Scalar>& a,
-           const detail::Operands<Scalar>& src,
-           std::int64_t b,
-           std::int64_t g,
-           const std::int64_t* kc,
-           std::int64_t c,
-           const Maps& maps,
-           bool v_finite,
-           const Scratch<Scalar>& w) {
-    const Problem& p = a.problem;
-    const bool dense = src.k.sparse == nullptr && src.v.sparse == nullptr;
-    if (dense && maps.keys == nullptr && kc[c - 1] - kc[0] + 1 == c)
-        return {{a.k.row(b, g, kc[0]), a.k.stride_row, true},
-                {a.v.row(b, g, kc[0]), a.v.stride_row, v_finite}};
-    const auto key = [&](std::int64_t y) { return maps.key(kc[y]); };
-    if (dense && v_finite) {
-        const Scalar** kp = w.rows;
-        const Scalar** vp = w.rows + c;
-        for (std::int64_t y = 0; y < c; ++y) {
-            kp[y] = a.k.row(b, g, key(y));
-            vp[y] = a.v.row(b, g, key(y));
-        }
-        return {{nullptr, 0, true, kp}, {nullptr, 0, true, vp}};
-    }
-    bool finite_v = true;
-    for (std::int64_t y = 0; y < c; ++y) {
-        if (src.k.sparse == nullptr)
-            src.k.copy(b, g, key(y), Scalar(1), w.kg + y * p.d, 1);
-        finite_v = src.v.copy(b, g, key(y), Scalar(1), w.vg + y * p.d_v, 1) && finite_v;
-    }
-    return {{w.kg, p.d, true}, {w.vg, p.d_v, finite_v}};
-}
-
-/// The Q rows of block blk + 1 of the slice when they are rows of a dense Q read in order (none
-/// otherwise), for row_block to prefetch while block blk computes: the pack of a block's Q^T
-/// waited for its rows (16 KB at 64 rows, d = 64), 5% of window:64's forward (perf).
-template <typename Scalar>
-kernels::RowLines next_q_rows(const ForwardArgs<Scalar>& a,
-                              const detail::Operands<Scalar>& src,
-                              const detail::FusedPlan& plan,
-                              std::int64_t b,
-                              std::int64_t h,
-                              std::int64_t blk,
-                              const Maps& maps) {
-    if (src.q.sparse != nullptr || maps.rows != nullptr || blk + 1 >= plan.blocks())
-        return {};
-    constexpr auto kWord = static_cast<std::int64_t>(sizeof(Scalar));
-    return {a.q.row(b, h, plan.row0(blk + 1)),
-            a.q.stride_row * kWord,
-            a.problem.d * kWord,
-            plan.rows(blk + 1)};
-}
-
-/// A row block's state on the tile path (narrow_block keeps its own): the scratch, the rows'
-/// key cursors, its lane vectors, and whether its slabs may stagger (staggered_slab.hpp).
-template <typename Scalar>
-struct TileBlock {
-    Scratch<Scalar> w;
-    detail::RowCursors cur;
-    std::int64_t i0 = 0, r = 0, n_vec = 0;
-    bool stagger = false;
-};
-
-/// Q_i^T packed (scaled by scale * log2 e), O^T, m and l cleared, the cursors of rows
-/// [i0, i0 + r) at their first key.
-template <typename Scalar>
-TileBlock<Scalar> start_tiles(const detail::Operands<Scalar>& src,
-                              const Problem& p,
-                              const detail::FusedPlan& plan,
-                              std::int64_t b,
-                              std::int64_t h,
-                              std::int64_t i0,
-                              std::int64_t r,
-                              const Maps& maps,
-                              Scratch<Scalar> w,
-                              std::int64_t* cursor) {
-    TileBlock<Scalar> tb{w, {}, i0, r, lane_padded(r) / Simd<Scalar>::kLanes, false};
-    const auto qs = static_cast<Scalar>(p.scale * kernels::kLog2e);
-    detail::pack_transposed(src.q, b, h, i0, r, qs, w.qt, w.rp, maps.rows);
-    std::fill(w.ot, w.ot + p.d_v * w.rp, Scalar(0));
-    std::fill(w.m, w.m + w.rp, -std::numeric_limits<Scalar>::infinity());
-    std::fill(w.l, w.l + w.rp, Scalar(0));
-    tb.cur = detail::row_cursors(plan, i0, r, cursor);
-    tb.stagger = src.k.sparse == nullptr && src.v.sparse == nullptr &&
-                 detail::may_stagger<Scalar>(tb.cur, r);
-    return tb;
-}
-
-/// O^T[:, x0 + x] = alpha O^T + P V over the keys kc[lo, hi) row i0 + x0 + x may see, when
-/// the V chunk holds a non-finite value (exact: NaN never reaches a row that cannot see it).
-template <typename Scalar>
-void accumulate_allowed(const Support& s,
-                        const Problem& p,
-                        const TileBlock<Scalar>& tb,
-                        std::int64_t x0,
-                        std::int64_t x1,
-                        const std::int64_t* kc,
-                        std::int64_t lo,
-                        std::int64_t hi,
-                        const detail::Rows<Scalar>& vr) {
-    const Scalar* st = tb.w.st + lo * tb.w.rp + x0;
-    const Scalar* alpha = tb.w.alpha + x0;
-    Scalar* ot = tb.w.ot + x0;
-    const std::int64_t rp = tb.w.rp;
-    for (std::int64_t x = 0; x < x1 - x0; ++x) {
-        for (std::int64_t z = 0; z < p.d_v; ++z)
-            ot[z * rp + x] *= alpha[x];
-        for (std::int64_t y = 0; y < hi - lo; ++y) {
-            if (!s.contains(tb.i0 + x0 + x, kc[lo + y]))
-                continue;
-            for (std::int64_t z = 0; z < p.d_v; ++z)
-                ot[z * rp + x] += st[y * rp + x] * vr.row(lo + y)[z];
-        }
-    }
-}
-
-/// One chunk kc[0, c) (keys y0.. of the block's list) on the tile path: per slab of 64 lanes,
-/// over the chunk entries [lo, hi) some row of the slab may see, St = K Qt, mask to Omega,
-/// online softmax, O^T = alpha O^T + V^T P^T.
-template <typename Scalar>
-void chunk_products(const Problem& p,
-                    const detail::Operands<Scalar>& src,
-                    const Support& s,
-                    std::int64_t b,
-                    std::int64_t g,
-                    const TileBlock<Scalar>& tb,
-                    const std::int64_t* kc,
-                    std::int64_t y0,
-                    std::int64_t c,
-                    const detail::Rows<Scalar>& kr,
-                    const detail::Rows<Scalar>& vr) {
-    constexpr int kL = Simd<Scalar>::kLanes;
-    const Scratch<Scalar>& w = tb.w;
-    const std::int64_t i0 = tb.i0;
-    for (std::int64_t u = 0; u < tb.n_vec; u += kSlabVecs) {
-        const std::int64_t nv = std::min(kSlabVecs, tb.n_vec - u), x0 = u * kL;
-        const std::int64_t x1 = std::min(tb.r, x0 + nv * kL);
-        // the entries [lo, hi) some row of the slab sees: the union of its vectors' parts
-        // when it may stagger (computed once, staggered or not), else its rows' spans
-        std::int64_t lo = 0, hi = 0;
-        if (tb.stagger && nv > 1) {
-            detail::SlabParts sp;
-            detail::slab_parts<Scalar>(s, i0, tb.cur, {x0, x1, nv}, {kc, y0, c}, sp);
-            if (sp.staggers()) {
-                detail::staggered_slab(
-                    p, s, i0, tb.cur, {x0, x1, nv}, {kc, y0, c}, sp, kr, vr, w.slab());
-                continue;
-            }
-            lo = sp.lo;
-            hi = std::max(sp.lo, sp.hi);
-        } else {
-            std::tie(lo, hi) = detail::chunk_spans(s, i0, tb.cur, x0, x1, kc, y0, c).hull();
-        }
-        Scalar* alpha = w.alpha + x0;
-        if (lo == hi) { // nothing new for these rows
-            std::fill(alpha, alpha + nv * kL, Scalar(1));
-            continue;
-        }
-        Scalar* st = w.st + lo * w.rp + x0;
-        // sparse dot products over a sparse K's stored entries
-        detail::streamed_scores(
-            src.k, b, g, kc + lo, kr.from(lo), hi - lo, w.qt + x0, w.rp, p.d, nv, st);
-        const bool partial = detail::mask_chunk(
-            s, i0 + x0, x1 - x0, kc + lo, y0 + lo, hi - lo, tb.cur.from(x0), st, w.rp);
-        kernels::online_softmax_block(st, w.rp, hi - lo, nv, w.m + x0, w.l + x0, alpha);
-        if (vr.finite || !partial) // P = 0 outside Omega; a sparse V as stored
-            detail::streamed_accumulate(
-                src.v, b, g, kc + lo, vr.from(lo), hi - lo, st, w.rp, p.d_v, nv, alpha, w.ot + x0);
-        else
-            accumulate_allowed(s, p, tb, x0, x1, kc, lo, hi, vr);
-    }
-}
+using detail::NextBlock;
+using detail::TileBlock;
+using detail::TileScratch;
 
 template <typename Scalar, typename Counter>
 void row_block(const ForwardArgs<Scalar>& a,
@@ -331,10 +114,10 @@ void row_block(const ForwardArgs<Scalar>& a,
     if (iw > 0)
         io.read({Operand::index, slice, blk, 1, 0, iw});
     TileBlock<Scalar> tb;
-    bool narrow = false;      // the block's few rows share batches of keys (narrow_block)
-    kernels::RowLines next_q; // prefetched a share per chunk while this block computes
+    bool narrow = false; // the block's few rows share batches of keys (narrow_block)
+    NextBlock next;      // prefetched a share per chunk while this block computes
     if constexpr (Counter::kComputes) {
-        Scratch<Scalar> w(base, p, t);
+        TileScratch<Scalar> w(base, p, t);
         const bool dense = src.k.sparse == nullptr && src.v.sparse == nullptr;
         narrow = detail::narrow_rows<Scalar>(s, i0, r, nk, dense && src.q.sparse == nullptr, maps);
         if (!narrow) {
@@ -343,12 +126,13 @@ void row_block(const ForwardArgs<Scalar>& a,
         } else {
             tb.w = w;
         }
-        next_q = next_q_rows(a, src, plan, b, h, blk, maps);
+        next.q = next_q_rows(a, src, plan, b, h, blk, maps);
+        std::tie(next.k, next.v) = next_kv_rows(a, src, plan, b, g, blk, maps);
     }
     const std::int64_t chunks = std::max<std::int64_t>(1, (nk + t.cols - 1) / t.cols); // about
     for (std::int64_t y0 = 0, c = 0, chunk = 1; y0 < nk; y0 += c, ++chunk) {
         c = detail::chunk_length(keys.data(), nk, y0, t.cols); // runs in place (plan.hpp)
-        next_q.upto(next_q.lines() * std::min(chunk, chunks) / chunks);
+        next.upto(chunk, chunks);
         const std::int64_t* kc = keys.data() + y0;
         detail::read_gathered(io, Operand::k, kv_slice, src.k, b, g, kc, c);
         detail::read_gathered(io, Operand::v, kv_slice, src.v, b, g, kc, c);
@@ -361,7 +145,7 @@ void row_block(const ForwardArgs<Scalar>& a,
             chunk_rows(a, src, b, g, kc, c, maps, v_finite_slices[kv_slice] != 0, tb.w);
         chunk_products(p, src, s, b, g, tb, kc, y0, c, kr, vr);
     }
-    next_q.upto(next_q.lines()); // when the block had fewer chunks
+    next.upto(1, 1); // all of it, when the block had fewer chunks
     // --- the split's element pairs of these rows, from the block's state (block_element.hpp) ---
     const Support* e = maps.element;
     if (e != nullptr) {
@@ -369,7 +153,7 @@ void row_block(const ForwardArgs<Scalar>& a,
         detail::read_block_element(io, *e, src, slice, b, g, kv_slice, blk, i0, r);
     }
     if constexpr (Counter::kComputes) {
-        const Scratch<Scalar>& w = tb.w;
+        const TileScratch<Scalar>& w = tb.w;
         if (narrow) {
             detail::narrow_block(a, b, h, g, i0, r, keys, w.qt, e, element_base);
         } else if (e != nullptr) {
@@ -409,7 +193,7 @@ void forward_fused(const ForwardArgs<Scalar>& args,
     const std::int64_t resident = tiling.resident_words(p, Pass::forward, Kernels::sparse);
     const int workers = Counter::kComputes ? max_concurrency() : 0;
     CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
-    const kernels::Workspace<Scalar> ws(workers, Scratch<Scalar>::words(p, tiling));
+    const kernels::Workspace<Scalar> ws(workers, TileScratch<Scalar>::words(p, tiling));
     const kernels::Workspace<const Scalar*> pointers(workers, 2 * std::min(tiling.cols, p.n_k));
     const kernels::Workspace<std::int64_t> cursors(workers, tiling.rows);
     // the split's element pairs inside the blocks (Maps::element): their rows' state
