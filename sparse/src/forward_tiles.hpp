@@ -30,6 +30,8 @@ using kernels::Simd;
 /// Lane slab of the per-slab key spans: the micro-kernels' 4 vectors (64 floats).
 constexpr std::int64_t kSlabVecs = kernels::kTileVecs;
 
+/// Per-worker scratch of a tile block: Q_i^T, S^T, O_i^T, m, l, alpha at rp = lane_padded(Br)
+/// lanes, the gathered K_c, V_c, and (rows) a chunk's row pointers.
 template <typename Scalar>
 struct TileScratch {
     std::int64_t rp = 0;
