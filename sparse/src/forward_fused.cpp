@@ -60,7 +60,6 @@
 
 #include <algorithm>
 #include <string>
-#include <tuple>
 #include <vector>
 
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
@@ -126,8 +125,7 @@ void row_block(const ForwardArgs<Scalar>& a,
         } else {
             tb.w = w;
         }
-        next.q = next_q_rows(a, src, plan, b, h, blk, maps);
-        std::tie(next.k, next.v) = next_kv_rows(a, src, plan, b, g, blk, maps);
+        next = detail::next_block(a, src, plan, b, h, g, blk, maps);
     }
     const std::int64_t chunks = std::max<std::int64_t>(1, (nk + t.cols - 1) / t.cols); // about
     for (std::int64_t y0 = 0, c = 0, chunk = 1; y0 < nk; y0 += c, ++chunk) {

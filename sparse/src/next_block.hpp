@@ -73,7 +73,7 @@ std::pair<kernels::RowLines, kernels::RowLines> next_kv_rows(const ForwardArgs<S
             kernels::RowLines(a.v.row(b, g, *first), a.v.stride_row * kWord, p.d_v * kWord, n)};
 }
 
-/// What a block prefetches for the next one while it computes (next_q_rows, next_kv_rows).
+/// What a block prefetches for the next one while it computes (next_block).
 struct NextBlock {
     kernels::RowLines q, k, v;
 
@@ -83,6 +83,21 @@ struct NextBlock {
             rows->upto(rows->lines() * std::min(chunk, chunks) / chunks);
     }
 };
+
+/// The rows block blk prefetches for block blk + 1 of slice (b, h), kv head g: next_q_rows
+/// and next_kv_rows.
+template <typename Scalar>
+NextBlock next_block(const ForwardArgs<Scalar>& a,
+                     const detail::Operands<Scalar>& src,
+                     const detail::FusedPlan& plan,
+                     std::int64_t b,
+                     std::int64_t h,
+                     std::int64_t g,
+                     std::int64_t blk,
+                     const Maps& maps) {
+    auto [k, v] = next_kv_rows(a, src, plan, b, g, blk, maps);
+    return {next_q_rows(a, src, plan, b, h, blk, maps), k, v};
+}
 
 } // namespace IOATTN_ISA
 } // namespace ioattn::sparse::detail
