@@ -118,25 +118,6 @@ bool rows_finite(const RowSource<Scalar>& src, const Rows<Scalar>& rows, std::in
                                  : kernels::all_finite(rows.p, rows.ld, c, src.dense.cols);
 }
 
-/// acc^T[:][x] += sum over allowed (x, y) of t[y][x] g[y][:] (the careful path for non-finite
-/// streamed rows; acc^T at stride ld): `allowed(x, y)` says whether lane x and chunk entry y
-/// form a pair of Omega.
-template <typename Scalar, typename Allowed>
-void accumulate_allowed(const Scalar* t,
-                        std::int64_t ld,
-                        const Rows<Scalar>& g,
-                        std::int64_t cols,
-                        std::int64_t n_lanes,
-                        std::int64_t c,
-                        Scalar* acc,
-                        Allowed allowed) {
-    for (std::int64_t x = 0; x < n_lanes; ++x)
-        for (std::int64_t y = 0; y < c; ++y)
-            if (allowed(x, y))
-                for (std::int64_t z = 0; z < cols; ++z)
-                    acc[z * ld + x] += t[y * ld + x] * g.p[y * g.ld + z];
-}
-
 /// T[y][:] = sum over the allowed (x, y) of ds[y][x] k[x][:] (y < c, x < r, rows of dw): dQ's
 /// careful path, for a resident K block with a non-finite value on a chunk with masked pairs.
 template <typename Scalar, typename Allowed>

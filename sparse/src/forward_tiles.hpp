@@ -141,34 +141,6 @@ TileBlock<Scalar> start_tiles(const detail::Operands<Scalar>& src,
     return tb;
 }
 
-/// O^T[:, x0 + x] = alpha O^T + P V over the keys kc[lo, hi) row i0 + x0 + x may see, when
-/// the V chunk holds a non-finite value (exact: NaN never reaches a row that cannot see it).
-template <typename Scalar>
-void accumulate_allowed(const Support& s,
-                        const Problem& p,
-                        const TileBlock<Scalar>& tb,
-                        std::int64_t x0,
-                        std::int64_t x1,
-                        const std::int64_t* kc,
-                        std::int64_t lo,
-                        std::int64_t hi,
-                        const detail::Rows<Scalar>& vr) {
-    const Scalar* st = tb.w.st + lo * tb.w.rp + x0;
-    const Scalar* alpha = tb.w.alpha + x0;
-    Scalar* ot = tb.w.ot + x0;
-    const std::int64_t rp = tb.w.rp;
-    for (std::int64_t x = 0; x < x1 - x0; ++x) {
-        for (std::int64_t z = 0; z < p.d_v; ++z)
-            ot[z * rp + x] *= alpha[x];
-        for (std::int64_t y = 0; y < hi - lo; ++y) {
-            if (!s.contains(tb.i0 + x0 + x, kc[lo + y]))
-                continue;
-            for (std::int64_t z = 0; z < p.d_v; ++z)
-                ot[z * rp + x] += st[y * rp + x] * vr.row(lo + y)[z];
-        }
-    }
-}
-
 /// One chunk kc[0, c) (keys y0.. of the block's list) on the tile path: per slab of 64 lanes,
 /// over the chunk entries [lo, hi) some row of the slab may see, St = K Qt, mask to Omega,
 /// online softmax, O^T = alpha O^T + V^T P^T.
@@ -222,7 +194,16 @@ void chunk_products(const Problem& p,
             detail::streamed_accumulate(
                 src.v, b, g, kc + lo, vr.from(lo), hi - lo, st, w.rp, p.d_v, nv, alpha, w.ot + x0);
         else
-            accumulate_allowed(s, p, tb, x0, x1, kc, lo, hi, vr);
+            detail::rescale_accumulate_allowed(
+                st,
+                alpha,
+                w.ot + x0,
+                w.rp,
+                x1 - x0,
+                hi - lo,
+                vr.from(lo),
+                p.d_v,
+                [&](auto x, auto y) { return s.contains(i0 + x0 + x, kc[lo + y]); });
     }
 }
 

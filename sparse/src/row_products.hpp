@@ -120,6 +120,29 @@ struct Rows {
     }
 };
 
+/// acc^T[:][x] += sum over allowed (x, y) of t[y][x] g_y[:] (lanes x < n_lanes, chunk entries
+/// y < c; t and acc^T at stride ld): the careful path for streamed rows with a non-finite
+/// value, where a masked P or dS of 0 times Inf would be NaN. `allowed(x, y)` says whether
+/// lane x and chunk entry y form a pair of Omega. The fused backward's dK, dV and the fused
+/// forward's O^T (union and staggered slabs) take it.
+template <typename Scalar, typename Allowed>
+void accumulate_allowed(const Scalar* t,
+                        std::int64_t ld,
+                        const Rows<Scalar>& g,
+                        std::int64_t cols,
+                        std::int64_t n_lanes,
+                        std::int64_t c,
+                        Scalar* acc,
+                        Allowed allowed) {
+    for (std::int64_t x = 0; x < n_lanes; ++x)
+        for (std::int64_t y = 0; y < c; ++y)
+            if (allowed(x, y)) {
+                const Scalar* gy = g.row(y);
+                for (std::int64_t z = 0; z < cols; ++z)
+                    acc[z * ld + x] += t[y * ld + x] * gy[z];
+            }
+}
+
 /// Scores of the streamed rows idx[0, c) of src against a packed tile t (depth x rp lanes):
 /// sparse dot products over a sparse operand's stored entries, the dense kernel otherwise.
 template <typename Scalar>

@@ -53,6 +53,26 @@ struct SlabScratch {
            *alpha = nullptr;
 };
 
+/// O^T = alpha O^T on lanes [0, n_lanes) (O^T, S^T at stride rp), then each lane's row adds
+/// P V over the chunk entries y < c that allowed(x, y) grants it (accumulate_allowed): a
+/// chunk whose V holds a non-finite value, exact (NaN never reaches a row that cannot see it).
+/// The union and the staggered slabs of the forward take it.
+template <typename Scalar, typename Allowed>
+void rescale_accumulate_allowed(const Scalar* st,
+                                const Scalar* alpha,
+                                Scalar* ot,
+                                std::int64_t rp,
+                                std::int64_t n_lanes,
+                                std::int64_t c,
+                                const Rows<Scalar>& vr,
+                                std::int64_t d_v,
+                                Allowed allowed) {
+    for (std::int64_t z = 0; z < d_v; ++z)
+        for (std::int64_t x = 0; x < n_lanes; ++x)
+            ot[z * rp + x] *= alpha[x];
+    accumulate_allowed(st, rp, vr, d_v, n_lanes, c, ot, allowed);
+}
+
 /// The staggered slab (this file's opening block) for the chunk's dense K and V rows kr, vr
 /// (vr.finite: every V value of the chunk is finite), its vectors' parts sp (slab_parts, which
 /// SlabParts::staggers; the caller runs the union [sp.lo, sp.hi) otherwise).
@@ -109,19 +129,20 @@ void staggered_slab(const Problem& p,
                 kernels::store(w.alpha + x, kernels::splat<Scalar>(Scalar(1)));
         }
     }
-    if (!vr.finite && partial) { // non-finite V: O^T = alpha O^T, each row over its keys only
-        for (std::int64_t z = 0; z < p.d_v; ++z)
-            for (std::int64_t v = 0; v < sr.nv; ++v) {
-                Scalar* o = w.ot + z * rp + x0 + v * kL;
-                kernels::store(o, kernels::load(o) * kernels::load(w.alpha + x0 + v * kL));
-            }
-        for (std::int64_t x = x0; x < sr.x1; ++x) {
-            const auto u = static_cast<std::size_t>((x - x0) / kL);
-            for (std::int64_t y = a0[u]; y < a1[u]; ++y)
-                if (s.contains(i0 + x, ch.keys[y]))
-                    for (std::int64_t z = 0; z < p.d_v; ++z)
-                        w.ot[z * rp + x] += w.st[y * rp + x] * vr.row(y)[z];
-        }
+    if (!vr.finite && partial) { // non-finite V: each row over its hull's allowed keys only
+        rescale_accumulate_allowed(w.st + x0,
+                                   w.alpha + x0,
+                                   w.ot + x0,
+                                   rp,
+                                   sr.x1 - x0,
+                                   ch.c,
+                                   vr,
+                                   p.d_v,
+                                   [&](auto x, auto y) {
+                                       const auto u = static_cast<std::size_t>(x / kL);
+                                       return y >= a0[u] && y < a1[u] &&
+                                              s.contains(i0 + x0 + x, ch.keys[y]);
+                                   });
         return;
     }
     // --- O^T = alpha O^T + V^T P^T per segment into its active vectors: a vector's first
