@@ -1,6 +1,6 @@
 #pragma once
 // The split forward's element pairs inside the tile forward's row blocks (forward_fused.cpp
-// with Maps::element; split.cpp). After a block's chunks its softmax state is resident (Q^T
+// with an element part; split.cpp). After a block's chunks its softmax state is resident (Q^T
 // scaled, O^T, m, l; a narrow block's rows row-major): the block's rows then take their element
 // pairs (E) from that state as the element kernel takes a row (forward_element_rows.hpp: runs
 // of up to kShortRun keys in batches of kLanes rows, longer ones in batches of 2 kLanes keys),

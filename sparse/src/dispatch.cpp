@@ -22,19 +22,21 @@ namespace ioattn::sparse {
               const MemoryModel&,                                                                  \
               Counter&);
 /// A fused kernel also reads a reordered problem in place through row and key orders (Maps;
-/// the identity by default).
-#define IOATTN_DECLARE_FUSED(name, Args)                                                           \
+/// the identity by default); the forward's blocks also take the split's element part of their
+/// rows (null: none).
+#define IOATTN_DECLARE_FUSED(name, Args, ...)                                                      \
     template <typename Scalar, typename Counter>                                                   \
-    void name(const Args<Scalar>&,                                                                 \
-              const Support&,                                                                      \
-              const SparseInputs<Scalar>&,                                                         \
-              const Tiling&,                                                                       \
-              const MemoryModel&,                                                                  \
-              Counter&,                                                                            \
-              const detail::Maps& = {});
+    void name(                                                                                     \
+        const Args<Scalar>&,                                                                       \
+        const Support&,                                                                            \
+        const SparseInputs<Scalar>&,                                                               \
+        const Tiling&,                                                                             \
+        const MemoryModel&,                                                                        \
+        Counter&,                                                                                  \
+        const detail::Maps& = {} __VA_OPT__(, ) __VA_ARGS__);
 #define IOATTN_DECLARE_VARIANT(isa)                                                                \
     namespace isa {                                                                                \
-    IOATTN_DECLARE_FUSED(forward_fused, ForwardArgs)                                               \
+    IOATTN_DECLARE_FUSED(forward_fused, ForwardArgs, const Support* = nullptr)                     \
     IOATTN_DECLARE_KERNEL(forward_materialized, ForwardArgs)                                       \
     IOATTN_DECLARE_FUSED(backward_fused, BackwardArgs)                                             \
     IOATTN_DECLARE_KERNEL(backward_materialized, BackwardArgs)                                     \
@@ -87,13 +89,8 @@ void detail::forward_fused_split(const ForwardArgs<Scalar>& args,
                                  const Tiling& tiling,
                                  const MemoryModel& memory,
                                  Counter& counter) {
-    IOATTN_DISPATCH(forward_fused<Scalar, Counter>(args,
-                                                   tile,
-                                                   SparseInputs<Scalar>{},
-                                                   tiling,
-                                                   memory,
-                                                   counter,
-                                                   Maps{nullptr, nullptr, &element}));
+    IOATTN_DISPATCH(forward_fused<Scalar, Counter>(
+        args, tile, SparseInputs<Scalar>{}, tiling, memory, counter, Maps{}, &element));
 }
 
 template <typename Scalar, typename Counter>

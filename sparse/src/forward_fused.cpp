@@ -42,7 +42,7 @@
 // 1.05x; the streamed O alone 1.04x-1.09x and 1.01x-1.05x; the K and V rows later
 // (next_block.hpp) window:64 1.05x, bigbird:64:2:3 1.00x-1.02x.
 // The tile path of a block (its scratch, a chunk's K and V rows, its slabs): forward_tiles.hpp.
-// With an element part (Maps::element: the split variant's, split.cpp) each block then takes
+// With an element part (`element`: the split variant's, split.cpp) each block then takes
 // its rows' element pairs from its resident state before it writes O and L
 // (block_element.hpp): I/O + |E|*(d + d_v) + |E| index words per head, resident +
 // block_element_words (io_cost_split).
@@ -83,30 +83,50 @@ using detail::NextBlock;
 using detail::TileBlock;
 using detail::TileScratch;
 
+/// What every row block of one call reads: the operands, the support and its plan, the
+/// tiling, the orders, the split's element part (null without), and what the call sized.
+template <typename Scalar>
+struct Call {
+    const ForwardArgs<Scalar>& a;
+    const detail::Operands<Scalar>& src;
+    const Support& s;
+    const detail::FusedPlan& plan;
+    const Tiling& t;
+    const Maps& maps;
+    const Support* element;
+    const char* v_finite_slices; // per (batch, kv head): every V value finite
+    std::int64_t resident;       // Tiling::resident_words
+    std::int64_t element_words;  // block_element_words, 0 without an element part
+};
+
+/// A worker's scratch: the tile block's (TileScratch), a chunk's row pointers, the rows'
+/// cursors, and the element part's row state.
+template <typename Scalar>
+struct WorkerScratch {
+    Scalar* base;
+    const Scalar** pointers;
+    std::int64_t* cursor;
+    Scalar* element_base;
+};
+
 template <typename Scalar, typename Counter>
-void row_block(const ForwardArgs<Scalar>& a,
-               const detail::Operands<Scalar>& src,
-               const Support& s,
-               const detail::FusedPlan& plan,
-               const Tiling& t,
+void row_block(const Call<Scalar>& call,
                std::int64_t slice,
                std::int64_t blk,
-               const char* v_finite_slices,
-               std::int64_t resident,
-               Scalar* base,
-               const Scalar** pointers,
-               std::int64_t* cursor,
-               const Maps& maps,
-               Scalar* element_base,
-               std::int64_t element_words,
+               const WorkerScratch<Scalar>& ws,
                Counter& io) {
+    const ForwardArgs<Scalar>& a = call.a;
+    const detail::Operands<Scalar>& src = call.src;
+    const detail::FusedPlan& plan = call.plan;
+    const Maps& maps = call.maps;
+    const Support* e = call.element;
     const Problem& p = a.problem;
     const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
     const std::int64_t kv_slice = b * p.kv_heads + g;
     const std::int64_t i0 = plan.row0(blk), r = plan.rows(blk);
     const auto keys = plan.keys_of(blk);
     const auto nk = static_cast<std::int64_t>(keys.size());
-    io.acquire(resident);
+    io.acquire(call.resident);
     detail::read_rows(io, Operand::q, slice, src.q, b, h, i0, r);
     const std::int64_t iw = plan.index_words<Scalar>(blk) +
                             plan.map_words<Scalar>(blk, maps.rows != nullptr, maps.keys != nullptr);
@@ -116,20 +136,22 @@ void row_block(const ForwardArgs<Scalar>& a,
     bool narrow = false; // the block's few rows share batches of keys (narrow_block)
     NextBlock next;      // prefetched a share per chunk while this block computes
     if constexpr (Counter::kComputes) {
-        TileScratch<Scalar> w(base, p, t);
+        TileScratch<Scalar> w(ws.base, p, call.t);
         const bool dense = src.k.sparse == nullptr && src.v.sparse == nullptr;
-        narrow = detail::narrow_rows<Scalar>(s, i0, r, nk, dense && src.q.sparse == nullptr, maps);
+        narrow =
+            detail::narrow_rows<Scalar>(call.s, i0, r, nk, dense && src.q.sparse == nullptr, maps);
         if (!narrow) {
-            w.rows = pointers;
-            tb = start_tiles(src, p, plan, b, h, i0, r, maps, w, cursor);
+            w.rows = ws.pointers;
+            tb = start_tiles(src, p, plan, b, h, i0, r, maps, w, ws.cursor);
         } else {
             tb.w = w;
         }
         next = detail::next_block(a, src, plan, b, h, g, blk, maps);
     }
-    const std::int64_t chunks = std::max<std::int64_t>(1, (nk + t.cols - 1) / t.cols); // about
+    const std::int64_t cols = call.t.cols;
+    const std::int64_t chunks = std::max<std::int64_t>(1, (nk + cols - 1) / cols); // about
     for (std::int64_t y0 = 0, c = 0, chunk = 1; y0 < nk; y0 += c, ++chunk) {
-        c = detail::chunk_length(keys.data(), nk, y0, t.cols); // runs in place (plan.hpp)
+        c = detail::chunk_length(keys.data(), nk, y0, cols); // runs in place (plan.hpp)
         next.upto(chunk, chunks);
         const std::int64_t* kc = keys.data() + y0;
         detail::read_gathered(io, Operand::k, kv_slice, src.k, b, g, kc, c);
@@ -140,22 +162,21 @@ void row_block(const ForwardArgs<Scalar>& a,
         // K_c, V_c: in place when the chunk is an interval of dense rows or its rows are
         // dense with a finite V slice (read through row pointers), else gathered
         const auto [kr, vr] =
-            chunk_rows(a, src, b, g, kc, c, maps, v_finite_slices[kv_slice] != 0, tb.w);
-        chunk_products(p, src, s, b, g, tb, kc, y0, c, kr, vr);
+            chunk_rows(a, src, b, g, kc, c, maps, call.v_finite_slices[kv_slice] != 0, tb.w);
+        chunk_products(p, src, call.s, b, g, tb, kc, y0, c, kr, vr);
     }
     next.upto(1, 1); // all of it, when the block had fewer chunks
     // --- the split's element pairs of these rows, from the block's state (block_element.hpp) ---
-    const Support* e = maps.element;
     if (e != nullptr) {
-        io.acquire(element_words);
+        io.acquire(call.element_words);
         detail::read_block_element(io, *e, src, slice, b, g, kv_slice, blk, i0, r);
     }
     if constexpr (Counter::kComputes) {
         const TileScratch<Scalar>& w = tb.w;
         if (narrow) {
-            detail::narrow_block(a, b, h, g, i0, r, keys, w.qt, e, element_base);
+            detail::narrow_block(a, b, h, g, i0, r, keys, w.qt, e, ws.element_base);
         } else if (e != nullptr) {
-            const detail::ForwardState<Scalar> rows(element_base, p, r);
+            const detail::ForwardState<Scalar> rows(ws.element_base, p, r);
             detail::rows_of_transposed(p, r, w.qt, w.ot, w.rp, w.m, w.l, rows);
             detail::block_element_pairs(a, *e, b, h, g, i0, r, rows);
         } else {
@@ -164,10 +185,10 @@ void row_block(const ForwardArgs<Scalar>& a,
         }
     }
     if (e != nullptr)
-        io.release(element_words);
+        io.release(call.element_words);
     io.write({Operand::o, slice, i0, r, 0, p.d_v});
     io.write({Operand::lse, slice, i0, r, 0, 1});
-    io.release(resident);
+    io.release(call.resident);
 }
 
 } // namespace
@@ -179,7 +200,8 @@ void forward_fused(const ForwardArgs<Scalar>& args,
                    const Tiling& tiling,
                    const MemoryModel& memory,
                    Counter& counter,
-                   const Maps& maps) {
+                   const Maps& maps,
+                   const Support* element) {
     constexpr const char* kWhere = "ioattn::sparse::forward_fused";
     ForwardArgs<Scalar> a = args;
     const detail::Operands<Scalar> src =
@@ -194,18 +216,18 @@ void forward_fused(const ForwardArgs<Scalar>& args,
     const kernels::Workspace<Scalar> ws(workers, TileScratch<Scalar>::words(p, tiling));
     const kernels::Workspace<const Scalar*> pointers(workers, 2 * std::min(tiling.cols, p.n_k));
     const kernels::Workspace<std::int64_t> cursors(workers, tiling.rows);
-    // the split's element pairs inside the blocks (Maps::element): their rows' state
-    if (maps.element != nullptr &&
+    // the split's element pairs inside the blocks (`element`): their rows' state
+    if (element != nullptr &&
         (maps.rows != nullptr || maps.keys != nullptr || src.q.sparse != nullptr ||
          src.k.sparse != nullptr || src.v.sparse != nullptr))
         throw InvalidArgument(std::string(kWhere) +
                               ": an element part runs only with dense operands and no orders");
     const std::int64_t rows_max = std::min(tiling.rows, p.n_q);
     const std::int64_t element_words =
-        maps.element != nullptr
+        element != nullptr
             ? detail::block_element_words(p, rows_max, detail::ElementWords::of(sizeof(Scalar)))
             : 0;
-    const kernels::Workspace<Scalar> element_ws(maps.element != nullptr ? workers : 0,
+    const kernels::Workspace<Scalar> element_ws(element != nullptr ? workers : 0,
                                                 detail::ForwardState<Scalar>::words(p, rows_max));
     alloc.allocate();
     // Whether each (batch, kv head) slice of a dense V is finite: chunks read in place skip
@@ -217,23 +239,17 @@ void forward_fused(const ForwardArgs<Scalar>& args,
             v_finite[static_cast<std::size_t>(kv)] =
                 kernels::all_finite(a.v.row(b, g, 0), a.v.stride_row, p.n_k, p.d_v) ? 1 : 0;
         });
+    const Call<Scalar> call{
+        a, src, support, plan, tiling, maps, element, v_finite.data(), resident, element_words};
     parallel_for_counted(
         p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker, Counter& io) {
-            row_block(a,
-                      src,
-                      support,
-                      plan,
-                      tiling,
+            row_block(call,
                       task / blocks,
                       task % blocks,
-                      v_finite.data(),
-                      resident,
-                      ws.slab(worker),
-                      pointers.slab(worker),
-                      cursors.slab(worker),
-                      maps,
-                      element_ws.slab(worker),
-                      element_words,
+                      WorkerScratch<Scalar>{ws.slab(worker),
+                                            pointers.slab(worker),
+                                            cursors.slab(worker),
+                                            element_ws.slab(worker)},
                       io);
         });
 }
@@ -245,7 +261,8 @@ void forward_fused(const ForwardArgs<Scalar>& args,
                                                  const Tiling&,                                    \
                                                  const MemoryModel&,                               \
                                                  Counter&,                                         \
-                                                 const Maps&);
+                                                 const Maps&,                                      \
+                                                 const Support*);
 IOATTN_INSTANTIATE(float, NullCounter)
 IOATTN_INSTANTIATE(float, IoCounter)
 IOATTN_INSTANTIATE(float, DryRunCounter)

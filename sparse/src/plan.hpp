@@ -82,9 +82,6 @@ struct FusedPlan {
 struct Maps {
     const std::int64_t* rows = nullptr;
     const std::int64_t* keys = nullptr;
-    /// The forward only, without orders: the split's element part, whose pairs each tile block
-    /// takes after its chunks (block_element.hpp; split.cpp).
-    const Support* element = nullptr;
 
     [[nodiscard]] std::int64_t row(std::int64_t i) const { return rows != nullptr ? rows[i] : i; }
 
