@@ -21,13 +21,13 @@
 
 #include "forward_element_rows.hpp"
 #include "row_source.hpp"
-#include "short_runs.hpp"
 
 #include <ioattn/kernels/pack.hpp>
 #include <ioattn/sparse/forward.hpp>
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 namespace ioattn::sparse::detail {
 inline namespace IOATTN_ISA {
@@ -71,20 +71,10 @@ void block_element_pairs(const ForwardArgs<Scalar>& a,
                          std::int64_t r,
                          const ForwardState<Scalar>& w) {
     const Problem& p = a.problem;
-    ShortBatches<Scalar> short_runs;
-    const auto run_batch = [&](const ShortRows<Scalar>& batch) { run_rows(a, b, g, batch, w); };
-    for (std::int64_t x = 0; x < r; ++x) {
+    element_runs(a, b, g, r, w, [&](std::int64_t x) {
         const auto row = e.row(i0 + x);
-        const auto n = static_cast<std::int64_t>(row.size());
-        if (n == 0)
-            continue;
-        if (n > kShortRun) {
-            run_row(a, b, g, row.data(), n, w.q + x * w.pd, w.o + x * w.pdv, w.m[x], w.l[x]);
-            continue;
-        }
-        short_runs.add(x, row.data(), n, run_batch);
-    }
-    short_runs.flush(run_batch);
+        return std::pair{row.data(), static_cast<std::int64_t>(row.size())};
+    });
     for (std::int64_t x = 0; x < r; ++x)
         finish_row(
             w.o + x * w.pdv, w.m[x], w.l[x], p.d_v, a.o.row(b, h, i0 + x), a.lse.row(b, h, i0 + x));

@@ -55,11 +55,6 @@ namespace {
 
 using detail::ForwardState;
 using detail::kNegInf;
-using detail::kShortRun;
-using detail::run_row;
-using detail::run_rows;
-using detail::ShortBatches;
-using detail::ShortRows;
 
 template <typename Scalar, typename Counter>
 void row_block(const ForwardArgs<Scalar>& a,
@@ -116,27 +111,16 @@ void row_block(const ForwardArgs<Scalar>& a,
         io.read({Operand::index, slice, blk, 1, 0, v.reads * words.index}); // the rows' walks
         if constexpr (Counter::kComputes) {
             // --- every row of the block over its keys in [p0, p1) ---
-            ShortBatches<Scalar> short_runs;
-            const auto run_batch = [&](const ShortRows<Scalar>& batch) {
-                run_rows(a, b, g, batch, w);
-            };
-            for (std::int64_t x = 0; x < r; ++x) {
+            detail::element_runs(a, b, g, r, w, [&](std::int64_t x) {
                 const auto row = s.row(i0 + x);
                 const std::int64_t* keys = row.data() + cursor[x];
                 std::int64_t n = 0;
                 const auto left = static_cast<std::int64_t>(row.size()) - cursor[x];
                 while (n < left && keys[n] < p1)
                     ++n;
-                if (n == 0)
-                    continue;
                 cursor[x] += n;
-                if (n > kShortRun) {
-                    run_row(a, b, g, keys, n, w.q + x * w.pd, w.o + x * w.pdv, w.m[x], w.l[x]);
-                    continue;
-                }
-                short_runs.add(x, keys, n, run_batch);
-            }
-            short_runs.flush(run_batch);
+                return std::pair{keys, n};
+            });
         }
         io.release(panel);
     }

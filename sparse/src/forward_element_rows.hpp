@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 namespace ioattn::sparse::detail {
 inline namespace IOATTN_ISA {
@@ -233,6 +234,31 @@ template <typename Scalar>
         w.m[rows.x[k]] = m[k];
         w.l[rows.x[k]] = l[k];
     }
+}
+
+/// Rows x < r of w over their runs of keys (run_of(x): row x's keys and how many, a pair): a
+/// run longer than kShortRun alone (run_row), shorter ones in batches of kLanes rows of one
+/// run length (ShortBatches, run_rows). The element kernel's panel visits
+/// (forward_element.cpp) and the split's pairs inside the tile blocks (block_element.hpp).
+template <typename Scalar, typename RunOf>
+void element_runs(const ForwardArgs<Scalar>& a,
+                  std::int64_t b,
+                  std::int64_t g,
+                  std::int64_t r,
+                  const ForwardState<Scalar>& w,
+                  RunOf run_of) {
+    ShortBatches<Scalar> short_runs;
+    const auto run_batch = [&](const ShortRows<Scalar>& batch) { run_rows(a, b, g, batch, w); };
+    for (std::int64_t x = 0; x < r; ++x) {
+        const auto [keys, n] = run_of(x);
+        if (n == 0)
+            continue;
+        if (n > kShortRun)
+            run_row(a, b, g, keys, n, w.q + x * w.pd, w.o + x * w.pdv, w.m[x], w.l[x]);
+        else
+            short_runs.add(x, keys, n, run_batch);
+    }
+    short_runs.flush(run_batch);
 }
 
 } // namespace IOATTN_ISA
