@@ -53,6 +53,9 @@ function(ioattn_add_kernels target)
     set_target_properties(${obj} PROPERTIES POSITION_INDEPENDENT_CODE ON)
     target_compile_features(${obj} PRIVATE cxx_std_20)
     target_compile_definitions(${obj} PRIVATE IOATTN_TARGET_${ISA})
+    # Every kernel function starts on a cache line, so that where its loops fall in their lines
+    # depends on its own code only, not on how much code the linker placed before it
+    target_compile_options(${obj} PRIVATE $<$<CXX_COMPILER_ID:GNU>:-falign-functions=64>)
     target_include_directories(${obj} PRIVATE ${arg_INCLUDE})
     target_link_libraries(${obj} PRIVATE ${arg_LINK} $<BUILD_INTERFACE:ioattn_warnings>
                           $<BUILD_INTERFACE:ioattn_isa>)
