@@ -176,8 +176,9 @@ tuned_tiling(Schedule schedule, const MemoryModel& memory, const Problem& proble
         // window:256 0.98, dilated:256:4 0.96, 0.95 (d = 128: 1.02), so the backward keeps
         // 96. Since the next block's K and V rows are prefetched (next_block.hpp), chunks of 256
         // keys: a 64-row block of a 64-wide band with its global keys (194 keys) is one chunk,
-        // one softmax pass and one rescale of O^T, not two. 256 over 128 (one experiment binary
-        // taking the width from the environment, medians of 6-12 paired alternations, N = 16384, d = 64, 2 threads):
+        // one softmax pass and one rescale of O^T, not two. 256 over 128 (one experiment
+        // binary taking the width from the environment, medians of 6-12 paired alternations,
+        // N = 16384, d = 64, 2 threads):
         // bigbird:64:2:3 1.048, 1.039, window:64 1.066, strided:64 1.057, bigbird-block:64:3:2:3
         // 1.045, block:64:0.1 1.024, 0.97, causal-window:256 1.016, window:256 1.00, 1.013,
         // dilated:256:4 1.008; d = 128 bigbird 1.012, window:256 0.989; N = 4096 bigbird 1.004,
