@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include <bench_util.hpp>
+#include <measure.hpp>
 #include <timed_call.hpp>
 #include <unistd.h>
 
@@ -50,7 +50,7 @@ struct Row {
 
 /// Operands and gradients of one B = H = 1 problem.
 struct Data {
-    bench::ForwardData<float> fwd;
+    measure::ForwardData<float> fwd;
     std::vector<float> d_o, d_q, d_k, d_v;
 
     Data(const Problem& p, std::uint64_t seed)
@@ -238,7 +238,7 @@ struct PatternRun {
         GraphBlasAttention gb(s, data.fwd.q.data(), data.fwd.k.data(), data.fwd.v.data(), d, d, 2);
         const float scale = static_cast<float>(p.scale);
         const double gb_s =
-            bench::median_seconds(repeat, [&] { gb.run(scale, data.fwd.o.data()); });
+            measure::median_seconds(repeat, [&] { gb.run(scale, data.fwd.o.data()); });
         Row g{spec,
               n,
               d,
@@ -268,13 +268,13 @@ struct PatternRun {
                     // what a user's call runs: the entry point's plan (the structure
                     // dispatcher's variants for fused, the tuned tiling), planned once
                     const AttentionOptions opts =
-                        bench::timed_options(sch, mem, threads, "ioattn bench");
+                        measure::timed_options(sch, mem, threads, "ioattn bench");
                     const AttentionPlan aplan = plan_attention<float>(p, pass, structure, opts);
                     const Tiling& t = aplan.tiling;
                     progress(where + " " + std::string(to_string(sch)) + (fwd ? "" : " backward") +
                              " t=" + std::to_string(threads));
                     const bool fused = sch == Schedule::fused;
-                    const double sec = bench::median_seconds(repeat, [&] {
+                    const double sec = measure::median_seconds(repeat, [&] {
                         if (fwd)
                             (void)attention(data.fwd.args(), structure, aplan, opts);
                         else
@@ -357,14 +357,14 @@ void run_sparse_suite(const SparseSuiteOptions& o) {
             Data data(p, o.seed);
             // --- the dense fused kernel on the same shape, forward and backward ---
             const AttentionOptions dense_opts =
-                bench::timed_options(Schedule::fused, mem, 2, "ioattn bench");
+                measure::timed_options(Schedule::fused, mem, 2, "ioattn bench");
             const AttentionPlan dense_fwd = plan_attention<float>(p, Pass::forward, {}, dense_opts);
             const AttentionPlan dense_bwd =
                 plan_attention<float>(p, Pass::backward, {}, dense_opts);
             progress("dense fused N=" + std::to_string(n) + " d=" + std::to_string(d));
-            const double dense_fs = bench::median_seconds(
+            const double dense_fs = measure::median_seconds(
                 repeat, [&] { (void)attention(data.fwd.args(), {}, dense_fwd, dense_opts); });
-            const double dense_bs = bench::median_seconds(repeat, [&] {
+            const double dense_bs = measure::median_seconds(repeat, [&] {
                 (void)attention_backward(data.backward(), {}, dense_bwd, dense_opts);
             });
             for (const Pass pass : {Pass::forward, Pass::backward}) {

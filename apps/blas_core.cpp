@@ -9,7 +9,7 @@
 #include <cstring>
 #include <iostream>
 
-#include <bench_util.hpp>
+#include <measure.hpp>
 #include <unistd.h>
 
 namespace ioattn::app {
@@ -65,13 +65,13 @@ void prefer_best_blas_core(char** argv) {
         unsetenv(kReexecMarker);
         const char* asked = std::getenv("OPENBLAS_CORETYPE");
         std::cerr << "ioattn: OpenBLAS picked its " << from << " kernels on this CPU; running "
-                  << bench::blas_core() << " instead (OPENBLAS_CORETYPE=" << (asked ? asked : "")
+                  << measure::blas_core() << " instead (OPENBLAS_CORETYPE=" << (asked ? asked : "")
                   << "; set OPENBLAS_CORETYPE yourself to choose)\n";
         return;
     }
     if (std::getenv("OPENBLAS_CORETYPE") != nullptr)
         return; // the user's choice
-    const std::string core = bench::blas_core();
+    const std::string core = measure::blas_core();
     const std::string want = better_blas_core(core, best_cpu_isa());
     if (want.empty())
         return;

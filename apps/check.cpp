@@ -30,7 +30,7 @@ double abs_diff(Scalar x, double y) {
 
 /// The obvious algorithm in Scalar: per row, scores, max, exp, sum, weighted sum of V rows.
 template <typename Scalar>
-void naive_forward(bench::ForwardData<Scalar>& out, int threads) {
+void naive_forward(measure::ForwardData<Scalar>& out, int threads) {
     const Problem& p = out.problem;
     const std::int64_t rows = p.batch_heads() * p.n_q;
     with_threads(threads, [&] {
@@ -76,7 +76,7 @@ void naive_forward(bench::ForwardData<Scalar>& out, int threads) {
 } // namespace
 
 template <typename Scalar>
-Reference reference_of(const bench::ForwardData<Scalar>& data, int threads) {
+Reference reference_of(const measure::ForwardData<Scalar>& data, int threads) {
     const Problem& p = data.problem;
     const std::vector<double> q(data.q.begin(), data.q.end());
     const std::vector<double> k(data.k.begin(), data.k.end());
@@ -112,8 +112,8 @@ max_abs_error(const std::vector<Scalar>& o, const std::vector<Scalar>& lse, cons
 
 template <typename Scalar>
 CheckResult
-check_forward(const bench::ForwardData<Scalar>& data, const Reference& ref, int threads) {
-    bench::ForwardData<Scalar> naive = data;
+check_forward(const measure::ForwardData<Scalar>& data, const Reference& ref, int threads) {
+    measure::ForwardData<Scalar> naive = data;
     naive_forward(naive, threads);
     CheckResult r;
     r.max_abs_error = max_abs_error(data.o, data.lse, ref);
@@ -133,10 +133,10 @@ check_forward(const bench::ForwardData<Scalar>& data, const Reference& ref, int 
     return r;
 }
 
-template Reference reference_of(const bench::ForwardData<float>&, int);
-template Reference reference_of(const bench::ForwardData<double>&, int);
-template CheckResult check_forward(const bench::ForwardData<float>&, const Reference&, int);
-template CheckResult check_forward(const bench::ForwardData<double>&, const Reference&, int);
+template Reference reference_of(const measure::ForwardData<float>&, int);
+template Reference reference_of(const measure::ForwardData<double>&, int);
+template CheckResult check_forward(const measure::ForwardData<float>&, const Reference&, int);
+template CheckResult check_forward(const measure::ForwardData<double>&, const Reference&, int);
 template double
 max_abs_error(const std::vector<float>&, const std::vector<float>&, const Reference&);
 template double

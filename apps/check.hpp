@@ -3,7 +3,7 @@
 // the double-precision reference, with the tolerance relative to a naive computation in the
 // working type (STYLE.md §1.5, §8.2): passed iff err(kernel) <= 2 * err(naive) + tiny.
 
-#include <bench_util.hpp>
+#include <measure.hpp>
 
 namespace ioattn::app {
 
@@ -23,13 +23,13 @@ struct Reference {
 
 /// forward_reference<double> on the inputs of `data` (converted to double).
 template <typename Scalar>
-Reference reference_of(const bench::ForwardData<Scalar>& data, int threads);
+Reference reference_of(const measure::ForwardData<Scalar>& data, int threads);
 
 /// Compares the outputs held in `data` (o, lse) with `ref`; the naive computation in Scalar is
 /// run here on `data`'s inputs.
 template <typename Scalar>
 CheckResult
-check_forward(const bench::ForwardData<Scalar>& data, const Reference& ref, int threads);
+check_forward(const measure::ForwardData<Scalar>& data, const Reference& ref, int threads);
 
 /// Max |x - ref| over O and L (two equal infinities count as 0, NaN propagates).
 template <typename Scalar>

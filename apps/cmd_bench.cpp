@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include <bench_util.hpp>
+#include <measure.hpp>
 #include <timed_call.hpp>
 #include <unistd.h>
 
@@ -145,21 +145,21 @@ void run(const BenchOptions& o) {
             const double flops = flop_count_convention(p, Pass::forward);
             const double forward_bound = time_bound(p, Pass::forward, l2, machine).seconds();
             const double backward_bound = time_bound(p, Pass::backward, l2, machine).seconds();
-            bench::ForwardData<float> data(p, o.seed);
+            measure::ForwardData<float> data(p, o.seed);
             const ForwardArgs<float> args = data.args();
 
             // --- naive OpenBLAS attention, both threading modes ---
             double naive_s[2];
             for (int mode = 0; mode < 2; ++mode) {
                 const auto m =
-                    mode == 0 ? bench::NaiveMode::heads_parallel : bench::NaiveMode::blas_threads;
-                progress.step("naive " + std::string(bench::to_string(m)) +
+                    mode == 0 ? measure::NaiveMode::heads_parallel : measure::NaiveMode::blas_threads;
+                progress.step("naive " + std::string(measure::to_string(m)) +
                               " N=" + std::to_string(n) + " d=" + std::to_string(d));
-                bench::NaiveAttention naive(p, m, threads);
-                naive_s[mode] = bench::median_seconds(o.repeat, [&] {
+                measure::NaiveAttention naive(p, m, threads);
+                naive_s[mode] = measure::median_seconds(o.repeat, [&] {
                     naive.run(data.q.data(), data.k.data(), data.v.data(), data.o.data());
                 });
-                rows.push_back({"naive-blas " + std::string(bench::to_string(m)),
+                rows.push_back({"naive-blas " + std::string(measure::to_string(m)),
                                 n,
                                 d,
                                 "-",
@@ -171,17 +171,17 @@ void run(const BenchOptions& o) {
             }
             const double best_naive = std::min(naive_s[0], naive_s[1]);
             naive_wins[naive_s[0] <= naive_s[1] ? 0 : 1] += 1;
-            bench::park_blas_threads(); // not spinning beside the oneTBB runs next
+            measure::park_blas_threads(); // not spinning beside the oneTBB runs next
 
             // --- fused forward, tuned tiling ---
             progress.step("fused N=" + std::to_string(n) + " d=" + std::to_string(d));
             // through the entry point, planned once, as a user's timed loop calls it
-            const AttentionOptions opts = bench::timed_options(
+            const AttentionOptions opts = measure::timed_options(
                 Schedule::fused, MemoryModel::per_core_l2(sizeof(float)), threads, "ioattn bench");
             const AttentionPlan fplan = plan_attention<float>(p, Pass::forward, {}, opts);
             const Tiling& tiling = fplan.tiling;
             const double fused_s =
-                bench::median_seconds(o.repeat, [&] { (void)attention(args, {}, fplan, opts); });
+                measure::median_seconds(o.repeat, [&] { (void)attention(args, {}, fplan, opts); });
             rows.push_back({"fused",
                             n,
                             d,
@@ -205,8 +205,8 @@ void run(const BenchOptions& o) {
             bargs.d_k = TensorView<float>::packed(d_k.data(), 1, 8, n, d);
             bargs.d_v = TensorView<float>::packed(d_v.data(), 1, 8, n, d);
             progress.step("naive backward N=" + std::to_string(n) + " d=" + std::to_string(d));
-            bench::NaiveBackward naive_b(p, threads);
-            const double naive_bs = bench::median_seconds(o.repeat, [&] {
+            measure::NaiveBackward naive_b(p, threads);
+            const double naive_bs = measure::median_seconds(o.repeat, [&] {
                 naive_b.run(data.q.data(),
                             data.k.data(),
                             data.v.data(),
@@ -216,11 +216,11 @@ void run(const BenchOptions& o) {
                             d_k.data(),
                             d_v.data());
             });
-            bench::park_blas_threads(); // not spinning beside the oneTBB runs next
+            measure::park_blas_threads(); // not spinning beside the oneTBB runs next
             progress.step("fused backward N=" + std::to_string(n) + " d=" + std::to_string(d));
             const AttentionPlan bplan = plan_attention<float>(p, Pass::backward, {}, opts);
             const Tiling& btiling = bplan.tiling;
-            const double fused_bs = bench::median_seconds(
+            const double fused_bs = measure::median_seconds(
                 o.repeat, [&] { (void)attention_backward(bargs, {}, bplan, opts); });
             rows.push_back({"naive-blas backward",
                             n,

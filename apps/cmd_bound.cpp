@@ -24,7 +24,7 @@
 #include <optional>
 #include <string>
 
-#include <bench_util.hpp>
+#include <measure.hpp>
 
 namespace ioattn::app {
 

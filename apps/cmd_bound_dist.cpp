@@ -21,7 +21,7 @@
 #include <iostream>
 #include <vector>
 
-#include <bench_util.hpp>
+#include <measure.hpp>
 
 namespace ioattn::app {
 
@@ -143,7 +143,7 @@ double measure_rate(const Problem& p, Pass pass, int threads) {
     block.n_q = block.n_k = std::min<std::int64_t>(2048, std::max(p.n_q, p.n_k));
     block.causal = false;
     const MemoryModel mem = MemoryModel::per_core_l2(4);
-    bench::ForwardData<float> data(block, 7);
+    measure::ForwardData<float> data(block, 7);
     std::vector<float> d_o(data.o.size(), 0.5F), dq(data.q.size()), dk(data.k.size()),
         dv(data.v.size());
     const Tiling tf = Tiling::tuned(Schedule::fused, mem, block);
@@ -168,7 +168,7 @@ double measure_rate(const Problem& p, Pass pass, int threads) {
     return with_threads(threads, [&] {
         fwd();
         const double s =
-            pass == Pass::backward ? bench::median_seconds(3, bwd) : bench::median_seconds(3, fwd);
+            pass == Pass::backward ? measure::median_seconds(3, bwd) : measure::median_seconds(3, fwd);
         return flop_count_forward(block) * (pass == Pass::backward ? 2.5 : 1.0) / s;
     });
 }

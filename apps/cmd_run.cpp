@@ -4,6 +4,7 @@
 
 #include "check.hpp"
 #include "commands.hpp"
+#include "digest.hpp"
 #include "options.hpp"
 #include "output.hpp"
 #include "run_variants.hpp"
@@ -86,10 +87,10 @@ nlohmann::json run_typed(const RunOptions& o) {
         throw UsageError(std::string(kWhere) +
                          ": --count-io needs --schedule fused, materialized or auto (the "
                          "reference schedule has no I/O model)");
-    bench::ForwardData<Scalar> data(plan.problem, o.shared.seed);
+    measure::ForwardData<Scalar> data(plan.problem, o.shared.seed);
     const ForwardArgs<Scalar> args = data.args();
     const auto once = [&] { (void)attention(args, {}, plan, opts); };
-    const double seconds = bench::median_seconds(o.repeat, once, o.repeat > 1);
+    const double seconds = measure::median_seconds(o.repeat, once, o.repeat > 1);
     const double flops = flop_count_convention(plan.problem, Pass::forward);
     const Bound& bound = plan.bound;
 
@@ -106,6 +107,7 @@ nlohmann::json run_typed(const RunOptions& o) {
     j["repeat"] = o.repeat;
     j["seconds"] = seconds;
     j["gflops"] = flops / seconds * 1e-9;
+    j["output_digest"] = output_digest<Scalar>({&data.o, &data.lse});
     j["tiling"] = {{"schedule", std::string(to_string(plan.tiling.schedule))},
                    {"rows", plan.tiling.rows},
                    {"cols", plan.tiling.cols},

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include <bench_util.hpp>
+#include <measure.hpp>
 #include <timed_call.hpp>
 
 namespace ioattn::app {
@@ -181,16 +181,16 @@ nlohmann::json demo_speed(const DemoOptions& o, bool text) {
     const Problem p = square(8, 1024, 64);
     const int threads = with_threads(o.threads, [] { return max_concurrency(); });
     // through the library's entry point, planned once, as a user's loop calls it
-    const AttentionOptions opts = bench::timed_options(
+    const AttentionOptions opts = measure::timed_options(
         Schedule::fused, MemoryModel::per_core_l2(sizeof(float)), threads, "ioattn demo");
     const AttentionPlan plan = plan_attention<float>(p, Pass::forward, {}, opts);
     const Tiling& tiling = plan.tiling;
-    bench::ForwardData<float> data(p, o.seed);
+    measure::ForwardData<float> data(p, o.seed);
     const ForwardArgs<float> args = data.args();
-    const double fused_s = bench::median_seconds(3, [&] { (void)attention(args, {}, plan, opts); });
+    const double fused_s = measure::median_seconds(3, [&] { (void)attention(args, {}, plan, opts); });
     const std::vector<float> fused_o = data.o;
-    bench::NaiveAttention naive(p, bench::NaiveMode::heads_parallel, threads);
-    const double naive_s = bench::median_seconds(
+    measure::NaiveAttention naive(p, measure::NaiveMode::heads_parallel, threads);
+    const double naive_s = measure::median_seconds(
         3, [&] { naive.run(data.q.data(), data.k.data(), data.v.data(), data.o.data()); });
     double diff = 0; // both compute the same O in float: they agree to rounding
     for (std::size_t i = 0; i < fused_o.size(); ++i)

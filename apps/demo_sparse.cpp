@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include <bench_util.hpp>
+#include <measure.hpp>
 #include <timed_call.hpp>
 
 namespace ioattn::app {
@@ -61,28 +61,28 @@ nlohmann::json demo_sparse(const DemoOptions& o, bool text) {
     const int threads = with_threads(o.threads, [] { return max_concurrency(); });
     const sparse::Support s = sparse::parse_pattern(kPattern, p.n_q, p.n_k, o.seed);
     const MemoryModel mem = MemoryModel::per_core_l2(sizeof(float));
-    bench::ForwardData<float> data(p, o.seed);
+    measure::ForwardData<float> data(p, o.seed);
     // --- ioattn's sparse fused forward, through the entry point as a user's call ---
     const AttentionOptions opts =
-        bench::timed_options(Schedule::fused, mem, threads, "ioattn demo");
+        measure::timed_options(Schedule::fused, mem, threads, "ioattn demo");
     Structure<float> structure;
     structure.support = &s;
     const AttentionPlan splan = plan_attention<float>(p, Pass::forward, structure, opts);
     const double sparse_s =
-        bench::median_seconds(3, [&] { (void)attention(data.args(), structure, splan, opts); });
+        measure::median_seconds(3, [&] { (void)attention(data.args(), structure, splan, opts); });
     const std::vector<float> sparse_o = data.o;
     // --- the GraphBLAS pipeline (masked SDDMM, softmax, SpMM) on the same inputs ---
     GraphBlasAttention gb(s, data.q.data(), data.k.data(), data.v.data(), p.d, p.d_v, threads);
     std::vector<float> gb_o(data.o.size());
     const float scale = static_cast<float>(p.scale);
-    const double gb_s = bench::median_seconds(3, [&] { gb.run(scale, gb_o.data()); });
+    const double gb_s = measure::median_seconds(3, [&] { gb.run(scale, gb_o.data()); });
     double diff = 0;
     for (std::size_t i = 0; i < gb_o.size(); ++i)
         diff = std::max(diff, static_cast<double>(std::fabs(gb_o[i] - sparse_o[i])));
     // --- the dense fused kernel on the same shape (every pair) ---
     const AttentionPlan dplan = plan_attention<float>(p, Pass::forward, {}, opts);
     const double dense_s =
-        bench::median_seconds(3, [&] { (void)attention(data.args(), {}, dplan, opts); });
+        measure::median_seconds(3, [&] { (void)attention(data.args(), {}, dplan, opts); });
     constexpr double kAgree = 1e-4;
     const double flops = 4.0 * static_cast<double>(s.z_qk()) * static_cast<double>(p.d);
     nlohmann::json part = {{"pattern", kPattern},

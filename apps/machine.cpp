@@ -10,24 +10,24 @@
 
 #include <ostream>
 
-#include <bench_util.hpp>
+#include <measure.hpp>
 
 namespace ioattn::app {
 
 Roofline measure_roofline(int threads, int repeat, bool double_precision) {
     Roofline r;
     r.threads = threads;
-    r.blas_core = bench::blas_core();
+    r.blas_core = measure::blas_core();
     r.isa = active_isa();
     if (double_precision) {
-        bench::SquareGemm<double> gemm(2048, threads);
-        r.gemm_gflops = gemm.flops() / bench::median_seconds(repeat, [&] { gemm.run(); }) * 1e-9;
+        measure::SquareGemm<double> gemm(2048, threads);
+        r.gemm_gflops = gemm.flops() / measure::median_seconds(repeat, [&] { gemm.run(); }) * 1e-9;
     } else {
-        bench::SquareGemm<float> gemm(2048, threads);
-        r.gemm_gflops = gemm.flops() / bench::median_seconds(repeat, [&] { gemm.run(); }) * 1e-9;
+        measure::SquareGemm<float> gemm(2048, threads);
+        r.gemm_gflops = gemm.flops() / measure::median_seconds(repeat, [&] { gemm.run(); }) * 1e-9;
     }
     r.peak_gflops = measure_fma_peak(r.isa, threads, double_precision);
-    bench::park_blas_threads(); // not spinning beside the kernels timed next
+    measure::park_blas_threads(); // not spinning beside the kernels timed next
     return r;
 }
 
@@ -56,7 +56,7 @@ Machine this_machine(int threads) {
     m.fast_bytes = l2_cache_bytes();
     m.word_bytes = 4;
     const int t = with_threads(threads, [] { return max_concurrency(); });
-    m.bandwidth_gbs = bench::measure_read_bandwidth(std::int64_t{512} << 20, t);
+    m.bandwidth_gbs = measure::measure_read_bandwidth(std::int64_t{512} << 20, t);
     const Isa isa = active_isa();
     m.peak_gflops = measure_fma_peak(isa, t, false);
     m.source = "this machine, fp32: M = per-core L2 from sysfs (" +

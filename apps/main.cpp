@@ -8,14 +8,14 @@
 
 #include <string_view>
 
-#include <bench_util.hpp>
+#include <measure.hpp>
 
 int main(int argc, char** argv) {
     // bench and demo time OpenBLAS: make sure it runs the kernels this CPU allows (blas_core.hpp).
     if (argc > 1 && (std::string_view(argv[1]) == "bench" || std::string_view(argv[1]) == "demo"))
         ioattn::app::prefer_best_blas_core(argv);
     // OpenBLAS's workers spin for about 0.1 s after the library loads: not beside the first
-    // timed runs of a kernel (bench_util.hpp)
-    ioattn::bench::park_blas_threads();
+    // timed runs of a kernel (measure.hpp)
+    ioattn::measure::park_blas_threads();
     return ioattn::app::program_main(argc, argv);
 }

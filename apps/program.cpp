@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include <bench_util.hpp>
+#include <measure.hpp>
 
 namespace ioattn::app {
 
@@ -58,8 +58,8 @@ std::string version_text() {
            "\nkernels: " + std::string(to_string(active_isa())) +
            " (built: " + isa_list(built_isas()) + "; this CPU runs: " + isa_list(usable) +
            "; IOATTN_ISA=avx512|avx2|sse2 forces one)\noneTBB: " + TBB_runtime_version() +
-           " (built against " + TBB_VERSION_STRING + ")\nBLAS: " + bench::blas_config() +
-           "; core " + bench::blas_core();
+           " (built against " + TBB_VERSION_STRING + ")\nBLAS: " + measure::blas_config() +
+           "; core " + measure::blas_core();
 }
 
 } // namespace

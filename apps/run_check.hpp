@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include <bench_util.hpp>
+#include <measure.hpp>
 
 namespace ioattn::app {
 
@@ -25,7 +25,7 @@ struct Data {
 
     Data(const Problem& problem, std::uint64_t seed)
         : p(problem) {
-        const bench::ForwardData<T> f(problem, seed);
+        const measure::ForwardData<T> f(problem, seed);
         q = f.q;
         k = f.k;
         v = f.v;

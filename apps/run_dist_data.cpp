@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include <bench_util.hpp>
+#include <measure.hpp>
 
 namespace ioattn::app {
 
@@ -88,12 +88,12 @@ DistData<Scalar>::DistData(
     , queries(layout_, p.n_q, ranks)
     , keys(layout_, p.n_k, ranks)
     , rank(rank_) {
-    bench::ForwardData<Scalar> data(p, seed);
+    measure::ForwardData<Scalar> data(p, seed);
     q = std::move(data.q);
     k = std::move(data.k);
     v = std::move(data.v);
     d_o.resize(sz(p.batch_heads() * p.n_q * p.d_v));
-    bench::fill_uniform(d_o, seed + 3);
+    measure::fill_uniform(d_o, seed + 3);
     lq = shard_rows(q, p.batch, p.heads, p.d, queries, rank);
     lk = shard_rows(k, p.batch, p.kv_heads, p.d, keys, rank);
     lv = shard_rows(v, p.batch, p.kv_heads, p.d_v, keys, rank);

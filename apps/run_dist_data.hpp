@@ -32,7 +32,7 @@ std::vector<Scalar> gather_rows(MPI_Comm comm,
                                 std::int64_t cols,
                                 const dist::Sharding& s);
 
-/// Global inputs (Q, K, V as bench::ForwardData with the seed, dO from seed + 3) and this
+/// Global inputs (Q, K, V as measure::ForwardData with the seed, dO from seed + 3) and this
 /// rank's shards of them and of the outputs.
 template <typename Scalar>
 struct DistData {

@@ -5,6 +5,7 @@
 #include "run_variants.hpp"
 
 #include "commands.hpp"
+#include "digest.hpp"
 #include "run_check.hpp"
 
 #include <ioattn/attention.hpp>
@@ -21,7 +22,7 @@
 #include <random>
 #include <vector>
 
-#include <bench_util.hpp>
+#include <measure.hpp>
 
 namespace ioattn::app {
 
@@ -171,7 +172,7 @@ nlohmann::json run_variant(const VariantRun& r) {
         ample.cache_bytes.reset();
         (void)attention(data.forward(), structure, ample);
     }
-    const double seconds = bench::median_seconds(
+    const double seconds = measure::median_seconds(
         r.repeat, [&] { (void)run(opts); }, r.repeat > 1);
     const double flops = plan.sparse ? 4.0 * static_cast<double>(plan.z_qk) *
                                            static_cast<double>(p.d * p.batch_heads()) *
@@ -181,6 +182,8 @@ nlohmann::json run_variant(const VariantRun& r) {
     j["dtype"] = sizeof(Scalar) == 4 ? "float" : "double";
     j["seconds"] = seconds;
     j["gflops"] = flops / seconds * 1e-9;
+    j["output_digest"] = backward ? output_digest<Scalar>({&data.d_q, &data.d_k, &data.d_v})
+                                  : output_digest<Scalar>({&data.o, &data.lse});
     j["check"] = r.check ? check_json(data, structure.support, backward) : nullptr;
     j["io"] = nullptr;
     if (r.count_io) {

@@ -32,7 +32,7 @@ namespace {
 constexpr std::int64_t kD = 64;
 
 /// K and V rows (n x kD floats each) that start `offset` bytes past a 64-byte boundary: the
-/// program's operator new (apps/aligned_new.cpp, linked in) starts them on one, on a 2 MiB
+/// program's operator new (measure/aligned_new.cpp, linked in) starts them on one, on a 2 MiB
 /// boundary and advised to huge pages from 4 MiB, as it does the program's operands.
 struct Rows {
     std::vector<float> k_store, v_store;

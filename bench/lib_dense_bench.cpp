@@ -11,7 +11,7 @@
 // library's entry point (ioattn::attention with the family's schedule), planned once outside
 // the loop, as a user's loop calls it (timed_call.hpp).
 
-#include "bench_util.hpp"
+#include "measure.hpp"
 #include "timed_call.hpp"
 
 #include <ioattn/attention.hpp>
@@ -25,7 +25,7 @@
 
 namespace {
 
-using ioattn::bench::ForwardData;
+using ioattn::measure::ForwardData;
 
 ioattn::Problem problem_of(const benchmark::State& state) {
     ioattn::Problem p;
@@ -48,7 +48,7 @@ void run_forward(benchmark::State& state) {
     const std::int64_t m = state.range(3);
     const ioattn::MemoryModel mem =
         m == 0 ? ioattn::MemoryModel::per_core_l2(sizeof(float)) : ioattn::MemoryModel{m};
-    const ioattn::AttentionOptions opts = ioattn::bench::timed_options(
+    const ioattn::AttentionOptions opts = ioattn::measure::timed_options(
         kSchedule, mem, threads, "ioattn_bench_dense", /*tuned=*/m == 0);
     const ioattn::AttentionPlan plan =
         ioattn::plan_attention<float>(p, ioattn::Pass::forward, {}, opts);
@@ -84,23 +84,23 @@ void forward_materialized(benchmark::State& state) {
 
 void naive_blas(benchmark::State& state) {
     const ioattn::Problem p = problem_of(state);
-    const auto mode = state.range(3) == 0 ? ioattn::bench::NaiveMode::heads_parallel
-                                          : ioattn::bench::NaiveMode::blas_threads;
+    const auto mode = state.range(3) == 0 ? ioattn::measure::NaiveMode::heads_parallel
+                                          : ioattn::measure::NaiveMode::blas_threads;
     ForwardData<float> data(p, 42);
-    ioattn::bench::NaiveAttention naive(p, mode, threads_of(state));
+    ioattn::measure::NaiveAttention naive(p, mode, threads_of(state));
     for (auto _ : state) {
         naive.run(data.q.data(), data.k.data(), data.v.data(), data.o.data());
         benchmark::DoNotOptimize(data.o.data());
         benchmark::ClobberMemory();
     }
-    state.SetLabel(std::string(ioattn::bench::to_string(mode)));
+    state.SetLabel(std::string(ioattn::measure::to_string(mode)));
     state.counters["flops"] = benchmark::Counter(ioattn::flop_count_convention(p) *
                                                      static_cast<double>(state.iterations()),
                                                  benchmark::Counter::kIsRate);
 }
 
 void sgemm(benchmark::State& state) {
-    ioattn::bench::SquareGemm<float> gemm(state.range(0), static_cast<int>(state.range(1)));
+    ioattn::measure::SquareGemm<float> gemm(state.range(0), static_cast<int>(state.range(1)));
     for (auto _ : state)
         gemm.run();
     state.counters["flops"] = benchmark::Counter(
@@ -156,7 +156,7 @@ BENCHMARK(sgemm)
 
 int main(int argc, char** argv) {
     benchmark::AddCustomContext("isa", std::string(ioattn::to_string(ioattn::active_isa())));
-    benchmark::AddCustomContext("blas_core", ioattn::bench::blas_core());
+    benchmark::AddCustomContext("blas_core", ioattn::measure::blas_core());
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv))
         return 1;

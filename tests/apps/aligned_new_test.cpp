@@ -1,4 +1,4 @@
-// Tests of the program's operator new (apps/aligned_new.cpp, compiled into this test as into the
+// Tests of the program's operator new (measure/aligned_new.cpp, compiled into this test as into the
 // program): blocks of 4 KiB and more start on a 64-byte boundary, blocks of 4 MiB and more on a
 // 2 MiB boundary (so that the huge pages they are advised to cover them from their first byte);
 // a size no allocator can give is std::bad_alloc, or nullptr from the nothrow form. Under a

@@ -151,10 +151,10 @@ TEST_CASE("sparse tilings for M fit the sparse footprint", "[sparse][residency]"
 TEST_CASE("the fused plan is built once per (support, rows) and shared by copies",
           "[sparse][residency]") {
     const Support s = ioattn::sparse::parse_pattern("random:0.2", 64, 64, 1);
-    const auto* first = &s.cached_fused_plan(16);
-    CHECK(&s.cached_fused_plan(16) == first);
+    const auto* first = &s.cached_block_keys(16);
+    CHECK(&s.cached_block_keys(16) == first);
     const Support copy = s; // NOLINT(performance-unnecessary-copy-initialization)
-    CHECK(&copy.cached_fused_plan(16) == first);
-    CHECK(&s.cached_fused_plan(8) != first);
-    CHECK_THROWS_AS(s.cached_fused_plan(0), ioattn::InvalidArgument);
+    CHECK(&copy.cached_block_keys(16) == first);
+    CHECK(&s.cached_block_keys(8) != first);
+    CHECK_THROWS_AS(s.cached_block_keys(0), ioattn::InvalidArgument);
 }

@@ -15,8 +15,8 @@
 namespace ioattn::sparse {
 
 namespace detail {
-struct FusedPlan;
-struct ElementPlan;
+struct BlockKeys;
+struct ElementPanels;
 } // namespace detail
 
 /// Omega as CSR over n_q query rows and n_k keys: row i allows the keys
@@ -88,12 +88,12 @@ public:
     /// sparse/src/plan.hpp), built on first use for each `rows` and kept with the structure
     /// (copies share it; thread-safe; built outside any lock, so a call from inside a parallel
     /// region cannot deadlock): repeated runs on one structure do not rebuild it.
-    [[nodiscard]] const detail::FusedPlan& cached_fused_plan(std::int64_t rows) const;
+    [[nodiscard]] const detail::BlockKeys& cached_block_keys(std::int64_t rows) const;
 
     /// The element kernels' plan for row blocks of at most `rows` rows and key panels of
-    /// `panel` keys (sparse/src/element_plan.hpp), kept as cached_fused_plan: rebuilding it was
+    /// `panel` keys (sparse/src/kernels/element/panels.hpp), kept as cached_block_keys: rebuilding it was
     /// 16% of the instructions of a random:0.02 forward, N = 16384 (callgrind).
-    [[nodiscard]] const detail::ElementPlan& cached_element_plan(std::int64_t rows,
+    [[nodiscard]] const detail::ElementPanels& cached_element_panels(std::int64_t rows,
                                                                  std::int64_t panel) const;
 
     /// A value the sparse library builds from this structure, by key (the structure

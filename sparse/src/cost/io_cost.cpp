@@ -1,0 +1,340 @@
+// ioattn::sparse I/O: exact costs of the sparse schedules from the structure, the sparse bound
+// (Li et al., Thm 4.5), the crossover M* = Z_input^2 / Z_QK and selection.
+
+#include "fail.hpp"
+#include "support/block_keys.hpp"
+#include "kernels/common/row_source.hpp"
+#include "kernels/materialized/tile_rule.hpp"
+
+#include <ioattn/error.hpp>
+#include <ioattn/sparse/io_cost.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace ioattn::sparse {
+
+namespace {
+
+void require(const Problem& p, const Support& s, const Tiling& t, Schedule sch, const char* where) {
+    if (s.n_q() != p.n_q || s.n_k() != p.n_k)
+        throw InvalidArgument(std::string(where) + ": support shape does not match the problem");
+    if (t.schedule != sch)
+        throw InvalidArgument(std::string(where) + ": tiling is for the " +
+                              std::string(to_string(t.schedule)) + " schedule");
+    if (t.rows < 1 || t.cols < 1)
+        throw InvalidArgument(std::string(where) + ": tiling sizes must be >= 1");
+}
+
+} // namespace
+
+template <typename Scalar>
+IoReport io_cost_forward_fused(const Problem& problem,
+                               const Support& support,
+                               const SparseInputs<Scalar>& inputs,
+                               const Tiling& tiling) {
+    const Problem p = problem.resolved("ioattn::sparse::io_cost_forward_fused");
+    require(p, support, tiling, Schedule::fused, "ioattn::sparse::io_cost_forward_fused");
+    const auto [q, k, v] =
+        detail::shape_operands(p, inputs, "ioattn::sparse::io_cost_forward_fused");
+    const detail::BlockKeys& plan = support.cached_block_keys(tiling.rows);
+    std::int64_t reads = 0;
+    for (std::int64_t slice = 0; slice < p.batch_heads(); ++slice) {
+        const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
+        for (std::int64_t blk = 0; blk < plan.blocks(); ++blk) {
+            reads += q.words(b, h, plan.row0(blk), plan.rows(blk)) + plan.index_words<Scalar>(blk);
+            for (const std::int64_t j : plan.keys_of(blk))
+                reads += k.words(b, g, j) + v.words(b, g, j);
+        }
+    }
+    const std::int64_t peak = plan.blocks() > 0 && p.batch_heads() > 0
+                                  ? tiling.resident_words(p, Pass::forward, Kernels::sparse)
+                                  : 0;
+    return {reads, p.n_q * (p.d_v + 1) * p.batch_heads(), peak};
+}
+
+template IoReport io_cost_forward_fused<float>(const Problem&,
+                                               const Support&,
+                                               const SparseInputs<float>&,
+                                               const Tiling&);
+template IoReport io_cost_forward_fused<double>(const Problem&,
+                                                const Support&,
+                                                const SparseInputs<double>&,
+                                                const Tiling&);
+
+IoReport
+io_cost_forward_fused(const Problem& problem, const Support& support, const Tiling& tiling) {
+    return io_cost_forward_fused(problem, support, SparseInputs<float>{}, tiling);
+}
+
+template <typename Scalar>
+IoReport io_cost_forward_materialized(const Problem& problem,
+                                      const Support& support,
+                                      const SparseInputs<Scalar>& inputs,
+                                      const Tiling& tiling) {
+    const Problem p = problem.resolved("ioattn::sparse::io_cost_forward_materialized");
+    require(
+        p, support, tiling, Schedule::materialized, "ioattn::sparse::io_cost_forward_materialized");
+    const auto [q, k, v] =
+        detail::shape_operands(p, inputs, "ioattn::sparse::io_cost_forward_materialized");
+    // dense operands cost the same in every slice: count one and multiply
+    const std::int64_t slices = detail::any_sparse(inputs) ? p.batch_heads() : 1;
+    const std::int64_t b = tiling.rows;
+    const BlockView& view = support.cached_block_view(b, b);
+    const std::int64_t kd = std::min(b, p.d), kv = std::min(b, p.d_v);
+    const std::int64_t vch = (p.d_v + b - 1) / b, dch = (p.d + b - 1) / b;
+    std::int64_t reads = 0, writes = 0, peak = 0;
+    for (std::int64_t i = 0; i < view.row_blocks; ++i) {
+        const std::int64_t r = view.block_rows(i), i0 = i * b;
+        const auto tiles = view.tiles_of(i);
+        std::int64_t nnz = 0, cmax = 0, per_pair = 0; // per_pair: the pairs of per-pair tiles
+        for (const BlockTile& t : tiles) {
+            const std::int64_t c = view.block_cols(t.col_block);
+            nnz += t.nonzeros;
+            cmax = std::max(cmax, c);
+            per_pair += detail::per_pair_tile(t.nonzeros, r, c) ? t.nonzeros : 0;
+        }
+        const auto n_tiles = static_cast<std::int64_t>(tiles.size());
+        for (std::int64_t slice = 0; slice < slices; ++slice) {
+            const std::int64_t bb = slice / p.heads, h = slice % p.heads, g = h / p.group();
+            reads += n_tiles * q.words(bb, h, i0, r) + vch * nnz; // Q_i per tile, scores
+            // keys: the keep step, each SpMM chunk, each SDDMM chunk of a per-pair tile
+            reads += kIndexReadWords<Scalar> * ((1 + vch) * nnz + dch * per_pair);
+            for (const BlockTile& t : tiles) { // K_j, V_j
+                const std::int64_t j0 = t.col_block * b, c = view.block_cols(t.col_block);
+                reads += k.words(bb, g, j0, c) + v.words(bb, g, j0, c);
+            }
+        }
+        writes += nnz + r * p.d_v + r;
+        peak = std::max({peak,
+                         2 * r + r * kv,
+                         2 * r + r * cmax + (r + cmax) * kd,
+                         2 * r + r * kv + r * cmax + cmax * kv});
+    }
+    return {reads * (p.batch_heads() / slices), writes * p.batch_heads(), peak};
+}
+
+template IoReport io_cost_forward_materialized<float>(const Problem&,
+                                                      const Support&,
+                                                      const SparseInputs<float>&,
+                                                      const Tiling&);
+template IoReport io_cost_forward_materialized<double>(const Problem&,
+                                                       const Support&,
+                                                       const SparseInputs<double>&,
+                                                       const Tiling&);
+
+IoReport
+io_cost_forward_materialized(const Problem& problem, const Support& support, const Tiling& tiling) {
+    return io_cost_forward_materialized(problem, support, SparseInputs<float>{}, tiling);
+}
+
+template <typename Scalar>
+IoReport io_cost_forward(const Problem& problem,
+                         const Support& support,
+                         const SparseInputs<Scalar>& inputs,
+                         const Tiling& tiling) {
+    switch (tiling.schedule) {
+    case Schedule::fused:
+        return io_cost_forward_fused(problem, support, inputs, tiling);
+    case Schedule::materialized:
+        return io_cost_forward_materialized(problem, support, inputs, tiling);
+    case Schedule::reference:
+        break;
+    }
+    throw InvalidArgument(
+        "ioattn::sparse::io_cost_forward: the reference schedule has no I/O model");
+}
+
+template IoReport
+io_cost_forward<float>(const Problem&, const Support&, const SparseInputs<float>&, const Tiling&);
+template IoReport
+io_cost_forward<double>(const Problem&, const Support&, const SparseInputs<double>&, const Tiling&);
+
+IoReport io_cost_forward(const Problem& problem, const Support& support, const Tiling& tiling) {
+    return io_cost_forward(problem, support, SparseInputs<float>{}, tiling);
+}
+
+Tiling
+tuned_tiling(Schedule schedule, const MemoryModel& memory, const Problem& problem, Pass pass) {
+    const Problem p = problem.resolved("ioattn::sparse::tuned_tiling");
+    if (schedule == Schedule::fused) {
+        // window:256, N=16384, d=64, fp32, 2 threads, GFLOP/s (4 Z_QK d). Before the per-slab
+        // key spans, one quiet run each: 48x96 137, 64x96 129, 96x96 137, 96x192 130, 128x128
+        // 126, 192x96 110. With them (a block's masked triangles are one 64-lane slab wide
+        // whatever Br is), three interleaved rounds: 96x96 149/170/165, 128x96 161/171/166,
+        // 128x128 170/175/173, 64x96 173/180/171; Br = 64 is one whole slab (96 left a
+        // half-efficient 2-vector slab) and the smallest working set.
+        // Chunks of 128 keys over 96: a run of 128 (two adjacent 64-key blocks) is then one
+        // chunk, not two of 64. A small gain, at the noise of this shared machine,
+        // no forward set below 0.99 (AVX-512 Zen 5, N = 16384, d = 64, 2 threads, 128 over
+        // 96, medians of 4-8 alternated runs, each set a separate session): forward
+        // block:64:0.1 1.05, 1.11, 1.01, 1.03, bigbird-block:64:3:2:3 1.08, 1.02, 1.00,
+        // strided:64 1.04, 1.17, window:256 1.00, 1.00, causal-window:256 1.02,
+        // dilated:256:4 1.01, bigbird:64:2:3 0.99, block:64:0.1 at N = 4096 1.08; backward
+        // window:256 0.98, dilated:256:4 0.96, 0.95 (d = 128: 1.02), so the backward keeps
+        // 96. Since the next block's K and V rows are prefetched (next_block.hpp), chunks of 256
+        // keys: a 64-row block of a 64-wide band with its global keys (194 keys) is one chunk,
+        // one softmax pass and one rescale of O^T, not two. 256 over 128 (one experiment
+        // binary taking the width from the environment, medians of 6-12 paired alternations,
+        // N = 16384, d = 64, 2 threads):
+        // bigbird:64:2:3 1.048, 1.039, window:64 1.066, strided:64 1.057, bigbird-block:64:3:2:3
+        // 1.045, block:64:0.1 1.024, 0.97, causal-window:256 1.016, window:256 1.00, 1.013,
+        // dilated:256:4 1.008; d = 128 bigbird 1.012, window:256 0.989; N = 4096 bigbird 1.004,
+        // block:64:0.1 1.00. 192 over 128: bigbird 1.043, block:64:0.1 1.00.
+        const std::int64_t cols = pass == Pass::forward ? 256 : 96;
+        const Tiling t{Schedule::fused,
+                       std::min<std::int64_t>(64, p.n_q),
+                       std::min<std::int64_t>(cols, p.n_k)};
+        if (t.resident_words(p, pass, Kernels::sparse) <= memory.fast_words)
+            return t;
+    }
+    return Tiling::tuned(schedule, memory, p, pass, Kernels::sparse);
+}
+
+Tiling materialized_tiling(const Support& support,
+                           const MemoryModel& memory,
+                           const Problem& problem,
+                           Pass pass) {
+    const Problem p = problem.resolved("ioattn::sparse::materialized_tiling");
+    const Tiling tuned = tuned_tiling(Schedule::materialized, memory, p, pass);
+    // A tile taken pair by pair costs a walk of each of its rows (three, with the SDDMM, the
+    // keep step and the SpMM): when most non-empty tiles hold a pair or so per row (fill below
+    // 1/16: random keys, graph edges, strided columns; not the edges of a band, about 1/4),
+    // the largest tiles win (fewer tiles, more pairs per row and tile). Measured (materialized
+    // forward, N = 16384, d = 64, one thread, GFLOP/s at 64 / 128 / 256, the AVX-512 Zen 5
+    // machine): random:0.02 2.8 / 3.7 / 6.2, strided:64 4.0 / 6.7 / 10.0, bigbird:64:2:3 7.1 /
+    // 8.9 / 10.9, powerlaw:32 0.8 / 1.1 / 1.8 (scattered), against window:256 56.2 / 46.8 /
+    // 53.3, block:64:0.1 48.0 / 33.4 / 24.2, bigbird-block 47.4 / 37.4 / 30.1.
+    constexpr std::int64_t kScatteredFill = 16;
+    const BlockView& view = support.cached_block_view(tuned.rows, tuned.cols);
+    std::int64_t scattered = 0;
+    for (std::int64_t b = 0; b < view.row_blocks; ++b)
+        for (const BlockTile& t : view.tiles_of(b))
+            if (t.nonzeros * kScatteredFill < view.block_rows(b) * view.block_cols(t.col_block))
+                ++scattered;
+    if (2 * scattered <= static_cast<std::int64_t>(view.tiles.size()))
+        return tuned;
+    return Tiling::for_memory(Schedule::materialized, memory, p, pass, Kernels::sparse);
+}
+
+std::int64_t dense_z_input(const Problem& problem) {
+    const Problem p = problem.resolved("ioattn::sparse::dense_z_input");
+    return (p.n_q + p.n_k) * p.d + p.n_k * p.d_v;
+}
+
+double crossover(const Support& support, std::int64_t z_input_per_head) {
+    const double z = static_cast<double>(z_input_per_head);
+    return support.z_qk() > 0 ? z * z / static_cast<double>(support.z_qk())
+                              : std::numeric_limits<double>::infinity();
+}
+
+template <typename Scalar>
+std::int64_t used_input_words(const Problem& problem,
+                              const Support& support,
+                              const SparseInputs<Scalar>& inputs,
+                              Pass pass) {
+    constexpr const char* kWhere = "ioattn::sparse::used_input_words";
+    const Problem p = problem.resolved(kWhere);
+    if (support.n_q() != p.n_q || support.n_k() != p.n_k)
+        detail::fail(kWhere,
+                     "support is ",
+                     support.n_q(),
+                     " x ",
+                     support.n_k(),
+                     ", problem n_q x n_k = ",
+                     p.n_q,
+                     " x ",
+                     p.n_k);
+    const auto [q, k, v] = detail::shape_operands(p, inputs, kWhere);
+    const Support& keys = support.transposed();
+    std::int64_t q_words = 0, kv_words = 0;
+    for (std::int64_t slice = 0; slice < p.batch_heads(); ++slice) { // Q (and O, dO, L) rows
+        const std::int64_t b = slice / p.heads, h = slice % p.heads;
+        for (std::int64_t i = 0; i < p.n_q; ++i)
+            if (!support.row(i).empty())
+                q_words += q.words(b, h, i) + (pass == Pass::backward ? 2 * p.d_v + 1 : 0);
+    }
+    for (std::int64_t kv = 0; kv < p.batch * p.kv_heads; ++kv) { // K and V rows
+        const std::int64_t b = kv / p.kv_heads, g = kv % p.kv_heads;
+        for (std::int64_t j = 0; j < p.n_k; ++j)
+            if (!keys.row(j).empty())
+                kv_words += k.words(b, g, j) + v.words(b, g, j);
+    }
+    return q_words / p.batch_heads() + kv_words / (p.batch * p.kv_heads);
+}
+
+template std::int64_t
+used_input_words<float>(const Problem&, const Support&, const SparseInputs<float>&, Pass);
+template std::int64_t
+used_input_words<double>(const Problem&, const Support&, const SparseInputs<double>&, Pass);
+
+std::int64_t used_input_words(const Problem& problem, const Support& support, Pass pass) {
+    return used_input_words(problem, support, SparseInputs<float>{}, pass);
+}
+
+Bound bound(const Problem& problem,
+            const Support& support,
+            const MemoryModel& memory,
+            std::int64_t z_input,
+            std::int64_t used_input,
+            Pass pass) {
+    const Problem p = problem.resolved("ioattn::sparse::bound");
+    memory.validate("ioattn::sparse::bound");
+    const double m = static_cast<double>(memory.fast_words);
+    const double z = static_cast<double>(z_input);
+    const double zqk = static_cast<double>(support.z_qk());
+    const double bh = static_cast<double>(p.batch_heads());
+    // outputs per (batch, head): O and L of every row, or dQ and the head's share of dK, dV
+    const double outputs = pass == Pass::forward ? static_cast<double>(p.n_q * (p.d_v + 1))
+                                                 : static_cast<double>(p.n_q * p.d) +
+                                                       static_cast<double>(p.n_k * (p.d + p.d_v)) *
+                                                           static_cast<double>(p.kv_heads) /
+                                                           static_cast<double>(p.heads);
+    Bound b;
+    b.regime = m >= crossover(support, z_input) ? "large-cache" : "small-cache";
+    b.compulsory = bh * (static_cast<double>(used_input) + outputs);
+    b.leading = bh * std::min(z * z / m, z * std::sqrt(zqk) / std::sqrt(m));
+    return b;
+}
+
+Bound forward_bound(const Problem& problem,
+                    const Support& support,
+                    const MemoryModel& memory,
+                    std::int64_t z_input) {
+    return bound(problem,
+                 support,
+                 memory,
+                 z_input,
+                 used_input_words(problem, support, Pass::forward),
+                 Pass::forward);
+}
+
+Schedule select_schedule(const Problem& problem,
+                         const Support& support,
+                         const MemoryModel& memory,
+                         Select select,
+                         std::int64_t z_input) {
+    const Problem p = problem.resolved("ioattn::sparse::select_schedule");
+    const auto fused =
+        Tiling::try_for_memory(Schedule::fused, memory, p, Pass::forward, Kernels::sparse);
+    const auto mat =
+        Tiling::try_for_memory(Schedule::materialized, memory, p, Pass::forward, Kernels::sparse);
+    if (!fused && !mat)
+        throw CapacityError(
+            "ioattn::sparse::select_schedule: M = " + std::to_string(memory.fast_words) +
+            " words is too small for any tiling with d = " + std::to_string(p.d));
+    if (!fused || !mat)
+        return fused ? Schedule::fused : Schedule::materialized;
+    if (select == Select::theory)
+        return static_cast<double>(memory.fast_words) >= crossover(support, z_input)
+                   ? Schedule::fused
+                   : Schedule::materialized;
+    return io_cost_forward_fused(p, support, *fused).total() <=
+                   io_cost_forward_materialized(p, support, *mat).total()
+               ? Schedule::fused
+               : Schedule::materialized;
+}
+
+} // namespace ioattn::sparse

@@ -1,0 +1,193 @@
+// ioattn::sparse::forward_element: element-level sparse forward for scattered rows, 2-D blocked
+// Per (batch, head): O = softmax(scale*Q K^T on Omega) V, L = row logsumexp, one query row at a
+// time over its own keys only (no tile, no mask). Reference: forward_reference.cpp.
+// R = tiling.rows (rows per block, at most; blocks cut by nonzeros too), P = tiling.cols (keys
+// per panel); kernels/element/panels.hpp. line(n): n words padded to 64 bytes; iw: words per index.
+//   parallel for each row block (r rows): read Q rows (scaled into a padded buffer)    r*d
+//     [resume: read O, L rows as the starting softmax state                     r*(d_v + 1)]
+//     for each visit p of the block to its panels (a range of adjacent panels, n_p distinct
+//     keys of the block there; kernels/element/panels.hpp):
+//       read K, V rows of those keys (gathered in place)                        n_p*(d + d_v)
+//       read the indices the rows' walks see there: their runs, and per row going on the
+//       key that ends its run (PanelVisit::reads)                               reads_p*iw
+//       for each row, its run of keys in the panel, 2 kLanes keys per batch:
+//         s = q . K_j (one accumulator per key, one transposing reduction)
+//         m' = max(m, s); O = 2^(m - m') O + sum 2^(s - m') V_j; l likewise (base 2)
+//       (runs of at most kShortRun keys go in batches of kLanes rows with runs of one length,
+//        the last ones partial at the panel's end: lane k is row k, dots t their t-th keys,
+//        one softmax step over all of them and one pass over each O row)
+//     write O / l, L                                                              r*(d_v + 1)
+// Resident: r*(line(d) + line(d_v)) + 2 line(r) + line(r*iw)          (q, O, m, l, cursors)
+//   + max over visits of n_p*(line(d) + line(d_v)) + line(run_p*iw)  (K, V rows, index walk)
+// I/O = io_cost_forward_element = n_q*d + sum over blocks of |keys(block)|*(d + d_v)
+//   + sum over panel visits of reads_p*iw + n_q*(d_v + 1) (resume: + n_q*(d_v + 1)), per head.
+// Flops: 2*Z_QK*(d + d_v): only allowed pairs are touched, so a key no row may see (NaN in its
+// K or V row) never reaches an output. Each row's keys run in ascending order in batches cut at
+// visit ends: the result depends on the plan (P and its merged visits), never on the thread
+// count. One task per (batch, head, row block), blocks balanced by nonzeros.
+// Tests: tests/sparse/element_test.cpp
+
+#include "kernels/element/panels.hpp"
+
+#include <ioattn/error.hpp>
+#include <ioattn/kernels/workspace.hpp>
+#include <ioattn/parallel.hpp>
+#include <ioattn/sparse/element.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+// The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
+#include <ioattn/kernels/target_begin.hpp>
+// The kernels it uses, compiled for that instruction set:
+#include "kernels/element/forward_element_rows.hpp"
+#include "kernels/common/validate.hpp"
+
+#include <ioattn/kernels/online_softmax.hpp>
+#include <ioattn/kernels/softmax_grad.hpp>
+#include <ioattn/kernels/tile.hpp>
+
+namespace ioattn::sparse::IOATTN_ISA {
+
+namespace {
+
+using detail::ForwardState;
+using detail::kNegInf;
+
+template <typename Scalar, typename Counter>
+void row_block(const ForwardArgs<Scalar>& a,
+               const Support& s,
+               const detail::ElementPanels& plan,
+               std::int64_t slice,
+               std::int64_t blk,
+               bool resume,
+               Scalar* base,
+               std::int64_t* cursor,
+               Counter& io) {
+    const Problem& p = a.problem;
+    const auto words = detail::ElementWords::of(sizeof(Scalar));
+    const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
+    const std::int64_t kv = b * p.kv_heads + g;
+    const std::int64_t i0 = plan.row0(blk), r = plan.rows(blk);
+    const std::int64_t state = ForwardState<Scalar>::words(p, r) + words.indices(r);
+    io.acquire(state);
+    io.read({Operand::q, slice, i0, r, 0, p.d});
+    if (resume) {
+        io.read({Operand::o, slice, i0, r, 0, p.d_v});
+        io.read({Operand::lse, slice, i0, r, 0, 1});
+    }
+    ForwardState<Scalar> w;
+    if constexpr (Counter::kComputes) {
+        w = ForwardState<Scalar>(base, p, r);
+        const auto qs = static_cast<Scalar>(p.scale * kernels::kLog2e);
+        for (std::int64_t x = 0; x < r; ++x) {
+            const Scalar* qr = a.q.row(b, h, i0 + x);
+            Scalar* qx = w.q + x * w.pd;
+            for (std::int64_t z = 0; z < p.d; ++z)
+                qx[z] = qr[z] * qs;
+            std::fill(qx + p.d, qx + w.pd, Scalar(0));
+            Scalar* ox = w.o + x * w.pdv;
+            const Scalar lse = resume ? *a.lse.row(b, h, i0 + x) : kNegInf<Scalar>;
+            // a finished row is the state (m = L in base 2, l = 1, O): same softmax
+            w.m[x] = lse == kNegInf<Scalar> ? lse : kernels::lse2(lse);
+            w.l[x] = lse == kNegInf<Scalar> ? Scalar(0) : Scalar(1);
+            if (lse != kNegInf<Scalar>)
+                std::copy_n(a.o.row(b, h, i0 + x), p.d_v, ox);
+            else
+                std::fill(ox, ox + p.d_v, Scalar(0));
+            std::fill(ox + p.d_v, ox + w.pdv, Scalar(0));
+            cursor[x] = 0;
+        }
+    }
+    for (const detail::PanelVisit& v : plan.visits_of(blk)) {
+        const std::int64_t panel =
+            v.keys * (words.pad(p.d) + words.pad(p.d_v)) + words.indices(v.run);
+        const std::int64_t p0 = plan.first_key(v), p1 = plan.end_key(v);
+        io.acquire(panel);
+        io.read({Operand::k, kv, p0, v.keys, 0, p.d});
+        io.read({Operand::v, kv, p0, v.keys, 0, p.d_v});
+        io.read({Operand::index, slice, blk, 1, 0, v.reads * words.index}); // the rows' walks
+        if constexpr (Counter::kComputes) {
+            // --- every row of the block over its keys in [p0, p1) ---
+            detail::element_runs(a, b, g, r, w, [&](std::int64_t x) {
+                const auto row = s.row(i0 + x);
+                const std::int64_t* keys = row.data() + cursor[x];
+                std::int64_t n = 0;
+                const auto left = static_cast<std::int64_t>(row.size()) - cursor[x];
+                while (n < left && keys[n] < p1)
+                    ++n;
+                cursor[x] += n;
+                return std::pair{keys, n};
+            });
+        }
+        io.release(panel);
+    }
+    if constexpr (Counter::kComputes) {
+        for (std::int64_t x = 0; x < r; ++x) // O = O / l, L = ln 2 (m + log2 l)
+            detail::finish_row(w.o + x * w.pdv,
+                               w.m[x],
+                               w.l[x],
+                               p.d_v,
+                               a.o.row(b, h, i0 + x),
+                               a.lse.row(b, h, i0 + x));
+    }
+    io.write({Operand::o, slice, i0, r, 0, p.d_v});
+    io.write({Operand::lse, slice, i0, r, 0, 1});
+    io.release(state);
+}
+
+} // namespace
+
+template <typename Scalar, typename Counter>
+void forward_element(const ForwardArgs<Scalar>& args,
+                     const Support& support,
+                     const Tiling& tiling,
+                     const MemoryModel& memory,
+                     Counter& counter,
+                     bool resume) {
+    constexpr const char* kWhere = "ioattn::sparse::forward_element";
+    ForwardArgs<Scalar> a = args;
+    detail::validate_inputs(a, support, SparseInputs<Scalar>{}, kWhere, !Counter::kComputes);
+    detail::validate(a, support, nullptr, Schedule::fused, memory, kWhere, true);
+    const Problem& p = a.problem;
+    const detail::ElementPanels& plan = detail::element_panels(support, tiling, kWhere);
+    detail::check_element_peak(
+        detail::forward_element_peak(p, plan, detail::ElementWords::of(sizeof(Scalar))),
+        memory,
+        kWhere);
+    const int workers = Counter::kComputes ? max_concurrency() : 0;
+    const kernels::Workspace<Scalar> ws(workers, ForwardState<Scalar>::words(p, tiling.rows));
+    const kernels::Workspace<std::int64_t> cursors(workers, tiling.rows);
+    const std::int64_t blocks = plan.blocks();
+    parallel_for_counted(
+        p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker, Counter& io) {
+            row_block(a,
+                      support,
+                      plan,
+                      task / blocks,
+                      task % blocks,
+                      resume,
+                      ws.slab(worker),
+                      cursors.slab(worker),
+                      io);
+        });
+}
+
+#define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
+    template void forward_element<Scalar, Counter>(const ForwardArgs<Scalar>&,                     \
+                                                   const Support&,                                 \
+                                                   const Tiling&,                                  \
+                                                   const MemoryModel&,                             \
+                                                   Counter&,                                       \
+                                                   bool);
+IOATTN_INSTANTIATE(float, NullCounter)
+IOATTN_INSTANTIATE(float, IoCounter)
+IOATTN_INSTANTIATE(float, DryRunCounter)
+IOATTN_INSTANTIATE(double, NullCounter)
+IOATTN_INSTANTIATE(double, IoCounter)
+IOATTN_INSTANTIATE(double, DryRunCounter)
+#undef IOATTN_INSTANTIATE
+
+} // namespace ioattn::sparse::IOATTN_ISA

@@ -1,0 +1,274 @@
+// ioattn::sparse::forward_fused: fused sparse forward (FlashAttention-2 order over Omega)
+// Per (batch, head): O = softmax(scale*Q K^T on Omega) V, L = row logsumexp over Omega.
+// Reference: forward_reference.cpp. Br = tiling.rows (max rows per block), Bc = tiling.cols.
+//   parallel for each row block i (rows cut by count and by nonzeros, plan.hpp): read Q_i   r*d
+//     for each chunk of Bc keys among those the block may see (sorted):
+//       read (gather) K rows, V rows                                        c*(d + d_v)
+//       S = scale*Q_i K_c^T; entries outside Omega -> -inf; online softmax; O_i += P V_c
+//     write O_i / l_i, L_i                                                  r*d_v + r
+//   (and the block's indices: its key list unless it is one interval, each row's keys outside
+//    its run of consecutive keys: plan.index_reads, 8 / sizeof(Scalar) words each)
+// Resident: Tiling::resident_words(p, forward, Kernels::sparse) <= M: the scratch below
+// (Q_i^T, S^T, O_i^T, m, l, alpha at lane_padded(Br) lanes, the gathered K_c, V_c), the rows
+// streamed at a time and the indices walked (tiling.cpp)
+// I/O = io_cost_forward_fused = n_q*d + sum_i (|keys(i)|*(d + d_v) + index words(i))
+//       + n_q*(d_v + 1)  (per head)
+// With the full pattern and equal Br this is exactly dense::io_cost_forward_fused (its blocks
+// are intervals: no index words).
+// Per 64-lane slab only the chunk entries some row of the slab may see are computed; a slab
+// whose lane vectors see spans that differ enough (a band's diagonal, a causal block) computes
+// each vector's own span (staggered_slab.hpp: the same results, fewer masked entries).
+// A gathered chunk of dense rows is read in place through row pointers when the V slice is
+// finite (the words it moves are the ones counted; only the copy into K_c, V_c is skipped).
+// Flops: 2*Z_QK*(d + d_v) useful; computed tiles also cover pairs outside Omega inside a chunk.
+// A sparse K or V (SparseInputs) is multiplied as stored (detail::streamed_scores,
+// streamed_accumulate): its d or d_v becomes the row's stored entries.
+// Masking reads each row's run from the plan and walks only its other keys with a cursor: a row
+// whose keys cover the whole chunk is not touched. Only the lanes of the block's rows are
+// computed (a block of heavy rows holds a few); a block of at most kLanes / 4 rows that all see
+// its every key runs narrow_block instead (the keys in batches shared by its rows, row-major
+// state, the same reads). If a gathered V chunk holds a non-finite value,
+// rows whose chunk is partial accumulate over their allowed keys only, so NaN never reaches a
+// row that cannot see it.
+// With row and key orders (`maps`: the permuted variant's forward when tiles take every pair,
+// detail::forward_fused_ordered) the kernel reads a reordered problem in place: Q, O and L
+// rows through maps.rows, K and V rows through maps.keys; its I/O adds the order indices each
+// block reads (BlockKeys::map_words).
+// The next block's Q rows, and its new K and V rows when they are one interval (a band's),
+// are prefetched, a share per chunk, while a block computes (kernels/prefetch.hpp), and O is
+// stored past the caches (finish_rows with stream: whole lines, no read for ownership).
+// Measured (N = 16384, d = 64, 2 threads, AMD EPYC Zen 5, `ioattn run --schedule fused
+// --repeat 30`, medians of 8 alternated): window:64 177 -> 194 GFLOP/s (1.10x), bigbird:64:2:3
+// 1.05x; the streamed O alone 1.04x-1.09x and 1.01x-1.05x; the K and V rows later
+// (next_block.hpp) window:64 1.05x, bigbird:64:2:3 1.00x-1.02x.
+// The tile path of a block (its scratch, a chunk's K and V rows, its slabs): forward_tiles.hpp.
+// With an element part (`element`: the split variant's, split.cpp) each block then takes
+// its rows' element pairs from its resident state before it writes O and L
+// (block_element.hpp): I/O + |E|*(d + d_v) + |E| index words per head, resident +
+// block_element_words (io_cost_split).
+// One task per (batch, head, row block); thread-count invariant.
+// Tests: tests/sparse/forward_test.cpp, tests/sparse/staggered_test.cpp,
+// tests/sparse/split_forward_test.cpp (the element part inside the blocks)
+
+#include "kernels/element/panels.hpp"
+#include "kernels/tile/chunks.hpp"
+
+#include <ioattn/error.hpp>
+#include <ioattn/kernels/workspace.hpp>
+#include <ioattn/parallel.hpp>
+#include <ioattn/sparse/forward.hpp>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+// The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
+#include <ioattn/kernels/target_begin.hpp>
+// The kernels it uses, compiled for that instruction set:
+#include "kernels/tile/block_element.hpp"
+#include "kernels/tile/forward_tiles.hpp"
+#include "kernels/tile/narrow_block.hpp"
+#include "kernels/tile/next_block.hpp"
+#include "kernels/common/validate.hpp"
+
+#include <ioattn/kernels/online_softmax.hpp>
+#include <ioattn/kernels/tile.hpp>
+
+namespace ioattn::sparse::IOATTN_ISA {
+
+namespace {
+
+using detail::Maps;
+using detail::NextBlock;
+using detail::TileBlock;
+using detail::TileScratch;
+
+/// What every row block of one call reads: the operands, the support and its plan, the
+/// tiling, the orders, the split's element part (null without), and what the call sized.
+template <typename Scalar>
+struct Call {
+    const ForwardArgs<Scalar>& a;
+    const detail::Operands<Scalar>& src;
+    const Support& s;
+    const detail::BlockKeys& plan;
+    const Tiling& t;
+    const Maps& maps;
+    const Support* element;
+    const char* v_finite_slices; // per (batch, kv head): every V value finite
+    std::int64_t resident;       // Tiling::resident_words
+    std::int64_t element_words;  // block_element_words, 0 without an element part
+};
+
+/// A worker's scratch: the tile block's (TileScratch), a chunk's row pointers, the rows'
+/// cursors, and the element part's row state.
+template <typename Scalar>
+struct WorkerScratch {
+    Scalar* base;
+    const Scalar** pointers;
+    std::int64_t* cursor;
+    Scalar* element_base;
+};
+
+template <typename Scalar, typename Counter>
+void row_block(const Call<Scalar>& call,
+               std::int64_t slice,
+               std::int64_t blk,
+               const WorkerScratch<Scalar>& ws,
+               Counter& io) {
+    const ForwardArgs<Scalar>& a = call.a;
+    const detail::Operands<Scalar>& src = call.src;
+    const detail::BlockKeys& plan = call.plan;
+    const Maps& maps = call.maps;
+    const Support* e = call.element;
+    const Problem& p = a.problem;
+    const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
+    const std::int64_t kv_slice = b * p.kv_heads + g;
+    const std::int64_t i0 = plan.row0(blk), r = plan.rows(blk);
+    const auto keys = plan.keys_of(blk);
+    const auto nk = static_cast<std::int64_t>(keys.size());
+    io.acquire(call.resident);
+    detail::read_rows(io, Operand::q, slice, src.q, b, h, i0, r);
+    const std::int64_t iw = plan.index_words<Scalar>(blk) +
+                            plan.map_words<Scalar>(blk, maps.rows != nullptr, maps.keys != nullptr);
+    if (iw > 0)
+        io.read({Operand::index, slice, blk, 1, 0, iw});
+    TileBlock<Scalar> tb;
+    bool narrow = false; // the block's few rows share batches of keys (narrow_block)
+    NextBlock next;      // prefetched a share per chunk while this block computes
+    if constexpr (Counter::kComputes) {
+        TileScratch<Scalar> w(ws.base, p, call.t);
+        const bool dense = src.k.sparse == nullptr && src.v.sparse == nullptr;
+        narrow =
+            detail::narrow_rows<Scalar>(call.s, i0, r, nk, dense && src.q.sparse == nullptr, maps);
+        if (!narrow) {
+            w.rows = ws.pointers;
+            tb = start_tiles(src, p, plan, b, h, i0, r, maps, w, ws.cursor);
+        } else {
+            tb.w = w;
+        }
+        next = detail::next_block(a, src, plan, b, h, g, blk, maps);
+    }
+    const std::int64_t cols = call.t.cols;
+    const std::int64_t chunks = std::max<std::int64_t>(1, (nk + cols - 1) / cols); // about
+    for (std::int64_t y0 = 0, c = 0, chunk = 1; y0 < nk; y0 += c, ++chunk) {
+        c = detail::chunk_length(keys.data(), nk, y0, cols); // runs in place (plan.hpp)
+        next.upto(chunk, chunks);
+        const std::int64_t* kc = keys.data() + y0;
+        detail::read_gathered(io, Operand::k, kv_slice, src.k, b, g, kc, c);
+        detail::read_gathered(io, Operand::v, kv_slice, src.v, b, g, kc, c);
+        io.complete({Operand::scores, slice, i0, r, kc[0], kc[c - 1] - kc[0] + 1}); // its Omega
+        if (!Counter::kComputes || narrow)
+            continue;
+        // K_c, V_c: in place when the chunk is an interval of dense rows or its rows are
+        // dense with a finite V slice (read through row pointers), else gathered
+        const auto [kr, vr] =
+            chunk_rows(a, src, b, g, kc, c, maps, call.v_finite_slices[kv_slice] != 0, tb.w);
+        chunk_products(p, src, call.s, b, g, tb, kc, y0, c, kr, vr);
+    }
+    next.upto(1, 1); // all of it, when the block had fewer chunks
+    // --- the split's element pairs of these rows, from the block's state (block_element.hpp) ---
+    if (e != nullptr) {
+        io.acquire(call.element_words);
+        detail::read_block_element(io, *e, src, slice, b, g, kv_slice, blk, i0, r);
+    }
+    if constexpr (Counter::kComputes) {
+        const TileScratch<Scalar>& w = tb.w;
+        if (narrow) {
+            detail::narrow_block(a, b, h, g, i0, r, keys, w.qt, e, ws.element_base);
+        } else if (e != nullptr) {
+            const detail::ForwardState<Scalar> rows(ws.element_base, p, r);
+            detail::rows_of_transposed(p, r, w.qt, w.ot, w.rp, w.m, w.l, rows);
+            detail::block_element_pairs(a, *e, b, h, g, i0, r, rows);
+        } else {
+            kernels::finish_rows(
+                w.ot, w.rp, w.m, w.l, w.alpha, a.o, a.lse, b, h, i0, r, maps.rows, true);
+        }
+    }
+    if (e != nullptr)
+        io.release(call.element_words);
+    io.write({Operand::o, slice, i0, r, 0, p.d_v});
+    io.write({Operand::lse, slice, i0, r, 0, 1});
+    io.release(call.resident);
+}
+
+} // namespace
+
+template <typename Scalar, typename Counter>
+void forward_fused(const ForwardArgs<Scalar>& args,
+                   const Support& support,
+                   const SparseInputs<Scalar>& inputs,
+                   const Tiling& tiling,
+                   const MemoryModel& memory,
+                   Counter& counter,
+                   const Maps& maps,
+                   const Support* element) {
+    constexpr const char* kWhere = "ioattn::sparse::forward_fused";
+    ForwardArgs<Scalar> a = args;
+    const detail::Operands<Scalar> src =
+        detail::validate_inputs(a, support, inputs, kWhere, !Counter::kComputes);
+    detail::validate(a, support, &tiling, Schedule::fused, memory, kWhere, true);
+    const Problem& p = a.problem;
+    const detail::BlockKeys& plan = support.cached_block_keys(tiling.rows);
+    const std::int64_t blocks = plan.blocks();
+    const std::int64_t resident = tiling.resident_words(p, Pass::forward, Kernels::sparse);
+    const int workers = Counter::kComputes ? max_concurrency() : 0;
+    CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
+    const kernels::Workspace<Scalar> ws(workers, TileScratch<Scalar>::words(p, tiling));
+    const kernels::Workspace<const Scalar*> pointers(workers, 2 * std::min(tiling.cols, p.n_k));
+    const kernels::Workspace<std::int64_t> cursors(workers, tiling.rows);
+    // the split's element pairs inside the blocks (`element`): their rows' state
+    if (element != nullptr &&
+        (maps.rows != nullptr || maps.keys != nullptr || src.q.sparse != nullptr ||
+         src.k.sparse != nullptr || src.v.sparse != nullptr))
+        throw InvalidArgument(std::string(kWhere) +
+                              ": an element part runs only with dense operands and no orders");
+    const std::int64_t rows_max = std::min(tiling.rows, p.n_q);
+    const std::int64_t element_words =
+        element != nullptr
+            ? detail::block_element_words(p, rows_max, detail::ElementWords::of(sizeof(Scalar)))
+            : 0;
+    const kernels::Workspace<Scalar> element_ws(element != nullptr ? workers : 0,
+                                                detail::ForwardState<Scalar>::words(p, rows_max));
+    alloc.allocate();
+    // Whether each (batch, kv head) slice of a dense V is finite: chunks read in place skip
+    // the exact non-finite path then (one O(n_k d_v) pass instead of one per chunk).
+    std::vector<char> v_finite(static_cast<std::size_t>(p.batch * p.kv_heads), 0);
+    if (Counter::kComputes && src.v.sparse == nullptr)
+        parallel_for_tiles(p.batch * p.kv_heads, [&](std::int64_t kv, int) {
+            const std::int64_t b = kv / p.kv_heads, g = kv % p.kv_heads;
+            v_finite[static_cast<std::size_t>(kv)] =
+                kernels::all_finite(a.v.row(b, g, 0), a.v.stride_row, p.n_k, p.d_v) ? 1 : 0;
+        });
+    const Call<Scalar> call{
+        a, src, support, plan, tiling, maps, element, v_finite.data(), resident, element_words};
+    parallel_for_counted(
+        p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker, Counter& io) {
+            row_block(call,
+                      task / blocks,
+                      task % blocks,
+                      WorkerScratch<Scalar>{ws.slab(worker),
+                                            pointers.slab(worker),
+                                            cursors.slab(worker),
+                                            element_ws.slab(worker)},
+                      io);
+        });
+}
+
+#define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
+    template void forward_fused<Scalar, Counter>(const ForwardArgs<Scalar>&,                       \
+                                                 const Support&,                                   \
+                                                 const SparseInputs<Scalar>&,                      \
+                                                 const Tiling&,                                    \
+                                                 const MemoryModel&,                               \
+                                                 Counter&,                                         \
+                                                 const Maps&,                                      \
+                                                 const Support*);
+IOATTN_INSTANTIATE(float, NullCounter)
+IOATTN_INSTANTIATE(float, IoCounter)
+IOATTN_INSTANTIATE(float, DryRunCounter)
+IOATTN_INSTANTIATE(double, NullCounter)
+IOATTN_INSTANTIATE(double, IoCounter)
+IOATTN_INSTANTIATE(double, DryRunCounter)
+#undef IOATTN_INSTANTIATE
+
+} // namespace ioattn::sparse::IOATTN_ISA

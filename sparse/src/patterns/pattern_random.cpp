@@ -1,0 +1,155 @@
+// ioattn::sparse::pattern_{bigbird,block,random}: the seeded pattern builders.
+// Randomness comes from detail::RowRng streams keyed by (seed, pattern salt, row or row
+// block), so a row's keys never depend on other rows, the thread count or the standard
+// library's distributions.
+//   random:  per row, gaps between kept keys are geometric (skip = floor(log U / log(1-p))),
+//            which is exactly independent Bernoulli(p) per pair: O(n_q + Z_QK).
+//   block:   per row block, one Bernoulli(p) per column block; rows copy the kept ranges.
+//   bigbird: window + global per row, then r distinct keys from the rest by Floyd's
+//            sampling of ranks mapped into the complement: O(Z_QK + n_q r log r).
+// Tests: tests/sparse/pattern_random_test.cpp
+
+#include "patterns/pattern_util.hpp"
+
+#include <ioattn/sparse/pattern.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <unordered_set>
+
+namespace ioattn::sparse {
+
+namespace {
+
+constexpr std::uint64_t kSaltRandom = 0x72616e646f6dULL; // "random"
+constexpr std::uint64_t kSaltBlock = 0x626c6f636bULL;    // "block"
+constexpr std::uint64_t kSaltBigbird = 0x6269676269ULL;  // "bigbi"
+
+void check_density(std::string_view where, double density) {
+    if (!(density >= 0.0 && density <= 1.0))
+        detail::fail(where, "DENSITY = ", density, " (expected in [0, 1])");
+}
+
+void check_at_least(std::string_view where, const char* name, std::int64_t v, std::int64_t min) {
+    if (v < min)
+        detail::fail(where, name, " = ", v, " (expected >= ", min, ")");
+}
+
+/// r distinct values of [0, avail), r < avail, ascending (Floyd's algorithm).
+std::vector<std::int64_t> sample_ranks(detail::RowRng& rng, std::int64_t avail, std::int64_t r) {
+    std::unordered_set<std::int64_t> chosen;
+    chosen.reserve(static_cast<std::size_t>(2 * r));
+    std::vector<std::int64_t> out;
+    out.reserve(static_cast<std::size_t>(r));
+    for (std::int64_t top = avail - r; top < avail; ++top) {
+        const std::int64_t t = rng.below(top + 1);
+        const std::int64_t pick = chosen.contains(t) ? top : t;
+        chosen.insert(pick);
+        out.push_back(pick);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+} // namespace
+
+Support pattern_random(std::int64_t n_q, std::int64_t n_k, double density, std::uint64_t seed) {
+    constexpr std::string_view kWhere = "ioattn::sparse::pattern_random";
+    detail::check_shape(kWhere, n_q, n_k);
+    check_density(kWhere, density);
+    const double log_keep = std::log1p(-density); // log(1 - p) < 0 for 0 < p < 1
+    return detail::build_rows(
+        kWhere, n_q, n_k, [&](std::int64_t i, std::vector<std::int64_t>& cols) {
+            if (density >= 1.0) {
+                detail::append_range(cols, 0, n_k - 1, n_k);
+                return;
+            }
+            if (density <= 0.0)
+                return;
+            detail::RowRng rng(seed, kSaltRandom, i);
+            std::int64_t j = -1;
+            for (;;) {
+                // skip ~ Geometric(p): P(skip = s) = (1-p)^s p
+                const double skip = std::floor(std::log1p(-rng.uniform()) / log_keep);
+                if (skip >= static_cast<double>(n_k - 1 - j))
+                    break;
+                j += static_cast<std::int64_t>(skip) + 1;
+                cols.push_back(j);
+            }
+        });
+}
+
+Support pattern_block(
+    std::int64_t n_q, std::int64_t n_k, std::int64_t b, double density, std::uint64_t seed) {
+    constexpr std::string_view kWhere = "ioattn::sparse::pattern_block";
+    detail::check_shape(kWhere, n_q, n_k);
+    check_at_least(kWhere, "B", b, 1);
+    check_density(kWhere, density);
+    b = std::min(b, std::max({n_q, n_k, std::int64_t{1}})); // larger blocks: the same 1 x 1 grid
+    const std::int64_t col_blocks = (n_k + b - 1) / b;
+    std::vector<std::int64_t> kept;
+    std::int64_t kept_for = -1;
+    return detail::build_rows(
+        kWhere, n_q, n_k, [&](std::int64_t i, std::vector<std::int64_t>& cols) {
+            const std::int64_t rb = i / b;
+            if (rb != kept_for) {
+                // --- draw the kept column blocks of row block rb ---
+                detail::RowRng rng(seed, kSaltBlock, rb);
+                kept.clear();
+                for (std::int64_t c = 0; c < col_blocks; ++c)
+                    if (rng.uniform() < density)
+                        kept.push_back(c);
+                kept_for = rb;
+            }
+            for (const std::int64_t c : kept)
+                detail::append_range(cols, c * b, c * b + b - 1, n_k);
+        });
+}
+
+Support pattern_bigbird(std::int64_t n_q,
+                        std::int64_t n_k,
+                        std::int64_t w,
+                        std::int64_t g,
+                        std::int64_t r,
+                        std::uint64_t seed) {
+    constexpr std::string_view kWhere = "ioattn::sparse::pattern_bigbird";
+    detail::check_shape(kWhere, n_q, n_k);
+    check_at_least(kWhere, "W", w, 0);
+    check_at_least(kWhere, "G", g, 0);
+    check_at_least(kWhere, "R", r, 0);
+    w = std::min(w, n_q + n_k);
+    g = std::min(g, n_q + n_k);
+    std::vector<std::int64_t> base;
+    std::vector<std::int64_t> extra;
+    return detail::build_rows(
+        kWhere, n_q, n_k, [&](std::int64_t i, std::vector<std::int64_t>& cols) {
+            // --- window + global ---
+            const std::int64_t p = i + n_k - n_q;
+            base.clear();
+            if (p >= 0 && p < g) {
+                detail::append_range(base, 0, n_k - 1, n_k);
+            } else {
+                detail::append_range(base, 0, g - 1, n_k);
+                detail::append_range(base, std::max(p - w, g), p + w, n_k);
+            }
+            // --- r random keys among the n_k - |base| others ---
+            const std::int64_t avail = n_k - static_cast<std::int64_t>(base.size());
+            if (r >= avail) {
+                detail::append_range(cols, 0, n_k - 1, n_k);
+                return;
+            }
+            detail::RowRng rng(seed, kSaltBigbird, i);
+            extra = sample_ranks(rng, avail, r);
+            std::size_t below = 0; // base keys <= the current key
+            for (std::int64_t& t : extra) {
+                while (below < base.size() && base[below] <= t + static_cast<std::int64_t>(below))
+                    ++below;
+                t += static_cast<std::int64_t>(below); // rank t of the complement -> key
+            }
+            std::merge(
+                base.begin(), base.end(), extra.begin(), extra.end(), std::back_inserter(cols));
+        });
+}
+
+} // namespace ioattn::sparse

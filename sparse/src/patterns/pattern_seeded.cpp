@@ -1,0 +1,214 @@
+// ioattn::sparse::pattern_{bigbird_block,powerlaw}: seeded patterns built as their sources do.
+//   bigbird_block: BigBird's block-sparse attention (Zaheer et al. 2020, and the Hugging Face
+//            implementation: block_size 64, 3 sliding, 2 global, 3 random blocks): per block row
+//            of b queries, w sliding key blocks around its own, g global blocks (the first
+//            ceil(g/2) and the last floor(g/2), which also see every key), and r random key
+//            blocks drawn by Floyd's sampling from the blocks the row does not see yet; one
+//            RowRng stream per block row. O(n_q + Z_QK + n_blocks r log r).
+//   powerlaw: Chung-Lu graph (Chung & Lu 2002) with a power-law expected degree sequence of
+//            exponent gamma = 2.5: node of rank t has weight (t + 1)^(-1/(gamma - 1)); pair (i, j)
+//            kept with probability min(1, c w_i u_j), c set by bisection so that the expected
+//            number of pairs is avg_degree * n_q (computed exactly from prefix sums). Ranks are
+//            a seeded permutation of the indices (hubs anywhere); each row is sampled with the
+//            Miller-Hagberg skip over its keys in rank order (probabilities non-increasing),
+//            O(1 + its pairs) expected, then sorted. O(n_q log n_k + Z_QK log).
+// Tests: tests/sparse/pattern_seeded_test.cpp
+
+#include "patterns/pattern_util.hpp"
+
+#include <ioattn/sparse/pattern.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <unordered_set>
+#include <vector>
+
+namespace ioattn::sparse {
+
+namespace {
+
+constexpr std::uint64_t kSaltBlocks = 0x62626c6f636bULL; // "bblock"
+constexpr std::uint64_t kSaltRanks = 0x72616e6b73ULL;    // "ranks"
+constexpr std::uint64_t kSaltPowerlaw = 0x706f776572ULL; // "power"
+constexpr double kWeightExponent = 1.0 / (2.5 - 1.0);    // gamma = 2.5
+
+std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+/// The blocks of [0, n_blocks) not in `taken` (sorted), r of them drawn uniformly without
+/// replacement (all of them when fewer remain), appended to `out` unsorted.
+void draw_blocks(detail::RowRng& rng,
+                 std::int64_t n_blocks,
+                 const std::vector<std::int64_t>& taken,
+                 std::int64_t r,
+                 std::vector<std::int64_t>& out) {
+    const std::int64_t avail = n_blocks - static_cast<std::int64_t>(taken.size());
+    std::vector<std::int64_t> ranks;
+    if (r >= avail) {
+        ranks.resize(static_cast<std::size_t>(avail));
+        std::iota(ranks.begin(), ranks.end(), std::int64_t{0});
+    } else {
+        std::unordered_set<std::int64_t> chosen; // Floyd's algorithm
+        for (std::int64_t top = avail - r; top < avail; ++top) {
+            const std::int64_t t = rng.below(top + 1);
+            const std::int64_t pick = chosen.contains(t) ? top : t;
+            chosen.insert(pick);
+            ranks.push_back(pick);
+        }
+        std::sort(ranks.begin(), ranks.end());
+    }
+    std::size_t below = 0; // rank t of the complement -> block
+    for (const std::int64_t t : ranks) {
+        while (below < taken.size() && taken[below] <= t + static_cast<std::int64_t>(below))
+            ++below;
+        out.push_back(t + static_cast<std::int64_t>(below));
+    }
+}
+
+/// A seeded permutation of [0, n) (Fisher-Yates on one RowRng stream).
+std::vector<std::int64_t> ranks_of(std::int64_t n, std::uint64_t seed) {
+    std::vector<std::int64_t> r(static_cast<std::size_t>(n));
+    std::iota(r.begin(), r.end(), std::int64_t{0});
+    detail::RowRng rng(seed, kSaltRanks, n);
+    for (std::int64_t i = n - 1; i > 0; --i)
+        std::swap(r[static_cast<std::size_t>(i)], r[static_cast<std::size_t>(rng.below(i + 1))]);
+    return r;
+}
+
+/// Expected pairs of Chung-Lu with factor c: sum_i sum_t min(1, c w_i u_t), u sorted
+/// descending with prefix sums `prefix` (prefix[t] = u_0 + ... + u_{t-1}).
+double expected_pairs(double c, const std::vector<double>& w, const std::vector<double>& prefix) {
+    const auto n_k = static_cast<std::int64_t>(prefix.size()) - 1;
+    double total = 0;
+    for (const double wi : w) {
+        const double a = c * wi; // keys with a u_t >= 1, i.e. (t + 1) <= a^(1/exponent)
+        const double cut = std::pow(a, 1.0 / kWeightExponent);
+        const std::int64_t full = std::clamp<std::int64_t>(
+            static_cast<std::int64_t>(std::floor(std::min(cut, 1e18))), 0, n_k);
+        total += static_cast<double>(full) + a * (prefix[static_cast<std::size_t>(n_k)] -
+                                                  prefix[static_cast<std::size_t>(full)]);
+    }
+    return total;
+}
+
+} // namespace
+
+Support pattern_bigbird_block(std::int64_t n_q,
+                              std::int64_t n_k,
+                              std::int64_t b,
+                              std::int64_t w,
+                              std::int64_t g,
+                              std::int64_t r,
+                              std::uint64_t seed) {
+    constexpr std::string_view kWhere = "ioattn::sparse::pattern_bigbird_block";
+    detail::check_shape(kWhere, n_q, n_k);
+    if (b < 1)
+        detail::fail(kWhere, "B = ", b, " (expected >= 1)");
+    for (const auto& [name, v] : {std::pair{"W", w}, std::pair{"G", g}, std::pair{"R", r}})
+        if (v < 0)
+            detail::fail(kWhere, name, " = ", v, " (expected >= 0)");
+    const std::int64_t nb = (n_k + b - 1) / b;
+    w = std::min(w, 2 * nb + 1);
+    const std::int64_t g_first = std::min((g + 1) / 2, nb), g_last = std::min(g / 2, nb - g_first);
+    const auto global = [&](std::int64_t blk) {
+        return (blk >= 0 && blk < g_first) || (blk >= nb - g_last && blk < nb);
+    };
+    std::vector<std::int64_t> blocks;
+    std::int64_t blocks_for = std::numeric_limits<std::int64_t>::min();
+    return detail::build_rows(
+        kWhere, n_q, n_k, [&](std::int64_t i, std::vector<std::int64_t>& cols) {
+            const std::int64_t qb = floor_div(i + n_k - n_q, b);
+            if (qb != blocks_for) {
+                // --- the key blocks of block row qb: window, global, then r random ---
+                blocks.clear();
+                if (global(qb)) {
+                    for (std::int64_t c = 0; c < nb; ++c)
+                        blocks.push_back(c);
+                } else {
+                    for (std::int64_t c = qb - (w - 1) / 2; c <= qb + w / 2; ++c)
+                        if (c >= 0 && c < nb)
+                            blocks.push_back(c);
+                    for (std::int64_t c = 0; c < nb; ++c)
+                        if (global(c))
+                            blocks.push_back(c);
+                    std::sort(blocks.begin(), blocks.end());
+                    blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+                    detail::RowRng rng(seed, kSaltBlocks, qb);
+                    const std::vector<std::int64_t> taken = blocks;
+                    draw_blocks(rng, nb, taken, r, blocks);
+                    std::sort(blocks.begin(), blocks.end());
+                }
+                blocks_for = qb;
+            }
+            for (const std::int64_t c : blocks)
+                detail::append_range(cols, c * b, c * b + b - 1, n_k);
+        });
+}
+
+Support
+pattern_powerlaw(std::int64_t n_q, std::int64_t n_k, double avg_degree, std::uint64_t seed) {
+    constexpr std::string_view kWhere = "ioattn::sparse::pattern_powerlaw";
+    detail::check_shape(kWhere, n_q, n_k);
+    if (!(avg_degree > 0.0) || !std::isfinite(avg_degree))
+        detail::fail(kWhere, "AVG_DEGREE = ", avg_degree, " (expected a number > 0)");
+    if (n_q == 0 || n_k == 0)
+        return Support::none(n_q, n_k);
+    if (avg_degree >= static_cast<double>(n_k))
+        return pattern_dense(n_q, n_k);
+    // --- weights by rank, and the factor c that gives avg_degree * n_q expected pairs ---
+    const auto weight = [](std::int64_t t) {
+        return std::pow(static_cast<double>(t + 1), -kWeightExponent);
+    };
+    std::vector<double> u(static_cast<std::size_t>(n_k)), prefix(u.size() + 1, 0.0);
+    for (std::int64_t t = 0; t < n_k; ++t) {
+        u[static_cast<std::size_t>(t)] = weight(t);
+        prefix[static_cast<std::size_t>(t) + 1] =
+            prefix[static_cast<std::size_t>(t)] + u[static_cast<std::size_t>(t)];
+    }
+    const std::vector<std::int64_t> row_rank = ranks_of(n_q, seed);
+    const std::vector<std::int64_t> key_rank = ranks_of(n_k, seed);
+    std::vector<std::int64_t> key_at(static_cast<std::size_t>(n_k)); // rank -> key
+    for (std::int64_t j = 0; j < n_k; ++j)
+        key_at[static_cast<std::size_t>(key_rank[static_cast<std::size_t>(j)])] = j;
+    std::vector<double> w(static_cast<std::size_t>(n_q));
+    for (std::int64_t i = 0; i < n_q; ++i)
+        w[static_cast<std::size_t>(i)] = weight(row_rank[static_cast<std::size_t>(i)]);
+    const double target = avg_degree * static_cast<double>(n_q);
+    double lo = 0.0, hi = 1.0;
+    while (expected_pairs(hi, w, prefix) < target)
+        hi *= 2.0;
+    for (int it = 0; it < 100; ++it) {
+        const double mid = 0.5 * (lo + hi);
+        (expected_pairs(mid, w, prefix) < target ? lo : hi) = mid;
+    }
+    const double c = 0.5 * (lo + hi);
+    // --- each row: keys in rank order, kept with min(1, c w_i u_t) (Miller-Hagberg skip) ---
+    return detail::build_rows(
+        kWhere, n_q, n_k, [&](std::int64_t i, std::vector<std::int64_t>& cols) {
+            const double a = c * w[static_cast<std::size_t>(i)];
+            detail::RowRng rng(seed, kSaltPowerlaw, i);
+            const std::size_t first = cols.size();
+            double p = std::min(1.0, a * u[0]);
+            for (std::int64_t t = 0; t < n_k;) {
+                if (p <= 0.0)
+                    break;
+                if (p < 1.0) {
+                    const double skip = std::floor(std::log1p(-rng.uniform()) / std::log1p(-p));
+                    if (skip >= static_cast<double>(n_k - t))
+                        break;
+                    t += static_cast<std::int64_t>(skip);
+                }
+                const double q = std::min(1.0, a * u[static_cast<std::size_t>(t)]);
+                if (rng.uniform() * p < q)
+                    cols.push_back(key_at[static_cast<std::size_t>(t)]);
+                p = q;
+                ++t;
+            }
+            std::sort(cols.begin() + static_cast<std::ptrdiff_t>(first), cols.end());
+        });
+}
+
+} // namespace ioattn::sparse

@@ -1,0 +1,158 @@
+// ioattn::sparse split variant: Omega = T + E (disjoint; structure.hpp splits it per block of
+// tiling.rows by column fill), T through the tile kernels, E through the element kernels,
+// one softmax. Reference: forward_reference.cpp, backward_reference.cpp.
+//   forward, both parts, when the tile scratch and the element rows' state fit M
+//             (VariantPlan::element_in_tiles): forward_fused over T whose every block, after
+//             its chunks, takes its rows' E pairs from its resident state (block_element.hpp)
+//             and then writes O and L once. Measured against the second pass below (N =
+//             16384, d = 64, AMD EPYC Zen 5, `ioattn run --schedule fused --repeat 30`, medians
+//             of 12 paired ratios): bigbird:64:2:3 1.044x on 2 threads, 1.084x on 1,
+//             window:64+random:0.02 1.14x (its rows' 327 element keys each);
+//   forward, otherwise: forward_fused over T (writes O_T, L_T; O = 0, L = -inf where T has
+//             no pair); forward_element over E resuming from (O_T, L_T): a finished row is the
+//             online softmax state m = L (base 2), l = 1, O_T, so the result is softmax over
+//             T + E.
+//   backward: backward_fused over T (dQ, dK, dV of T's pairs, with the full O and L: D and
+//             P = exp(S - L) are those of Omega); backward_element over E adds its pairs'
+//             terms (P, dS of a pair need only L and D, so the parts are independent sums).
+//   Either part alone runs alone (the tile or element variant).
+// Resident: the larger of the two kernels' (with the element pairs inside the blocks, the tile
+// kernel's plus block_element_words).
+// I/O = io_cost_forward_fused(T) + |E| (d + d_v + index words) per head, resident +
+//   block_element_words, with the element pairs inside the blocks; else
+//   io_cost_forward_fused(T) + io_cost_forward_element(E, resume) (each only when it runs);
+//   backward: io_cost_backward_fused(T) + io_cost_backward_element(E, accumulate).
+// Flops: 2 Z_T' (d + d_v) in tiles (Z_T' >= |T|: masked entries of a tile) + 2 |E| (d + d_v).
+// Deterministic: the parts run one after the other, each thread-count invariant.
+// Tests: tests/sparse/variants_test.cpp, tests/sparse/split_forward_test.cpp
+
+#include "kernels/tile/folded_keys.hpp"
+#include "plan/variant_parts.hpp"
+
+#include <ioattn/sparse/backward.hpp>
+#include <ioattn/sparse/forward.hpp>
+#include <ioattn/sparse/io_cost.hpp>
+
+#include <algorithm>
+#include <string>
+
+namespace ioattn::sparse::detail {
+
+namespace {
+
+/// Which kernels run: the tile one unless only the element part has pairs.
+bool runs_tile(const VariantParts& parts) {
+    return parts.tile.z_qk() > 0 || parts.element.z_qk() == 0;
+}
+
+/// The tile scratch plus the element rows' state of forward_fused_split.
+template <typename Scalar>
+std::int64_t fused_split_peak(const Problem& p, const VariantPlan& plan) {
+    return plan.tile.resident_words(p, Pass::forward, Kernels::sparse) +
+           block_element_words(
+               p, std::min(plan.tile.rows, p.n_q), ElementWords::of(sizeof(Scalar)));
+}
+
+} // namespace
+
+template <typename Scalar>
+bool fused_split(const Problem& problem,
+                 const VariantParts& parts,
+                 const VariantPlan& plan,
+                 const MemoryModel& memory) {
+    return plan.pass == Pass::forward && parts.tile.z_qk() > 0 && parts.element.z_qk() > 0 &&
+           fused_split_peak<Scalar>(problem, plan) <= memory.fast_words;
+}
+
+template <typename Scalar, typename Counter>
+void forward_split(const ForwardArgs<Scalar>& args,
+                   const VariantParts& parts,
+                   const VariantPlan& plan,
+                   const MemoryModel& memory,
+                   Counter& counter) {
+    if (plan.element_in_tiles) {
+        const Problem p = args.problem.resolved("ioattn::sparse::forward (split)");
+        const std::int64_t peak = fused_split_peak<Scalar>(p, plan);
+        if (peak > memory.fast_words)
+            throw InvalidArgument("ioattn::sparse::forward (split): the plan's element pairs "
+                                  "inside the tile blocks keep " +
+                                  std::to_string(peak) + " words resident, M = " +
+                                  std::to_string(memory.fast_words) + " (plan for this memory)");
+        forward_fused_split(args, parts.tile, parts.element, plan.tile, memory, counter);
+        return;
+    }
+    const bool tile = runs_tile(parts);
+    if (tile)
+        forward_fused(args, parts.tile, plan.tile, memory, counter);
+    if (parts.element.z_qk() > 0)
+        forward_element(args, parts.element, plan.element, memory, counter, tile);
+}
+
+template <typename Scalar, typename Counter>
+void backward_split(const BackwardArgs<Scalar>& args,
+                    const VariantParts& parts,
+                    const VariantPlan& plan,
+                    const MemoryModel& memory,
+                    Counter& counter) {
+    const bool tile = runs_tile(parts);
+    if (tile)
+        backward_fused(args, parts.tile, plan.tile, memory, counter);
+    if (parts.element.z_qk() > 0)
+        backward_element(args, parts.element, plan.element, memory, counter, tile);
+}
+
+template <typename Scalar>
+IoReport io_cost_split(const Problem& problem, const VariantParts& parts, const VariantPlan& plan) {
+    const bool tile = runs_tile(parts);
+    const bool fwd = plan.pass == Pass::forward;
+    if (fwd && plan.element_in_tiles) { // forward_fused_split: block_element.hpp
+        const Problem p = problem.resolved("ioattn::sparse::io_cost (split)");
+        IoReport r = io_cost_forward_fused(problem, parts.tile, SparseInputs<Scalar>{}, plan.tile);
+        r.reads += p.batch_heads() * parts.element.z_qk() * (p.d + p.d_v + kIndexReadWords<Scalar>);
+        r.peak = fused_split_peak<Scalar>(p, plan);
+        return r;
+    }
+    IoReport r;
+    if (tile)
+        r = fwd ? io_cost_forward_fused(problem, parts.tile, SparseInputs<Scalar>{}, plan.tile)
+                : io_cost_backward_fused(
+                      problem,
+                      parts.tile,
+                      SparseInputs<Scalar>{},
+                      plan.tile,
+                      // a reordered problem read in place goes through Maps: no folds
+                      !(in_place(parts) && (plan.rows_reordered || plan.keys_reordered)));
+    if (parts.element.z_qk() > 0)
+        r = in_sequence(
+            r,
+            fwd ? io_cost_forward_element<Scalar>(problem, parts.element, plan.element, tile)
+                : io_cost_backward_element<Scalar>(problem, parts.element, plan.element, tile));
+    return r;
+}
+
+#define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
+    template void forward_split<Scalar, Counter>(const ForwardArgs<Scalar>&,                       \
+                                                 const VariantParts&,                              \
+                                                 const VariantPlan&,                               \
+                                                 const MemoryModel&,                               \
+                                                 Counter&);                                        \
+    template void backward_split<Scalar, Counter>(const BackwardArgs<Scalar>&,                     \
+                                                  const VariantParts&,                             \
+                                                  const VariantPlan&,                              \
+                                                  const MemoryModel&,                              \
+                                                  Counter&);
+IOATTN_INSTANTIATE(float, NullCounter)
+IOATTN_INSTANTIATE(float, IoCounter)
+IOATTN_INSTANTIATE(float, DryRunCounter)
+IOATTN_INSTANTIATE(double, NullCounter)
+IOATTN_INSTANTIATE(double, IoCounter)
+IOATTN_INSTANTIATE(double, DryRunCounter)
+#undef IOATTN_INSTANTIATE
+template bool
+fused_split<float>(const Problem&, const VariantParts&, const VariantPlan&, const MemoryModel&);
+template bool
+fused_split<double>(const Problem&, const VariantParts&, const VariantPlan&, const MemoryModel&);
+template IoReport io_cost_split<float>(const Problem&, const VariantParts&, const VariantPlan&);
+template IoReport io_cost_split<double>(const Problem&, const VariantParts&, const VariantPlan&);
+
+} // namespace ioattn::sparse::detail

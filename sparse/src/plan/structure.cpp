@@ -1,0 +1,381 @@
+// ioattn::sparse structure analysis for the dispatcher (see structure.hpp).
+// Tests: tests/sparse/variants_test.cpp
+
+#include "plan/structure.hpp"
+
+#include "support/block_keys.hpp"
+
+#include <ioattn/kernels/workspace.hpp>
+#include <ioattn/parallel.hpp>
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <utility>
+
+namespace ioattn::sparse::detail {
+
+namespace {
+
+std::int64_t n_blocks(const Support& s, std::int64_t rows) {
+    return (s.n_q() + rows - 1) / rows;
+}
+
+/// For block b of `rows` rows: the sorted keys its rows see and how many rows see each
+/// (count[j] left set for the block's keys; the caller's array is reset to 0 afterwards).
+/// With lane groups (group > 0, lanes: 2 n_k words, no reset needed): lanes[j] = the rows of
+/// the block's groups of `group` consecutive rows that have a row seeing j, the lanes a
+/// staggered tile computes for key j (staggered_slab.hpp, staggered_chunk.hpp).
+std::vector<std::int64_t> block_keys(const Support& s,
+                                     std::int64_t rows,
+                                     std::int64_t b,
+                                     std::int64_t* count,
+                                     std::int64_t group = 0,
+                                     std::int64_t* lanes = nullptr) {
+    std::vector<std::int64_t> keys;
+    const std::int64_t i0 = b * rows, i1 = std::min(s.n_q(), (b + 1) * rows);
+    std::int64_t* mark = lanes != nullptr ? lanes + s.n_k() : nullptr; // the last group seeing j
+    for (std::int64_t i = i0; i < i1; ++i) {
+        const std::int64_t g = group > 0 ? (i - i0) / group : 0;
+        const std::int64_t in_group = group > 0 ? std::min(group, i1 - i0 - g * group) : 0;
+        for (const std::int64_t j : s.row(i)) {
+            if (count[j]++ == 0) {
+                keys.push_back(j);
+                if (lanes != nullptr) {
+                    lanes[j] = 0;
+                    mark[j] = -1;
+                }
+            }
+            if (lanes != nullptr && mark[j] != g) {
+                mark[j] = g;
+                lanes[j] += in_group;
+            }
+        }
+    }
+    std::sort(keys.begin(), keys.end());
+    return keys;
+}
+
+/// The lanes of block b's tile that compute key column j: every row of the block, or under lane
+/// groups (CostModel::lane_group) the rows of the groups that see it (block_keys).
+struct ColumnLanes {
+    std::int64_t r = 0;
+    const std::int64_t* lanes = nullptr;
+
+    [[nodiscard]] std::int64_t operator()(std::int64_t j) const {
+        return lanes != nullptr ? lanes[j] : r;
+    }
+};
+
+/// block_keys with its lanes under the model's lane groups; `work`: 3 n_k words of the worker.
+std::pair<std::vector<std::int64_t>, ColumnLanes> block_columns(
+    const Support& s, std::int64_t rows, std::int64_t b, std::int64_t* work, const CostModel& cm) {
+    const std::int64_t r = std::min(rows, s.n_q() - b * rows);
+    std::int64_t* lanes = cm.lane_group > 0 && cm.lane_group < r ? work + s.n_k() : nullptr;
+    auto keys = block_keys(s, rows, b, work, cm.lane_group, lanes);
+    return {std::move(keys), ColumnLanes{r, lanes}};
+}
+
+/// Whether row i is a global row: heavy (above heavy_z = heavy_above(s) pairs, as row_blocks
+/// counts it) and seeing at least half the keys (global tokens; a graph's hubs see far fewer,
+/// and alone in a tile block they would stream their keys for one row: measured powerlaw:32
+/// forward 7.7 -> 2.2 GFLOP/s when every heavy row went through tiles).
+bool global_row(const Support& s, std::int64_t i, std::int64_t heavy_z) {
+    const std::int64_t z = s.row_nonzeros(i);
+    return z > heavy_z && 2 * z >= s.n_k();
+}
+
+/// emit(j, in) for each key j of row i, in = whether j is among the sorted keys t.
+template <typename Emit>
+void walk_row(const Support& s, std::int64_t i, const std::vector<std::int64_t>& t, Emit&& emit) {
+    std::size_t u = 0;
+    for (const std::int64_t j : s.row(i)) {
+        while (u < t.size() && t[u] < j)
+            ++u;
+        emit(j, u < t.size() && t[u] == j);
+    }
+}
+
+/// Assembles the two parts from each block's sorted tile keys; every pair of a global row goes
+/// to the tile part.
+Split assemble(const Support& s,
+               std::int64_t rows,
+               const std::vector<std::vector<std::int64_t>>& tile) {
+    const std::int64_t n_q = s.n_q(), heavy_z = heavy_above(s);
+    std::vector<std::int64_t> to(static_cast<std::size_t>(n_q) + 1, 0), eo(to.size(), 0);
+    const auto walk = [&](std::int64_t i, auto&& emit) {
+        if (global_row(s, i, heavy_z)) {
+            for (const std::int64_t j : s.row(i))
+                emit(j, true);
+            return;
+        }
+        walk_row(s, i, tile[static_cast<std::size_t>(i / rows)], emit);
+    };
+    parallel_for_tiles(n_q, [&](std::int64_t i, int) {
+        std::int64_t nt = 0, ne = 0;
+        walk(i, [&](std::int64_t, bool in_tile) { ++(in_tile ? nt : ne); });
+        to[static_cast<std::size_t>(i) + 1] = nt;
+        eo[static_cast<std::size_t>(i) + 1] = ne;
+    });
+    std::partial_sum(to.begin(), to.end(), to.begin());
+    std::partial_sum(eo.begin(), eo.end(), eo.begin());
+    std::vector<std::int64_t> tc(static_cast<std::size_t>(to.back()));
+    std::vector<std::int64_t> ec(static_cast<std::size_t>(eo.back()));
+    parallel_for_tiles(n_q, [&](std::int64_t i, int) {
+        std::int64_t at = to[static_cast<std::size_t>(i)], ae = eo[static_cast<std::size_t>(i)];
+        walk(i, [&](std::int64_t j, bool in_tile) {
+            (in_tile ? tc[static_cast<std::size_t>(at++)] : ec[static_cast<std::size_t>(ae++)]) = j;
+        });
+    });
+    Split out;
+    out.tile = Support(n_q, s.n_k(), std::move(to), std::move(tc));
+    out.element = Support(n_q, s.n_k(), std::move(eo), std::move(ec));
+    return out;
+}
+
+/// The cost of a block's keys all through tiles: their lanes each, and a gather for the keys of
+/// runs shorter than kMinRun.
+double all_tiles_cost(const std::vector<std::int64_t>& keys,
+                      const ColumnLanes& lanes,
+                      const CostModel& cm) {
+    double c = 0;
+    for (const std::int64_t j : keys)
+        c += static_cast<double>(lanes(j)) * cm.tile_lane;
+    for (std::size_t y = 0; y < keys.size();) {
+        std::size_t e = y + 1;
+        while (e < keys.size() && keys[e] == keys[e - 1] + 1)
+            ++e;
+        if (static_cast<std::int64_t>(e - y) < kMinRun)
+            c += static_cast<double>(e - y) * cm.gather_row;
+        y = e;
+    }
+    return c;
+}
+
+} // namespace
+
+Split split_all(const Support& s, std::int64_t rows, bool tiles, const CostModel& cm, bool parts) {
+    Split out;
+    const std::int64_t nb = n_blocks(s, rows);
+    const kernels::Workspace<std::int64_t> counts(max_concurrency(), 3 * s.n_k());
+    std::vector<double> cost(static_cast<std::size_t>(nb), 0.0);
+    std::vector<std::int64_t> columns(static_cast<std::size_t>(nb), 0);
+    if (tiles) {
+        parallel_for_tiles(nb, [&](std::int64_t b, int w) {
+            std::int64_t* count = counts.slab(w);
+            const auto [keys, lanes] = block_columns(s, rows, b, count, cm);
+            cost[static_cast<std::size_t>(b)] = all_tiles_cost(keys, lanes, cm);
+            for (const std::int64_t j : keys)
+                count[j] = 0;
+            columns[static_cast<std::size_t>(b)] = static_cast<std::int64_t>(keys.size());
+        });
+        if (parts) { // detached: the plan is kept in s's cache (variant_plan.cpp)
+            out.tile = s.detached();
+            out.element = Support::none(s.n_q(), s.n_k());
+        }
+        out.tile_blocks = nb;
+    } else {
+        if (parts) {
+            out.tile = Support::none(s.n_q(), s.n_k());
+            out.element = s.detached();
+        }
+        out.element_blocks = nb;
+        cost.assign(1, static_cast<double>(s.z_qk()) * cm.element_pair);
+    }
+    out.cost = std::accumulate(cost.begin(), cost.end(), 0.0);
+    out.tile_columns = std::accumulate(columns.begin(), columns.end(), std::int64_t{0});
+    return out;
+}
+
+Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm, bool parts) {
+    const std::int64_t nb = n_blocks(s, rows), heavy_z = heavy_above(s);
+    const kernels::Workspace<std::int64_t> counts(max_concurrency(), 3 * s.n_k());
+    std::vector<std::vector<std::int64_t>> tile(static_cast<std::size_t>(nb));
+    std::vector<double> cost(static_cast<std::size_t>(nb), 0.0);
+    std::vector<int> kind(static_cast<std::size_t>(nb), 0); // 1 tile, 2 element, 3 both
+    std::vector<std::int64_t> columns(static_cast<std::size_t>(nb), 0);
+    std::vector<double> all_cost(static_cast<std::size_t>(nb), 0.0); // split_all's, tiles
+    std::vector<std::int64_t> all_columns(static_cast<std::size_t>(nb), 0);
+    parallel_for_tiles(nb, [&](std::int64_t b, int w) {
+        std::int64_t* count = counts.slab(w);
+        const auto [keys, lanes] = block_columns(s, rows, b, count, cm);
+        const std::int64_t r = lanes.r;
+        all_cost[static_cast<std::size_t>(b)] = all_tiles_cost(keys, lanes, cm);
+        all_columns[static_cast<std::size_t>(b)] = static_cast<std::int64_t>(keys.size());
+        std::vector<std::int64_t> worthy;
+        for (const std::int64_t j : keys)
+            if (cm.tile_worthy(count[j], lanes(j)))
+                worthy.push_back(j);
+        // --- a short run of tile columns is gathered: it must be worth the copy too ---
+        auto& t = tile[static_cast<std::size_t>(b)];
+        double c = 0;
+        std::int64_t tile_pairs = 0;
+        for (std::size_t y = 0; y < worthy.size();) {
+            std::size_t e = y + 1;
+            while (e < worthy.size() && worthy[e] == worthy[e - 1] + 1)
+                ++e;
+            const bool gathered = static_cast<std::int64_t>(e - y) < kMinRun;
+            for (std::size_t u = y; u < e; ++u) {
+                const std::int64_t j = worthy[u];
+                const double as_tile =
+                    static_cast<double>(lanes(j)) * cm.tile_lane + (gathered ? cm.gather_row : 0.0);
+                if (!gathered || static_cast<double>(count[j]) * cm.element_pair >= as_tile) {
+                    t.push_back(j);
+                    tile_pairs += count[j];
+                    c += as_tile;
+                }
+            }
+            y = e;
+        }
+        std::int64_t pairs = 0;
+        for (const std::int64_t j : keys) {
+            pairs += count[j];
+            count[j] = 0;
+        }
+        // a global row's other pairs go through tiles too, in blocks of heavy rows (row_blocks):
+        // as element pairs they would fill every panel of their block, so the element part's
+        // panels could not widen (widened_element_tiling). Measured (Zen 3, N = 16384, d = 64,
+        // 2 threads, medians of 4 alternated runs): bigbird:64:2:3 forward 22.4 -> 26.8
+        // GFLOP/s, backward 23.5 -> 29.3 (its element part: panels 512 -> 16384 keys)
+        // Its cost: every row of the block computes the keys it adds to the block's tile
+        // columns (the slab's span is the union of its rows' keys), so r lanes per added key,
+        // not one per moved pair. Measured (N = 4096, d = 64, 2 threads, strided:64 backward,
+        // whose transposed summary keys are global rows one per block): the split priced at
+        // one lane per pair ran at 10.8 GFLOP/s, the permuted variant this estimate picks at 55
+        std::vector<std::int64_t> added; // keys of the block's global rows outside t
+        const std::int64_t i1 = std::min(s.n_q(), (b + 1) * rows);
+        for (std::int64_t i = b * rows; i < i1; ++i)
+            if (global_row(s, i, heavy_z))
+                walk_row(s, i, t, [&](std::int64_t j, bool in) {
+                    if (in)
+                        return;
+                    ++tile_pairs; // a moved pair
+                    if (count[j]++ == 0)
+                        added.push_back(j);
+                });
+        for (const std::int64_t j : added)
+            count[j] = 0;
+        c += static_cast<double>(cm.lanes(r) * static_cast<std::int64_t>(added.size())) *
+             cm.tile_lane;
+        c += static_cast<double>(pairs - tile_pairs) * cm.element_pair;
+        cost[static_cast<std::size_t>(b)] = c;
+        columns[static_cast<std::size_t>(b)] =
+            static_cast<std::int64_t>(t.size()) + static_cast<std::int64_t>(added.size());
+        kind[static_cast<std::size_t>(b)] = (tile_pairs > 0 ? 1 : 0) + (pairs > tile_pairs ? 2 : 0);
+    });
+    Split out = parts ? assemble(s, rows, tile) : Split{};
+    for (const int k : kind) {
+        out.tile_blocks += k == 1 ? 1 : 0;
+        out.element_blocks += k == 2 ? 1 : 0;
+        out.split_blocks += k == 3 ? 1 : 0;
+    }
+    out.cost = std::accumulate(cost.begin(), cost.end(), 0.0);
+    out.tile_columns = std::accumulate(columns.begin(), columns.end(), std::int64_t{0});
+    out.all_tiles_cost = std::accumulate(all_cost.begin(), all_cost.end(), 0.0);
+    out.all_tiles_columns =
+        std::accumulate(all_columns.begin(), all_columns.end(), std::int64_t{0});
+    return out;
+}
+
+Orders find_orders(const Support& s, std::int64_t rows, const CostModel& cm) {
+    Orders o;
+    const std::int64_t n_q = s.n_q(), n_k = s.n_k(), shift = n_k - n_q;
+    // --- g = gcd of i' - j over Omega: g >= 2 means g independent residue classes ---
+    std::int64_t g = 0;
+    for (std::int64_t i = 0; i < n_q && g != 1; ++i)
+        for (const std::int64_t j : s.row(i)) {
+            g = std::gcd(g, i + shift - j);
+            if (g == 1)
+                break;
+        }
+    const auto residue = [g](std::int64_t x) { return ((x % g) + g) % g; };
+    std::vector<std::int64_t> key_rank(static_cast<std::size_t>(n_k));
+    std::iota(key_rank.begin(), key_rank.end(), std::int64_t{0});
+    Support base = s;
+    if (g >= 2 && g < std::max(n_q, n_k)) {
+        o.rows.resize(static_cast<std::size_t>(n_q));
+        std::iota(o.rows.begin(), o.rows.end(), std::int64_t{0});
+        std::stable_sort(o.rows.begin(), o.rows.end(), [&](std::int64_t a, std::int64_t b) {
+            return residue(a + shift) < residue(b + shift);
+        });
+        o.keys.resize(static_cast<std::size_t>(n_k));
+        std::iota(o.keys.begin(), o.keys.end(), std::int64_t{0});
+        std::stable_sort(o.keys.begin(), o.keys.end(), [&](std::int64_t a, std::int64_t b) {
+            return residue(a) < residue(b);
+        });
+        base = reorder(s, o);
+        key_rank = o.keys;
+    }
+    // --- keys by (last, first) block whose tile-worthy column they are (else any block) ---
+    constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+    std::vector<std::int64_t> last(static_cast<std::size_t>(n_k), -1), first(last.size(), kNever);
+    std::vector<std::int64_t> any_last(last), any_first(first);
+    std::vector<std::int64_t> count(3 * static_cast<std::size_t>(n_k), 0);
+    for (std::int64_t b = 0; b < n_blocks(base, rows); ++b) {
+        const auto [keys, lanes] = block_columns(base, rows, b, count.data(), cm);
+        for (const std::int64_t j : keys) {
+            const auto u = static_cast<std::size_t>(j);
+            any_last[u] = b;
+            any_first[u] = std::min(any_first[u], b);
+            if (cm.tile_worthy(count[u], lanes(j))) {
+                last[u] = b;
+                first[u] = std::min(first[u], b);
+            }
+            count[u] = 0;
+        }
+    }
+    std::vector<std::int64_t> order(static_cast<std::size_t>(n_k));
+    std::iota(order.begin(), order.end(), std::int64_t{0});
+    const auto sig = [&](std::int64_t j) {
+        const auto u = static_cast<std::size_t>(j);
+        if (last[u] >= 0)
+            return std::pair{last[u], first[u]};
+        return any_last[u] >= 0 ? std::pair{any_last[u], any_first[u]} : std::pair{kNever, kNever};
+    };
+    std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+        return sig(a) < sig(b);
+    });
+    bool moved = false;
+    for (std::int64_t b = 0; b < n_k; ++b)
+        moved = moved || order[static_cast<std::size_t>(b)] != b;
+    if (moved) {
+        std::vector<std::int64_t> keys(static_cast<std::size_t>(n_k));
+        for (std::int64_t b = 0; b < n_k; ++b) // new key b = base key order[b]
+            keys[static_cast<std::size_t>(b)] =
+                key_rank[static_cast<std::size_t>(order[static_cast<std::size_t>(b)])];
+        o.keys = std::move(keys);
+    }
+    return o;
+}
+
+std::vector<std::int64_t> inverse(const std::vector<std::int64_t>& order) {
+    std::vector<std::int64_t> inv(order.size());
+    for (std::size_t a = 0; a < order.size(); ++a)
+        inv[static_cast<std::size_t>(order[a])] = static_cast<std::int64_t>(a);
+    return inv;
+}
+
+Support reorder(const Support& s, const Orders& o) {
+    if (o.identity())
+        return s;
+    const std::int64_t n_q = s.n_q(), n_k = s.n_k();
+    const std::vector<std::int64_t> key_new = inverse(o.keys);
+    std::vector<std::int64_t> offsets(static_cast<std::size_t>(n_q) + 1, 0);
+    const auto old_row = [&](std::int64_t a) {
+        return o.rows.empty() ? a : o.rows[static_cast<std::size_t>(a)];
+    };
+    for (std::int64_t a = 0; a < n_q; ++a)
+        offsets[static_cast<std::size_t>(a) + 1] =
+            offsets[static_cast<std::size_t>(a)] + s.row_nonzeros(old_row(a));
+    std::vector<std::int64_t> cols(static_cast<std::size_t>(offsets.back()));
+    parallel_for_tiles(n_q, [&](std::int64_t a, int) {
+        auto* out = cols.data() + offsets[static_cast<std::size_t>(a)];
+        std::int64_t c = 0;
+        for (const std::int64_t j : s.row(old_row(a)))
+            out[c++] = key_new.empty() ? j : key_new[static_cast<std::size_t>(j)];
+        std::sort(out, out + c);
+    });
+    return {n_q, n_k, std::move(offsets), std::move(cols)};
+}
+
+} // namespace ioattn::sparse::detail

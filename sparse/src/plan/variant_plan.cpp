@@ -1,0 +1,357 @@
+// ioattn::sparse::plan_variants and the plan's forward / backward / io_cost: the structure
+// dispatcher of the fused sparse schedule (variants.hpp). Per pass, the support (forward) or
+// its transpose (backward: the tile backward keeps key blocks resident) is split per block of
+// tile.rows by the cost model (structure.hpp), on the original structure and, when
+// find_orders gives one, on the reordered structure plus the cost of the copies; the cheapest
+// estimate wins. Under a tuned tiling the tile height is chosen too: the tuned one, one less
+// or half, priced with a cost per tile column, by kHeightGain. The variant of the plan is what
+// its parts need: tile (no element pair), element (no tile pair), split, or permuted around
+// one of those.
+// Cost model (relative time units, fitted to the kernels' rates: structure.hpp): a tile entry
+// (query lane x key, masked or not) 1, an element pair 9, a gathered K/V row 16, a reordered
+// row of one operand 22, a tile column 6 (forward) or 30 (backward); a split must undercut the
+// best single kernel by kSplitGain. Tile lanes come in groups of 16 rows (keys in the
+// backward), each computing only the columns its rows see (staggered_slab.hpp,
+// staggered_chunk.hpp), so a band's lanes cost the same at every height and its taller tiles
+// win by their fewer columns: window:64's and bigbird:64:2:3's forwards went back from 32-row
+// to 64-row tiles, window:16's backward too.
+// Tests: tests/sparse/variants_test.cpp
+
+#include "plan/variant_parts.hpp"
+
+#include <ioattn/error.hpp>
+#include <ioattn/sparse/io_cost.hpp>
+#include <ioattn/sparse/variants.hpp>
+
+#include <memory>
+#include <string>
+
+namespace ioattn::sparse {
+
+std::string_view to_string(Variant v) {
+    switch (v) {
+    case Variant::tile:
+        return "tile";
+    case Variant::element:
+        return "element";
+    case Variant::split:
+        return "split";
+    case Variant::permuted:
+        return "permuted";
+    }
+    return "tile";
+}
+
+Variant parse_variant(std::string_view text) {
+    for (const Variant v : {Variant::tile, Variant::element, Variant::split, Variant::permuted})
+        if (text == to_string(v))
+            return v;
+    throw InvalidArgument("ioattn::sparse::parse_variant: '" + std::string(text) +
+                          "' (expected tile, element, split or permuted)");
+}
+
+namespace {
+
+/// The factor by which a split's estimate must undercut the best single kernel's.
+constexpr double kSplitGain = 0.9;
+
+/// The factor by which another tile height's estimate must undercut the tuned height's.
+constexpr double kHeightGain = 0.97;
+
+detail::CostModel cost_model(Pass pass) {
+    detail::CostModel cm;
+    // per tile column (structure.hpp): fitted per pass, the backward's passes over a key
+    // block's query rows cost more per row than the forward's per key
+    cm.tile_column = pass == Pass::forward ? 6.0 : 30.0;
+    cm.lane_group = 16; // both passes' tiles stagger by 16-row groups (staggered_*.hpp)
+    return cm;
+}
+
+/// The best split of s for the pass: blocks of s's rows (forward) or of its keys (backward);
+/// with parts = false only priced (the parts are built for the winning tile height).
+detail::Split best_split(const Support& s,
+                         std::int64_t rows,
+                         Pass pass,
+                         const detail::CostModel& cm,
+                         std::optional<Variant> force,
+                         bool parts) {
+    const bool fwd = pass == Pass::forward;
+    const Support& view = fwd ? s : s.transposed();
+    detail::Split best;
+    if (force == Variant::tile || force == Variant::element) {
+        best = detail::split_all(view, rows, force == Variant::tile, cm, parts);
+    } else {
+        best = detail::split_by_fill(view, rows, cm, parts);
+        // a split runs two kernels, the second resuming from the first's outputs: it must
+        // beat running everything through one of them by kSplitGain (all tiles priced by
+        // split_by_fill's pass; built only when it wins and parts are asked)
+        if (!force)
+            for (const bool tiles : {true, false}) {
+                const double all = tiles ? best.all_tiles_cost
+                                         : static_cast<double>(view.z_qk()) * cm.element_pair;
+                if (all * kSplitGain > best.cost)
+                    continue;
+                if (parts) {
+                    best = detail::split_all(view, rows, tiles, cm, true);
+                    continue;
+                }
+                detail::Split priced; // every pair through one kernel, priced only
+                priced.cost = all;
+                priced.tile_columns = tiles ? best.all_tiles_columns : 0;
+                best = std::move(priced);
+            }
+    }
+    if (!fwd && parts) { // parts back in Omega's orientation
+        Support tile = best.tile.transposed();
+        Support element = best.element.transposed();
+        best.tile = std::move(tile);
+        best.element = std::move(element);
+    }
+    return best;
+}
+
+Variant variant_of(const detail::Split& s) {
+    if (s.element.z_qk() == 0)
+        return Variant::tile;
+    return s.tile.z_qk() == 0 ? Variant::element : Variant::split;
+}
+
+/// Rows copied by the reordering (the cost model's unit), per head.
+double copied_rows(const Problem& p, const detail::Orders& o, Pass pass) {
+    const bool fwd = pass == Pass::forward;
+    double rows = 0;
+    if (!o.rows.empty())
+        rows += static_cast<double>(p.n_q) * (fwd ? 3 : 5);
+    if (!o.keys.empty())
+        rows += static_cast<double>(p.n_k) * (fwd ? 2 : 4);
+    return rows;
+}
+
+/// The best structure at one tile height: the split of the original or, when find_orders gives
+/// one and it is cheaper (or forced), of the reordered structure with its copies; `time` adds
+/// the tile columns' cost to the split's. With parts = false only priced (building every
+/// candidate's parts and their transposes doubled the planning time of strided:64's backward
+/// at N = 16384); with reorder = false the reordered structure is not tried.
+struct Candidate {
+    detail::Split split;
+    detail::Orders orders;
+    double time = 0;
+    std::shared_ptr<const Support> reordered; ///< the reordered structure tried, if any
+};
+
+Candidate candidate(const Problem& p,
+                    const Support& support,
+                    std::int64_t rows,
+                    Pass pass,
+                    const detail::CostModel& cm,
+                    std::optional<Variant> force,
+                    bool parts,
+                    bool reorder,
+                    const Candidate* like = nullptr) {
+    const std::optional<Variant> inner_force = force == Variant::permuted ? std::nullopt : force;
+    Candidate c{best_split(support, rows, pass, cm, inner_force, parts), {}, 0, nullptr};
+    if (reorder && (!force || force == Variant::permuted)) {
+        detail::Orders orders = detail::find_orders(support, rows, cm);
+        if (!orders.identity()) {
+            // the same orders as `like`'s (dilated's residues at any height): its structure
+            c.reordered = like != nullptr && like->reordered && like->orders.rows == orders.rows &&
+                                  like->orders.keys == orders.keys
+                              ? like->reordered
+                              : std::make_shared<const Support>(detail::reorder(support, orders));
+            detail::Split alt = best_split(*c.reordered, rows, pass, cm, std::nullopt, parts);
+            alt.cost += copied_rows(p, orders, pass) * cm.copy_row;
+            if (force == Variant::permuted || alt.cost < c.split.cost) {
+                c.split = std::move(alt);
+                c.orders = std::move(orders);
+            }
+        }
+    }
+    c.time = c.split.cost + static_cast<double>(c.split.tile_columns) * cm.tile_column;
+    return c;
+}
+
+/// plan_variants without the cache, on a resolved problem.
+template <typename Scalar>
+VariantPlan plan_fresh(const Problem& p,
+                       const Support& support,
+                       const MemoryModel& memory,
+                       Pass pass,
+                       std::optional<Variant> force,
+                       std::optional<Tiling> tile) {
+    VariantPlan plan;
+    plan.pass = pass;
+    plan.tile = tile ? *tile : tuned_tiling(Schedule::fused, memory, p, pass);
+    plan.element = element_tiling<Scalar>(p, memory, pass);
+    const detail::CostModel cm = cost_model(pass);
+    Candidate best = candidate(p, support, plan.tile.rows, pass, cm, force, true, true);
+    // --- the tile height: the tuned one, one less (blocks of L - 1 keys: strided:L's own keys
+    // once its summary keys are gathered), or half (narrow bands mask less of each tile),
+    // when the estimate drops by kHeightGain; a given tiling is kept, and a plan without tiles
+    // has no height to choose (random:0.02's planning took 2.3x as long when priced anyway) ---
+    if (!tile && best.split.tile_columns > 0) {
+        const std::int64_t tuned = plan.tile.rows;
+        // the other heights keep the tuned one's structure, reordered or not: pricing
+        // bigbird's rejected reordering again took 60% of its backward's planning
+        const bool reorder = !best.orders.identity();
+        Candidate priced; // the cheapest other height, priced (its reordered structure kept)
+        for (const std::int64_t rows : {tuned - 1, tuned / 2}) {
+            if (rows < 1 || rows == tuned)
+                continue;
+            Candidate c = candidate(p, support, rows, pass, cm, force, false, reorder, &best);
+            if (c.time < kHeightGain * (plan.tile.rows == tuned ? best.time : priced.time)) {
+                priced = std::move(c);
+                plan.tile.rows = rows;
+            }
+        }
+        if (plan.tile.rows != tuned) // the winner with its parts
+            best = candidate(p, support, plan.tile.rows, pass, cm, force, true, reorder, &priced);
+    }
+    detail::Split& split = best.split;
+    auto parts = std::make_shared<detail::VariantParts>();
+    parts->orders = std::move(best.orders);
+    plan.rows_reordered = !parts->orders.rows.empty();
+    plan.keys_reordered = !parts->orders.keys.empty();
+    plan.inner = variant_of(split);
+    plan.variant =
+        force == Variant::permuted || !parts->orders.identity() ? Variant::permuted : plan.inner;
+    plan.tile_blocks = split.tile_blocks;
+    plan.element_blocks = split.element_blocks;
+    plan.split_blocks = split.split_blocks;
+    plan.tile_pairs = split.tile.z_qk();
+    plan.element_pairs = split.element.z_qk();
+    plan.element =
+        detail::widened_element_tiling<Scalar>(p, split.element, plan.element, memory, pass);
+    plan.estimate = best.time;
+    parts->tile = std::move(split.tile);
+    parts->element = std::move(split.element);
+    plan.parts = std::move(parts);
+    plan.element_in_tiles = detail::fused_split<Scalar>(p, *plan.parts, plan, memory);
+    return plan;
+}
+
+} // namespace
+
+template <typename Scalar>
+VariantPlan plan_variants(const Problem& problem,
+                          const Support& support,
+                          const MemoryModel& memory,
+                          Pass pass,
+                          std::optional<Variant> force,
+                          std::optional<Tiling> tile) {
+    constexpr const char* kWhere = "ioattn::sparse::plan_variants";
+    const Problem p = problem.resolved(kWhere);
+    memory.validate(kWhere);
+    if (support.n_q() != p.n_q || support.n_k() != p.n_k)
+        throw InvalidArgument(
+            std::string(kWhere) + ": support is " + std::to_string(support.n_q()) + " x " +
+            std::to_string(support.n_k()) + " but the problem has n_q = " + std::to_string(p.n_q) +
+            ", n_k = " + std::to_string(p.n_k));
+    if (p.causal)
+        throw InvalidArgument(std::string(kWhere) +
+                              ": problem.causal = true; use the 'causal' pattern instead");
+    if (tile && tile->schedule != Schedule::fused)
+        throw InvalidArgument(std::string(kWhere) + ": the tile part's tiling is " +
+                              std::string(ioattn::to_string(tile->schedule)) + " (expected fused)");
+    // --- kept with the support per shape, memory, pass, word and request: every Python call
+    // planned again, 0.13-0.97 s at N = 16384 for a 4-11 ms kernel (README, Python) ---
+    const auto number = [](std::int64_t x) { return std::to_string(x) + ","; };
+    const std::string key = "variants:" + number(static_cast<std::int64_t>(pass)) +
+                            number(static_cast<std::int64_t>(sizeof(Scalar))) + number(p.batch) +
+                            number(p.heads) + number(p.kv_heads) + number(p.n_q) + number(p.n_k) +
+                            number(p.d) + number(p.d_v) + number(memory.fast_words) +
+                            number(force ? static_cast<std::int64_t>(*force) : -1) +
+                            (tile ? number(tile->rows) + number(tile->cols) : std::string("tuned"));
+    const auto kept = support.cached_value(key, [&] {
+        return std::make_shared<const VariantPlan>(
+            plan_fresh<Scalar>(p, support, memory, pass, force, tile));
+    });
+    return *std::static_pointer_cast<const VariantPlan>(kept);
+}
+
+namespace {
+
+const detail::VariantParts& parts_of(const VariantPlan& plan, Pass pass, const char* where) {
+    if (!plan.parts)
+        throw InvalidArgument(std::string(where) + ": the plan has no parts (use plan_variants)");
+    if (plan.pass != pass)
+        throw InvalidArgument(std::string(where) + ": the plan is for the " +
+                              std::string(to_string(plan.pass)) + " pass");
+    return *plan.parts;
+}
+
+} // namespace
+
+template <typename Scalar, typename Counter>
+void forward(const ForwardArgs<Scalar>& args,
+             const Support& support,
+             const VariantPlan& plan,
+             const MemoryModel& memory,
+             Counter& counter) {
+    const auto& parts = parts_of(plan, Pass::forward, "ioattn::sparse::forward");
+    if (support.n_q() != parts.tile.n_q() || support.n_k() != parts.tile.n_k())
+        throw InvalidArgument("ioattn::sparse::forward: the plan is for another support shape");
+    if (plan.variant == Variant::permuted)
+        detail::forward_permuted(args, parts, plan, memory, counter);
+    else
+        detail::forward_split(args, parts, plan, memory, counter);
+}
+
+template <typename Scalar, typename Counter>
+void backward(const BackwardArgs<Scalar>& args,
+              const Support& support,
+              const VariantPlan& plan,
+              const MemoryModel& memory,
+              Counter& counter) {
+    const auto& parts = parts_of(plan, Pass::backward, "ioattn::sparse::backward");
+    if (support.n_q() != parts.tile.n_q() || support.n_k() != parts.tile.n_k())
+        throw InvalidArgument("ioattn::sparse::backward: the plan is for another support shape");
+    if (plan.variant == Variant::permuted)
+        detail::backward_permuted(args, parts, plan, memory, counter);
+    else
+        detail::backward_split(args, parts, plan, memory, counter);
+}
+
+template <typename Scalar>
+IoReport io_cost(const Problem& problem, const Support& support, const VariantPlan& plan) {
+    const auto& parts = parts_of(plan, plan.pass, "ioattn::sparse::io_cost");
+    (void)support;
+    IoReport r = detail::io_cost_split<Scalar>(problem, parts, plan);
+    if (plan.variant == Variant::permuted)
+        r = detail::in_sequence(r, detail::io_cost_permutation<Scalar>(problem, parts, plan));
+    return r;
+}
+
+#define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
+    template void forward<Scalar, Counter>(const ForwardArgs<Scalar>&,                             \
+                                           const Support&,                                         \
+                                           const VariantPlan&,                                     \
+                                           const MemoryModel&,                                     \
+                                           Counter&);                                              \
+    template void backward<Scalar, Counter>(const BackwardArgs<Scalar>&,                           \
+                                            const Support&,                                        \
+                                            const VariantPlan&,                                    \
+                                            const MemoryModel&,                                    \
+                                            Counter&);
+IOATTN_INSTANTIATE(float, NullCounter)
+IOATTN_INSTANTIATE(float, IoCounter)
+IOATTN_INSTANTIATE(float, DryRunCounter)
+IOATTN_INSTANTIATE(double, NullCounter)
+IOATTN_INSTANTIATE(double, IoCounter)
+IOATTN_INSTANTIATE(double, DryRunCounter)
+#undef IOATTN_INSTANTIATE
+template VariantPlan plan_variants<float>(const Problem&,
+                                          const Support&,
+                                          const MemoryModel&,
+                                          Pass,
+                                          std::optional<Variant>,
+                                          std::optional<Tiling>);
+template VariantPlan plan_variants<double>(const Problem&,
+                                           const Support&,
+                                           const MemoryModel&,
+                                           Pass,
+                                           std::optional<Variant>,
+                                           std::optional<Tiling>);
+template IoReport io_cost<float>(const Problem&, const Support&, const VariantPlan&);
+template IoReport io_cost<double>(const Problem&, const Support&, const VariantPlan&);
+
+} // namespace ioattn::sparse

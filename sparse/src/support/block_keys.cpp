@@ -1,0 +1,198 @@
+// ioattn::sparse row blocks and the fused plan (see plan.hpp). Tests: tests/sparse/forward_test.cpp
+
+#include "support/block_keys.hpp"
+
+#include <ioattn/error.hpp>
+#include <ioattn/kernels/workspace.hpp>
+#include <ioattn/parallel.hpp>
+#include <ioattn/sparse/io_cost.hpp>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+namespace ioattn::sparse {
+
+std::vector<std::int64_t> row_blocks(const Support& support, std::int64_t rows) {
+    if (rows < 1)
+        throw InvalidArgument("ioattn::sparse::row_blocks: rows = " + std::to_string(rows) +
+                              " (expected >= 1)");
+    // A block closes early once it holds 4 * rows * mean pairs, so that a heavy row (global
+    // tokens, a graph's hubs) does not make light rows stream every key it sees, except within
+    // a run of heavy rows (each above 4 * mean pairs): those fill whole blocks, since a tile
+    // reuses each K/V row it streams once per row of its block, and blocks of a few heavy rows
+    // (up to this change) were memory-bound. Measured (Zen 3, N = 16384, d = 64, 2 threads,
+    // `ioattn run --pattern P --pass F --threads 2 --repeat 3`): global:256 forward 19.7 ->
+    // 58.3 GFLOP/s, backward 18.9 -> 72.5; bigbird-block:64:3:2:3 forward 24.6 -> 46.5,
+    // backward 28.2 -> 59.7; strided:64's permuted backward (its summary keys, reordered into
+    // one run, are heavy rows of the transposed structure) 5.2 -> 28.7.
+    // A block of heavy rows also closes at the first light row: bigbird:64:2:3's two global
+    // keys shared a block of Omega^T with 9 band keys (the budget had room for them), so the
+    // backward streamed all 16384 queries through 16 key lanes; alone they are a narrow key
+    // block (narrow_chunk.hpp). Measured (AVX-512, N = 16384, d = 64, 2 threads, medians of
+    // 3 alternated runs of --repeat 20 in both orders, backward): global:2+window:64 1.05x,
+    // bigbird:64:2:3's band with its global rows and columns 1.05x (that key block 1.7 ->
+    // 1.1 ms), bigbird:64:2:3 1.00x-1.02x; forwards 1.00x.
+    const std::int64_t n_q = support.n_q();
+    const std::int64_t heavy_z = detail::heavy_above(support);
+    const std::int64_t budget = std::max<std::int64_t>(1, rows * heavy_z);
+    std::vector<std::int64_t> bounds{0};
+    std::int64_t count = 0, nnz = 0;
+    bool all_heavy = true; // every row of the open block is heavy
+    for (std::int64_t i = 0; i < n_q; ++i) {
+        const std::int64_t z = support.row_nonzeros(i);
+        const bool heavy = z > heavy_z;
+        const bool over = nnz + z > budget && !(all_heavy && heavy);
+        if (count == rows || (count > 0 && ((all_heavy && !heavy) || over))) {
+            bounds.push_back(i);
+            count = 0;
+            nnz = 0;
+            all_heavy = true;
+        }
+        ++count;
+        nnz += z;
+        all_heavy = all_heavy && heavy;
+    }
+    if (n_q > 0)
+        bounds.push_back(n_q);
+    return bounds;
+}
+
+namespace detail {
+
+BlockKeys BlockKeys::build(const Support& support, std::int64_t max_rows) {
+    BlockKeys plan;
+    plan.bounds = row_blocks(support, max_rows);
+    const std::int64_t n = plan.blocks();
+    std::vector<std::int64_t> counts(static_cast<std::size_t>(n) + 1, 0);
+    CallMemory alloc("ioattn::sparse::BlockKeys::build");
+    const kernels::Workspace<std::int64_t> stamps(max_concurrency(), support.n_k());
+    alloc.allocate();
+    // Stamps hold block + 1 (fill pass: -(block + 1)), so no clearing between blocks.
+    const auto visit = [&](std::int64_t b, std::int64_t* stamp, std::int64_t mark, auto&& emit) {
+        for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i)
+            for (const std::int64_t j : support.row(i))
+                if (stamp[j] != mark) {
+                    stamp[j] = mark;
+                    emit(j);
+                }
+    };
+    // Each row's run, its longest interval of keys [lo, hi] (the kernels' masks read these,
+    // and the row's index array only for its keys outside the run).
+    plan.row_lo.assign(static_cast<std::size_t>(support.n_q()), 0);
+    plan.row_hi.assign(static_cast<std::size_t>(support.n_q()), -1);
+    plan.row_run_at.assign(static_cast<std::size_t>(support.n_q()), 0);
+    parallel_for_tiles(n, [&](std::int64_t b, int) {
+        for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i) {
+            const auto row = support.row(i);
+            const auto at = static_cast<std::size_t>(i);
+            const auto len = static_cast<std::int64_t>(row.size());
+            std::int64_t best = 0, best_at = 0;
+            for (std::int64_t a = 0, e = 1; a < len; a = e, e = a + 1) {
+                while (e < len &&
+                       row[static_cast<std::size_t>(e)] == row[static_cast<std::size_t>(e - 1)] + 1)
+                    ++e;
+                if (e - a > best) {
+                    best = e - a;
+                    best_at = a;
+                }
+            }
+            if (best > 0) {
+                plan.row_lo[at] = row[static_cast<std::size_t>(best_at)];
+                plan.row_hi[at] = row[static_cast<std::size_t>(best_at)] + best - 1;
+                plan.row_run_at[at] = best_at;
+            }
+        }
+    });
+    const auto interval_row = [&](std::int64_t i) { // the row is its run
+        const auto at = static_cast<std::size_t>(i);
+        return plan.row_hi[at] - plan.row_lo[at] + 1 == support.row_nonzeros(i);
+    };
+    // A block whose rows are intervals that chain into one interval sees exactly that interval
+    // (windows, bands, causal): no stamps, no sort.
+    std::vector<std::int64_t> interval_lo(static_cast<std::size_t>(n), -1);
+    const auto as_interval = [&](std::int64_t b) -> std::pair<std::int64_t, std::int64_t> {
+        std::int64_t lo = -1, hi = -2;
+        for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i) {
+            const auto at = static_cast<std::size_t>(i);
+            const std::int64_t front = plan.row_lo[at], back = plan.row_hi[at];
+            if (!interval_row(i))
+                return {-1, -2};
+            if (back < front)
+                continue; // empty row
+            if (lo < 0) {
+                lo = front;
+                hi = back;
+            } else if (front >= lo && front <= hi + 1) {
+                hi = std::max(hi, back);
+            } else {
+                return {-1, -2};
+            }
+        }
+        return {lo, hi};
+    };
+    parallel_for_tiles(n, [&](std::int64_t b, int w) {
+        const auto [lo, hi] = as_interval(b);
+        std::int64_t c = 0;
+        if (lo >= 0) { // one interval of keys
+            interval_lo[static_cast<std::size_t>(b)] = lo;
+            c = lo >= 0 ? hi - lo + 1 : 0;
+        } else {
+            visit(b, stamps.slab(w), b + 1, [&](std::int64_t) { ++c; });
+        }
+        counts[static_cast<std::size_t>(b) + 1] = c;
+    });
+    plan.key_offsets.assign(counts.size(), 0);
+    for (std::size_t b = 1; b < counts.size(); ++b)
+        plan.key_offsets[b] = plan.key_offsets[b - 1] + counts[b];
+    require_memory("ioattn::sparse::BlockKeys::build",
+                   bytes_of(plan.key_offsets.back(), sizeof(std::int64_t)),
+                   "key lists");
+    plan.keys.resize(static_cast<std::size_t>(plan.key_offsets.back()));
+    parallel_for_tiles(n, [&](std::int64_t b, int w) {
+        auto* out = plan.keys.data() + plan.key_offsets[static_cast<std::size_t>(b)];
+        const std::int64_t count = plan.key_offsets[static_cast<std::size_t>(b) + 1] -
+                                   plan.key_offsets[static_cast<std::size_t>(b)];
+        const std::int64_t lo = interval_lo[static_cast<std::size_t>(b)];
+        if (lo >= 0) {
+            for (std::int64_t c = 0; c < count; ++c)
+                out[c] = lo + c;
+            return;
+        }
+        std::int64_t c = 0;
+        visit(b, stamps.slab(w), -(b + 1), [&](std::int64_t j) { out[c++] = j; });
+        std::sort(out, out + c);
+    });
+    // Each row's prefix (its first keys that are the block's first keys), and each block's
+    // index reads: the extras of the rows that are not all prefix.
+    plan.row_prefix.assign(static_cast<std::size_t>(support.n_q()), 0);
+    plan.index_reads.assign(static_cast<std::size_t>(n), 0);
+    parallel_for_tiles(n, [&](std::int64_t b, int) {
+        const auto at = static_cast<std::size_t>(b);
+        const auto block_keys = plan.keys_of(b);
+        const auto count = static_cast<std::int64_t>(block_keys.size());
+        bool simple = count == 0 || block_keys.back() - block_keys.front() + 1 == count;
+        std::int64_t words = 0;
+        for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i) {
+            const auto row = support.row(i);
+            const auto len = static_cast<std::int64_t>(row.size());
+            const auto differ =
+                std::mismatch(row.begin(), row.begin() + std::min(len, count), block_keys.begin())
+                    .first;
+            const auto prefix = static_cast<std::int64_t>(differ - row.begin());
+            plan.row_prefix[static_cast<std::size_t>(i)] = prefix;
+            if (!interval_row(i)) { // its keys outside the run
+                const auto r = static_cast<std::size_t>(i);
+                if (prefix < len)
+                    words += len - (plan.row_hi[r] - plan.row_lo[r] + 1);
+                simple = false;
+            }
+        }
+        plan.index_reads[at] = words + (simple ? 0 : count);
+    });
+    return plan;
+}
+
+} // namespace detail
+
+} // namespace ioattn::sparse

@@ -1,0 +1,269 @@
+// ioattn::sparse::Support: CSR of the allowed (query, key) pairs Omega, validated on entry.
+// Construction checks offsets (size n_q + 1, start 0, monotone, end = Z_QK) and each row's
+// columns (in [0, n_k), strictly increasing) in one pass: O(n_q + Z_QK) time, no extra memory.
+// row(i) and row_nonzeros(i) are O(1); contains(i, j) is a binary search in row i.
+// Tests: tests/sparse/support_test.cpp
+
+#include "kernels/element/panels.hpp"
+#include "fail.hpp"
+#include "support/block_keys.hpp"
+
+#include <ioattn/error.hpp>
+#include <ioattn/resources.hpp>
+#include <ioattn/sparse/support.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+namespace ioattn::sparse {
+
+namespace {
+
+/// Plans and views built on first use for each key and kept (stable addresses: references stay valid).
+/// The build runs unlocked (it runs parallel loops: a worker waiting on the lock here could be
+/// the one the build needs); of two concurrent builds of one key the first stored is kept.
+template <typename Key, typename Plan>
+class Kept {
+public:
+    template <typename Build>
+    const Plan& get(const Key& key, Build build) {
+        {
+            const std::lock_guard<std::mutex> lock(mutex_);
+            if (const Plan* found = find(key))
+                return *found;
+        }
+        auto plan = std::make_unique<Plan>(build());
+        const std::lock_guard<std::mutex> lock(mutex_);
+        if (const Plan* found = find(key))
+            return *found;
+        plans_.emplace_back(key, std::move(plan));
+        return *plans_.back().second;
+    }
+
+private:
+    const Plan* find(const Key& key) const {
+        for (const auto& [k, plan] : plans_)
+            if (k == key)
+                return plan.get();
+        return nullptr;
+    }
+
+    std::mutex mutex_;
+    std::vector<std::pair<Key, std::unique_ptr<Plan>>> plans_;
+};
+
+} // namespace
+
+struct Support::Cache {
+    // Not std::call_once: ThreadSanitizer's pthread_once interceptor keeps the flag taken
+    // after a throw (a refused transpose), so the retry the API promises hung under the tsan
+    // preset. Double-checked instead: `ready` is published after the build, under the lock.
+    std::mutex transpose_mutex;
+    std::atomic<const Support*> ready{nullptr};
+    std::unique_ptr<Support> transposed;
+    std::vector<std::int64_t>
+        transposed_positions; ///< per entry of the transpose, its position here
+    Kept<std::pair<std::int64_t, std::int64_t>, BlockView> views;                   ///< by Br, Bc
+    Kept<std::int64_t, detail::BlockKeys> block_keys_kept;                              ///< by rows
+    Kept<std::pair<std::int64_t, std::int64_t>, detail::ElementPanels> element_panels_kept; ///< rows, P
+    std::mutex values_mutex;
+    std::vector<std::pair<std::string, std::shared_ptr<const void>>> values; ///< oldest first
+};
+
+std::shared_ptr<Support::Cache> Support::make_cache() {
+    return std::make_shared<Cache>();
+}
+
+const BlockView& Support::cached_block_view(std::int64_t br, std::int64_t bc) const {
+    return cache_->views.get({br, bc}, [&] { return block_view(br, bc); });
+}
+
+std::shared_ptr<const void>
+Support::cached_value(const std::string& key,
+                      const std::function<std::shared_ptr<const void>()>& build) const {
+    const auto find = [&]() -> std::shared_ptr<const void> {
+        for (const auto& [k, v] : cache_->values)
+            if (k == key)
+                return v;
+        return nullptr;
+    };
+    {
+        const std::lock_guard<std::mutex> lock(cache_->values_mutex);
+        if (auto found = find())
+            return found;
+    }
+    std::shared_ptr<const void> value = build(); // unlocked: it runs parallel loops
+    const std::lock_guard<std::mutex> lock(cache_->values_mutex);
+    if (auto found = find())
+        return found;
+    auto& values = cache_->values;
+    if (values.size() == kKeptValues)
+        values.erase(values.begin());
+    values.emplace_back(key, value);
+    return value;
+}
+
+const detail::BlockKeys& Support::cached_block_keys(std::int64_t rows) const {
+    return cache_->block_keys_kept.get(rows, [&] { return detail::BlockKeys::build(*this, rows); });
+}
+
+const detail::ElementPanels& Support::cached_element_panels(std::int64_t rows,
+                                                        std::int64_t panel) const {
+    return cache_->element_panels_kept.get(
+        {rows, panel}, [&] { return detail::ElementPanels::build(*this, rows, panel); });
+}
+
+const Support& Support::transposed() const {
+    if (const Support* t = cache_->ready.load(std::memory_order_acquire))
+        return *t;
+    const std::lock_guard<std::mutex> lock(cache_->transpose_mutex);
+    if (cache_->transposed == nullptr) { // a throw leaves it unbuilt: the next call retries
+        // offsets and the cursor per key, rows and positions per entry
+        require_memory(
+            "ioattn::sparse::Support::transposed",
+            add_bytes(
+                bytes_of(n_k_, 2 * sizeof(std::int64_t)), // n_k + 1 overflows at INT64_MAX
+                add_bytes(2 * sizeof(std::int64_t), bytes_of(z_qk(), 2 * sizeof(std::int64_t)))),
+            "transpose");
+        std::vector<std::int64_t> offsets(static_cast<std::size_t>(n_k_) + 1, 0);
+        for (const std::int64_t j : cols_)
+            ++offsets[static_cast<std::size_t>(j) + 1];
+        for (std::size_t j = 1; j < offsets.size(); ++j)
+            offsets[j] += offsets[j - 1];
+        std::vector<std::int64_t> rows(cols_.size());
+        std::vector<std::int64_t> positions(cols_.size());
+        std::vector<std::int64_t> next(offsets.begin(), offsets.end() - 1);
+        for (std::int64_t i = 0; i < n_q_; ++i) { // rows ascending: each column's list is sorted
+            for (std::int64_t e = offsets_[static_cast<std::size_t>(i)];
+                 e < offsets_[static_cast<std::size_t>(i) + 1];
+                 ++e) {
+                const auto at = static_cast<std::size_t>(
+                    next[static_cast<std::size_t>(cols_[static_cast<std::size_t>(e)])]++);
+                rows[at] = i;
+                positions[at] = e;
+            }
+        }
+        cache_->transposed_positions = std::move(positions);
+        cache_->transposed =
+            std::make_unique<Support>(n_k_, n_q_, std::move(offsets), std::move(rows));
+    }
+    cache_->ready.store(cache_->transposed.get(), std::memory_order_release);
+    return *cache_->transposed;
+}
+
+std::span<const std::int64_t> Support::transposed_positions() const {
+    static_cast<void>(transposed());
+    return cache_->transposed_positions;
+}
+
+namespace {
+
+constexpr std::string_view kWhere = "ioattn::sparse::Support";
+
+} // namespace
+
+Support::Support(std::int64_t n_q,
+                 std::int64_t n_k,
+                 std::vector<std::int64_t> row_offsets,
+                 std::vector<std::int64_t> col_indices)
+    : n_q_(n_q)
+    , n_k_(n_k)
+    , offsets_(std::move(row_offsets))
+    , cols_(std::move(col_indices)) {
+    if (n_q_ < 0)
+        detail::fail(kWhere, "n_q = ", n_q_, " (expected >= 0)");
+    if (n_k_ < 0)
+        detail::fail(kWhere, "n_k = ", n_k_, " (expected >= 0)");
+    if (static_cast<std::int64_t>(offsets_.size()) != n_q_ + 1)
+        detail::fail(kWhere,
+                     "row_offsets has ",
+                     offsets_.size(),
+                     " entries (expected n_q + 1 = ",
+                     n_q_ + 1,
+                     ")");
+    if (offsets_[0] != 0)
+        detail::fail(kWhere, "row_offsets[0] = ", offsets_[0], " (expected 0)");
+    const auto z = static_cast<std::int64_t>(cols_.size());
+    for (std::int64_t i = 0; i < n_q_; ++i) {
+        const std::int64_t lo = offsets_[static_cast<std::size_t>(i)];
+        const std::int64_t hi = offsets_[static_cast<std::size_t>(i) + 1];
+        if (hi < lo)
+            detail::fail(kWhere,
+                         "row ",
+                         i,
+                         ": row_offsets[",
+                         i + 1,
+                         "] = ",
+                         hi,
+                         " < row_offsets[",
+                         i,
+                         "] = ",
+                         lo,
+                         " (offsets must not decrease)");
+        if (hi > z)
+            detail::fail(kWhere,
+                         "row ",
+                         i,
+                         ": row_offsets[",
+                         i + 1,
+                         "] = ",
+                         hi,
+                         " exceeds the number of column indices ",
+                         z);
+        for (std::int64_t p = lo; p < hi; ++p) {
+            const std::int64_t j = cols_[static_cast<std::size_t>(p)];
+            if (j < 0 || j >= n_k_)
+                detail::fail(kWhere, "row ", i, ": column ", j, " out of range [0, ", n_k_, ")");
+            if (p > lo) {
+                const std::int64_t prev = cols_[static_cast<std::size_t>(p) - 1];
+                if (j == prev)
+                    detail::fail(kWhere, "row ", i, ": duplicate column ", j);
+                if (j < prev)
+                    detail::fail(kWhere,
+                                 "row ",
+                                 i,
+                                 ": column ",
+                                 j,
+                                 " after column ",
+                                 prev,
+                                 " (columns must be sorted ascending)");
+            }
+        }
+    }
+    if (offsets_[static_cast<std::size_t>(n_q_)] != z)
+        detail::fail(kWhere,
+                     "row_offsets[n_q] = ",
+                     offsets_[static_cast<std::size_t>(n_q_)],
+                     " but there are ",
+                     z,
+                     " column indices");
+}
+
+Support Support::none(std::int64_t n_q, std::int64_t n_k) {
+    if (n_q < 0)
+        detail::fail("ioattn::sparse::Support::none", "n_q = ", n_q, " (expected >= 0)");
+    require_memory(
+        "ioattn::sparse::Support::none",
+        add_bytes(bytes_of(n_q, sizeof(std::int64_t)), sizeof(std::int64_t)), // n_q + 1 offsets
+        "row offsets");
+    return {n_q, n_k, std::vector<std::int64_t>(static_cast<std::size_t>(n_q) + 1, 0), {}};
+}
+
+bool Support::contains(std::int64_t i, std::int64_t j) const {
+    if (i < 0 || i >= n_q_ || j < 0 || j >= n_k_)
+        return false;
+    const auto r = row(i);
+    return std::binary_search(r.begin(), r.end(), j);
+}
+
+std::int64_t Support::empty_rows() const {
+    std::int64_t count = 0;
+    for (std::size_t i = 0; i + 1 < offsets_.size(); ++i)
+        count += offsets_[i] == offsets_[i + 1] ? 1 : 0;
+    return count;
+}
+
+} // namespace ioattn::sparse
