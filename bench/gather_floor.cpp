@@ -79,7 +79,7 @@ float gather_rows(const ioattn::sparse::Support& s,
                   bool arithmetic) {
     using namespace gather_floor;
     const auto& offsets = s.row_offsets();
-    IOATTN_DISPATCH(gather(s.col_indices().data(),
+    IOATTN_DISPATCH_ACTIVE(gather(s.col_indices().data(),
                            offsets[static_cast<std::size_t>(r0)],
                            offsets[static_cast<std::size_t>(r1)],
                            kv.k,

@@ -10,6 +10,7 @@
 
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
 #include <ioattn/kernels/target_begin.hpp>
+#include <ioattn/kernels/instantiate.hpp>
 // The kernels it uses, compiled for that instruction set:
 #include <ioattn/kernels/simd.hpp>
 
@@ -43,7 +44,8 @@ double fma_peak_loop(std::int64_t iterations, std::int64_t& flops) {
     return s;
 }
 
-template double fma_peak_loop<float>(std::int64_t, std::int64_t&);
-template double fma_peak_loop<double>(std::int64_t, std::int64_t&);
+#define IOATTN_INSTANTIATE(Scalar) template double fma_peak_loop<Scalar>(std::int64_t, std::int64_t&);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 } // namespace ioattn::detail::IOATTN_ISA

@@ -1,5 +1,6 @@
 // ioattn::ForwardArgs / BackwardArgs validation: every view against the resolved problem.
 
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/error.hpp>
 #include <ioattn/view.hpp>
 
@@ -107,9 +108,11 @@ void BackwardArgs<Scalar>::validate(std::string_view where, bool shape_only) {
     check_disjoint(where, "d_k", d_k, "d_v", TensorView<const Scalar>(d_v));
 }
 
-template struct ForwardArgs<float>;
-template struct ForwardArgs<double>;
-template struct BackwardArgs<float>;
-template struct BackwardArgs<double>;
+#define IOATTN_INSTANTIATE(Scalar) template struct ForwardArgs<Scalar>;
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
+#define IOATTN_INSTANTIATE(Scalar) template struct BackwardArgs<Scalar>;
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 } // namespace ioattn

@@ -1,6 +1,7 @@
 // ioattn::dense::backward: the dispatcher over the backward schedules, and the dry run that walks
 // a schedule without data. No algorithm lives here.
 
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/dense/backward.hpp>
 #include <ioattn/error.hpp>
 
@@ -49,15 +50,11 @@ IoReport dry_run_backward(const Problem& problem, const Tiling& tiling, const Me
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
     template void backward<Scalar, Counter>(                                                       \
         const BackwardArgs<Scalar>&, const Tiling&, const MemoryModel&, Counter&);
-IOATTN_INSTANTIATE(float, NullCounter)
-IOATTN_INSTANTIATE(float, IoCounter)
-IOATTN_INSTANTIATE(float, DryRunCounter)
-IOATTN_INSTANTIATE(double, NullCounter)
-IOATTN_INSTANTIATE(double, IoCounter)
-IOATTN_INSTANTIATE(double, DryRunCounter)
+IOATTN_FOR_EACH_SCALAR_COUNTER(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 
-template Tiling backward<float>(const BackwardArgs<float>&, Schedule, const MemoryModel&);
-template Tiling backward<double>(const BackwardArgs<double>&, Schedule, const MemoryModel&);
+#define IOATTN_INSTANTIATE(Scalar) template Tiling backward<Scalar>(const BackwardArgs<Scalar>&, Schedule, const MemoryModel&);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 } // namespace ioattn::dense

@@ -48,6 +48,7 @@
 
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
 #include <ioattn/kernels/target_begin.hpp>
+#include <ioattn/kernels/instantiate.hpp>
 
 // The kernels it uses, compiled for that instruction set:
 #include <ioattn/kernels/strip.hpp>
@@ -425,12 +426,7 @@ void backward_materialized(const BackwardArgs<Scalar>& args,
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
     template void backward_materialized<Scalar, Counter>(                                          \
         const BackwardArgs<Scalar>&, const Tiling&, const MemoryModel&, Counter&);
-IOATTN_INSTANTIATE(float, NullCounter)
-IOATTN_INSTANTIATE(float, IoCounter)
-IOATTN_INSTANTIATE(float, DryRunCounter)
-IOATTN_INSTANTIATE(double, NullCounter)
-IOATTN_INSTANTIATE(double, IoCounter)
-IOATTN_INSTANTIATE(double, DryRunCounter)
+IOATTN_FOR_EACH_KERNEL_TYPE(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 // NOLINTEND(bugprone-macro-parentheses)
 

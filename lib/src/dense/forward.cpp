@@ -1,6 +1,7 @@
 // ioattn::dense::forward: the dispatcher over the forward schedules, and the dry run that walks
 // a schedule without data. No algorithm lives here.
 
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/dense/forward.hpp>
 #include <ioattn/error.hpp>
 
@@ -51,15 +52,11 @@ IoReport dry_run_forward(const Problem& problem, const Tiling& tiling, const Mem
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
     template void forward<Scalar, Counter>(                                                        \
         const ForwardArgs<Scalar>&, const Tiling&, const MemoryModel&, Counter&);
-IOATTN_INSTANTIATE(float, NullCounter)
-IOATTN_INSTANTIATE(float, IoCounter)
-IOATTN_INSTANTIATE(float, DryRunCounter)
-IOATTN_INSTANTIATE(double, NullCounter)
-IOATTN_INSTANTIATE(double, IoCounter)
-IOATTN_INSTANTIATE(double, DryRunCounter)
+IOATTN_FOR_EACH_SCALAR_COUNTER(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 
-template Tiling forward<float>(const ForwardArgs<float>&, Schedule, const MemoryModel&);
-template Tiling forward<double>(const ForwardArgs<double>&, Schedule, const MemoryModel&);
+#define IOATTN_INSTANTIATE(Scalar) template Tiling forward<Scalar>(const ForwardArgs<Scalar>&, Schedule, const MemoryModel&);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 } // namespace ioattn::dense

@@ -7,6 +7,7 @@
 // Flops: 2*allowed_pairs*(d + d_v). Parallel over (batch, head, row); thread-count invariant.
 // Tests: tests/lib/dense/forward_reference_test.cpp
 
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/dense/forward.hpp>
 #include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
@@ -71,7 +72,8 @@ void forward_reference(const ForwardArgs<Scalar>& args) {
     });
 }
 
-template void forward_reference<float>(const ForwardArgs<float>&);
-template void forward_reference<double>(const ForwardArgs<double>&);
+#define IOATTN_INSTANTIATE(Scalar) template void forward_reference<Scalar>(const ForwardArgs<Scalar>&);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 } // namespace ioattn::dense

@@ -6,6 +6,7 @@
 #include "kernels/common/row_source.hpp"
 #include "kernels/materialized/tile_rule.hpp"
 
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/error.hpp>
 #include <ioattn/sparse/io_cost.hpp>
 
@@ -55,14 +56,9 @@ IoReport io_cost_forward_fused(const Problem& problem,
     return {reads, p.n_q * (p.d_v + 1) * p.batch_heads(), peak};
 }
 
-template IoReport io_cost_forward_fused<float>(const Problem&,
-                                               const Support&,
-                                               const SparseInputs<float>&,
-                                               const Tiling&);
-template IoReport io_cost_forward_fused<double>(const Problem&,
-                                                const Support&,
-                                                const SparseInputs<double>&,
-                                                const Tiling&);
+#define IOATTN_INSTANTIATE(Scalar) template IoReport io_cost_forward_fused<Scalar>(const Problem&, const Support&, const SparseInputs<Scalar>&, const Tiling&);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 IoReport
 io_cost_forward_fused(const Problem& problem, const Support& support, const Tiling& tiling) {
@@ -116,14 +112,9 @@ IoReport io_cost_forward_materialized(const Problem& problem,
     return {reads * (p.batch_heads() / slices), writes * p.batch_heads(), peak};
 }
 
-template IoReport io_cost_forward_materialized<float>(const Problem&,
-                                                      const Support&,
-                                                      const SparseInputs<float>&,
-                                                      const Tiling&);
-template IoReport io_cost_forward_materialized<double>(const Problem&,
-                                                       const Support&,
-                                                       const SparseInputs<double>&,
-                                                       const Tiling&);
+#define IOATTN_INSTANTIATE(Scalar) template IoReport io_cost_forward_materialized<Scalar>(const Problem&, const Support&, const SparseInputs<Scalar>&, const Tiling&);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 IoReport
 io_cost_forward_materialized(const Problem& problem, const Support& support, const Tiling& tiling) {
@@ -147,10 +138,9 @@ IoReport io_cost_forward(const Problem& problem,
         "ioattn::sparse::io_cost_forward: the reference schedule has no I/O model");
 }
 
-template IoReport
-io_cost_forward<float>(const Problem&, const Support&, const SparseInputs<float>&, const Tiling&);
-template IoReport
-io_cost_forward<double>(const Problem&, const Support&, const SparseInputs<double>&, const Tiling&);
+#define IOATTN_INSTANTIATE(Scalar) template IoReport io_cost_forward<Scalar>(const Problem&, const Support&, const SparseInputs<Scalar>&, const Tiling&);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 IoReport io_cost_forward(const Problem& problem, const Support& support, const Tiling& tiling) {
     return io_cost_forward(problem, support, SparseInputs<float>{}, tiling);
@@ -265,10 +255,9 @@ std::int64_t used_input_words(const Problem& problem,
     return q_words / p.batch_heads() + kv_words / (p.batch * p.kv_heads);
 }
 
-template std::int64_t
-used_input_words<float>(const Problem&, const Support&, const SparseInputs<float>&, Pass);
-template std::int64_t
-used_input_words<double>(const Problem&, const Support&, const SparseInputs<double>&, Pass);
+#define IOATTN_INSTANTIATE(Scalar) template std::int64_t used_input_words<Scalar>(const Problem&, const Support&, const SparseInputs<Scalar>&, Pass);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 std::int64_t used_input_words(const Problem& problem, const Support& support, Pass pass) {
     return used_input_words(problem, support, SparseInputs<float>{}, pass);

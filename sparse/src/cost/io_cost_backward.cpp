@@ -7,6 +7,7 @@
 #include "kernels/common/row_source.hpp"
 #include "kernels/materialized/tile_rule.hpp"
 
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/error.hpp>
 #include <ioattn/sparse/backward.hpp>
 
@@ -99,18 +100,12 @@ IoReport io_cost_backward_fused(const Problem& problem,
     return detail::io_cost_backward_fused(problem, support, inputs, tiling, true);
 }
 
-template IoReport detail::io_cost_backward_fused<float>(
-    const Problem&, const Support&, const SparseInputs<float>&, const Tiling&, bool);
-template IoReport detail::io_cost_backward_fused<double>(
-    const Problem&, const Support&, const SparseInputs<double>&, const Tiling&, bool);
-template IoReport io_cost_backward_fused<float>(const Problem&,
-                                                const Support&,
-                                                const SparseInputs<float>&,
-                                                const Tiling&);
-template IoReport io_cost_backward_fused<double>(const Problem&,
-                                                 const Support&,
-                                                 const SparseInputs<double>&,
-                                                 const Tiling&);
+#define IOATTN_INSTANTIATE(Scalar) template IoReport detail::io_cost_backward_fused<Scalar>( const Problem&, const Support&, const SparseInputs<Scalar>&, const Tiling&, bool);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
+#define IOATTN_INSTANTIATE(Scalar) template IoReport io_cost_backward_fused<Scalar>(const Problem&, const Support&, const SparseInputs<Scalar>&, const Tiling&);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 IoReport
 io_cost_backward_fused(const Problem& problem, const Support& support, const Tiling& tiling) {
@@ -189,14 +184,9 @@ IoReport io_cost_backward_materialized(const Problem& problem,
     return {reads * (p.batch_heads() / slices), writes * p.batch_heads() + kv_words, peak};
 }
 
-template IoReport io_cost_backward_materialized<float>(const Problem&,
-                                                       const Support&,
-                                                       const SparseInputs<float>&,
-                                                       const Tiling&);
-template IoReport io_cost_backward_materialized<double>(const Problem&,
-                                                        const Support&,
-                                                        const SparseInputs<double>&,
-                                                        const Tiling&);
+#define IOATTN_INSTANTIATE(Scalar) template IoReport io_cost_backward_materialized<Scalar>(const Problem&, const Support&, const SparseInputs<Scalar>&, const Tiling&);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 IoReport io_cost_backward_materialized(const Problem& problem,
                                        const Support& support,

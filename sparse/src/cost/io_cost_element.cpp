@@ -3,6 +3,7 @@
 
 #include "kernels/element/panels.hpp"
 
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/error.hpp>
 #include <ioattn/sparse/element.hpp>
 
@@ -96,12 +97,12 @@ io_cost_forward_element(const Problem& problem, const Support& support, const Ti
     return detail::io_cost_forward_element<Scalar>(problem, support, tiling, false);
 }
 
-template IoReport
-detail::io_cost_forward_element<float>(const Problem&, const Support&, const Tiling&, bool);
-template IoReport
-detail::io_cost_forward_element<double>(const Problem&, const Support&, const Tiling&, bool);
-template IoReport io_cost_forward_element<float>(const Problem&, const Support&, const Tiling&);
-template IoReport io_cost_forward_element<double>(const Problem&, const Support&, const Tiling&);
+#define IOATTN_INSTANTIATE(Scalar) template IoReport detail::io_cost_forward_element<Scalar>(const Problem&, const Support&, const Tiling&, bool);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
+#define IOATTN_INSTANTIATE(Scalar) template IoReport io_cost_forward_element<Scalar>(const Problem&, const Support&, const Tiling&);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 template <typename Scalar>
 IoReport detail::io_cost_backward_element(const Problem& problem,
@@ -140,12 +141,12 @@ io_cost_backward_element(const Problem& problem, const Support& support, const T
     return detail::io_cost_backward_element<Scalar>(problem, support, tiling, false);
 }
 
-template IoReport
-detail::io_cost_backward_element<float>(const Problem&, const Support&, const Tiling&, bool);
-template IoReport
-detail::io_cost_backward_element<double>(const Problem&, const Support&, const Tiling&, bool);
-template IoReport io_cost_backward_element<float>(const Problem&, const Support&, const Tiling&);
-template IoReport io_cost_backward_element<double>(const Problem&, const Support&, const Tiling&);
+#define IOATTN_INSTANTIATE(Scalar) template IoReport detail::io_cost_backward_element<Scalar>(const Problem&, const Support&, const Tiling&, bool);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
+#define IOATTN_INSTANTIATE(Scalar) template IoReport io_cost_backward_element<Scalar>(const Problem&, const Support&, const Tiling&);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 namespace detail {
 
@@ -223,10 +224,9 @@ Tiling widened_element_tiling(const Problem& p,
     return best;
 }
 
-template Tiling widened_element_tiling<float>(
-    const Problem&, const Support&, const Tiling&, const MemoryModel&, Pass);
-template Tiling widened_element_tiling<double>(
-    const Problem&, const Support&, const Tiling&, const MemoryModel&, Pass);
+#define IOATTN_INSTANTIATE(Scalar) template Tiling widened_element_tiling<Scalar>( const Problem&, const Support&, const Tiling&, const MemoryModel&, Pass);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 } // namespace detail
 
@@ -264,7 +264,8 @@ Tiling element_tiling(const Problem& problem, const MemoryModel& memory, Pass pa
     return {Schedule::fused, std::max<std::int64_t>(1, r), std::max<std::int64_t>(1, c)};
 }
 
-template Tiling element_tiling<float>(const Problem&, const MemoryModel&, Pass);
-template Tiling element_tiling<double>(const Problem&, const MemoryModel&, Pass);
+#define IOATTN_INSTANTIATE(Scalar) template Tiling element_tiling<Scalar>(const Problem&, const MemoryModel&, Pass);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 } // namespace ioattn::sparse

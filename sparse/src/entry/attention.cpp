@@ -5,6 +5,7 @@
 // workers, and when counting reports the counter beside the plan's closed-form I/O. No
 // algorithm lives here.
 
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/attention.hpp>
 #include <ioattn/dense.hpp>
 #include <ioattn/error.hpp>
@@ -163,8 +164,7 @@ AttentionReport io_count(const Problem& problem,
                                                         const AttentionOptions&);                  \
     template AttentionReport io_count<Scalar>(                                                     \
         const Problem&, Pass, const Structure<Scalar>&, const AttentionOptions&);
-IOATTN_INSTANTIATE(float)
-IOATTN_INSTANTIATE(double)
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 
 } // namespace ioattn

@@ -3,6 +3,7 @@
 // and the one validation of M, the support and the sparse operands, with the smallest M that
 // fits named when M is too small. No kernel runs here.
 
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/attention.hpp>
 #include <ioattn/error.hpp>
 #include <ioattn/sparse/backward.hpp>
@@ -219,9 +220,8 @@ AttentionPlan plan_attention(const Problem& problem,
     return plan;
 }
 
-template AttentionPlan
-plan_attention<float>(const Problem&, Pass, const Structure<float>&, const AttentionOptions&);
-template AttentionPlan
-plan_attention<double>(const Problem&, Pass, const Structure<double>&, const AttentionOptions&);
+#define IOATTN_INSTANTIATE(Scalar) template AttentionPlan plan_attention<Scalar>(const Problem&, Pass, const Structure<Scalar>&, const AttentionOptions&);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 } // namespace ioattn

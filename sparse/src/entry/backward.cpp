@@ -1,6 +1,7 @@
 // ioattn::sparse::backward: the dispatcher over the sparse backward schedules and the dry run,
 // with dense or sparse (SparseInputs) operands.
 
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/error.hpp>
 #include <ioattn/sparse/backward.hpp>
 
@@ -60,10 +61,9 @@ IoReport dry_run_backward(const Problem& problem,
     return dry_run_backward(problem, support, SparseInputs<float>{}, tiling, memory);
 }
 
-template IoReport dry_run_backward<float>(
-    const Problem&, const Support&, const SparseInputs<float>&, const Tiling&, const MemoryModel&);
-template IoReport dry_run_backward<double>(
-    const Problem&, const Support&, const SparseInputs<double>&, const Tiling&, const MemoryModel&);
+#define IOATTN_INSTANTIATE(Scalar) template IoReport dry_run_backward<Scalar>( const Problem&, const Support&, const SparseInputs<Scalar>&, const Tiling&, const MemoryModel&);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
     template void backward<Scalar, Counter>(                                                       \
@@ -74,12 +74,7 @@ template IoReport dry_run_backward<double>(
                                             const Tiling&,                                         \
                                             const MemoryModel&,                                    \
                                             Counter&);
-IOATTN_INSTANTIATE(float, NullCounter)
-IOATTN_INSTANTIATE(float, IoCounter)
-IOATTN_INSTANTIATE(float, DryRunCounter)
-IOATTN_INSTANTIATE(double, NullCounter)
-IOATTN_INSTANTIATE(double, IoCounter)
-IOATTN_INSTANTIATE(double, DryRunCounter)
+IOATTN_FOR_EACH_SCALAR_COUNTER(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 
 } // namespace ioattn::sparse

@@ -1,6 +1,7 @@
 // ioattn::sparse::forward: the dispatcher over the sparse forward schedules and the dry run,
 // with dense or sparse (SparseInputs) operands.
 
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/error.hpp>
 #include <ioattn/sparse/forward.hpp>
 
@@ -59,10 +60,9 @@ IoReport dry_run_forward(const Problem& problem,
     return dry_run_forward(problem, support, SparseInputs<float>{}, tiling, memory);
 }
 
-template IoReport dry_run_forward<float>(
-    const Problem&, const Support&, const SparseInputs<float>&, const Tiling&, const MemoryModel&);
-template IoReport dry_run_forward<double>(
-    const Problem&, const Support&, const SparseInputs<double>&, const Tiling&, const MemoryModel&);
+#define IOATTN_INSTANTIATE(Scalar) template IoReport dry_run_forward<Scalar>( const Problem&, const Support&, const SparseInputs<Scalar>&, const Tiling&, const MemoryModel&);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
     template void forward<Scalar, Counter>(                                                        \
@@ -73,12 +73,7 @@ template IoReport dry_run_forward<double>(
                                            const Tiling&,                                          \
                                            const MemoryModel&,                                     \
                                            Counter&);
-IOATTN_INSTANTIATE(float, NullCounter)
-IOATTN_INSTANTIATE(float, IoCounter)
-IOATTN_INSTANTIATE(float, DryRunCounter)
-IOATTN_INSTANTIATE(double, NullCounter)
-IOATTN_INSTANTIATE(double, IoCounter)
-IOATTN_INSTANTIATE(double, DryRunCounter)
+IOATTN_FOR_EACH_SCALAR_COUNTER(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 
 } // namespace ioattn::sparse

@@ -6,6 +6,7 @@
 
 #include "fail.hpp"
 
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/error.hpp>
 #include <ioattn/resources.hpp>
 #include <ioattn/sparse/sparse_rows.hpp>
@@ -220,7 +221,8 @@ std::vector<Scalar> SparseRows<Scalar>::to_dense() const {
     return out;
 }
 
-template class SparseRows<float>;
-template class SparseRows<double>;
+#define IOATTN_INSTANTIATE(Scalar) template class SparseRows<Scalar>;
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 } // namespace ioattn::sparse

@@ -33,6 +33,7 @@
 #include "support/block_keys.hpp"
 #include "plan/variant_parts.hpp"
 
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/error.hpp>
 #include <ioattn/parallel.hpp>
 
@@ -303,16 +304,10 @@ io_cost_permutation(const Problem& problem, const VariantParts& parts, const Var
                                                      const VariantPlan&,                           \
                                                      const MemoryModel&,                           \
                                                      Counter&);
-IOATTN_INSTANTIATE(float, NullCounter)
-IOATTN_INSTANTIATE(float, IoCounter)
-IOATTN_INSTANTIATE(float, DryRunCounter)
-IOATTN_INSTANTIATE(double, NullCounter)
-IOATTN_INSTANTIATE(double, IoCounter)
-IOATTN_INSTANTIATE(double, DryRunCounter)
+IOATTN_FOR_EACH_SCALAR_COUNTER(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
-template IoReport
-io_cost_permutation<float>(const Problem&, const VariantParts&, const VariantPlan&);
-template IoReport
-io_cost_permutation<double>(const Problem&, const VariantParts&, const VariantPlan&);
+#define IOATTN_INSTANTIATE(Scalar) template IoReport io_cost_permutation<Scalar>(const Problem&, const VariantParts&, const VariantPlan&);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 } // namespace ioattn::sparse::detail

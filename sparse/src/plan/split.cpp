@@ -29,6 +29,7 @@
 #include "kernels/tile/folded_keys.hpp"
 #include "plan/variant_parts.hpp"
 
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/sparse/backward.hpp>
 #include <ioattn/sparse/forward.hpp>
 #include <ioattn/sparse/io_cost.hpp>
@@ -141,18 +142,13 @@ IoReport io_cost_split(const Problem& problem, const VariantParts& parts, const 
                                                   const VariantPlan&,                              \
                                                   const MemoryModel&,                              \
                                                   Counter&);
-IOATTN_INSTANTIATE(float, NullCounter)
-IOATTN_INSTANTIATE(float, IoCounter)
-IOATTN_INSTANTIATE(float, DryRunCounter)
-IOATTN_INSTANTIATE(double, NullCounter)
-IOATTN_INSTANTIATE(double, IoCounter)
-IOATTN_INSTANTIATE(double, DryRunCounter)
+IOATTN_FOR_EACH_SCALAR_COUNTER(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
-template bool
-fused_split<float>(const Problem&, const VariantParts&, const VariantPlan&, const MemoryModel&);
-template bool
-fused_split<double>(const Problem&, const VariantParts&, const VariantPlan&, const MemoryModel&);
-template IoReport io_cost_split<float>(const Problem&, const VariantParts&, const VariantPlan&);
-template IoReport io_cost_split<double>(const Problem&, const VariantParts&, const VariantPlan&);
+#define IOATTN_INSTANTIATE(Scalar) template bool fused_split<Scalar>(const Problem&, const VariantParts&, const VariantPlan&, const MemoryModel&);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
+#define IOATTN_INSTANTIATE(Scalar) template IoReport io_cost_split<Scalar>(const Problem&, const VariantParts&, const VariantPlan&);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 } // namespace ioattn::sparse::detail

@@ -19,6 +19,7 @@
 
 #include "plan/variant_parts.hpp"
 
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/error.hpp>
 #include <ioattn/sparse/io_cost.hpp>
 #include <ioattn/sparse/variants.hpp>
@@ -332,26 +333,13 @@ IoReport io_cost(const Problem& problem, const Support& support, const VariantPl
                                             const VariantPlan&,                                    \
                                             const MemoryModel&,                                    \
                                             Counter&);
-IOATTN_INSTANTIATE(float, NullCounter)
-IOATTN_INSTANTIATE(float, IoCounter)
-IOATTN_INSTANTIATE(float, DryRunCounter)
-IOATTN_INSTANTIATE(double, NullCounter)
-IOATTN_INSTANTIATE(double, IoCounter)
-IOATTN_INSTANTIATE(double, DryRunCounter)
+IOATTN_FOR_EACH_SCALAR_COUNTER(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
-template VariantPlan plan_variants<float>(const Problem&,
-                                          const Support&,
-                                          const MemoryModel&,
-                                          Pass,
-                                          std::optional<Variant>,
-                                          std::optional<Tiling>);
-template VariantPlan plan_variants<double>(const Problem&,
-                                           const Support&,
-                                           const MemoryModel&,
-                                           Pass,
-                                           std::optional<Variant>,
-                                           std::optional<Tiling>);
-template IoReport io_cost<float>(const Problem&, const Support&, const VariantPlan&);
-template IoReport io_cost<double>(const Problem&, const Support&, const VariantPlan&);
+#define IOATTN_INSTANTIATE(Scalar) template VariantPlan plan_variants<Scalar>(const Problem&, const Support&, const MemoryModel&, Pass, std::optional<Variant>, std::optional<Tiling>);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
+#define IOATTN_INSTANTIATE(Scalar) template IoReport io_cost<Scalar>(const Problem&, const Support&, const VariantPlan&);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 } // namespace ioattn::sparse

@@ -11,6 +11,7 @@
 #include "kernels/common/row_products.hpp"
 #include "kernels/common/validate.hpp"
 
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
 #include <ioattn/sparse/backward.hpp>
@@ -132,12 +133,11 @@ void backward_reference(const BackwardArgs<Scalar>& args, const Support& support
     backward_reference(args, support, SparseInputs<Scalar>{});
 }
 
-template void backward_reference<float>(const BackwardArgs<float>&, const Support&);
-template void backward_reference<double>(const BackwardArgs<double>&, const Support&);
-template void
-backward_reference<float>(const BackwardArgs<float>&, const Support&, const SparseInputs<float>&);
-template void backward_reference<double>(const BackwardArgs<double>&,
-                                         const Support&,
-                                         const SparseInputs<double>&);
+#define IOATTN_INSTANTIATE(Scalar) template void backward_reference<Scalar>(const BackwardArgs<Scalar>&, const Support&);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
+#define IOATTN_INSTANTIATE(Scalar) template void backward_reference<Scalar>(const BackwardArgs<Scalar>&, const Support&, const SparseInputs<Scalar>&);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 } // namespace ioattn::sparse

@@ -9,6 +9,7 @@
 #include "kernels/common/row_products.hpp"
 #include "kernels/common/validate.hpp"
 
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
 #include <ioattn/sparse/forward.hpp>
@@ -82,11 +83,11 @@ void forward_reference(const ForwardArgs<Scalar>& args, const Support& support) 
     forward_reference(args, support, SparseInputs<Scalar>{});
 }
 
-template void forward_reference<float>(const ForwardArgs<float>&, const Support&);
-template void forward_reference<double>(const ForwardArgs<double>&, const Support&);
-template void
-forward_reference<float>(const ForwardArgs<float>&, const Support&, const SparseInputs<float>&);
-template void
-forward_reference<double>(const ForwardArgs<double>&, const Support&, const SparseInputs<double>&);
+#define IOATTN_INSTANTIATE(Scalar) template void forward_reference<Scalar>(const ForwardArgs<Scalar>&, const Support&);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
+#define IOATTN_INSTANTIATE(Scalar) template void forward_reference<Scalar>(const ForwardArgs<Scalar>&, const Support&, const SparseInputs<Scalar>&);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 } // namespace ioattn::sparse

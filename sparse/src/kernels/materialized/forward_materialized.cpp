@@ -45,6 +45,7 @@
 
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
 #include <ioattn/kernels/target_begin.hpp>
+#include <ioattn/kernels/instantiate.hpp>
 // The kernels it uses, compiled for that instruction set:
 #include "kernels/common/row_source.hpp"
 #include "kernels/materialized/tile_ops.hpp"
@@ -329,12 +330,7 @@ void forward_materialized(const ForwardArgs<Scalar>& args,
                                                         const Tiling&,                             \
                                                         const MemoryModel&,                        \
                                                         Counter&);
-IOATTN_INSTANTIATE(float, NullCounter)
-IOATTN_INSTANTIATE(float, IoCounter)
-IOATTN_INSTANTIATE(float, DryRunCounter)
-IOATTN_INSTANTIATE(double, NullCounter)
-IOATTN_INSTANTIATE(double, IoCounter)
-IOATTN_INSTANTIATE(double, DryRunCounter)
+IOATTN_FOR_EACH_KERNEL_TYPE(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 
 } // namespace ioattn::sparse::IOATTN_ISA

@@ -64,6 +64,7 @@
 
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
 #include <ioattn/kernels/target_begin.hpp>
+#include <ioattn/kernels/instantiate.hpp>
 // The kernels it uses, compiled for that instruction set:
 #include "kernels/tile/block_element.hpp"
 #include "kernels/tile/forward_tiles.hpp"
@@ -263,12 +264,7 @@ void forward_fused(const ForwardArgs<Scalar>& args,
                                                  Counter&,                                         \
                                                  const Maps&,                                      \
                                                  const Support*);
-IOATTN_INSTANTIATE(float, NullCounter)
-IOATTN_INSTANTIATE(float, IoCounter)
-IOATTN_INSTANTIATE(float, DryRunCounter)
-IOATTN_INSTANTIATE(double, NullCounter)
-IOATTN_INSTANTIATE(double, IoCounter)
-IOATTN_INSTANTIATE(double, DryRunCounter)
+IOATTN_FOR_EACH_KERNEL_TYPE(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 
 } // namespace ioattn::sparse::IOATTN_ISA
