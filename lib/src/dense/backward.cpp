@@ -1,9 +1,9 @@
 // ioattn::dense::backward: the dispatcher over the backward schedules, and the dry run that walks
 // a schedule without data. No algorithm lives here.
 
-#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/dense/backward.hpp>
 #include <ioattn/error.hpp>
+#include <ioattn/kernels/instantiate.hpp>
 
 namespace ioattn::dense {
 
@@ -53,7 +53,8 @@ IoReport dry_run_backward(const Problem& problem, const Tiling& tiling, const Me
 IOATTN_FOR_EACH_SCALAR_COUNTER(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 
-#define IOATTN_INSTANTIATE(Scalar) template Tiling backward<Scalar>(const BackwardArgs<Scalar>&, Schedule, const MemoryModel&);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template Tiling backward<Scalar>(const BackwardArgs<Scalar>&, Schedule, const MemoryModel&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 

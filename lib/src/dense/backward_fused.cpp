@@ -30,6 +30,8 @@
 // non-finite value, those rows are never multiplied into a gradient that cannot see them.
 // Tests: tests/lib/dense/backward_fused_test.cpp
 
+#include "dense/kernel_entry.hpp"
+
 #include <ioattn/dense/backward.hpp>
 #include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
@@ -40,8 +42,8 @@
 #include <utility>
 
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
-#include <ioattn/kernels/target_begin.hpp>
 #include <ioattn/kernels/instantiate.hpp>
+#include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
 #include <ioattn/kernels/dq_partials.hpp>
 #include <ioattn/kernels/online_softmax.hpp>
@@ -357,23 +359,18 @@ void backward_fused(const BackwardArgs<Scalar>& args,
                     const MemoryModel& memory,
                     Counter& counter) {
     constexpr const char* kWhere = "ioattn::dense::backward_fused";
-    BackwardArgs<Scalar> a = args;
-    a.validate(kWhere, !Counter::kComputes);
-    if (tiling.schedule != Schedule::fused)
-        throw InvalidArgument(std::string(kWhere) + ": tiling is for the " +
-                              std::string(to_string(tiling.schedule)) + " schedule");
-    tiling.validate(kWhere, memory, a.problem, Pass::backward);
+    const BackwardArgs<Scalar> a = detail::checked_entry<Counter>(
+        args, tiling, memory, Schedule::fused, Pass::backward, kWhere);
     const Problem& p = a.problem;
     const std::int64_t rs = tiling.rows;
     const std::int64_t q_blocks = (p.n_q + rs - 1) / rs, k_blocks = (p.n_k + rs - 1) / rs;
     const std::int64_t groups = backward_dq_groups(p, k_blocks);
-    const int workers = Counter::kComputes ? max_concurrency() : 0;
     CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
-    const kernels::Workspace<Scalar> delta(Counter::kComputes ? 1 : 0, p.batch_heads() * p.n_q);
-    const kernels::Workspace<Scalar> ws(workers, Scratch<Scalar>::words(p, tiling));
+    const auto delta = detail::scratch<Scalar, Counter>(1, p.batch_heads() * p.n_q);
+    const auto ws = detail::worker_scratch<Scalar, Counter>(Scratch<Scalar>::words(p, tiling));
     const std::int64_t dw = lane_padded(p.d);
-    const kernels::Workspace<Scalar> partials( // every row is written before it is read
-        Counter::kComputes ? 1 : 0,
+    const auto partials = detail::scratch<Scalar, Counter>( // every row is written before read
+        1,
         groups * p.batch_heads() * p.n_q * dw,
         false);
     alloc.allocate();

@@ -37,6 +37,8 @@
 // holds group*n_q*n_k words.
 // Tests: tests/lib/dense/backward_materialized_test.cpp
 
+#include "dense/kernel_entry.hpp"
+
 #include <ioattn/dense/backward.hpp>
 #include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
@@ -47,8 +49,9 @@
 #include <string>
 
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
-#include <ioattn/kernels/target_begin.hpp>
 #include <ioattn/kernels/instantiate.hpp>
+#include <ioattn/kernels/target_begin.hpp>
+#include <ioattn/kernels/write_dkv.hpp>
 
 // The kernels it uses, compiled for that instruction set:
 #include <ioattn/kernels/strip.hpp>
@@ -354,17 +357,7 @@ void d_kv_chunk(const Group<Scalar>& w,
             io.release(r * c + r * zw);
         }
     }
-    if constexpr (Counter::kComputes) {
-        const Scalar factor =
-            values ? Scalar(1) : static_cast<Scalar>(p.scale); // dK = scale dS^T Q
-        for (std::int64_t y = 0; y < c; ++y) {
-            Scalar* out = values ? a.d_v.row(w.bb, w.g, j0 + y) : a.d_k.row(w.bb, w.g, j0 + y);
-            for (std::int64_t z = 0; z < zw; ++z)
-                out[z0 + z] = factor * acc[y * zw + z];
-        }
-    }
-    io.write({values ? Operand::d_v : Operand::d_k, w.kv_slice(), j0, c, z0, zw});
-    io.release(c * zw);
+    kernels::write_dkv(a, values, w.bb, w.g, w.kv_slice(), j0, c, z0, zw, acc, io);
 }
 
 } // namespace
@@ -375,12 +368,8 @@ void backward_materialized(const BackwardArgs<Scalar>& args,
                            const MemoryModel& memory,
                            Counter& counter) {
     constexpr const char* kWhere = "ioattn::dense::backward_materialized";
-    BackwardArgs<Scalar> a = args;
-    a.validate(kWhere, !Counter::kComputes);
-    if (tiling.schedule != Schedule::materialized)
-        throw InvalidArgument(std::string(kWhere) + ": tiling is for the " +
-                              std::string(to_string(tiling.schedule)) + " schedule");
-    tiling.validate(kWhere, memory, a.problem, Pass::backward);
+    const BackwardArgs<Scalar> a = detail::checked_entry<Counter>(
+        args, tiling, memory, Schedule::materialized, Pass::backward, kWhere);
     const Problem& p = a.problem;
     const std::int64_t b = tiling.rows;
     const std::int64_t row_tiles = (p.n_q + b - 1) / b, key_tiles = (p.n_k + b - 1) / b;
@@ -388,9 +377,8 @@ void backward_materialized(const BackwardArgs<Scalar>& args,
     // fast memory: one b x b tile and b-wide chunks (plus D_i); slow memory: P, then dS
     const bool computes = Counter::kComputes;
     CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
-    const kernels::Workspace<Scalar> fast(computes ? max_concurrency() : 0,
-                                          Group<Scalar>::scratch_words(p, b));
-    const kernels::Workspace<Scalar> slow(computes ? 1 : 0, p.group() * p.n_q * lane_padded(p.n_k));
+    const auto fast = detail::worker_scratch<Scalar, Counter>(Group<Scalar>::scratch_words(p, b));
+    const auto slow = detail::scratch<Scalar, Counter>(1, p.group() * p.n_q * lane_padded(p.n_k));
     alloc.allocate();
     for (std::int64_t kv = 0; kv < p.batch * p.kv_heads; ++kv) {
         const Group<Scalar> w{

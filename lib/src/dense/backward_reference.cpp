@@ -14,8 +14,8 @@
 // element is written by one task in a fixed order, so results are thread-count invariant.
 // Tests: tests/lib/dense/backward_reference_test.cpp
 
-#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/dense/backward.hpp>
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
 
@@ -160,7 +160,8 @@ void backward_reference(const BackwardArgs<Scalar>& args) {
     });
 }
 
-#define IOATTN_INSTANTIATE(Scalar) template void backward_reference<Scalar>(const BackwardArgs<Scalar>&);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template void backward_reference<Scalar>(const BackwardArgs<Scalar>&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 

@@ -1,9 +1,9 @@
 // ioattn::dense::forward: the dispatcher over the forward schedules, and the dry run that walks
 // a schedule without data. No algorithm lives here.
 
-#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/dense/forward.hpp>
 #include <ioattn/error.hpp>
+#include <ioattn/kernels/instantiate.hpp>
 
 #include <string>
 
@@ -55,7 +55,8 @@ IoReport dry_run_forward(const Problem& problem, const Tiling& tiling, const Mem
 IOATTN_FOR_EACH_SCALAR_COUNTER(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 
-#define IOATTN_INSTANTIATE(Scalar) template Tiling forward<Scalar>(const ForwardArgs<Scalar>&, Schedule, const MemoryModel&);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template Tiling forward<Scalar>(const ForwardArgs<Scalar>&, Schedule, const MemoryModel&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 

@@ -14,6 +14,8 @@
 // invariant: each task owns its rows of O and L and runs a fixed sequence of operations.
 // Tests: tests/lib/dense/forward_fused_test.cpp
 
+#include "dense/kernel_entry.hpp"
+
 #include <ioattn/dense/forward.hpp>
 #include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
@@ -22,8 +24,8 @@
 #include <limits>
 
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
-#include <ioattn/kernels/target_begin.hpp>
 #include <ioattn/kernels/instantiate.hpp>
+#include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
 #include <ioattn/kernels/online_softmax.hpp>
 #include <ioattn/kernels/tile.hpp>
@@ -159,17 +161,12 @@ void forward_fused(const ForwardArgs<Scalar>& args,
                    const MemoryModel& memory,
                    Counter& counter) {
     constexpr const char* kWhere = "ioattn::dense::forward_fused";
-    ForwardArgs<Scalar> a = args;
-    a.validate(kWhere, !Counter::kComputes);
-    if (tiling.schedule != Schedule::fused)
-        throw InvalidArgument(std::string(kWhere) + ": tiling is for the " +
-                              std::string(to_string(tiling.schedule)) + " schedule");
-    tiling.validate(kWhere, memory, a.problem);
+    const ForwardArgs<Scalar> a = detail::checked_entry<Counter>(
+        args, tiling, memory, Schedule::fused, Pass::forward, kWhere);
     const Problem& p = a.problem;
     const std::int64_t blocks = (p.n_q + tiling.rows - 1) / tiling.rows;
     CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
-    const kernels::Workspace<Scalar> ws(Counter::kComputes ? max_concurrency() : 0,
-                                        Scratch<Scalar>::words(p, tiling));
+    const auto ws = detail::worker_scratch<Scalar, Counter>(Scratch<Scalar>::words(p, tiling));
     alloc.allocate();
     parallel_for_counted(
         p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker, Counter& io) {

@@ -22,6 +22,8 @@
 // standing for slow memory. Thread-count invariant.
 // Tests: tests/lib/dense/forward_materialized_test.cpp
 
+#include "dense/kernel_entry.hpp"
+
 #include <ioattn/dense/forward.hpp>
 #include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
@@ -31,8 +33,8 @@
 #include <limits>
 
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
-#include <ioattn/kernels/target_begin.hpp>
 #include <ioattn/kernels/instantiate.hpp>
+#include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
 #include <ioattn/kernels/strip.hpp>
 
@@ -246,18 +248,13 @@ void forward_materialized(const ForwardArgs<Scalar>& args,
                           const MemoryModel& memory,
                           Counter& counter) {
     constexpr const char* kWhere = "ioattn::dense::forward_materialized";
-    ForwardArgs<Scalar> a = args;
-    a.validate(kWhere, !Counter::kComputes);
-    if (tiling.schedule != Schedule::materialized)
-        throw InvalidArgument(std::string(kWhere) + ": tiling is for the " +
-                              std::string(to_string(tiling.schedule)) + " schedule");
-    tiling.validate(kWhere, memory, a.problem);
+    const ForwardArgs<Scalar> a = detail::checked_entry<Counter>(
+        args, tiling, memory, Schedule::materialized, Pass::forward, kWhere);
     const Problem& p = a.problem;
     const std::int64_t b = tiling.rows;
     const std::int64_t blocks = (p.n_q + b - 1) / b;
     CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
-    const kernels::Workspace<Scalar> ws(Counter::kComputes ? max_concurrency() : 0,
-                                        Buffers<Scalar>::words(p, b));
+    const auto ws = detail::worker_scratch<Scalar, Counter>(Buffers<Scalar>::words(p, b));
     alloc.allocate();
     parallel_for_counted(
         p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker, Counter& io) {

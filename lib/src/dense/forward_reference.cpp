@@ -7,8 +7,8 @@
 // Flops: 2*allowed_pairs*(d + d_v). Parallel over (batch, head, row); thread-count invariant.
 // Tests: tests/lib/dense/forward_reference_test.cpp
 
-#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/dense/forward.hpp>
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
 
@@ -72,7 +72,8 @@ void forward_reference(const ForwardArgs<Scalar>& args) {
     });
 }
 
-#define IOATTN_INSTANTIATE(Scalar) template void forward_reference<Scalar>(const ForwardArgs<Scalar>&);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template void forward_reference<Scalar>(const ForwardArgs<Scalar>&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 

@@ -43,8 +43,7 @@ void backward_materialized(const BackwardArgs<Scalar>& args,
                            const Tiling& tiling,
                            const MemoryModel& memory,
                            Counter& counter) {
-    IOATTN_DISPATCH(Counter,
-                    backward_materialized<Scalar, Counter>(args, tiling, memory, counter));
+    IOATTN_DISPATCH(Counter, backward_materialized<Scalar, Counter>(args, tiling, memory, counter));
 }
 
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \

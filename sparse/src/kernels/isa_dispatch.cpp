@@ -29,8 +29,8 @@ void forward_fused(const ForwardArgs<Scalar>& args,
                    const Tiling& tiling,
                    const MemoryModel& memory,
                    Counter& counter) {
-    IOATTN_DISPATCH(
-        Counter, forward_fused<Scalar, Counter>(args, support, inputs, tiling, memory, counter));
+    IOATTN_DISPATCH(Counter,
+                    forward_fused<Scalar, Counter>(args, support, inputs, tiling, memory, counter));
 }
 
 template <typename Scalar, typename Counter>
@@ -40,9 +40,9 @@ void forward_materialized(const ForwardArgs<Scalar>& args,
                           const Tiling& tiling,
                           const MemoryModel& memory,
                           Counter& counter) {
-    IOATTN_DISPATCH(Counter,
-                    forward_materialized<Scalar, Counter>(
-                        args, support, inputs, tiling, memory, counter));
+    IOATTN_DISPATCH(
+        Counter,
+        forward_materialized<Scalar, Counter>(args, support, inputs, tiling, memory, counter));
 }
 
 template <typename Scalar, typename Counter>
@@ -63,9 +63,9 @@ void backward_materialized(const BackwardArgs<Scalar>& args,
                            const Tiling& tiling,
                            const MemoryModel& memory,
                            Counter& counter) {
-    IOATTN_DISPATCH(Counter,
-                    backward_materialized<Scalar, Counter>(
-                        args, support, inputs, tiling, memory, counter));
+    IOATTN_DISPATCH(
+        Counter,
+        backward_materialized<Scalar, Counter>(args, support, inputs, tiling, memory, counter));
 }
 
 // --- the public kernels over dense operands ---
@@ -134,8 +134,7 @@ void detail::forward_element(const ForwardArgs<Scalar>& args,
                              Counter& counter,
                              bool resume) {
     IOATTN_DISPATCH(
-        Counter,
-        forward_element<Scalar, Counter>(args, support, tiling, memory, counter, resume));
+        Counter, forward_element<Scalar, Counter>(args, support, tiling, memory, counter, resume));
 }
 
 template <typename Scalar, typename Counter>

@@ -30,11 +30,11 @@
 // Tests: tests/sparse/variants_test.cpp
 
 #include "kernels/element/panels.hpp"
-#include "support/block_keys.hpp"
 #include "plan/variant_parts.hpp"
+#include "support/block_keys.hpp"
 
-#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/error.hpp>
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/parallel.hpp>
 
 #include <algorithm>
@@ -306,7 +306,9 @@ io_cost_permutation(const Problem& problem, const VariantParts& parts, const Var
                                                      Counter&);
 IOATTN_FOR_EACH_SCALAR_COUNTER(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
-#define IOATTN_INSTANTIATE(Scalar) template IoReport io_cost_permutation<Scalar>(const Problem&, const VariantParts&, const VariantPlan&);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template IoReport io_cost_permutation<Scalar>(                                                 \
+        const Problem&, const VariantParts&, const VariantPlan&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 

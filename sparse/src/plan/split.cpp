@@ -144,11 +144,65 @@ IoReport io_cost_split(const Problem& problem, const VariantParts& parts, const 
                                                   Counter&);
 IOATTN_FOR_EACH_SCALAR_COUNTER(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
-#define IOATTN_INSTANTIATE(Scalar) template bool fused_split<Scalar>(const Problem&, const VariantParts&, const VariantPlan&, const MemoryModel&);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template bool fused_split<Scalar>(                                                             \
+        const Problem&, const VariantParts&, const VariantPlan&, const MemoryModel&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
-#define IOATTN_INSTANTIATE(Scalar) template IoReport io_cost_split<Scalar>(const Problem&, const VariantParts&, const VariantPlan&);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template IoReport io_cost_split<Scalar>(                                                       \
+        const Problem&, const VariantParts&, const VariantPlan&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 
 } // namespace ioattn::sparse::detail
+
+namespace ioattn::sparse {
+
+// --- the public entry of a plan (ioattn/sparse/variants.hpp): the split or permuted runner ---
+
+template <typename Scalar, typename Counter>
+void forward(const ForwardArgs<Scalar>& args,
+             const Support& support,
+             const VariantPlan& plan,
+             const MemoryModel& memory,
+             Counter& counter) {
+    const auto& parts = detail::parts_of(plan, Pass::forward, "ioattn::sparse::forward");
+    if (support.n_q() != parts.tile.n_q() || support.n_k() != parts.tile.n_k())
+        throw InvalidArgument("ioattn::sparse::forward: the plan is for another support shape");
+    if (plan.variant == Variant::permuted)
+        detail::forward_permuted(args, parts, plan, memory, counter);
+    else
+        detail::forward_split(args, parts, plan, memory, counter);
+}
+
+template <typename Scalar, typename Counter>
+void backward(const BackwardArgs<Scalar>& args,
+              const Support& support,
+              const VariantPlan& plan,
+              const MemoryModel& memory,
+              Counter& counter) {
+    const auto& parts = detail::parts_of(plan, Pass::backward, "ioattn::sparse::backward");
+    if (support.n_q() != parts.tile.n_q() || support.n_k() != parts.tile.n_k())
+        throw InvalidArgument("ioattn::sparse::backward: the plan is for another support shape");
+    if (plan.variant == Variant::permuted)
+        detail::backward_permuted(args, parts, plan, memory, counter);
+    else
+        detail::backward_split(args, parts, plan, memory, counter);
+}
+
+#define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
+    template void forward<Scalar, Counter>(const ForwardArgs<Scalar>&,                             \
+                                           const Support&,                                         \
+                                           const VariantPlan&,                                     \
+                                           const MemoryModel&,                                     \
+                                           Counter&);                                              \
+    template void backward<Scalar, Counter>(const BackwardArgs<Scalar>&,                           \
+                                            const Support&,                                        \
+                                            const VariantPlan&,                                    \
+                                            const MemoryModel&,                                    \
+                                            Counter&);
+IOATTN_FOR_EACH_SCALAR_COUNTER(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
+
+} // namespace ioattn::sparse

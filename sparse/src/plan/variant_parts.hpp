@@ -4,8 +4,8 @@
 // reordering. Also the runners of the split and permuted variants (split.cpp, permuted.cpp).
 
 #include "kernels/element/panels.hpp"
-#include "support/block_keys.hpp"
 #include "plan/structure.hpp"
+#include "support/block_keys.hpp"
 
 #include <ioattn/sparse/variants.hpp>
 
@@ -18,6 +18,10 @@ struct VariantParts {
     Support element; ///< pairs through the element kernels
     Orders orders;   ///< permuted: new row a = old rows[a], new key b = old keys[b]
 };
+
+/// The parts of a plan made by plan_variants for `pass`; throws InvalidArgument naming `where`
+/// for a plan without parts or for the other pass.
+const VariantParts& parts_of(const VariantPlan& plan, Pass pass, const char* where);
 
 /// The tile and element kernels over the parts: tile first (if it has pairs, or if there is no
 /// element part), then element (resuming from the tile outputs when both run).

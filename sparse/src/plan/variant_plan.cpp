@@ -19,8 +19,8 @@
 
 #include "plan/variant_parts.hpp"
 
-#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/error.hpp>
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/sparse/io_cost.hpp>
 #include <ioattn/sparse/variants.hpp>
 
@@ -269,9 +269,8 @@ VariantPlan plan_variants(const Problem& problem,
     return *std::static_pointer_cast<const VariantPlan>(kept);
 }
 
-namespace {
-
-const detail::VariantParts& parts_of(const VariantPlan& plan, Pass pass, const char* where) {
+const detail::VariantParts&
+detail::parts_of(const VariantPlan& plan, Pass pass, const char* where) {
     if (!plan.parts)
         throw InvalidArgument(std::string(where) + ": the plan has no parts (use plan_variants)");
     if (plan.pass != pass)
@@ -280,41 +279,9 @@ const detail::VariantParts& parts_of(const VariantPlan& plan, Pass pass, const c
     return *plan.parts;
 }
 
-} // namespace
-
-template <typename Scalar, typename Counter>
-void forward(const ForwardArgs<Scalar>& args,
-             const Support& support,
-             const VariantPlan& plan,
-             const MemoryModel& memory,
-             Counter& counter) {
-    const auto& parts = parts_of(plan, Pass::forward, "ioattn::sparse::forward");
-    if (support.n_q() != parts.tile.n_q() || support.n_k() != parts.tile.n_k())
-        throw InvalidArgument("ioattn::sparse::forward: the plan is for another support shape");
-    if (plan.variant == Variant::permuted)
-        detail::forward_permuted(args, parts, plan, memory, counter);
-    else
-        detail::forward_split(args, parts, plan, memory, counter);
-}
-
-template <typename Scalar, typename Counter>
-void backward(const BackwardArgs<Scalar>& args,
-              const Support& support,
-              const VariantPlan& plan,
-              const MemoryModel& memory,
-              Counter& counter) {
-    const auto& parts = parts_of(plan, Pass::backward, "ioattn::sparse::backward");
-    if (support.n_q() != parts.tile.n_q() || support.n_k() != parts.tile.n_k())
-        throw InvalidArgument("ioattn::sparse::backward: the plan is for another support shape");
-    if (plan.variant == Variant::permuted)
-        detail::backward_permuted(args, parts, plan, memory, counter);
-    else
-        detail::backward_split(args, parts, plan, memory, counter);
-}
-
 template <typename Scalar>
 IoReport io_cost(const Problem& problem, const Support& support, const VariantPlan& plan) {
-    const auto& parts = parts_of(plan, plan.pass, "ioattn::sparse::io_cost");
+    const auto& parts = detail::parts_of(plan, plan.pass, "ioattn::sparse::io_cost");
     (void)support;
     IoReport r = detail::io_cost_split<Scalar>(problem, parts, plan);
     if (plan.variant == Variant::permuted)
@@ -322,23 +289,17 @@ IoReport io_cost(const Problem& problem, const Support& support, const VariantPl
     return r;
 }
 
-#define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
-    template void forward<Scalar, Counter>(const ForwardArgs<Scalar>&,                             \
-                                           const Support&,                                         \
-                                           const VariantPlan&,                                     \
-                                           const MemoryModel&,                                     \
-                                           Counter&);                                              \
-    template void backward<Scalar, Counter>(const BackwardArgs<Scalar>&,                           \
-                                            const Support&,                                        \
-                                            const VariantPlan&,                                    \
-                                            const MemoryModel&,                                    \
-                                            Counter&);
-IOATTN_FOR_EACH_SCALAR_COUNTER(IOATTN_INSTANTIATE)
-#undef IOATTN_INSTANTIATE
-#define IOATTN_INSTANTIATE(Scalar) template VariantPlan plan_variants<Scalar>(const Problem&, const Support&, const MemoryModel&, Pass, std::optional<Variant>, std::optional<Tiling>);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template VariantPlan plan_variants<Scalar>(const Problem&,                                     \
+                                               const Support&,                                     \
+                                               const MemoryModel&,                                 \
+                                               Pass,                                               \
+                                               std::optional<Variant>,                             \
+                                               std::optional<Tiling>);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
-#define IOATTN_INSTANTIATE(Scalar) template IoReport io_cost<Scalar>(const Problem&, const Support&, const VariantPlan&);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template IoReport io_cost<Scalar>(const Problem&, const Support&, const VariantPlan&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 

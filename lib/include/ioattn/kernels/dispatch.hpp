@@ -15,7 +15,6 @@
 #include <ioattn/isa.hpp>
 #include <ioattn/kernels/target.hpp>
 
-
 #if defined(IOATTN_BUILT_AVX512)
 #define IOATTN_IF_BUILT_AVX512(...) __VA_ARGS__
 #else

@@ -61,13 +61,14 @@
 #include <vector>
 
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
-#include <ioattn/kernels/target_begin.hpp>
 #include <ioattn/kernels/instantiate.hpp>
+#include <ioattn/kernels/target_begin.hpp>
+#include <ioattn/kernels/write_dkv.hpp>
 // The kernels it uses, compiled for that instruction set:
-#include "kernels/materialized/backward_materialized_slice.hpp"
 #include "kernels/common/row_products.hpp"
-#include "kernels/materialized/tile_ops.hpp"
 #include "kernels/common/validate.hpp"
+#include "kernels/materialized/backward_materialized_slice.hpp"
+#include "kernels/materialized/tile_ops.hpp"
 
 #include <ioattn/kernels/softmax_grad.hpp>
 #include <ioattn/kernels/strip.hpp>
@@ -312,17 +313,7 @@ void d_kv_chunk(const Slice<Scalar>& w,
             io.release(r * c + r * zw);
         }
     }
-    if constexpr (Counter::kComputes) {
-        const Scalar factor =
-            values ? Scalar(1) : static_cast<Scalar>(p.scale); // dK = scale dS^T Q
-        for (std::int64_t y = 0; y < c; ++y) {
-            Scalar* out = values ? a.d_v.row(w.bb, w.g, j0 + y) : a.d_k.row(w.bb, w.g, j0 + y);
-            for (std::int64_t z = 0; z < zw; ++z)
-                out[z0 + z] = factor * acc[y * zw + z];
-        }
-    }
-    io.write({values ? Operand::d_v : Operand::d_k, w.kv_slice(), j0, c, z0, zw});
-    io.release(c * zw);
+    kernels::write_dkv(a, values, w.bb, w.g, w.kv_slice(), j0, c, z0, zw, acc, io);
 }
 
 } // namespace

@@ -44,13 +44,13 @@
 #include <utility>
 
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
-#include <ioattn/kernels/target_begin.hpp>
 #include <ioattn/kernels/instantiate.hpp>
+#include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
 #include "kernels/common/row_source.hpp"
+#include "kernels/common/validate.hpp"
 #include "kernels/materialized/tile_ops.hpp"
 #include "kernels/materialized/tile_rows.hpp"
-#include "kernels/common/validate.hpp"
 
 #include <ioattn/kernels/strip.hpp>
 #include <ioattn/kernels/tile.hpp>
