@@ -1,11 +1,12 @@
-// Tests of the staggered paths of the fused sparse kernels (sparse/src/slab_parts.hpp,
+// Tests of the staggered paths of the fused sparse kernels (sparse/src/kernels/tile/slab_parts.hpp,
 // staggered_slab.hpp, staggered_chunk.hpp): slabs of lane vectors that see different spans of
 // a chunk (bands, causal blocks, a window with global keys, groups of empty rows, row counts
 // that leave a partial vector), forward and backward against the double reference, and a
 // non-finite streamed row inside a vector's span that only some of its rows may see.
 // Blocks of 64 and 48 rows (keys in the backward) hold two or more lane vectors under every
 // instruction set (16 floats or 8 doubles per vector at most), so they stagger when their
-// vectors' spans differ.
+// vectors' spans differ; staggered_whitebox_test.cpp checks that these supports and tilings
+// do reach slabs that stagger.
 
 #include "kernel_case.hpp"
 

@@ -65,12 +65,24 @@ Support edge_support(std::int64_t n_q, std::int64_t n_k) {
     });
 }
 
+/// The variant a plan forced to `force` runs: the forced one, except that a forced split whose
+/// one part has no pair runs the other part's variant alone.
+Variant forced_variant(const sp::VariantPlan& plan, Variant force) {
+    if (force != Variant::split)
+        return force;
+    if (plan.element_pairs == 0)
+        return Variant::tile;
+    return plan.tile_pairs == 0 ? Variant::element : Variant::split;
+}
+
+/// Checks the forward plan forced to `force` against the reference and its closed form;
+/// returns whether it ran the split variant with both parts.
 template <typename T>
-void check_plan_forward(const Problem& p, const Support& s, std::optional<Variant> force) {
+bool check_plan_forward(const Problem& p, const Support& s, std::optional<Variant> force) {
     const auto plan = sp::plan_variants<T>(p, s, kAmple, Pass::forward, force);
+    CHECK(plan.tile_pairs + plan.element_pairs == s.z_qk());
     if (force && force != Variant::permuted)
-        CHECK((plan.variant == *force ||
-               (plan.variant != Variant::split && *force == Variant::split)));
+        CHECK(plan.variant == forced_variant(plan, *force));
     Case<T> c(p, 3);
     const Case<double> ref = reference_of(p, c, s);
     IoCounter io(kAmple.fast_words);
@@ -83,6 +95,7 @@ void check_plan_forward(const Problem& p, const Support& s, std::optional<Varian
             CHECK(c.lse[i] == static_cast<T>(ref.lse[i]));
         else
             CHECK(std::fabs(static_cast<double>(c.lse[i]) - ref.lse[i]) < 100 * tol);
+    return plan.variant == Variant::split;
 }
 
 template <typename T>
@@ -101,18 +114,23 @@ TEMPLATE_TEST_CASE("variant plans forced to each variant agree with the referenc
                    "[sparse][variants]",
                    float,
                    double) {
+    int forced_splits = 0; // forced split plans that run both parts
     for (const auto& [n_q, n_k] : std::vector<std::pair<int, int>>{{13, 13}, {9, 17}, {17, 9}})
         for (const std::string& spec : kPatterns)
             for (const auto& force : kForced) {
                 CAPTURE(spec, n_q, n_k, force ? sp::to_string(*force) : "auto");
                 const Problem p = sp::test::kernel_shape(1, n_q, n_k, 7);
-                check_plan_forward<TestType>(p, sp::parse_pattern(spec, n_q, n_k, 5), force);
+                const bool split =
+                    check_plan_forward<TestType>(p, sp::parse_pattern(spec, n_q, n_k, 5), force);
+                forced_splits += split && force == Variant::split ? 1 : 0;
             }
     for (const auto& force : kForced) {
         CAPTURE("edge support", force ? sp::to_string(*force) : "auto");
-        check_plan_forward<TestType>(
+        const bool split = check_plan_forward<TestType>(
             sp::test::kernel_shape(2, 11, 9, 5), edge_support(11, 9), force);
+        forced_splits += split && force == Variant::split ? 1 : 0;
     }
+    CHECK(forced_splits > 0); // the split path ran, not only its one-part fallbacks
 }
 
 TEMPLATE_TEST_CASE("variant plans forced to each variant agree with the reference, backward",

@@ -49,7 +49,6 @@
 #include <string>
 
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
-#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/kernels/target_begin.hpp>
 #include <ioattn/kernels/write_dkv.hpp>
 

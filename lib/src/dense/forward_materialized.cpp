@@ -33,7 +33,6 @@
 #include <limits>
 
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
-#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
 #include <ioattn/kernels/strip.hpp>

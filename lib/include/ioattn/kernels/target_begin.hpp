@@ -43,3 +43,5 @@
 #endif
 
 #include <ioattn/kernels/target.hpp>
+// The instantiation lists of this target (IOATTN_FOR_EACH_KERNEL_TYPE).
+#include <ioattn/kernels/instantiate.hpp>

@@ -41,7 +41,6 @@
 
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
 #include <ioattn/kernels/target_begin.hpp>
-#include <ioattn/kernels/instantiate.hpp>
 // The kernels it uses, compiled for that instruction set:
 #include "kernels/element/forward_element_rows.hpp"
 #include "kernels/common/validate.hpp"

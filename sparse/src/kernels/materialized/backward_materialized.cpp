@@ -61,7 +61,6 @@
 #include <vector>
 
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
-#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/kernels/target_begin.hpp>
 #include <ioattn/kernels/write_dkv.hpp>
 // The kernels it uses, compiled for that instruction set:

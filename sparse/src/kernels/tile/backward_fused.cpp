@@ -74,7 +74,6 @@
 
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
 #include <ioattn/kernels/target_begin.hpp>
-#include <ioattn/kernels/instantiate.hpp>
 // The kernels it uses, compiled for that instruction set:
 #include "kernels/tile/backward_fused_parts.hpp"
 #include "kernels/tile/backward_fused_passes.hpp"

@@ -64,7 +64,6 @@
 
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
 #include <ioattn/kernels/target_begin.hpp>
-#include <ioattn/kernels/instantiate.hpp>
 // The kernels it uses, compiled for that instruction set:
 #include "kernels/tile/block_element.hpp"
 #include "kernels/tile/forward_tiles.hpp"
