@@ -151,8 +151,8 @@ void run(const BenchOptions& o) {
             // --- naive OpenBLAS attention, both threading modes ---
             double naive_s[2];
             for (int mode = 0; mode < 2; ++mode) {
-                const auto m =
-                    mode == 0 ? measure::NaiveMode::heads_parallel : measure::NaiveMode::blas_threads;
+                const auto m = mode == 0 ? measure::NaiveMode::heads_parallel
+                                         : measure::NaiveMode::blas_threads;
                 progress.step("naive " + std::string(measure::to_string(m)) +
                               " N=" + std::to_string(n) + " d=" + std::to_string(d));
                 measure::NaiveAttention naive(p, m, threads);

@@ -167,8 +167,8 @@ double measure_rate(const Problem& p, Pass pass, int threads) {
     };
     return with_threads(threads, [&] {
         fwd();
-        const double s =
-            pass == Pass::backward ? measure::median_seconds(3, bwd) : measure::median_seconds(3, fwd);
+        const double s = pass == Pass::backward ? measure::median_seconds(3, bwd)
+                                                : measure::median_seconds(3, fwd);
         return flop_count_forward(block) * (pass == Pass::backward ? 2.5 : 1.0) / s;
     });
 }

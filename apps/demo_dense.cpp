@@ -187,7 +187,8 @@ nlohmann::json demo_speed(const DemoOptions& o, bool text) {
     const Tiling& tiling = plan.tiling;
     measure::ForwardData<float> data(p, o.seed);
     const ForwardArgs<float> args = data.args();
-    const double fused_s = measure::median_seconds(3, [&] { (void)attention(args, {}, plan, opts); });
+    const double fused_s =
+        measure::median_seconds(3, [&] { (void)attention(args, {}, plan, opts); });
     const std::vector<float> fused_o = data.o;
     measure::NaiveAttention naive(p, measure::NaiveMode::heads_parallel, threads);
     const double naive_s = measure::median_seconds(

@@ -80,12 +80,12 @@ float gather_rows(const ioattn::sparse::Support& s,
     using namespace gather_floor;
     const auto& offsets = s.row_offsets();
     IOATTN_DISPATCH_ACTIVE(gather(s.col_indices().data(),
-                           offsets[static_cast<std::size_t>(r0)],
-                           offsets[static_cast<std::size_t>(r1)],
-                           kv.k,
-                           kv.v,
-                           ahead,
-                           arithmetic));
+                                  offsets[static_cast<std::size_t>(r0)],
+                                  offsets[static_cast<std::size_t>(r1)],
+                                  kv.k,
+                                  kv.v,
+                                  ahead,
+                                  arithmetic));
 }
 
 /// Times 31 runs of the floor's loop on every thread; prints the median.

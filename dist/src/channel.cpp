@@ -3,6 +3,7 @@
 #include "channel.hpp"
 
 #include <ioattn/error.hpp>
+#include <ioattn/kernels/instantiate.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -166,9 +167,13 @@ void Channel::wait(int slot) {
     completed(s, status);
 }
 
-template void Channel::send<float>(int, const float*, std::int64_t, int, int);
-template void Channel::send<double>(int, const double*, std::int64_t, int, int);
-template void Channel::receive<float>(int, float*, std::int64_t, int, int);
-template void Channel::receive<double>(int, double*, std::int64_t, int, int);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template void Channel::send<Scalar>(int, const Scalar*, std::int64_t, int, int);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template void Channel::receive<Scalar>(int, Scalar*, std::int64_t, int, int);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
 
 } // namespace ioattn::dist::detail

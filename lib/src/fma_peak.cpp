@@ -43,7 +43,8 @@ double fma_peak_loop(std::int64_t iterations, std::int64_t& flops) {
     return s;
 }
 
-#define IOATTN_INSTANTIATE(Scalar) template double fma_peak_loop<Scalar>(std::int64_t, std::int64_t&);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template double fma_peak_loop<Scalar>(std::int64_t, std::int64_t&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 

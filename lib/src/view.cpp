@@ -1,7 +1,7 @@
 // ioattn::ForwardArgs / BackwardArgs validation: every view against the resolved problem.
 
-#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/error.hpp>
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/view.hpp>
 
 #include <string>

@@ -2,12 +2,12 @@
 // (Li et al., Thm 4.5), the crossover M* = Z_input^2 / Z_QK and selection.
 
 #include "fail.hpp"
-#include "support/block_keys.hpp"
 #include "kernels/common/row_source.hpp"
 #include "kernels/materialized/tile_rule.hpp"
+#include "support/block_keys.hpp"
 
-#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/error.hpp>
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/sparse/io_cost.hpp>
 
 #include <algorithm>
@@ -56,7 +56,9 @@ IoReport io_cost_forward_fused(const Problem& problem,
     return {reads, p.n_q * (p.d_v + 1) * p.batch_heads(), peak};
 }
 
-#define IOATTN_INSTANTIATE(Scalar) template IoReport io_cost_forward_fused<Scalar>(const Problem&, const Support&, const SparseInputs<Scalar>&, const Tiling&);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template IoReport io_cost_forward_fused<Scalar>(                                               \
+        const Problem&, const Support&, const SparseInputs<Scalar>&, const Tiling&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 
@@ -112,7 +114,9 @@ IoReport io_cost_forward_materialized(const Problem& problem,
     return {reads * (p.batch_heads() / slices), writes * p.batch_heads(), peak};
 }
 
-#define IOATTN_INSTANTIATE(Scalar) template IoReport io_cost_forward_materialized<Scalar>(const Problem&, const Support&, const SparseInputs<Scalar>&, const Tiling&);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template IoReport io_cost_forward_materialized<Scalar>(                                        \
+        const Problem&, const Support&, const SparseInputs<Scalar>&, const Tiling&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 
@@ -138,7 +142,9 @@ IoReport io_cost_forward(const Problem& problem,
         "ioattn::sparse::io_cost_forward: the reference schedule has no I/O model");
 }
 
-#define IOATTN_INSTANTIATE(Scalar) template IoReport io_cost_forward<Scalar>(const Problem&, const Support&, const SparseInputs<Scalar>&, const Tiling&);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template IoReport io_cost_forward<Scalar>(                                                     \
+        const Problem&, const Support&, const SparseInputs<Scalar>&, const Tiling&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 
@@ -255,7 +261,9 @@ std::int64_t used_input_words(const Problem& problem,
     return q_words / p.batch_heads() + kv_words / (p.batch * p.kv_heads);
 }
 
-#define IOATTN_INSTANTIATE(Scalar) template std::int64_t used_input_words<Scalar>(const Problem&, const Support&, const SparseInputs<Scalar>&, Pass);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template std::int64_t used_input_words<Scalar>(                                                \
+        const Problem&, const Support&, const SparseInputs<Scalar>&, Pass);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 

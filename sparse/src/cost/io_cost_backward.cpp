@@ -2,13 +2,13 @@
 // backward_materialized from the structure (and the sparse inputs' stored words), the formulas
 // stated in those files' opening blocks.
 
-#include "kernels/tile/folded_keys.hpp"
-#include "support/block_keys.hpp"
 #include "kernels/common/row_source.hpp"
 #include "kernels/materialized/tile_rule.hpp"
+#include "kernels/tile/folded_keys.hpp"
+#include "support/block_keys.hpp"
 
-#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/error.hpp>
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/sparse/backward.hpp>
 
 #include <algorithm>
@@ -100,10 +100,14 @@ IoReport io_cost_backward_fused(const Problem& problem,
     return detail::io_cost_backward_fused(problem, support, inputs, tiling, true);
 }
 
-#define IOATTN_INSTANTIATE(Scalar) template IoReport detail::io_cost_backward_fused<Scalar>( const Problem&, const Support&, const SparseInputs<Scalar>&, const Tiling&, bool);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template IoReport detail::io_cost_backward_fused<Scalar>(                                      \
+        const Problem&, const Support&, const SparseInputs<Scalar>&, const Tiling&, bool);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
-#define IOATTN_INSTANTIATE(Scalar) template IoReport io_cost_backward_fused<Scalar>(const Problem&, const Support&, const SparseInputs<Scalar>&, const Tiling&);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template IoReport io_cost_backward_fused<Scalar>(                                              \
+        const Problem&, const Support&, const SparseInputs<Scalar>&, const Tiling&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 
@@ -184,7 +188,9 @@ IoReport io_cost_backward_materialized(const Problem& problem,
     return {reads * (p.batch_heads() / slices), writes * p.batch_heads() + kv_words, peak};
 }
 
-#define IOATTN_INSTANTIATE(Scalar) template IoReport io_cost_backward_materialized<Scalar>(const Problem&, const Support&, const SparseInputs<Scalar>&, const Tiling&);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template IoReport io_cost_backward_materialized<Scalar>(                                       \
+        const Problem&, const Support&, const SparseInputs<Scalar>&, const Tiling&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 

@@ -3,8 +3,8 @@
 
 #include "kernels/element/panels.hpp"
 
-#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/error.hpp>
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/sparse/element.hpp>
 
 #include <algorithm>
@@ -14,7 +14,8 @@ namespace ioattn::sparse {
 
 namespace detail {
 
-const ElementPanels& element_panels(const Support& support, const Tiling& tiling, const char* where) {
+const ElementPanels&
+element_panels(const Support& support, const Tiling& tiling, const char* where) {
     if (tiling.schedule != Schedule::fused)
         throw InvalidArgument(std::string(where) + ": tiling is for the " +
                               std::string(to_string(tiling.schedule)) + " schedule");
@@ -97,10 +98,14 @@ io_cost_forward_element(const Problem& problem, const Support& support, const Ti
     return detail::io_cost_forward_element<Scalar>(problem, support, tiling, false);
 }
 
-#define IOATTN_INSTANTIATE(Scalar) template IoReport detail::io_cost_forward_element<Scalar>(const Problem&, const Support&, const Tiling&, bool);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template IoReport detail::io_cost_forward_element<Scalar>(                                     \
+        const Problem&, const Support&, const Tiling&, bool);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
-#define IOATTN_INSTANTIATE(Scalar) template IoReport io_cost_forward_element<Scalar>(const Problem&, const Support&, const Tiling&);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template IoReport io_cost_forward_element<Scalar>(                                             \
+        const Problem&, const Support&, const Tiling&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 
@@ -114,7 +119,8 @@ IoReport detail::io_cost_backward_element(const Problem& problem,
     if (support.n_q() != p.n_q || support.n_k() != p.n_k)
         throw InvalidArgument(std::string(kWhere) + ": support shape does not match the problem");
     const detail::ElementPanels& rows = detail::element_panels(support, tiling, kWhere);
-    const detail::ElementPanels& keys = detail::element_panels(support.transposed(), tiling, kWhere);
+    const detail::ElementPanels& keys =
+        detail::element_panels(support.transposed(), tiling, kWhere);
     const auto words = detail::ElementWords::of(sizeof(Scalar));
     std::int64_t row_keys = 0, key_queries = 0, indices = 0;
     for (const detail::PanelVisit& v : rows.visits) {
@@ -141,10 +147,14 @@ io_cost_backward_element(const Problem& problem, const Support& support, const T
     return detail::io_cost_backward_element<Scalar>(problem, support, tiling, false);
 }
 
-#define IOATTN_INSTANTIATE(Scalar) template IoReport detail::io_cost_backward_element<Scalar>(const Problem&, const Support&, const Tiling&, bool);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template IoReport detail::io_cost_backward_element<Scalar>(                                    \
+        const Problem&, const Support&, const Tiling&, bool);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
-#define IOATTN_INSTANTIATE(Scalar) template IoReport io_cost_backward_element<Scalar>(const Problem&, const Support&, const Tiling&);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template IoReport io_cost_backward_element<Scalar>(                                            \
+        const Problem&, const Support&, const Tiling&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 
@@ -224,7 +234,9 @@ Tiling widened_element_tiling(const Problem& p,
     return best;
 }
 
-#define IOATTN_INSTANTIATE(Scalar) template Tiling widened_element_tiling<Scalar>( const Problem&, const Support&, const Tiling&, const MemoryModel&, Pass);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template Tiling widened_element_tiling<Scalar>(                                                \
+        const Problem&, const Support&, const Tiling&, const MemoryModel&, Pass);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 
@@ -264,7 +276,8 @@ Tiling element_tiling(const Problem& problem, const MemoryModel& memory, Pass pa
     return {Schedule::fused, std::max<std::int64_t>(1, r), std::max<std::int64_t>(1, c)};
 }
 
-#define IOATTN_INSTANTIATE(Scalar) template Tiling element_tiling<Scalar>(const Problem&, const MemoryModel&, Pass);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template Tiling element_tiling<Scalar>(const Problem&, const MemoryModel&, Pass);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 

@@ -5,10 +5,10 @@
 // workers, and when counting reports the counter beside the plan's closed-form I/O. No
 // algorithm lives here.
 
-#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/attention.hpp>
 #include <ioattn/dense.hpp>
 #include <ioattn/error.hpp>
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/parallel.hpp>
 #include <ioattn/sparse/backward.hpp>
 #include <ioattn/sparse/forward.hpp>

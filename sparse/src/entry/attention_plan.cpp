@@ -3,9 +3,9 @@
 // and the one validation of M, the support and the sparse operands, with the smallest M that
 // fits named when M is too small. No kernel runs here.
 
-#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/attention.hpp>
 #include <ioattn/error.hpp>
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/sparse/backward.hpp>
 #include <ioattn/sparse/io_cost.hpp>
 #include <ioattn/sparse/sparse_rows.hpp>
@@ -220,7 +220,9 @@ AttentionPlan plan_attention(const Problem& problem,
     return plan;
 }
 
-#define IOATTN_INSTANTIATE(Scalar) template AttentionPlan plan_attention<Scalar>(const Problem&, Pass, const Structure<Scalar>&, const AttentionOptions&);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template AttentionPlan plan_attention<Scalar>(                                                 \
+        const Problem&, Pass, const Structure<Scalar>&, const AttentionOptions&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 

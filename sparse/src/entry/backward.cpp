@@ -1,8 +1,8 @@
 // ioattn::sparse::backward: the dispatcher over the sparse backward schedules and the dry run,
 // with dense or sparse (SparseInputs) operands.
 
-#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/error.hpp>
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/sparse/backward.hpp>
 
 namespace ioattn::sparse {
@@ -61,7 +61,12 @@ IoReport dry_run_backward(const Problem& problem,
     return dry_run_backward(problem, support, SparseInputs<float>{}, tiling, memory);
 }
 
-#define IOATTN_INSTANTIATE(Scalar) template IoReport dry_run_backward<Scalar>( const Problem&, const Support&, const SparseInputs<Scalar>&, const Tiling&, const MemoryModel&);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template IoReport dry_run_backward<Scalar>(const Problem&,                                     \
+                                               const Support&,                                     \
+                                               const SparseInputs<Scalar>&,                        \
+                                               const Tiling&,                                      \
+                                               const MemoryModel&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 

@@ -1,8 +1,8 @@
 // ioattn::sparse::forward: the dispatcher over the sparse forward schedules and the dry run,
 // with dense or sparse (SparseInputs) operands.
 
-#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/error.hpp>
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/sparse/forward.hpp>
 
 namespace ioattn::sparse {
@@ -60,7 +60,12 @@ IoReport dry_run_forward(const Problem& problem,
     return dry_run_forward(problem, support, SparseInputs<float>{}, tiling, memory);
 }
 
-#define IOATTN_INSTANTIATE(Scalar) template IoReport dry_run_forward<Scalar>( const Problem&, const Support&, const SparseInputs<Scalar>&, const Tiling&, const MemoryModel&);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template IoReport dry_run_forward<Scalar>(const Problem&,                                      \
+                                              const Support&,                                      \
+                                              const SparseInputs<Scalar>&,                         \
+                                              const Tiling&,                                       \
+                                              const MemoryModel&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 

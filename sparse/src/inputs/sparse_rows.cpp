@@ -6,8 +6,8 @@
 
 #include "fail.hpp"
 
-#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/error.hpp>
+#include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/resources.hpp>
 #include <ioattn/sparse/sparse_rows.hpp>
 

@@ -133,10 +133,13 @@ void backward_reference(const BackwardArgs<Scalar>& args, const Support& support
     backward_reference(args, support, SparseInputs<Scalar>{});
 }
 
-#define IOATTN_INSTANTIATE(Scalar) template void backward_reference<Scalar>(const BackwardArgs<Scalar>&, const Support&);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template void backward_reference<Scalar>(const BackwardArgs<Scalar>&, const Support&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
-#define IOATTN_INSTANTIATE(Scalar) template void backward_reference<Scalar>(const BackwardArgs<Scalar>&, const Support&, const SparseInputs<Scalar>&);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template void backward_reference<Scalar>(                                                      \
+        const BackwardArgs<Scalar>&, const Support&, const SparseInputs<Scalar>&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 

@@ -83,10 +83,13 @@ void forward_reference(const ForwardArgs<Scalar>& args, const Support& support) 
     forward_reference(args, support, SparseInputs<Scalar>{});
 }
 
-#define IOATTN_INSTANTIATE(Scalar) template void forward_reference<Scalar>(const ForwardArgs<Scalar>&, const Support&);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template void forward_reference<Scalar>(const ForwardArgs<Scalar>&, const Support&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
-#define IOATTN_INSTANTIATE(Scalar) template void forward_reference<Scalar>(const ForwardArgs<Scalar>&, const Support&, const SparseInputs<Scalar>&);
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template void forward_reference<Scalar>(                                                       \
+        const ForwardArgs<Scalar>&, const Support&, const SparseInputs<Scalar>&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 

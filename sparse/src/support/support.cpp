@@ -4,8 +4,8 @@
 // row(i) and row_nonzeros(i) are O(1); contains(i, j) is a binary search in row i.
 // Tests: tests/sparse/support_test.cpp
 
-#include "kernels/element/panels.hpp"
 #include "fail.hpp"
+#include "kernels/element/panels.hpp"
 #include "support/block_keys.hpp"
 
 #include <ioattn/error.hpp>
@@ -66,9 +66,10 @@ struct Support::Cache {
     std::unique_ptr<Support> transposed;
     std::vector<std::int64_t>
         transposed_positions; ///< per entry of the transpose, its position here
-    Kept<std::pair<std::int64_t, std::int64_t>, BlockView> views;                   ///< by Br, Bc
-    Kept<std::int64_t, detail::BlockKeys> block_keys_kept;                              ///< by rows
-    Kept<std::pair<std::int64_t, std::int64_t>, detail::ElementPanels> element_panels_kept; ///< rows, P
+    Kept<std::pair<std::int64_t, std::int64_t>, BlockView> views; ///< by Br, Bc
+    Kept<std::int64_t, detail::BlockKeys> block_keys_kept;        ///< by rows
+    Kept<std::pair<std::int64_t, std::int64_t>, detail::ElementPanels>
+        element_panels_kept; ///< rows, P
     std::mutex values_mutex;
     std::vector<std::pair<std::string, std::shared_ptr<const void>>> values; ///< oldest first
 };
@@ -111,7 +112,7 @@ const detail::BlockKeys& Support::cached_block_keys(std::int64_t rows) const {
 }
 
 const detail::ElementPanels& Support::cached_element_panels(std::int64_t rows,
-                                                        std::int64_t panel) const {
+                                                            std::int64_t panel) const {
     return cache_->element_panels_kept.get(
         {rows, panel}, [&] { return detail::ElementPanels::build(*this, rows, panel); });
 }

@@ -94,7 +94,7 @@ public:
     /// `panel` keys (sparse/src/kernels/element/panels.hpp), kept as cached_block_keys: rebuilding it was
     /// 16% of the instructions of a random:0.02 forward, N = 16384 (callgrind).
     [[nodiscard]] const detail::ElementPanels& cached_element_panels(std::int64_t rows,
-                                                                 std::int64_t panel) const;
+                                                                     std::int64_t panel) const;
 
     /// A value the sparse library builds from this structure, by key (the structure
     /// dispatcher's plans: sparse::plan_variants), built on first use outside any lock and kept

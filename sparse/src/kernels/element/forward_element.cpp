@@ -42,8 +42,8 @@
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
 #include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
-#include "kernels/element/forward_element_rows.hpp"
 #include "kernels/common/validate.hpp"
+#include "kernels/element/forward_element_rows.hpp"
 
 #include <ioattn/kernels/online_softmax.hpp>
 #include <ioattn/kernels/softmax_grad.hpp>

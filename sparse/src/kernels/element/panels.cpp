@@ -11,7 +11,8 @@
 
 namespace ioattn::sparse::detail {
 
-ElementPanels ElementPanels::build(const Support& support, std::int64_t max_rows, std::int64_t panel) {
+ElementPanels
+ElementPanels::build(const Support& support, std::int64_t max_rows, std::int64_t panel) {
     if (max_rows < 1 || panel < 1)
         throw InvalidArgument("ioattn::sparse::ElementPanels: rows = " + std::to_string(max_rows) +
                               ", panel = " + std::to_string(panel) + " (expected >= 1)");

@@ -116,7 +116,8 @@ std::int64_t backward_element_peak(const Problem& p,
 
 /// Checks an element tiling (fused schedule, rows and cols >= 1; InvalidArgument naming
 /// `where`) and returns its plan over `support` (Support::cached_element_panels: built once).
-const ElementPanels& element_panels(const Support& support, const Tiling& tiling, const char* where);
+const ElementPanels&
+element_panels(const Support& support, const Tiling& tiling, const char* where);
 
 /// `base` (element_tiling: panels sized for the worst case, P distinct keys each) with its
 /// panels widened, doubling up to n_k, while the kernels' peak for `pass` over this structure's

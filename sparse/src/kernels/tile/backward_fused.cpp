@@ -57,8 +57,8 @@
 // Tests: tests/sparse/backward_test.cpp, sparse_inputs_test.cpp, variants_test.cpp,
 // staggered_test.cpp, narrow_test.cpp, folded_test.cpp
 
-#include "kernels/tile/folded_keys.hpp"
 #include "kernels/tile/chunks.hpp"
+#include "kernels/tile/folded_keys.hpp"
 #include "kernels/tile/group_runs.hpp"
 
 #include <ioattn/kernels/workspace.hpp>
@@ -75,13 +75,13 @@
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
 #include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
+#include "kernels/common/row_products.hpp"
+#include "kernels/common/validate.hpp"
 #include "kernels/tile/backward_fused_parts.hpp"
 #include "kernels/tile/backward_fused_passes.hpp"
 #include "kernels/tile/folded_pass.hpp"
 #include "kernels/tile/narrow_chunk.hpp"
-#include "kernels/common/row_products.hpp"
 #include "kernels/tile/staggered_chunk.hpp"
-#include "kernels/common/validate.hpp"
 
 #include <ioattn/kernels/dq_partials.hpp>
 #include <ioattn/kernels/softmax_grad.hpp>

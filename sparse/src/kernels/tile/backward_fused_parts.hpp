@@ -5,8 +5,8 @@
 // whose opening block states the schedule and its I/O). A kernel header: compiled once per
 // instruction set inside that file.
 
-#include "kernels/tile/chunks.hpp"
 #include "kernels/common/row_products.hpp"
+#include "kernels/tile/chunks.hpp"
 #include "kernels/tile/slab_parts.hpp"
 
 #include <ioattn/kernels/dq_partials.hpp>

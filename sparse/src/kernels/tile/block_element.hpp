@@ -19,8 +19,8 @@
 // window:64+random:0.02 1.14x, window:64+random:0.005 1.07x (6 pairs each).
 // Tests: tests/sparse/split_forward_test.cpp
 
-#include "kernels/element/forward_element_rows.hpp"
 #include "kernels/common/row_source.hpp"
+#include "kernels/element/forward_element_rows.hpp"
 
 #include <ioattn/kernels/pack.hpp>
 #include <ioattn/sparse/forward.hpp>

@@ -14,11 +14,11 @@
 // non-finite row reaches only the pairs that see it. A kernel header: compiled once per
 // instruction set inside backward_fused.cpp.
 
-#include "kernels/tile/backward_fused_parts.hpp"
+#include "kernels/common/row_source.hpp"
 #include "kernels/element/element_ops.hpp"
+#include "kernels/tile/backward_fused_parts.hpp"
 #include "kernels/tile/folded_keys.hpp"
 #include "kernels/tile/narrow_chunk.hpp"
-#include "kernels/common/row_source.hpp"
 
 #include <ioattn/io_counter.hpp>
 #include <ioattn/kernels/online_softmax.hpp>

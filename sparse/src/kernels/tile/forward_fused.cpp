@@ -65,11 +65,11 @@
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
 #include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
+#include "kernels/common/validate.hpp"
 #include "kernels/tile/block_element.hpp"
 #include "kernels/tile/forward_tiles.hpp"
 #include "kernels/tile/narrow_block.hpp"
 #include "kernels/tile/next_block.hpp"
-#include "kernels/common/validate.hpp"
 
 #include <ioattn/kernels/online_softmax.hpp>
 #include <ioattn/kernels/tile.hpp>

@@ -7,8 +7,8 @@
 // Compiled once per instruction set, like the kernel that includes it.
 // Tests: tests/sparse/forward_test.cpp, tests/sparse/staggered_test.cpp
 
-#include "kernels/tile/chunks.hpp"
 #include "kernels/common/row_products.hpp"
+#include "kernels/tile/chunks.hpp"
 #include "kernels/tile/staggered_slab.hpp"
 
 #include <ioattn/kernels/online_softmax.hpp>

@@ -11,8 +11,8 @@
 // Tests: the fused forward's (tests/sparse/forward_test.cpp, kernel_case.hpp, variants_test.cpp,
 // adversarial_test.cpp run blocks of global rows and of rows that see one key).
 
-#include "kernels/tile/block_element.hpp"
 #include "kernels/element/forward_element_rows.hpp"
+#include "kernels/tile/block_element.hpp"
 #include "support/block_keys.hpp"
 
 #include <ioattn/kernels/online_softmax.hpp>

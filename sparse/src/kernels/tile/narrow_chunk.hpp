@@ -17,8 +17,8 @@
 // I/O: none of its own; the chunk's rows are the kernel's reads (the same words).
 // Tests: tests/sparse/narrow_test.cpp
 
-#include "kernels/tile/backward_fused_parts.hpp"
 #include "kernels/element/element_ops.hpp"
+#include "kernels/tile/backward_fused_parts.hpp"
 #include "kernels/tile/chunks.hpp"
 
 #include <algorithm>

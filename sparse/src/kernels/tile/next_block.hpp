@@ -5,8 +5,8 @@
 // new keys). Prefetches move no counted words: the next block reads them, and counts them.
 // Tests: the fused forward's (tests/sparse/forward_test.cpp; the results do not depend on it)
 
-#include "support/block_keys.hpp"
 #include "kernels/common/row_source.hpp"
+#include "support/block_keys.hpp"
 
 #include <ioattn/kernels/prefetch.hpp>
 #include <ioattn/sparse/forward.hpp>
