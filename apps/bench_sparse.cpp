@@ -1,7 +1,7 @@
 // ioattn bench --suite sparse: patterns x N x d x {fused, materialized} x threads {1, 2}, forward
 // and backward, each beside the dense fused kernel on the same shape, the GraphBLAS
 // pipeline (graphblas_peer.hpp) and the SGEMM 2048^3 roofline, all measured in this run.
-// The fused rows run the structure dispatcher's plan (variants.hpp; column `variant`); the
+// The fused rows run the variant planner's plan (variants.hpp; column `variant`); the
 // column `fastest < dense` says, per pattern and pass with Z_QK <= N^2/4, whether the fastest
 // sparse schedule (2 threads) took less time than the dense fused kernel on the same shape.
 // GFLOP/s counts 4 Z_QK d (backward 2.5x); medians of --repeat runs after a warm-up; B = H = 1.
@@ -265,8 +265,8 @@ struct PatternRun {
             double fastest = 0;
             for (const Schedule sch : {Schedule::fused, Schedule::materialized})
                 for (const int threads : {1, 2}) {
-                    // what a user's call runs: the entry point's plan (the structure
-                    // dispatcher's variants for fused, the tuned tiling), planned once
+                    // what a user's call runs: the entry point's plan (the variant
+                    // planner's variants for fused, the tuned tiling), planned once
                     const AttentionOptions opts =
                         measure::timed_options(sch, mem, threads, "ioattn bench");
                     const AttentionPlan aplan = plan_attention<float>(p, pass, structure, opts);

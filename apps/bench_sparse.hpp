@@ -1,5 +1,5 @@
 #pragma once
-// `ioattn bench --suite sparse`: the sparse benchmark suite (issue 4), in one process and run.
+// `ioattn bench --suite sparse`: the sparse benchmark suite, in one process and run.
 
 #include "machine.hpp"
 #include "plot.hpp"

@@ -1,9 +1,9 @@
 #pragma once
-// Which OpenBLAS kernels the peers and rooflines run (DESIGN.md §5). OpenBLAS picks its kernel
-// family (its "core") when the library loads, from cpuid or OPENBLAS_CORETYPE. OpenBLAS 0.3.21
-// does not know recent CPUs: on Intel family 6 model 207 (AVX-512) it runs its SSE3 "Prescott"
-// kernels, SGEMM 2048^3 at 59-65 GFLOP/s where OPENBLAS_CORETYPE=SkylakeX gives 274 and
-// Cooperlake 302 (2 threads), so every peer and roofline measured with it would be crippled.
+// Which OpenBLAS kernels the peers and rooflines run (docs/performance.md section 1). OpenBLAS
+// picks its kernel family (its "core") when the library loads, from cpuid or OPENBLAS_CORETYPE.
+// OpenBLAS 0.3.21 does not know recent CPUs: on Intel family 6 model 207 (AVX-512) it runs its SSE3
+// "Prescott" kernels, SGEMM 2048^3 at under a quarter of OPENBLAS_CORETYPE=SkylakeX's rate, which
+// would cripple every peer and roofline measured with it.
 
 #include <ioattn/isa.hpp>
 

@@ -1,8 +1,8 @@
 #pragma once
 // `ioattn bound --ranks P|lo:hi --link-bandwidth GB/s`: the distributed time bound and the ring's
-// simulated scaling (DESIGN.md §4.1). For P ranks the time bound is max(local compute bound
-// F_rank / peak, w * words / link bandwidth) with `words` the sharding's lower bound of the
-// busiest rank. The simulation takes the ring's exact per-step work and counted words (the
+// simulated scaling (docs/design.md sections 9 and 12.4). For P ranks the time bound is max(local
+// compute bound F_rank / peak, w * words / link bandwidth) with `words` the sharding's lower bound
+// of the busiest rank. The simulation takes the ring's exact per-step work and counted words (the
 // closed forms) and a measured per-rank kernel rate, overlaps each step's transfer with its
 // compute, and predicts the time per pass, the parallel efficiency T_1 / (P T_P) and the rows per
 // rank from which the transfers hide under compute.

@@ -1,7 +1,7 @@
 #pragma once
 // The --check of `ioattn run` and the error lines of `ioattn demo`: a kernel's output against
 // the double-precision reference, with the tolerance relative to a naive computation in the
-// working type (STYLE.md §1.5, §8.2): passed iff err(kernel) <= 2 * err(naive) + tiny.
+// working type (docs/design.md section 14): passed iff err(kernel) <= 2 * err(naive) + tiny.
 
 #include <measure.hpp>
 

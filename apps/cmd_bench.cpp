@@ -1,10 +1,10 @@
-// ioattn bench: benchmark suites measured in one run (DESIGN.md §5). --suite dense: fp32, B=1,
-// H=8, N in {1024, 4096}, d in {64, 128}: the fused forward and backward (ioattn::attention,
-// planned once: the tuned tiling), the naive OpenBLAS attention in both threading modes,
-// OpenBLAS SGEMM 2048^3 as the roofline (with the OpenBLAS core that ran it) and the FMA peak
-// of the kernels' instruction set, all on the same thread count; medians of --repeat runs after a warm-up. Every row also
-// shows its time over this machine's time lower bound (bound --preset this-machine), which
-// must never fall below 1.
+// ioattn bench: benchmark suites measured in one run (docs/performance.md section 1). --suite
+// dense: fp32, B=1, H=8, N in {1024, 4096}, d in {64, 128}: the fused forward and backward
+// (ioattn::attention, planned once: the tuned tiling), the naive OpenBLAS attention in both
+// threading modes, OpenBLAS SGEMM 2048^3 as the roofline (with the OpenBLAS core that ran it) and
+// the FMA peak of the kernels' instruction set, all on the same thread count; medians of --repeat
+// runs after a warm-up. Every row also shows its time over this machine's time lower bound (bound
+// --preset this-machine), which must never fall below 1.
 
 #include "bench_sparse.hpp"
 #include "commands.hpp"
@@ -15,6 +15,7 @@
 #include <ioattn/attention.hpp>
 #include <ioattn/dense.hpp>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <iostream>

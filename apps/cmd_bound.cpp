@@ -1,9 +1,9 @@
-// ioattn bound: the estimator of DESIGN.md §2.4. If at least L words of w bytes must cross a
-// boundary of bandwidth beta, and the algorithm needs F flops on hardware of peak P, then
-// time >= max(w L / beta, F / P): an optimistic lower bound, not a prediction. Prints the regime
-// (M against d^2), both I/O bound terms, the chosen schedule's exact predicted I/O, and the time
-// bound. Rectangular shapes (decode: n_q = 1 against n_k keys) use n_q * n_k score entries in
-// place of N^2; the compulsory traffic then usually dominates.
+// ioattn bound: the estimator of docs/design.md section 9. If at least L words of w bytes must
+// cross a boundary of bandwidth beta, and the algorithm needs F flops on hardware of peak P, then
+// time >= max(w L / beta, F / P): an optimistic lower bound, not a prediction. Prints the regime (M
+// against d^2), both I/O bound terms, the chosen schedule's exact predicted I/O, and the time
+// bound. Rectangular shapes (decode: n_q = 1 against n_k keys) use n_q * n_k score entries in place
+// of N^2; the compulsory traffic then usually dominates.
 
 #include "commands.hpp"
 #include "machine.hpp"
@@ -15,6 +15,7 @@
 
 #include <ioattn/dense.hpp>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -279,7 +280,7 @@ void run(const BoundOptions& o) {
     if (chosen_io)
         os << "               the chosen schedule's exact traffic alone takes "
            << sig(chosen_seconds) << " s at beta\n";
-    os << "  (an optimistic lower bound, not a prediction: DESIGN.md 2.4)\n";
+    os << "  (an optimistic lower bound, not a prediction: docs/design.md section 9)\n";
 }
 
 } // namespace
@@ -291,8 +292,8 @@ void register_bound(CLI::App& app) {
     auto o = std::make_shared<BoundOptions>();
     auto* cmd = app.add_subcommand(
         "bound",
-        "Estimate the I/O and time lower bounds of a pass: max(w L / beta, F / P) (DESIGN.md "
-        "2.4). Decode: --n-q 1 --n-k n.");
+        "Estimate the I/O and time lower bounds of a pass: max(w L / beta, F / P) (docs/design.md "
+        "section 9). Decode: --n-q 1 --n-k n.");
     add_problem_options(*cmd, o->shared);
     add_schedule_options(*cmd, o->shared);
     add_memory_options(*cmd, o->shared);

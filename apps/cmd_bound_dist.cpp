@@ -14,6 +14,7 @@
 #include <ioattn/dist/comm_cost.hpp>
 #include <ioattn/parallel.hpp>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>

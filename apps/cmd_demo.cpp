@@ -10,6 +10,7 @@
 #include "demo.hpp"
 #include "plot.hpp"
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <chrono>

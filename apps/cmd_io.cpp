@@ -1,9 +1,9 @@
 // ioattn io: the counted I/O of each dense schedule across a sweep of M (powers of two from
-// --M-range lo:hi) for one shape, against both lower bounds, with the schedule each selection
-// rule picks and the measured crossover next to d^2 (issue 2, "I/O accounting"; COSMA's
-// miniapp/cosma_statistics.cpp). Counts are the closed forms io_cost_forward_*; when the shape
-// is small enough each is also walked by a dry run of the kernel and the two must agree. With
-// a sparse --pattern, each variant of the sparse fused schedule instead (io_sparse.cpp).
+// --M-range lo:hi) for one shape, against both lower bounds, with the schedule each selection rule
+// picks and the measured crossover next to d^2 (after COSMA's miniapp/cosma_statistics.cpp). Counts
+// are the closed forms io_cost_forward_*; when the shape is small enough each is also walked by a
+// dry run of the kernel and the two must agree. With a sparse --pattern, each variant of the sparse
+// fused schedule instead (io_sparse.cpp).
 
 #include "commands.hpp"
 #include "io_sparse.hpp"
@@ -13,6 +13,7 @@
 
 #include <ioattn/dense.hpp>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>

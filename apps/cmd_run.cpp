@@ -17,6 +17,7 @@
 #include <ioattn/isa.hpp>
 #include <ioattn/resources.hpp>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -377,7 +378,7 @@ void register_run(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--variant",
                     o->variant,
-                    "Variant of the sparse fused schedule: auto (the structure dispatcher's "
+                    "Variant of the sparse fused schedule: auto (the variant planner's "
                     "choice), tile, element, split or permuted (forced); JSON key 'variant'")
         ->check(CLI::IsMember({"auto", "tile", "element", "split", "permuted"}))
         ->capture_default_str();

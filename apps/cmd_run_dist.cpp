@@ -20,6 +20,7 @@
 #include <ioattn/parallel.hpp>
 #include <ioattn/sparse/pattern.hpp>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -373,7 +374,7 @@ void add_dist_option(CLI::App& cmd, std::string& dist) {
 
 /// Resolves the options on every rank. They all fail alike on bad usage: rank 0 writes the one
 /// line then, and no rank leaves before it has (a rank that exits first makes mpirun end the
-/// job, which once killed rank 0 before it printed: apps:dist:usage under a loaded CI run).
+/// job, which can kill rank 0 before it prints).
 /// The program's own copy of the message goes nowhere; its exit status is unchanged.
 Setup agreed_setup(const DistRun& r, const MpiSession& mpi) {
     try {

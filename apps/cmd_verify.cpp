@@ -1,7 +1,7 @@
-// ioattn verify: the finite-field experiments of DESIGN.md section 3 (ioattn::ff). Runs one
-// experiment or all of them, prints a summary table (or --json), shows progress on a terminal
-// for runs longer than a second or two, and exits 1 when any check fails (the first failing
-// instance is printed so it can be rerun), 2 on bad usage.
+// ioattn verify: the finite-field experiments of docs/design.md section 10 (ioattn::ff). Runs one
+// experiment or all of them, prints a summary table (or --json), shows progress on a terminal for
+// runs longer than a second or two, and exits 1 when any check fails (the first failing instance is
+// printed so it can be rerun), 2 on bad usage.
 
 #include "commands.hpp"
 #include "output.hpp"
@@ -274,7 +274,7 @@ void register_verify(CLI::App& app) {
     auto* cmd = app.add_subcommand(
         "verify",
         "Check the communication-complexity argument behind the I/O lower bounds on concrete "
-        "instances over F_p (DESIGN.md section 3). Units: field elements.");
+        "instances over F_p (docs/design.md section 10). Units: field elements.");
     std::string names = "all";
     for (const std::string& n : ioattn::ff::experiment_names())
         names += "|" + n;

@@ -1,5 +1,5 @@
 #pragma once
-// The subcommands of the ioattn program (DESIGN.md §4). Each cmd_<name>.cpp defines
+// The subcommands of the ioattn program (docs/design.md section 13). Each cmd_<name>.cpp defines
 // register_<name>(app): it adds its subcommand, keeps its options in a shared_ptr and calls the
 // library from the subcommand's callback.
 //
@@ -7,9 +7,11 @@
 // ioattn::app::UsageError -> 2 (bad usage); ioattn::app::CheckFailed, any other ioattn::Error
 // or std::exception -> 1. The message is printed on stderr as one line.
 
-#include <CLI/CLI.hpp>
-
 #include <stdexcept>
+
+namespace CLI {
+class App;
+} // namespace CLI
 
 namespace ioattn::app {
 

@@ -139,7 +139,7 @@ void sweep(const SharedOptions& o,
         std::cout
             << "bound = max(compulsory, min(Z^2/M, Z sqrt(Z_QK)/sqrt(M))) (Li et al. Thm 4.5); "
                "dry: '=' every variant's dry run equals its closed form; picks: the "
-               "structure dispatcher's variant\n";
+               "variant planner's choice\n";
     }
     if (disagree)
         throw CheckFailed("io: a variant's dry run differs from its closed form");

@@ -1,7 +1,7 @@
 #pragma once
 // `ioattn io --pattern SPEC`: the counted I/O of each variant of the sparse fused schedule
 // (tile, element, split, permuted; variants.hpp) and of the materializing one across a sweep of
-// M, against the sparse lower bound, with the variant the dispatcher picks.
+// M, against the sparse lower bound, with the variant the planner picks.
 
 #include "options.hpp"
 

@@ -1,8 +1,9 @@
 #pragma once
 // What the benchmarks measure their rows against, and the this-machine preset of `ioattn bound`
-// (DESIGN.md §2.4 and §5): the same-run OpenBLAS GEMM roofline with the BLAS core that ran it,
-// the FMA peak of the instruction set the kernels run (ioattn::measure_fma_peak), and the time
-// lower bound max(w L / beta, F / P) of a pass on a machine.
+// (docs/design.md section 9, docs/performance.md section 1): the same-run OpenBLAS GEMM roofline
+// with the BLAS core that ran it, the FMA peak of the instruction set the kernels run
+// (ioattn::measure_fma_peak), and the time lower bound max(w L / beta, F / P) of a pass on a
+// machine.
 
 #include <ioattn/io_cost.hpp>
 #include <ioattn/isa.hpp>

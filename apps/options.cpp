@@ -1,11 +1,13 @@
-// The shared options of the ioattn program (DESIGN.md §4) and their resolution into library
-// values. Bad values become InvalidArgument / UsageError: one line on stderr, exit 2.
+// The shared options of the ioattn program (docs/design.md section 13) and their resolution into
+// library values. Bad values become InvalidArgument / UsageError: one line on stderr, exit 2.
 
 #include "options.hpp"
 
 #include "commands.hpp"
 
 #include <ioattn/error.hpp>
+
+#include <CLI/CLI.hpp>
 
 #include <string>
 

@@ -1,18 +1,20 @@
 #pragma once
-// The options shared by the subcommands that take a problem (DESIGN.md §4). The names are part
-// of the interface: scripts and docs depend on them. What they select (schedule, tiling, the
-// smallest M that fits) is the library's policy: ioattn::plan_attention (ioattn/attention.hpp).
+// The options shared by the subcommands that take a problem (docs/design.md section 13). The names
+// are part of the interface: scripts and docs depend on them. What they select (schedule, tiling,
+// the smallest M that fits) is the library's policy: ioattn::plan_attention (ioattn/attention.hpp).
 
 #include <ioattn/memory_model.hpp>
 #include <ioattn/problem.hpp>
 #include <ioattn/tiling.hpp>
 
-#include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <limits>
 #include <optional>
 #include <string>
+
+namespace CLI {
+class App;
+} // namespace CLI
 
 namespace ioattn::app {
 

@@ -1,6 +1,6 @@
-// ioattn: exact attention on CPUs measured in data movement. One program, subcommands demo,
-// run, io, bound, bench and verify (DESIGN.md §4). Exit 0 on success, 1 on a failed check or
-// runtime error, 2 on bad usage, with the reason on stderr in one line.
+// ioattn: exact attention on CPUs measured in data movement. One program, subcommands demo, run,
+// io, bound, bench and verify (docs/design.md section 13). Exit 0 on success, 1 on a failed check
+// or runtime error, 2 on bad usage, with the reason on stderr in one line.
 
 #include "program.hpp"
 

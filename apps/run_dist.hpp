@@ -1,12 +1,12 @@
 #pragma once
-// `mpirun -np P ioattn run --dist ring|zigzag|sparse ...`: one problem sharded over the MPI
-// ranks (DESIGN.md §4.1). ring: dense (or --causal) attention, contiguous shards; zigzag: the
-// same ring with zigzag shards (balanced causal work); sparse: --pattern SPEC through the
-// structure-driven exchange. Every rank generates the same seeded inputs and keeps its shard;
-// rank 0 prints. --check compares, on rank 0, with a single-process run and the double
-// reference; --count-io lists every rank's counted words against the closed forms and the
-// sharding's lower bound. Each run also times the communication alone, so the share of it
-// that compute did not hide is reported.
+// `mpirun -np P ioattn run --dist ring|zigzag|sparse ...`: one problem sharded over the MPI ranks
+// (docs/design.md section 12.4). ring: dense (or --causal) attention, contiguous shards; zigzag:
+// the same ring with zigzag shards (balanced causal work); sparse: --pattern SPEC through the
+// structure-driven exchange. Every rank generates the same seeded inputs and keeps its shard; rank
+// 0 prints. --check compares, on rank 0, with a single-process run and the double reference;
+// --count-io lists every rank's counted words against the closed forms and the sharding's lower
+// bound. Each run also times the communication alone, so the share of it that compute did not hide
+// is reported.
 
 #include "options.hpp"
 

@@ -1,8 +1,9 @@
 #pragma once
-// The --check of `ioattn run --dist`: rank 0 gathers the distributed outputs and compares them
-// with a single-process run of the same kernel and with the double reference, all from the
-// same inputs: passed iff, for every output tensor, err(distributed) <= 2 err(single) + tiny
-// against the reference (STYLE.md's error rule, the single-process kernel in the naive's place).
+// The --check of `ioattn run --dist`: rank 0 gathers the distributed outputs and compares them with
+// a single-process run of the same kernel and with the double reference, all from the same inputs:
+// passed iff, for every output tensor, err(distributed) <= 2 err(single) + tiny against the
+// reference (the error-ratio rule of docs/design.md section 14, the single-process kernel in the
+// naive's place).
 
 #include "run_dist_data.hpp"
 

@@ -104,7 +104,7 @@ nlohmann::json plan_json(const VariantRun& r, const AttentionPlan& plan) {
         j["z_input"] = plan.z_input; // per (batch, head)
     }
     j["schedule"] = std::string(to_string(plan.schedule));
-    if (const auto& v = plan.variants) { // keys only when the structure dispatcher ran
+    if (const auto& v = plan.variants) { // keys only when the variant planner ran
         const auto tiling_json = [](const Tiling& t) {
             return nlohmann::json{{"rows", t.rows}, {"cols", t.cols}};
         };

@@ -1,8 +1,9 @@
 #pragma once
 // `ioattn run` beyond the dense forward: the backward pass (--pass backward) and sparse patterns
-// (--pattern SPEC, --input-density P), with the same JSON keys as the dense forward (schedule, seconds, gflops,
-// io{reads, writes, total, peak_resident}, bound{regime, leading, explicit}, check{...}); a sparse
-// fused run goes through the structure dispatcher and adds `variant` and `variant_plan`.
+// (--pattern SPEC, --input-density P), with the same JSON keys as the dense forward (schedule,
+// seconds, gflops, io{reads, writes, total, peak_resident}, bound{regime, leading, explicit},
+// check{...}); a sparse fused run goes through the variant planner and adds `variant` and
+// `variant_plan`.
 
 #include "options.hpp"
 

@@ -1,9 +1,10 @@
 // ioattn_cache_driver: one kernel run for the simulated-cache validation of the counted I/O
-// (bench/cache_validate.py, DESIGN.md §2.5). Runs under valgrind's callgrind with its cache
-// simulator; only the region between the two CALLGRIND_TOGGLE_COLLECT marks is counted:
+// (bench/cache_validate.py, docs/design.md section 8). Runs under valgrind's callgrind with its
+// cache simulator; only the region between the two CALLGRIND_TOGGLE_COLLECT marks is counted:
 //   1. the kernel, one thread, NullCounter, the I/O-optimal tiling for M (Tiling::for_memory,
-//      Kernels::sparse for a pattern); a sparse kernel's plan (sparse/src/plan.hpp) is built
-//      by the counted pass before the region and kept with the support, as in repeated calls;
+//      Kernels::sparse for a pattern); a sparse kernel's plan (sparse/src/support/
+//      block_keys.hpp) is built by the counted pass before the region and kept with the
+//      support, as in repeated calls;
 //   2. a read sweep of FLUSH fresh words, which evicts every line the kernel left in the cache
 //      and so writes back its dirty ones (the driver's caller subtracts the sweep's own FLUSH
 //      words of reads).

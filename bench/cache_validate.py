@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Counted I/O against a simulated LRU cache (DESIGN.md section 2.5, issue 11).
+"""Counted I/O against a simulated LRU cache (docs/design.md section 8).
 
 Runs bench/cache_driver.cpp (ioattn_cache_driver) under valgrind's callgrind cache simulator:
 one cache level of C words (the LL cache: 16-way, 64-byte lines, LRU, write-allocate,
@@ -41,7 +41,7 @@ WORD = 4
 
 
 class Driver(typing.NamedTuple):
-    """ioattn_cache_driver and the kernel variant it runs (IOATTN_ISA; valgrind cannot run
+    """ioattn_cache_driver and the ISA target it runs (IOATTN_ISA; valgrind cannot run
     AVX-512)."""
     path: str
     isa: str
@@ -285,7 +285,7 @@ def main():
     ap.add_argument("--M-range", default="256:16384", help="powers of two lo:hi")
     ap.add_argument("--jobs", type=int, default=2, help="valgrind processes at once")
     ap.add_argument("--isa", default="avx2", choices=["avx2", "sse2"],
-                    help="kernel variant to run (IOATTN_ISA; valgrind cannot run avx512)")
+                    help="ISA target to run (IOATTN_ISA; valgrind cannot run avx512)")
     ap.add_argument("--csv")
     ap.add_argument("--plot")
     a = ap.parse_args()

@@ -1,19 +1,18 @@
-// ioattn_gather_floor: how long this machine takes to gather every allowed pair's K and V rows
-// row by row, with no arithmetic but a sum (and with the least a pair needs: one dot product,
-// one exp, one axpy into the row's output), for a pattern spec at N = n_q = n_k, d = d_v = 64,
-// fp32. The element kernels (sparse/src/forward_element.cpp) gather exactly these rows, so
-// this is the floor under their forward on patterns whose keys do not stay in cache (a power
-// law's tail). Rows are split over the threads by pairs; each thread prefetches the K and V
-// rows of the pair `ahead` positions on in its stream of pairs. The loop is the active
-// instruction-set variant's (gather_floor_loop.cpp; IOATTN_ISA chooses another).
+// ioattn_gather_floor: how long this machine takes to gather every allowed pair's K and V rows row
+// by row, with no arithmetic but a sum (and with the least a pair needs: one dot product, one exp,
+// one axpy into the row's output), for a pattern spec at N = n_q = n_k, d = d_v = 64, fp32. The
+// element kernels (sparse/src/kernels/element/forward_element.cpp) gather exactly these rows, so
+// this is the floor under their forward on patterns whose keys do not stay in cache (a power law's
+// tail). Rows are split over the threads by pairs; each thread prefetches the K and V rows of the
+// pair `ahead` positions on in its stream of pairs. The loop is the active ISA target's
+// (gather_floor_loop.cpp; IOATTN_ISA chooses another).
 //
 // Usage: ioattn_gather_floor SPEC [N=16384] [threads=2]
 // Prints, for K and V rows on a 64-byte boundary and at 16 mod 64, per prefetch distance (0,
 // 8, 16, 32 pairs), the median of 31 runs in ms and the GFLOP/s it would mean at the
 // forward's 4 d flops a pair.
-// Measured (Intel Xeon model 167, 2 cores, powerlaw:32, 8 ahead): on 4 KiB pages gather alone
-// 3.8-3.9 ms (34-35 GFLOP/s-equivalent), with one dot, exp, axpy a pair 4.6 ms (29); on huge
-// pages, as the program's operands since 75a42b0, 2.9-3.0 ms (45-46) and 3.6 ms (37); README.
+// For powerlaw:32 on the Xeon model 167 (8 ahead, huge pages as the program's operands): 3.6 ms
+// with one dot, exp and axpy a pair (docs/performance.md section 4).
 
 #include <ioattn/kernels/dispatch.hpp>
 #include <ioattn/sparse/pattern.hpp>
@@ -53,7 +52,7 @@ struct Rows {
     }
 };
 
-/// The floor's loop over pairs [e0, e1) (gather_floor_loop.cpp), per built variant.
+/// The floor's loop over pairs [e0, e1) (gather_floor_loop.cpp), per built ISA target.
 #define IOATTN_DECLARE_GATHER(isa)                                                                 \
     namespace gather_floor::isa {                                                                  \
     float gather(const std::int64_t* keys,                                                         \
@@ -70,7 +69,7 @@ IOATTN_FOR_EACH_BUILT_ISA(IOATTN_DECLARE_GATHER)
 
 namespace {
 
-/// Rows [r0, r1) of the support through the active variant's loop (ioattn/isa.hpp).
+/// Rows [r0, r1) of the support through the active ISA target's loop (ioattn/isa.hpp).
 float gather_rows(const ioattn::sparse::Support& s,
                   const Rows& kv,
                   std::int64_t r0,

@@ -1,8 +1,7 @@
-// The inner loop of ioattn_gather_floor (gather_floor.cpp), compiled once per instruction-set
-// variant like the kernels (bench/CMakeLists.txt: ioattn_add_kernels) and called through the
-// library's dispatch, since the element kernels it stands for gather with the widest vectors
-// the CPU has. Lane-wise partial sums (16 per dot product), so that it vectorizes without
-// reassociation.
+// The inner loop of ioattn_gather_floor (gather_floor.cpp), compiled once per ISA target like the
+// kernels (bench/CMakeLists.txt: ioattn_add_kernels) and called through the library's dispatch,
+// since the element kernels it stands for gather with the widest vectors the CPU has. Lane-wise
+// partial sums (16 per dot product), so that it vectorizes without reassociation.
 
 #include <cmath>
 #include <cstdint>

@@ -1,10 +1,10 @@
-// ioattn_bench_dense: the dense forward kernels over N, d, M and threads (STYLE.md §9), with the
-// peers of DESIGN.md §5 in the same binary: OpenBLAS SGEMM 2048^3 (the roofline) and naive
+// ioattn_bench_dense: the dense forward kernels over N, d, M and threads, with the peers of
+// docs/performance.md section 1 in the same binary: OpenBLAS SGEMM 2048^3 (the roofline) and naive
 // attention on OpenBLAS. Counters: `flops` (a rate, FlashAttention convention), `io_words` (one
 // untimed IoCounter pass of the same tiling) and `io_cost` (the closed form). No correctness
-// checks. JSON: --benchmark_format=json; its context names the kernels' instruction set (`isa`)
-// and the OpenBLAS core the peers ran (`blas_core`; OpenBLAS 0.3.21 runs its SSE3 kernels on
-// CPUs it does not know: set OPENBLAS_CORETYPE, as `ioattn bench` does).
+// checks. JSON: --benchmark_format=json; its context names the kernels' instruction set (`isa`) and
+// the OpenBLAS core the peers ran (`blas_core`; OpenBLAS 0.3.21 runs its SSE3 kernels on CPUs it
+// does not know: set OPENBLAS_CORETYPE, as `ioattn bench` does).
 //
 // Args of the kernel families: N, d, threads, M (0: per-core L2 with the tuned tiling; else M
 // words with the I/O-optimal for_memory tiling). B = 1, H = 8, fp32. Each family times the

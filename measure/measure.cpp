@@ -1,5 +1,5 @@
-// Inputs, peers and roofline for the benchmarks (see measure.hpp). Compiled with
-// -ffast-math (measure/CMakeLists.txt) so the naive softmax's expf vectorizes; nothing here relies on
+// Inputs, peers and roofline for the benchmarks (see measure.hpp). Compiled with -ffast-math
+// (measure/CMakeLists.txt) so the naive softmax's expf vectorizes; nothing here relies on
 // infinities or NaN.
 
 #include "measure.hpp"

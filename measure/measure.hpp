@@ -1,8 +1,8 @@
 #pragma once
 // Shared by the program's timed subcommands (apps/) and the Google Benchmark families (bench/):
 // seeded inputs for a forward problem, the peers measured side by side (naive attention on
-// OpenBLAS, DESIGN.md §5) and the same-run roofline (OpenBLAS SGEMM/DGEMM of a square n^3).
-// No correctness checks here: timings only.
+// OpenBLAS, docs/performance.md section 1) and the same-run roofline (OpenBLAS SGEMM/DGEMM of a
+// square n^3). No correctness checks here: timings only.
 
 #include <ioattn/dense.hpp>
 
@@ -90,7 +90,7 @@ private:
     std::vector<std::vector<float>> p_, dp_;
 };
 
-/// The roofline of DESIGN.md §5: C = A B for square n x n matrices with OpenBLAS
+/// The roofline of docs/performance.md section 1: C = A B for square n x n matrices with OpenBLAS
 /// (SGEMM for float, DGEMM for double) on `threads` OpenBLAS threads.
 template <typename Scalar>
 class SquareGemm {
@@ -123,8 +123,9 @@ void set_blas_threads(int threads);
 /// Stops OpenBLAS's worker threads now; its next threaded call starts them again. Its pthreads
 /// build's workers spin (sched_yield) for 2^28 cycles, about 0.1 s, after they start (when the
 /// library loads) and after every threaded call, so a oneTBB kernel timed in that window
-/// shares a core with one: `ioattn run --pattern bigbird:0:0:3 --threads 2` ran its first 23
-/// calls at 2.0 ms, then 1.05 ms. A no-op where the library has no such threads.
+/// shares a core with one (without this call, `ioattn run --pattern bigbird:0:0:3 --threads 2`
+/// runs its first 23 calls at 2.0 ms, then 1.05 ms). A no-op where the library has no such
+/// threads.
 void park_blas_threads();
 
 /// The kernel family OpenBLAS runs in this process (openblas_get_corename(), e.g. "Haswell",

@@ -1,7 +1,7 @@
 #pragma once
 // IOATTN_SANITIZED is defined when a sanitizer instruments this translation unit: the program's
-// operator new (measure/aligned_new.cpp) then leaves the runtime's own in place, and its test skips.
-// GCC tells a sanitizer by these macros, clang by __has_feature.
+// operator new (measure/aligned_new.cpp) then leaves the runtime's own in place, and its test
+// skips. GCC tells a sanitizer by these macros, clang by __has_feature.
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define IOATTN_SANITIZED 1

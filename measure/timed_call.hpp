@@ -2,7 +2,7 @@
 // What the timings of `ioattn bench`, `ioattn demo` and the Google Benchmark families call: the
 // library's entry point (ioattn::attention / attention_backward), planned once outside the timed
 // loop as a user's training loop would, so a timing includes what a user's call pays (the
-// structure dispatcher's variants, the tuned tiling, the views' checks) and nothing else.
+// variant planner's variants, the tuned tiling, the views' checks) and nothing else.
 
 #include <ioattn/attention.hpp>
 

@@ -73,7 +73,7 @@ py::dict plan_dict(const Query& q, const AttentionPlan& plan) {
     t["resident_words"] = plan.tiling.resident_words(p, plan.pass, plan.kernels());
     j["tiling"] = t;
     j["bound"] = bound_dict(plan.bound, plan.pass == Pass::backward && !plan.sparse);
-    if (const auto& v = plan.variants) // only when the structure dispatcher ran
+    if (const auto& v = plan.variants) // only when the variant planner ran
         j["variant"] = std::string(sparse::to_string(v->variant));
     return j;
 }

@@ -35,7 +35,7 @@ AttentionOptions options_of(const Settings& s, bool f64, const char* where) {
                               " (expected >= 1 or None)");
     o.threads = s.threads.value_or(0);
     o.tuned = s.tuned;
-    if (s.variant != "auto") // auto: the structure dispatcher picks (sparse/variants.hpp)
+    if (s.variant != "auto") // auto: the variant planner picks (sparse/variants.hpp)
         o.variant = sparse::parse_variant(s.variant);
     return o;
 }

@@ -20,7 +20,7 @@ struct Settings {
     std::optional<int> threads;         ///< None: every core
     bool tuned = true;
     std::optional<std::int64_t> cache_bytes; ///< a real cache: MemoryModel::for_cache; not with M
-    std::string variant = "auto"; ///< the sparse fused variant: auto (dispatcher) or forced
+    std::string variant = "auto"; ///< the sparse fused variant: auto (the planner) or forced
 };
 
 /// The entry point's options for a float64 (`f64`) or float32 call named `where`. Throws

@@ -1,4 +1,4 @@
-// ioattn::dist::ring_backward: ring attention backward over MPI (DESIGN.md §4.1)
+// ioattn::dist::ring_backward: ring attention backward over MPI (docs/design.md section 12.4)
 // Per rank r of P: dQ of its query rows, dK, dV of its key rows, recomputed from (O, L).
 // Reference: dense::backward on the whole sequence (tests compare with it).
 //   pack own K, V into block buffer 0; dQ = 0

@@ -1,4 +1,4 @@
-// ioattn::dist::ring_forward: ring attention forward over MPI (DESIGN.md §4.1)
+// ioattn::dist::ring_forward: ring attention forward over MPI (docs/design.md section 12.4)
 // Per rank r of P: O, L of its query rows against every rank's K/V block.
 // Reference: dense::forward on the whole sequence (tests compare with it).
 //   pack own K, V into block buffer 0                                   rows_k(r) * W words

@@ -1,4 +1,4 @@
-// ioattn::dist::sparse_forward / sparse_backward: sparse attention over MPI (DESIGN.md §4.1)
+// ioattn::dist::sparse_forward / _backward: sparse attention over MPI (docs/design.md section 12.4)
 // Per rank r of P, for the support Omega (n_q x n_k, the same on every rank):
 //   plan from the structure: the key rows r's queries see, per owner; r's rows others see
 //   MPI_Alltoallv of those K/V rows, W words each (zero counts to ranks that see none)

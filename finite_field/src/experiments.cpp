@@ -1,4 +1,4 @@
-// ioattn::ff::run_experiment: the dispatcher of the experiments and their shared pieces
+// ioattn::ff::run_experiment: runs an experiment by name, and the experiments' shared pieces
 // (config validation, the size grid, the deterministic tally of outcomes)
 // Field: F_p with p = Config::prime(); each experiment states its own instances.
 // Exactness: outcomes are reduced serially in instance order: results are independent of the

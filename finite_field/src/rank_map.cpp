@@ -1,5 +1,5 @@
 // ioattn::ff::query_map, key_map and their block ranks: the linear maps of matrix entry
-// compression restricted to I (Saha & Ye Def 4.2; the rank fact of DESIGN.md section 3)
+// compression restricted to I (Saha & Ye Def 4.2; the rank fact of docs/design.md section 10.2)
 // Field: F_p. Q -> (Q K^T)|_I is block diagonal over the rows of Q: the entries of row i only
 //   see Q_i, through the rows K_j, j in R_i. So rank = sum_i rank(K_{R_i}) (query_map_rank_
 //   blocks), which is min(|R_i|, d) per row when every d rows of K are independent.

@@ -1,14 +1,14 @@
-# Instruction-set variants of the kernels (DESIGN.md §4.1; lib/include/ioattn/kernels/target.hpp).
+# ISA targets of the kernels (docs/design.md section 12.1; lib/include/ioattn/kernels/target.hpp).
 #
-# By default every kernel source is compiled once per variant (AVX-512, AVX2+FMA, SSE2) into the
-# library, which picks one at run time (ioattn/isa.hpp): a plain `cmake -S . -B build` build is
-# the fast build on any x86-64 CPU. The variants are GCC `#pragma GCC target` regions, so other
+# By default every kernel source is compiled once per ISA target (AVX-512, AVX2+FMA, SSE2) into
+# the library, which picks one at run time (ioattn/isa.hpp): a plain `cmake -S . -B build` build
+# is the fast build on any x86-64 CPU. The targets are GCC `#pragma GCC target` regions, so other
 # compilers (clang builds the fuzz targets) and other processors build the baseline alone.
-# IOATTN_NATIVE=ON builds one variant with -march=native instead (experiments; such a binary
+# IOATTN_NATIVE=ON builds one target with -march=native instead (experiments; such a binary
 # runs only on CPUs like the one that built it).
 #
 # ioattn_isa (INTERFACE, not exported) carries the choice to every target that links it:
-# IOATTN_BUILT_* for the dispatchers, -march=native in a native build.
+# IOATTN_BUILT_* for the run-time dispatch (isa_dispatch.cpp), -march=native in a native build.
 add_library(ioattn_isa INTERFACE)
 if(IOATTN_NATIVE)
   set(IOATTN_ISAS native)
@@ -16,7 +16,7 @@ if(IOATTN_NATIVE)
   target_compile_definitions(ioattn_isa INTERFACE IOATTN_SINGLE_ISA)
 elseif(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64)$")
   # IOATTN_ISA_VARIANTS narrows the set for quicker development builds (e.g. "avx2;sse2" on a
-  # machine without AVX-512); the baseline is always built, so every CPU has a variant to run.
+  # machine without AVX-512); the baseline is always built, so every CPU has a target to run.
   set(IOATTN_ISA_VARIANTS "avx512;avx2;sse2" CACHE STRING "Kernel variants to build (subset of avx512;avx2;sse2)")
   set(IOATTN_ISAS "")
   foreach(isa IN LISTS IOATTN_ISA_VARIANTS)
@@ -38,11 +38,11 @@ endif()
 message(STATUS "ioattn: kernel variants: ${IOATTN_ISAS}")
 
 # ioattn_add_kernels(<target> INCLUDE <dir>... LINK <lib>... SOURCES <file>...)
-# Compiles SOURCES once per variant, with IOATTN_TARGET_<VARIANT> defined (each source opens its
+# Compiles SOURCES once per ISA target, with IOATTN_TARGET_<ISA> defined (each source opens its
 # target region with kernels/target_begin.hpp), and adds the objects to <target>.
 # Every kernel function starts on a cache line, so that where its loops fall in their lines
-# depends on its own code only, not on how much code the linker placed before it (README,
-# Scattered sparsity: the element kernel moved 16 bytes and random:0.02 read 0.96x).
+# depends on its own code only, not on how much code the linker placed before it (at the
+# linker's alignment random:0.02 runs 0.94x-0.98x with identical instructions).
 function(ioattn_add_kernels target)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "INCLUDE;LINK;SOURCES")
   set(align $<$<CXX_COMPILER_ID:GNU>:-falign-functions=64>)

@@ -1,7 +1,7 @@
 // ioattn::detail::fma_peak_loop: the register-only loop behind measure_fma_peak (isa.cpp),
 // compiled once per instruction set like the kernels.
 // Per iteration: kChains independent chains x = x * a + b on whole vectors, 2 flops per lane
-// (one fused multiply-add where the variant has FMA, a multiply and an add on the baseline).
+// (one fused multiply-add where the ISA target has FMA, a multiply and an add on the baseline).
 // kChains covers the latency of the multiply-add times the ports that issue it (4 cycles x 2
 // ports on current x86 cores) with room to spare, and fits the register file (32 vector
 // registers with AVX-512, 16 otherwise), so nothing but the arithmetic limits the rate.

@@ -1,6 +1,6 @@
-// ioattn::active_isa and friends: which instruction-set variants this library holds, which of
+// ioattn::active_isa and friends: which ISA targets this library holds, which of
 // them the CPU and the operating system can execute (cpuid, XGETBV), the IOATTN_ISA override,
-// and the FMA peak of a variant (its loop is in fma_peak.cpp, compiled per variant).
+// and the FMA peak of a target (its loop is in fma_peak.cpp, compiled per target).
 
 #include <ioattn/error.hpp>
 #include <ioattn/isa.hpp>
@@ -54,14 +54,14 @@ bool cpu_has(Isa isa) {
     if (__get_cpuid(0x80000001U, &a, &b, &c81, &d) == 0)
         return false;
     const std::uint64_t xcr0 = saved_state(c1);
-    // AVX2 variant: compiled for avx2, fma, bmi, bmi2, f16c, lzcnt, popcnt (target_begin.hpp),
+    // AVX2 target: compiled for avx2, fma, bmi, bmi2, f16c, lzcnt, popcnt (target_begin.hpp),
     // with the OS saving the SSE and AVX state (XCR0 bits 1, 2).
     const bool avx2 = (xcr0 & 0x6U) == 0x6U && (c1 & bit_AVX) != 0 && (c1 & bit_FMA) != 0 &&
                       (c1 & bit_F16C) != 0 && (c1 & bit_POPCNT) != 0 && (b7 & bit_AVX2) != 0 &&
                       (b7 & bit_BMI) != 0 && (b7 & bit_BMI2) != 0 && (c81 & bit_LZCNT) != 0;
     if (isa == Isa::avx2)
         return avx2;
-    // AVX-512 variant: F, DQ, BW, VL, with the opmask and both halves of the ZMM state saved
+    // AVX-512 target: F, DQ, BW, VL, with the opmask and both halves of the ZMM state saved
     // (XCR0 bits 5, 6, 7).
     return avx2 && (xcr0 & 0xE6U) == 0xE6U && (b7 & bit_AVX512F) != 0 && (b7 & bit_AVX512DQ) != 0 &&
            (b7 & bit_AVX512BW) != 0 && (b7 & bit_AVX512VL) != 0;
@@ -100,7 +100,7 @@ std::vector<Isa> supported_built() {
     return out;
 }
 
-/// The variant to run: the forced one if IOATTN_ISA is set (checked), else the best.
+/// The ISA target to run: the forced one if IOATTN_ISA is set (checked), else the best.
 Isa choose() {
     constexpr const char* kWhere = "ioattn::active_isa";
     const char* env = std::getenv("IOATTN_ISA");
@@ -181,7 +181,7 @@ double measure_fma_peak(Isa isa, int threads, bool double_precision, double seco
     if (std::find(built.begin(), built.end(), isa) == built.end() || !cpu_has(isa))
         throw InvalidArgument(std::string(kWhere) + ": " + std::string(to_string(isa)) +
                               " is not built into this library or not supported by this CPU");
-    // One worker's loop of `iterations`, as the variant of `isa` compiles it.
+    // One worker's loop of `iterations`, as the target of `isa` compiles it.
     const auto loop = [&](std::int64_t iterations, std::int64_t& flops) -> double {
         const auto run = [&](auto tag) -> double {
             using T = decltype(tag);

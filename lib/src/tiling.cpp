@@ -30,9 +30,9 @@ std::int64_t isqrt(std::int64_t x) {
 /// forward_fused.cpp): the task's scratch, Q_i^T (d x rp), S^T (c x rp), O_i^T (d_v x rp) and
 /// m, l, alpha (rp each), plus the rows it streams at a time: Q_i while packing (r d), K_j and
 /// V_j (c (d + d_v)), O_i and L_i while writing (r (d_v + 1)).
-/// The sparse kernels (sparse/src/forward_fused.cpp) also hold a gathered copy of K_c and V_c
-/// (c (d + d_v)) and walk indices: each row's cursor and key run (lo, hi and its position: 4 r),
-/// the chunk's keys (c), and one line of each row's column indices (r kLanePad).
+/// The sparse kernels (sparse/src/kernels/tile/forward_fused.cpp) also hold a gathered copy of K_c
+/// and V_c (c (d + d_v)) and walk indices: each row's cursor and key run (lo, hi and its position:
+/// 4 r), the chunk's keys (c), and one line of each row's column indices (r kLanePad).
 std::int64_t
 fused_forward_resident(const Problem& p, std::int64_t rows, std::int64_t cols, Kernels st) {
     const std::int64_t r = std::min(rows, p.n_q);
@@ -65,7 +65,7 @@ std::int64_t materialized_forward_resident(const Problem& p, std::int64_t b) {
 /// L, D and ones (max(rp, cp, dw) each), plus what streams at a time: K_j, V_j while packing and
 /// dK_j, dV_j while writing (R (d + d_v)), or a query block's Q_i, dO_i, L_i, D_i and its dw-wide
 /// dQ partial (C (d + d_v + 2 + dw)).
-/// The sparse kernels (sparse/src/backward_fused.cpp) lay out score tiles of
+/// The sparse kernels (sparse/src/kernels/tile/backward_fused.cpp) lay out score tiles of
 /// lane_padded(max(C, R)) lanes and also hold a C x dw dQ tile, the gathered Q and dO rows
 /// (C (d + d_v)) and the indices they walk: each key row's cursor and query run (4 R),
 /// the chunk's queries (C), and one line of each key row's column indices (R kLanePad); their
@@ -166,9 +166,8 @@ std::optional<Tiling> fused_for_memory(const MemoryModel& m, const Problem& p, K
 std::optional<Tiling> materialized_for_memory(const MemoryModel& m, const Problem& p, Pass pass) {
     // b = floor(sqrt(M/4)), rounded down to whole 16-word lines from 16 on: a tile row of b
     // words then fills whole lines of the stored scores, whose rows are line-aligned, so a real
-    // cache moves the words counted. With b = 22 (M = 2048) the rows straddled lines and a
-    // simulated LRU cache moved 1.30x (forward) and 1.40x (backward) the counted words at 2M
-    // (bench/cache_validate.py; 1.07x and 1.02x with b = 16).
+    // cache moves the words counted: at M = 2048 (b = 16, not 22) a simulated LRU cache of 2M
+    // moves 1.07x the counted words forward, 1.02x backward (bench/cache_validate.py --check).
     std::int64_t b = isqrt(m.fast_words / 4);
     if (b >= kLanePad)
         b = b / kLanePad * kLanePad;
@@ -253,22 +252,11 @@ Tiling Tiling::tuned(Schedule schedule,
     if (schedule == Schedule::fused) {
         // Br = 192, Bc = 96: multiples of the micro-kernels' 6-key / 6-row blocking and of 16
         // lanes, so no remainder kernels run; Q_i^T, O_i and the 96 x 192 score tile stay in L2
-        // and B=1, H=8, N=4096 still gives 176 tasks. Measured on a quiet machine (fp32,
-        // 2 threads, N=4096, H=8, best of 5, GFLOP/s; SGEMM 2048^3 about 250 in the same minute):
-        // d=128: 128x128 211, 192x96 232, 96x96 232, 144x96 238 (not reproduced: 220);
-        // d=64: 128x128 223, 192x96 223, 96x96 230, 144x96 243 (not reproduced: 228). Re-run
-        // after the O^T kernel (d=128, 2 threads): 192x96 235/229/226, 192x192 227/226/216,
-        // 128x192 231/224/210, 256x128 238/225/216, 128x96 226/224/221.
-        // Backward R x C (R resident keys, C streamed queries), same setting, three
-        // interleaved rounds, of the two-sweep schedule: d=128: 128x128 191/186/183, 64x128
-        // 204/200/195, 64x96 206/204/195, 64x64 210/194/195, 64x192 196/190/196, 32x128
-        // 173/168/170; d=64: 128x128 186/188, 64x128 182/202, 64x96 188/196. One 64-lane slab of
-        // resident rows keeps the transposed accumulators and packed operands small. Re-run for
-        // the one-sweep schedule (dQ partials), five rounds: d=128: 64x128 282/264/280/261/279,
-        // 64x64 301/271/260/257/278, 128x128 287/275/249/264/280, 128x64 272/269/249/271/273;
-        // d=64: 64x128 265/270/250/271/277, 64x64 275/273/263/272/288, 128x128
-        // 261/269/262/269/276, 128x64 265/285/247/280/276: no tiling stands out of the noise,
-        // 64x128 stays. `ioattn bench --suite dense` re-measures.
+        // and B=1, H=8, N=4096 still gives 176 tasks. Backward R = 64, C = 128: one 64-lane slab
+        // of resident rows keeps the transposed accumulators and packed operands small. Other
+        // tilings of 64-256 rows and keys run within the noise (ioattn run --N 4096 --d 64
+        // --heads 8 [--pass backward] --schedule fused --threads 2 --repeat 5; `ioattn bench
+        // --suite dense` re-measures).
         const bool fwd = pass == Pass::forward;
         const Tiling hw{Schedule::fused,
                         std::min<std::int64_t>(fwd ? 192 : 64, p.n_q),

@@ -1,6 +1,6 @@
 // Tests of apps/cmd_bound.cpp through the built program: `ioattn bound` with a documented
-// preset (no measurement) prints JSON whose time bound is max(w L / beta, F / P) (DESIGN.md
-// §2.4), and asks for the machine figures when none are given.
+// preset (no measurement) prints JSON whose time bound is max(w L / beta, F / P) (docs/design.md
+// section 9), and asks for the machine figures when none are given.
 
 #include "cli.hpp"
 

@@ -42,7 +42,7 @@ TEST_CASE("run --input-density 0.5 lowers z_input below the dense count", "[apps
     };
     const json dense = at("1");
     const json half = at("0.5");
-    // DESIGN.md §2.3: Z_input = (N_q + 2 N_k) d for dense Q, K, V; the backward adds dO
+    // docs/design.md section 6.2: Z_input = (N_q + 2 N_k) d for dense Q, K, V; the backward adds dO
     const std::int64_t dense_count = (pass == "forward" ? 3 : 4) * 64 * 16;
     CHECK(dense.at("z_input") == dense_count);
     CHECK(half.at("input_density").get<double>() == 0.5);

@@ -1,7 +1,8 @@
 // Tests of apps/cmd_run.cpp and apps/run_variants.cpp through the built program: `ioattn run`
-// prints the DESIGN.md §4 JSON keys, --check passes for every pass, pattern and schedule,
-// --count-io is consistent with the bounds, --csv is one header and one row, the text report
-// is readable. The sparse inputs and supports: cmd_run_sparse_test.cpp. No timing is asserted.
+// prints the JSON keys of docs/design.md section 13, --check passes for every pass, pattern and
+// schedule, --count-io is consistent with the bounds, --csv is one header and one row, the text
+// report is readable. The sparse inputs and supports: cmd_run_sparse_test.cpp. No timing is
+// asserted.
 
 #include "cli.hpp"
 #include "run_json.hpp"
@@ -23,7 +24,7 @@ using ioattn::app::test::run_ioattn;
 using ioattn::app::test::run_json;
 using nlohmann::json;
 
-TEST_CASE("run --json prints the DESIGN.md keys", "[apps][run]") {
+TEST_CASE("run --json prints the documented keys", "[apps][run]") {
     const json j = run_json({"--N", "64", "--d", "16"});
     CHECK(j.at("pass") == "forward");
     CHECK(j.at("pattern") == "dense");

@@ -1,5 +1,5 @@
 // Every exit path of the ioattn program prints one line "ioattn: ..." on stderr and nothing on
-// stdout (issue 15): a table of bad invocations, one per way each subcommand refuses, with the
+// stdout: a table of bad invocations, one per way each subcommand refuses, with the
 // exit status (2 bad usage, 1 runtime: a refused allocation, a failed write) and the words the
 // line must name. The parse errors of CLI11 are in main_test.cpp.
 

@@ -1,6 +1,6 @@
-// Tests of apps/options.cpp through the built program: bad values of the shared options
-// (sizes, heads, M, --pattern specs and Matrix Market files) are usage errors: exit 2, nothing
-// on stdout, one line on stderr naming the value (DESIGN.md §4; InvalidArgument -> 2 in
+// Tests of apps/options.cpp through the built program: bad values of the shared options (sizes,
+// heads, M, --pattern specs and Matrix Market files) are usage errors: exit 2, nothing on stdout,
+// one line on stderr naming the value (docs/design.md section 13; InvalidArgument -> 2 in
 // apps/commands.hpp).
 
 #include "cli.hpp"

@@ -2,7 +2,7 @@
 # TU per public header under <include dir>/ioattn (oneTBB's test_tbb_header.cpp idea), each
 # including its header twice, compiled with <library>'s usage requirements and the project's
 # warnings: every public header compiles alone and has an include guard. The header globs are
-# the only globs of the build (STYLE.md §10).
+# the only globs of the build.
 function(ioattn_add_header_check target include_dir library)
   get_filename_component(root ${include_dir} ABSOLUTE)
   file(GLOB_RECURSE headers CONFIGURE_DEPENDS ${root}/ioattn/*.hpp)

@@ -1,4 +1,4 @@
-// Tests of the communication closed forms (no messages): the ring forms for n divisible
+// Tests of the communication closed forms (no messages): the ring forms for n divisible
 // by P, the lower bounds of contiguous and zigzag causal shards, and the sparse forms against a
 // brute-force count over (query row, key) pairs.
 

@@ -7,7 +7,9 @@
 #include "tolerance.hpp"
 
 #include <ioattn/dist/sharding.hpp>
+#include <ioattn/memory_model.hpp>
 #include <ioattn/problem.hpp>
+#include <ioattn/tiling.hpp>
 #include <ioattn/view.hpp>
 
 #include <tbb/global_control.h>
@@ -23,6 +25,10 @@
 #include <mpi.h>
 
 namespace ioattn::dist::test {
+
+/// The fast memory and the fused tiling of the tests' ranks.
+inline const MemoryModel kMemory{1 << 16};
+inline const Tiling kTiling{Schedule::fused, 8, 8};
 
 using ioattn::test::ErrorCheck;
 using ioattn::test::Oracle;

@@ -16,9 +16,6 @@ using namespace ioattn::dist::test;
 
 namespace {
 
-const MemoryModel kMemory{1 << 16};
-const Tiling kTiling{Schedule::fused, 8, 8};
-
 /// Owned shard of a forward pass of an n x n problem on this rank.
 struct Shard {
     Problem p;

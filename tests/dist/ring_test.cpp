@@ -22,8 +22,6 @@ using namespace ioattn::dist::test;
 
 namespace {
 
-const MemoryModel kMemory{1 << 16};
-
 struct RingCase {
     std::string name;
     Problem p;

@@ -23,9 +23,6 @@ using namespace ioattn::dist::test;
 
 namespace {
 
-const MemoryModel kMemory{1 << 16};
-const Tiling kTiling{Schedule::fused, 8, 8};
-
 struct SparseCase {
     std::string spec;
     Problem p;

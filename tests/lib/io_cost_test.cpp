@@ -1,7 +1,8 @@
 // Tests of the closed-form costs, flop counts, bounds and schedule selection (ioattn/io_cost.hpp).
 // The kernels' counted I/O is held to these formulas in tests/lib/dense/*; here the formulas are
-// held to independent restatements of DESIGN.md §2.1.
+// held to independent restatements of docs/design.md sections 3 to 5.
 
+#include "ceil_div.hpp"
 #include "printing.hpp"
 #include "random.hpp"
 
@@ -23,11 +24,9 @@ using ioattn::Schedule;
 using ioattn::Select;
 using ioattn::Tiling;
 
-namespace {
+using ioattn::test::ceil_div;
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
-    return (a + b - 1) / b;
-}
+namespace {
 
 Problem random_problem(ioattn::test::Rng& rng, bool causal) {
     Problem p;

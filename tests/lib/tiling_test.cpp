@@ -1,5 +1,6 @@
 // Tests of ioattn::Tiling: residency, the I/O-optimal tiling for M, the tuned tiling, validation.
 
+#include "ceil_div.hpp"
 #include "random.hpp"
 
 #include <ioattn/error.hpp>
@@ -19,6 +20,8 @@ using ioattn::Problem;
 using ioattn::Schedule;
 using ioattn::Tiling;
 
+using ioattn::test::ceil_div;
+
 namespace {
 
 Problem random_problem(ioattn::test::Rng& rng) {
@@ -32,10 +35,6 @@ Problem random_problem(ioattn::test::Rng& rng) {
     p.d_v = rng.uniform_int(0, 1) == 0 ? 0 : rng.uniform_int(1, 48);
     p.causal = rng.uniform_int(0, 1) == 1;
     return p.resolved();
-}
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
-    return (a + b - 1) / b;
 }
 
 } // namespace

@@ -1,4 +1,4 @@
-// Adversarial numerics of the sparse kernels (issue 15): fused and materializing, forward and
+// Adversarial numerics of the sparse kernels: fused and materializing, forward and
 // backward, float and double, on the cases of tests/support/adversarial.hpp with random masks
 // that leave some rows empty. Where the oracle is finite the kernel is finite and within
 // 2 err(naive<T>) + tiny, row by row. IOATTN_TEST_REPORT=1 prints the cases and worst ratio.

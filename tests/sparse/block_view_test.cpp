@@ -1,4 +1,4 @@
-// Tests of ioattn::sparse::Support::block_view (sparse/src/block_view.cpp): tile lists,
+// Tests of ioattn::sparse::Support::block_view (sparse/src/support/block_view.cpp): tile lists,
 // classification and per-block keys against a brute-force count over every tile.
 
 #include "brute_force.hpp"

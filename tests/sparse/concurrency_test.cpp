@@ -1,4 +1,4 @@
-// The library called from several application threads at once (issue 15): 8 std::threads run
+// The library called from several application threads at once: 8 std::threads run
 // 8 different kernels (dense and sparse, forward and backward, fused and materializing, counted
 // and not) at the same time, repeatedly: outside any arena, inside one shared task_arena, each
 // in an arena of its own, and as tasks of a task_group inside the shared arena. Every output is

@@ -1,10 +1,11 @@
-// Tests of the folded key blocks of the fused sparse backward (sparse/src/folded_keys.hpp,
-// folded_pass.hpp): a block of at most 4 heavy keys (global keys) whose pairs pass 0 computes
-// with the rows' D. Against the double reference over windows, BigBird and random keys with
-// global ones, causal ones, n_q != n_k and grouped heads; the counted I/O against the closed
-// form and the dry run, and below the narrow path's (the same problem with K given as sparse
-// input, every entry stored: no fold) exactly where a short heavy block exists; a non-finite Q
-// row that only one folded key sees; bitwise the same gradients on 1 and 2 threads.
+// Tests of the folded key blocks of the fused sparse backward
+// (sparse/src/kernels/tile/folded_keys.hpp, folded_pass.hpp): a block of at most 4 heavy keys
+// (global keys) whose pairs pass 0 computes with the rows' D. Against the double reference over
+// windows, BigBird and random keys with global ones, causal ones, n_q != n_k and grouped heads; the
+// counted I/O against the closed form and the dry run, and below the narrow path's (the same
+// problem with K given as sparse input, every entry stored: no fold) exactly where a short heavy
+// block exists; a non-finite Q row that only one folded key sees; bitwise the same gradients on 1
+// and 2 threads.
 
 #include "kernel_case.hpp"
 

@@ -27,6 +27,9 @@
 
 namespace ioattn::sparse::test {
 
+/// A fast memory every tiling of the tests fits in.
+inline const MemoryModel kAmple{1 << 22};
+
 template <typename T>
 struct Case {
     Problem p;
@@ -193,12 +196,12 @@ void run_forward_reference(Case<T>& c, const Support& s) {
 }
 
 /// Rows made of a run of consecutive keys and extra keys around it, the shape the fused kernels'
-/// masks take apart (plan.hpp): row i (n_k >= 64) sees the run [i + 16, i + 16 + 16 + i % 21),
-/// two keys below it (one of them beside its start, a gap of one key) and two above (one
-/// beside its end); every 7th row instead sees two runs of 10 keys (a tie for the longest: the
-/// first is its run) with extra keys before, between and after them, every 11th row none, and
-/// every 13th row every key. Runs shorter than kMinRun share a gathered chunk with the extras
-/// on both sides of them when a block holds few rows and a chunk many keys.
+/// masks take apart (kernels/tile/chunks.hpp): row i (n_k >= 64) sees the run
+/// [i + 16, i + 16 + 16 + i % 21), two keys below it (one of them beside its start, a gap of one
+/// key) and two above (one beside its end); every 7th row instead sees two runs of 10 keys (a tie
+/// for the longest: the first is its run) with extra keys before, between and after them, every
+/// 11th row none, and every 13th row every key. Runs shorter than kMinRun share a gathered chunk
+/// with the extras on both sides of them when a block holds few rows and a chunk many keys.
 inline Support runs_with_extras(std::int64_t n_q, std::int64_t n_k) {
     std::vector<std::int64_t> offsets{0}, cols;
     const auto add = [&](std::int64_t j) {

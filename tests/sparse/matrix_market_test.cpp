@@ -1,6 +1,6 @@
 // Tests of ioattn::sparse::read_matrix_market / write_matrix_market
-// (sparse/src/matrix_market.cpp, sparse/src/matrix_market_scan.cpp): round trips, the accepted
-// variants, and one error naming the line for each malformed file.
+// (sparse/src/patterns/matrix_market.cpp, sparse/src/patterns/matrix_market_scan.cpp): round trips,
+// the accepted variants, and one error naming the line for each malformed file.
 
 #include "brute_force.hpp"
 

@@ -1,11 +1,11 @@
-// Tests of the narrow key blocks of the fused sparse backward (sparse/src/narrow_chunk.hpp):
-// global keys, which row_blocks puts in a block of their own (a block of heavy rows closes at
-// the first light row), computed pair by pair with the queries as lanes. Against the double
-// reference over windows, BigBird and random keys with global ones, shapes with n_q != n_k,
-// grouped heads (the block's sums carried across the heads of its group), and a non-finite Q
-// row that only one key of the block sees. With dense inputs these blocks fold into pass 0
-// (folded_test.cpp); here K is given as sparse input holding every entry, which keeps them in
-// pass A's narrow path.
+// Tests of the narrow key blocks of the fused sparse backward
+// (sparse/src/kernels/tile/narrow_chunk.hpp): global keys, which row_blocks puts in a block of
+// their own (a block of heavy rows closes at the first light row), computed pair by pair with the
+// queries as lanes. Against the double reference over windows, BigBird and random keys with global
+// ones, shapes with n_q != n_k, grouped heads (the block's sums carried across the heads of its
+// group), and a non-finite Q row that only one key of the block sees. With dense inputs these
+// blocks fold into pass 0 (folded_test.cpp); here K is given as sparse input holding every entry,
+// which keeps them in pass A's narrow path.
 
 #include "brute_force.hpp"
 #include "kernel_case.hpp"

@@ -1,5 +1,5 @@
-// Tests of ioattn::sparse::parse_pattern (sparse/src/parse_pattern.cpp): every term equals its
-// builder, operators and precedence, seeds, and one clear error per bad spec naming the token.
+// Tests of ioattn::sparse::parse_pattern (sparse/src/patterns/parse_pattern.cpp): every term equals
+// its builder, operators and precedence, seeds, and one clear error per bad spec naming the token.
 
 #include "brute_force.hpp"
 

@@ -1,5 +1,5 @@
-// Tests of the seeded builders (sparse/src/pattern_random.cpp): structure against brute-force
-// predicates, edge densities, reproducibility by seed and across thread counts, row
+// Tests of the seeded builders (sparse/src/patterns/pattern_random.cpp): structure against
+// brute-force predicates, edge densities, reproducibility by seed and across thread counts, row
 // independence, and pinned outputs (the generator is part of the format of a seed).
 
 #include "brute_force.hpp"

@@ -1,7 +1,7 @@
-// Tests of pattern_bigbird_block and pattern_powerlaw (sparse/src/pattern_seeded.cpp): block
-// structure against brute-force predicates, the block counts of every block row, the expected
-// degree and the heavy tail of the graph, reproducibility by seed and across thread counts, and
-// the documented throws.
+// Tests of pattern_bigbird_block and pattern_powerlaw (sparse/src/patterns/pattern_seeded.cpp):
+// block structure against brute-force predicates, the block counts of every block row, the expected
+// degree and the heavy tail of the graph, reproducibility by seed and across thread counts, and the
+// documented throws.
 
 #include "brute_force.hpp"
 

@@ -1,6 +1,6 @@
-// Tests of the deterministic builders (sparse/src/pattern.cpp): each against its membership
-// predicate on small shapes with n_q = n_k, n_q < n_k and n_q > n_k (bottom-right aligned:
-// p = i + n_k - n_q), plus argument errors.
+// Tests of the deterministic builders (sparse/src/patterns/pattern.cpp): each against its
+// membership predicate on small shapes with n_q = n_k, n_q < n_k and n_q > n_k (bottom-right
+// aligned: p = i + n_k - n_q), plus argument errors.
 
 #include "brute_force.hpp"
 

@@ -1,4 +1,4 @@
-// Tests of the permuted variant (sparse/src/permuted.cpp) reading and writing the reordered
+// Tests of the permuted variant (sparse/src/plan/permuted.cpp) reading and writing the reordered
 // problem in place: when tiles take every pair, no copy is written (forward: only O and L;
 // backward: nothing writes Q, K, V, O, dO or L), answers match the reference, counted I/O equals
 // the plan's closed form and the dry run, and a NaN V row reaches only the rows that see it.
@@ -25,14 +25,13 @@ using ioattn::Problem;
 using ioattn::sparse::Support;
 using ioattn::sparse::Variant;
 using ioattn::sparse::test::Case;
+using ioattn::sparse::test::kAmple;
 using ioattn::sparse::test::max_error;
 using ioattn::sparse::test::reference_of;
 
 namespace {
 
 namespace sp = ioattn::sparse;
-
-const MemoryModel kAmple{1 << 22};
 
 } // namespace
 

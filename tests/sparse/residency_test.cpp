@@ -1,4 +1,4 @@
-// The sparse fused kernels' footprint and index traffic (issue 11): the counter's peak is
+// The sparse fused kernels' footprint and index traffic: the counter's peak is
 // Tiling::resident_words(..., Kernels::sparse), a memory one word smaller is refused, the
 // indices a block walks are counted (8 / sizeof(Scalar) words each), and the plan is kept with
 // the support.
@@ -41,9 +41,9 @@ std::int64_t longest_run(std::span<const std::int64_t> row) {
     return best;
 }
 
-/// Index entries the fused schedule reads per head over `s` with blocks of `rows`, from the
-/// rule stated in plan.hpp, recomputed from the support: a row's keys outside its longest run
-/// of consecutive keys, unless they are all its block's first keys; a block's key list unless
+/// Index entries the fused schedule reads per head over `s` with blocks of `rows`, from the rule
+/// stated in support/block_keys.hpp, recomputed from the support: a row's keys outside its longest
+/// run of consecutive keys, unless they are all its block's first keys; a block's key list unless
 /// every row is an interval and the keys are one.
 std::int64_t index_entries(const Support& s, std::int64_t rows) {
     const std::vector<std::int64_t> bounds = ioattn::sparse::row_blocks(s, rows);

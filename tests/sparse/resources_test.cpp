@@ -1,4 +1,4 @@
-// Memory refusals of ioattn::sparse (issue 15): every sparse kernel refuses a workspace above
+// Memory refusals of ioattn::sparse: every sparse kernel refuses a workspace above
 // IOATTN_MAX_BYTES before writing anything; the pattern builders, the spec parser, the Matrix
 // Market reader, Support::none, transposed() and block_view() refuse supports that cannot fit,
 // naming themselves, instead of std::bad_alloc or the OOM killer.

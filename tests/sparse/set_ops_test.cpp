@@ -1,5 +1,5 @@
-// Tests of ioattn::sparse::union_of / intersection_of (sparse/src/set_ops.cpp): brute-force
-// membership and the lattice laws.
+// Tests of ioattn::sparse::union_of / intersection_of (sparse/src/patterns/set_ops.cpp):
+// brute-force membership and the lattice laws.
 
 #include "brute_force.hpp"
 

@@ -1,4 +1,4 @@
-// Tests of ioattn::sparse::SparseRows (sparse/src/sparse_rows.cpp): construction checks,
+// Tests of ioattn::sparse::SparseRows (sparse/src/inputs/sparse_rows.cpp): construction checks,
 // threshold and top-k against brute force, to_dense round trips.
 
 #include <ioattn/error.hpp>

@@ -1,4 +1,4 @@
-// Tests of the split forward's element part (sparse/src/split.cpp, block_element.hpp): inside
+// Tests of the split forward's element part (sparse/src/plan/split.cpp, block_element.hpp): inside
 // the tile blocks when the rows' state fits M beside the tile scratch (a narrow block's rows
 // too), else as a second pass resuming from the tile outputs; both agree with the reference,
 // each counts its closed form and its dry run, and a plan run below its residency throws.
@@ -25,14 +25,13 @@ using ioattn::Problem;
 using ioattn::sparse::Support;
 using ioattn::sparse::Variant;
 using ioattn::sparse::test::Case;
+using ioattn::sparse::test::kAmple;
 using ioattn::sparse::test::max_error;
 using ioattn::sparse::test::reference_of;
 
 namespace {
 
 namespace sp = ioattn::sparse;
-
-const MemoryModel kAmple{1 << 22};
 
 } // namespace
 

@@ -1,5 +1,5 @@
 // Tests of ioattn::sparse::{density, row_nonzero_stats, partition_rows_by_nonzeros}
-// (sparse/src/support_stats.cpp).
+// (sparse/src/support/support_stats.cpp).
 
 #include "brute_force.hpp"
 

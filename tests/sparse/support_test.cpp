@@ -1,5 +1,5 @@
-// Tests of ioattn::sparse::Support (sparse/src/support.cpp): accessors, every validation error
-// of the CSR constructor, and the cached transpose with its position map.
+// Tests of ioattn::sparse::Support (sparse/src/support/support.cpp): accessors, every validation
+// error of the CSR constructor, and the cached transpose with its position map.
 
 #include <ioattn/error.hpp>
 #include <ioattn/sparse/pattern.hpp>
@@ -213,8 +213,11 @@ TEST_CASE("Support: cached_value builds once per key, shares it with copies, kee
     CHECK(value(s.cached_value("b", build(4))) == 4);
     CHECK(builds == 2);
     // the kKeptValues newest keys are kept: "a", the oldest, goes first
-    for (std::size_t k = 0; k + 1 < Support::kKeptValues; ++k)
-        (void)s.cached_value("k" + std::to_string(k), build(5));
+    for (std::size_t k = 0; k + 1 < Support::kKeptValues; ++k) {
+        std::string key = "k"; // not "k" + to_string(k): GCC 12 -O3 warns falsely (PR 105651)
+        key += std::to_string(k);
+        (void)s.cached_value(key, build(5));
+    }
     CHECK(value(s.cached_value("b", build(6))) == 4);
     CHECK(value(s.cached_value("a", build(7))) == 7);
     // another structure has its own

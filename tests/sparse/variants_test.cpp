@@ -32,6 +32,7 @@ using ioattn::Problem;
 using ioattn::sparse::Support;
 using ioattn::sparse::Variant;
 using ioattn::sparse::test::Case;
+using ioattn::sparse::test::kAmple;
 using ioattn::sparse::test::max_error;
 using ioattn::sparse::test::reference_of;
 
@@ -39,18 +40,16 @@ namespace {
 
 namespace sp = ioattn::sparse;
 
-const std::vector<std::string> kPatterns = {"dense",
-                                            "window:3",
-                                            "dilated:2:3",
-                                            "global:2+window:1",
-                                            "bigbird:2:1:2",
-                                            "bigbird-block:2:3:2:1",
-                                            "strided:4",
-                                            "block:3:0.4",
-                                            "random:0.2",
-                                            "powerlaw:3"};
-
-const MemoryModel kAmple{1 << 22};
+const std::vector<std::string> kVariantPatterns = {"dense",
+                                                   "window:3",
+                                                   "dilated:2:3",
+                                                   "global:2+window:1",
+                                                   "bigbird:2:1:2",
+                                                   "bigbird-block:2:3:2:1",
+                                                   "strided:4",
+                                                   "block:3:0.4",
+                                                   "random:0.2",
+                                                   "powerlaw:3"};
 
 const std::vector<std::optional<Variant>> kForced = {
     std::nullopt, Variant::tile, Variant::element, Variant::split, Variant::permuted};
@@ -116,7 +115,7 @@ TEMPLATE_TEST_CASE("variant plans forced to each variant agree with the referenc
                    double) {
     int forced_splits = 0; // forced split plans that run both parts
     for (const auto& [n_q, n_k] : std::vector<std::pair<int, int>>{{13, 13}, {9, 17}, {17, 9}})
-        for (const std::string& spec : kPatterns)
+        for (const std::string& spec : kVariantPatterns)
             for (const auto& force : kForced) {
                 CAPTURE(spec, n_q, n_k, force ? sp::to_string(*force) : "auto");
                 const Problem p = sp::test::kernel_shape(1, n_q, n_k, 7);
@@ -137,7 +136,7 @@ TEMPLATE_TEST_CASE("variant plans forced to each variant agree with the referenc
                    "[sparse][variants][backward]",
                    float,
                    double) {
-    for (const std::string& spec : kPatterns)
+    for (const std::string& spec : kVariantPatterns)
         for (const auto& [n_q, n_k] : sp::test::kBackwardSizes)
             for (const auto& force : kForced) {
                 CAPTURE(spec, n_q, n_k, force ? sp::to_string(*force) : "auto");

@@ -1,4 +1,5 @@
-// Tests of ioattn::sparse::z_input / dense_nonzeros (sparse/src/z_input.cpp): DESIGN.md 2.3.
+// Tests of ioattn::sparse::z_input / dense_nonzeros (sparse/src/inputs/z_input.cpp): docs/design.md
+// section 6.2.
 
 #include <ioattn/error.hpp>
 #include <ioattn/sparse/io_cost.hpp>

@@ -1,5 +1,5 @@
 #pragma once
-// Adversarial inputs for online softmax and its backward (issue 15) and the rule they are judged
+// Adversarial inputs for online softmax and its backward and the rule they are judged
 // by. A case is a small seeded problem of one kind: scores spanning 1e-30..1e30, one enormous
 // key, identical keys, fully masked rows, a NaN or an infinity in one element of Q, K, V or dO,
 // denormal scores and values, n_k = 1 and d = 1, a scale that rounds to 0 in float, a huge

@@ -1,5 +1,5 @@
 #pragma once
-// The rule of the adversarial numerics tests (issue 15) and the runner both the dense and the
+// The rule of the adversarial numerics tests and the runner both the dense and the
 // sparse test use: every case of adversarial.hpp through the fused and materialized schedules,
 // forward then backward, each output row judged against the oracle (see adversarial.hpp), and
 // a summary line for the README when IOATTN_TEST_REPORT is set.

@@ -1,8 +1,8 @@
 #pragma once
 // The backward pass in the tests: a naive backward independent of the library (it takes the
-// forward's O and L as given, like the kernels, and follows DESIGN.md §2.2 literally in the
-// accumulation type Acc), owned seeded operands of one backward problem, and the test bodies
-// shared by the three backward kernels (STYLE.md §8 kinds 1-6). Each kernel's
+// forward's O and L as given, like the kernels, and follows docs/design.md section 4.1 literally in
+// the accumulation type Acc), owned seeded operands of one backward problem, and the test bodies
+// shared by the three backward kernels (docs/design.md section 14, kinds 1-6). Each kernel's
 // backward_*_test.cpp instantiates them for float and double.
 
 #include "attention_case.hpp"

@@ -33,7 +33,7 @@ inline double spread(const std::vector<double>& ratios) {
 }
 
 /// counted / bound ratios in each schedule's band: the fused one where M >= d^2, the materialized
-/// one where M < d^2 (DESIGN.md §2.1).
+/// one where M < d^2 (docs/design.md section 5.1).
 struct Bands {
     std::vector<double> fused;
     std::vector<double> materialized;

@@ -1,6 +1,6 @@
 #pragma once
-// Test bodies shared by the three dense forward kernels (STYLE.md §8 kinds 1, 2, 5, 6 and the
-// bad-value cases of issue 2). Each kernel's *_test.cpp instantiates them for float and double.
+// Test bodies shared by the three dense forward kernels (docs/design.md section 14, kinds 1, 2, 5,
+// 6 and the bad-value cases). Each kernel's *_test.cpp instantiates them for float and double.
 
 #include "attention_case.hpp"
 #include "case_data.hpp"

@@ -4,9 +4,9 @@
 // and multiplies by V, all in the accumulation type Acc (double for the oracle, the working type
 // for the "naive<float>" term of the error rule, long double to judge double kernels).
 //
-// Conventions (DESIGN.md §2, ioattn/problem.hpp): causal masking is bottom-right aligned, query i
-// sees key j iff j <= i + (n_k - n_q); query head h reads key/value head h / (heads / kv_heads);
-// a row with no visible key gets O = 0 and L = -inf.
+// Conventions (docs/design.md section 1, ioattn/problem.hpp): causal masking is bottom-right
+// aligned, query i sees key j iff j <= i + (n_k - n_q); query head h reads key/value head h /
+// (heads / kv_heads); a row with no visible key gets O = 0 and L = -inf.
 
 #include <ioattn/problem.hpp>
 #include <ioattn/view.hpp>

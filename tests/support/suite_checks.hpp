@@ -20,7 +20,7 @@
 namespace ioattn::test {
 
 /// Runs `run(one)` with at most 1 thread, `run(two)` with at most 2, and `run(arena)` in a
-/// 1-thread task arena: the three results must be bitwise equal (STYLE.md §7).
+/// 1-thread task arena: the three results must be bitwise equal (docs/design.md section 11).
 template <typename Case, typename Run>
 void run_at_thread_counts(Case& one, Case& two, Case& arena, const Run& run) {
     {

@@ -1,7 +1,7 @@
 #pragma once
-// The error-ratio rule (STYLE.md §8, after FlashAttention's tests): a kernel in working type T is
-// judged against a higher-precision oracle by comparison with the error that the naive
-// computation in T makes against the same oracle:
+// The error-ratio rule (docs/design.md section 14, after FlashAttention's tests): a kernel in
+// working type T is judged against a higher-precision oracle by comparison with the error that the
+// naive computation in T makes against the same oracle:
 //     err(kernel<T>) <= 2 * err(naive<T>) + tiny,
 // with the oracle in double for float kernels and in long double (x86: 64-bit mantissa) for
 // double kernels. tiny is a few ulps of T at the magnitude of the outputs, so exact cases

@@ -91,7 +91,7 @@ def attention(q, k, v, *, mask=None, causal=False, scale=None, schedule="auto",
     size / 2, the slack a simulated LRU cache needs); not together with M.
     num_threads: None for every core, else at most that many workers (results are bitwise
     the same for any count). variant: for a mask under the fused schedule, "auto" (the
-    structure dispatcher's choice, reported by io_count()["variant"]) or one of "tile",
+    variant planner's choice, reported by io_count()["variant"]) or one of "tile",
     "element", "split", "permuted" forced (the same result within the float tolerance; a
     ValueError without a mask or with another schedule; a split whose blocks' fill puts every
     pair on one side runs that side's kernel). Returns out, or (out, lse) with
@@ -146,7 +146,7 @@ def io_count(*, n=None, n_q=None, n_k=None, d=None, d_v=None, batch=1, heads=1, 
     (None: the per-core L2 in words of dtype), or cache_bytes for a real cache (as in
     attention()); tuned=False takes the I/O-optimal tiling
     instead of the one tuned for this CPU; variant as in attention(), and "variant" in the
-    result names the one that runs when the structure dispatcher planned the call."""
+    result names the one that runs when the variant planner planned the call."""
     where = "ioattn.io_count"
     sizes = _problem(where, n, n_q, n_k, d, d_v, batch, heads, kv_heads, causal, scale)
     m, c, label = _resolve(mask, causal, sizes.n_q, sizes.n_k, where)

@@ -1,8 +1,8 @@
 #pragma once
 /// Closed-form I/O of every dense schedule, flop counts, and the lower bounds of the papers.
 ///
-/// Costs are exact: a kernel run with IoCounter reports exactly io_cost_<kernel>(problem,
-/// tiling), peak residency included. Bounds are per the two-level model of DESIGN.md §2 and are
+/// Costs are exact: a kernel run with IoCounter reports exactly io_cost_<kernel>(problem, tiling),
+/// peak residency included. Bounds are per the two-level model of docs/design.md section 2 and
 /// summed over the batch * heads independent slices.
 
 #include <ioattn/io_counter.hpp>
@@ -22,7 +22,7 @@ IoReport io_cost_forward_fused(const Problem& problem, const Tiling& tiling);
 /// Materialized forward (Saha & Ye Algorithm 1, square tiles of side b).
 IoReport io_cost_forward_materialized(const Problem& problem, const Tiling& tiling);
 
-/// Dispatches on tiling.schedule (reference: throws InvalidArgument, it has no I/O model).
+/// Routes by tiling.schedule (reference: throws InvalidArgument, it has no I/O model).
 IoReport io_cost_forward(const Problem& problem, const Tiling& tiling);
 
 /// Fused backward (pass 0: D; pass A: K/V blocks resident, query blocks and their dQ partial
@@ -32,7 +32,7 @@ IoReport io_cost_backward_fused(const Problem& problem, const Tiling& tiling);
 /// Materialized backward (P and dS in slow memory, square tiles); see backward_materialized.cpp.
 IoReport io_cost_backward_materialized(const Problem& problem, const Tiling& tiling);
 
-/// Dispatches on tiling.schedule (reference: throws InvalidArgument).
+/// Routes by tiling.schedule (reference: throws InvalidArgument).
 IoReport io_cost_backward(const Problem& problem, const Tiling& tiling);
 
 /// io_cost_forward or io_cost_backward.

@@ -6,7 +6,7 @@
 /// x86-64. At first use it takes the best one that both the CPU (cpuid) and the operating
 /// system (XGETBV: the AVX and AVX-512 register state is saved) support. The environment
 /// variable IOATTN_ISA=avx512|avx2|sse2 forces one. An IOATTN_NATIVE build holds a single
-/// variant compiled with -march=native. Counted I/O does not depend on the instruction set;
+/// ISA target compiled with -march=native. Counted I/O does not depend on the instruction set;
 /// results agree with the reference under each.
 
 #include <cstdint>
@@ -15,7 +15,7 @@
 
 namespace ioattn {
 
-/// An instruction-set variant of the kernels, in increasing order of capability.
+/// An ISA target of the kernels, in increasing order of capability.
 enum class Isa { sse2, avx2, avx512 };
 
 /// "sse2", "avx2", "avx512".
@@ -28,12 +28,12 @@ Isa parse_isa(std::string_view text);
 /// baseline is always supported).
 bool cpu_supports(Isa isa);
 
-/// The variants compiled into this library, best first.
+/// The ISA targets compiled into this library, best first.
 std::vector<Isa> built_isas();
 
-/// The variant the kernels run: IOATTN_ISA from the environment if set, else the best built
-/// variant the CPU supports. Decided once, at the first call that succeeds; thread-safe.
-/// Throws InvalidArgument if IOATTN_ISA is not a known name, names a variant this library
+/// The ISA target the kernels run: IOATTN_ISA from the environment if set, else the best built
+/// target the CPU supports. Decided once, at the first call that succeeds; thread-safe.
+/// Throws InvalidArgument if IOATTN_ISA is not a known name, names a target this library
 /// was not built with, or one the CPU cannot execute.
 Isa active_isa();
 

@@ -18,7 +18,7 @@ struct MemoryModel {
     /// A tiling whose footprint is the whole cache thrashes under LRU; with the cache at 2M
     /// words the simulated traffic of every dense schedule and pass stays within 1.25x of the
     /// counted words, with the crossover where the model puts it (bench/cache_validate.py,
-    /// the `cache` test; README "I/O"). Throws InvalidArgument when that leaves M < 1.
+    /// the `cache` test; docs/design.md section 8). Throws InvalidArgument when that leaves M < 1.
     static MemoryModel for_cache(std::int64_t cache_bytes, std::int64_t bytes_per_word = 4);
 
     /// Throws InvalidArgument unless fast_words >= 1.

@@ -37,7 +37,7 @@ Schedule parse_schedule(std::string_view text);
 /// resident query rows, the fused backward's resident key rows and its streamed query block, d
 /// in the backward's dQ = dS K) are padded to a multiple of kLanePad words, under every
 /// instruction set: the footprint, hence the counted residency and every tiling, is the same
-/// whichever variant runs (16 floats are one 64-byte cache line; AVX2 takes two vectors).
+/// whichever ISA target runs (16 floats are one 64-byte cache line; AVX2 takes two vectors).
 inline constexpr std::int64_t kLanePad = 16;
 
 /// n rounded up to a multiple of kLanePad.

@@ -1,5 +1,5 @@
-// ioattn::dense::backward: the dispatcher over the backward schedules, and the dry run that walks
-// a schedule without data. No algorithm lives here.
+// ioattn::dense::backward: routes by tiling.schedule to the backward kernels, and the dry run that
+// walks a schedule without data. No algorithm lives here.
 
 #include <ioattn/dense/backward.hpp>
 #include <ioattn/error.hpp>

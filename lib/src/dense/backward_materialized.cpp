@@ -1,41 +1,33 @@
 // ioattn::dense::backward_materialized: small-cache backward (the Algorithm-6 idea of Li et al.)
-// Per (batch, kv head), for the group of query heads that share it, square tiles b x b, P and
-// dS stored in slow memory (one group*n_q*n_k buffer, dS overwriting P). Reference:
+// Per (batch, kv head) in turn, for the group of query heads that share it, square tiles b x b,
+// P and dS stored in slow memory (one group*n_q*n_k buffer, dS overwriting P). Reference:
 // backward_reference.cpp. b = tiling.rows = tiling.cols; r, c: tile heights and widths; the
 // visible column tiles of row tile i are j0 < visible_keys(last row of i), each full width.
 //   P:  parallel per (head, row tile i) with a visible key: read L_i                   r
 //         per visible tile j: per d chunk: read Q_i[:,k], K_j[:,k]         (r + c) * kw
 //         P_ij = exp(scale*S_ij - L_i), masked entries 0; write P_ij              r*c
-//   dV: parallel per (key tile j, d_v chunk x): dV_jx = 0
-//         per head, per row tile i that sees j: read P_ij, dO_i[:,x]      r*c + r*xw
-//           dV_jx += P_ij^T dO_i[:,x]
-//       write dV_jx                                                           c*xw
-//   dS: parallel per (head, row tile i) with a visible key:
-//         per d_v chunk: read O_i[:,x], dO_i[:,x]; D_i += rowsum(dO o O)       2*r*xw
-//         per visible tile j: per d_v chunk: read dO_i[:,x], V_j[:,x]         (r + c)*xw
+//   dV: parallel per (key tile j, d_v chunk x), per head, per row tile i that sees j:
+//         read P_ij, dO_i[:,x]; dV_jx += P_ij^T dO_i[:,x]; then write dV_jx  r*c + r*xw, c*xw
+//   dS: parallel per (head, row tile i) with a visible key: D_i = rowsum(dO o O)   2*r*d_v
+//         per visible tile j, d_v chunk: read dO_i[:,x], V_j[:,x]        (r + c)*xw
 //           dP_ij += dO_i[:,x] V_j[:,x]^T
 //         read P_ij; dS_ij = P_ij o (dP_ij - D_i), masked entries 0; write dS_ij   r*c, r*c
-//   dQ: parallel per (head, row tile i, d chunk k): dQ_ik = 0
-//         per visible tile j: read dS_ij, K_j[:,k]; dQ_ik += dS_ij K_j[:,k]    r*c + c*kw
-//       write scale * dQ_ik                                                   r*kw
-//   dK: parallel per (key tile j, d chunk k): dK_jk = 0
-//         per head, per row tile i that sees j: read dS_ij, Q_i[:,k]       r*c + r*kw
-//           dK_jk += dS_ij^T Q_i[:,k]
-//       write scale * dK_jk                                                   c*kw
+//   dQ: parallel per (head, row tile i, d chunk k), per visible tile j: read dS_ij, K_j[:,k];
+//         dQ_ik += dS_ij K_j[:,k]; then write scale * dQ_ik            r*c + c*kw, r*kw
+//   dK: parallel per (key tile j, d chunk k), per head, per row tile i that sees j:
+//         read dS_ij, Q_i[:,k]; dK_jk += dS_ij^T Q_i[:,k]; then write scale * dK_jk
+//                                                                      r*c + r*kw, c*kw
 // Resident: L_i and D_i stay for their row tile; the largest phase is
 //   max(P: r + rc + r kd + c kd, dV: c kv + rc + r kv, dS: r + max(2 r kv, rc + r kv + c kv, 2rc),
 //       dQ/dK: max(r_all kd, r kd + rc + c kd)) <= 3b^2 + b <= 4b^2
-// (materialized_backward_resident; r is the tallest row tile with a visible key).
+//   (materialized_backward_resident; r is the tallest row tile with a visible key).
 // I/O = io_cost_backward_materialized: per (head, row tile) with T visible tiles of width C,
-// vch = ceil(d_v/b), dch = ceil(d/b):
-//   T r d + C d + r  +  vch r C + T r d_v  +  2 r d_v + T r d_v + C d_v + r C
-//   + dch r C + C d  +  dch r C + T r d;  writes 2 r C + r d (dQ), and n_k (d + d_v) per kv slice.
-// Masked pairs are never formed: their K, V, dO and Q rows are not multiplied, so NaN in a hidden
-// row cannot leak; a row with L = -inf has P = 0. Flops: about 4*allowed_pairs*(d + d_v).
-// Every output chunk is written by one task that sums heads, row tiles and rows in a fixed order:
-// thread-count invariant. The kv slices run one after another, so the slow-memory P/dS buffer
-// holds group*n_q*n_k words.
-// Tests: tests/lib/dense/backward_materialized_test.cpp
+//   vch = ceil(d_v/b), dch = ceil(d/b): T r d + C d + r  +  vch r C + T r d_v  +  2 r d_v
+//   + T r d_v + C d_v + r C  +  dch r C + C d  +  dch r C + T r d;  writes 2 r C + r d (dQ),
+//   and n_k (d + d_v) per kv slice.
+// Masked pairs are never formed, so NaN in a hidden row cannot leak; a row with L = -inf has
+// P = 0. Flops: about 4*allowed_pairs*(d + d_v). Each output chunk is summed by one task in a
+// fixed order: thread-count invariant. Tests: tests/lib/dense/backward_materialized_test.cpp
 
 #include "dense/kernel_entry.hpp"
 

@@ -1,5 +1,5 @@
 // ioattn::dense::backward_reference: the gradient oracle. Materialized P and dS, double
-// accumulation, obvious loops (DESIGN.md §2.2).
+// accumulation, obvious loops (docs/design.md section 4.1).
 // Per (batch, head, query row i) with n_i = visible_keys(i) keys and L_i > -inf:
 //   D_i = dO_i . O_i;  for j < n_i: p_ij = exp(scale * q_i . k_j - L_i), dp_ij = dO_i . v_j,
 //   ds_ij = p_ij (dp_ij - D_i);  dQ_i = scale * sum_j ds_ij k_j.

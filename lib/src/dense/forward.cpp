@@ -1,5 +1,5 @@
-// ioattn::dense::forward: the dispatcher over the forward schedules, and the dry run that walks
-// a schedule without data. No algorithm lives here.
+// ioattn::dense::forward: routes by tiling.schedule to the forward kernels, and the dry run that
+// walks a schedule without data. No algorithm lives here.
 
 #include <ioattn/dense/forward.hpp>
 #include <ioattn/error.hpp>

@@ -14,8 +14,8 @@
 // Resident: max(phase 1: b^2 + 2*b*min(b,d) + 2b, phase 2: b^2 + 2*b*min(b,d_v) + 2b) <= 4b^2
 // I/O = io_cost_forward_materialized = per row block, with T visible tiles of total width C:
 //   T'*r*d + C*d + r*C  +  ceil(d_v/b)*r*C + C*d_v + r*d_v + r     (~8 N^2 d / sqrt(M) + N^2),
-//   T' = T, or 1 when d <= b (Q_i held: a cache of M words keeps it, and the simulated one
-//   did, at 0.87x the counted words before, bench/cache_validate.py)
+//   T' = T, or 1 when d <= b (Q_i held: a cache of M words keeps it, as the simulated one of
+//   bench/cache_validate.py does)
 // Scores are stored in base 2 (scaled by scale*log2 e); masked entries are -inf and their
 // V rows are never touched. Flops: 2*n_q*n_k*(d + d_v) over visible tiles.
 // One task per (batch, head, row block); the S strip of the block lives in per-worker scratch

@@ -3,10 +3,11 @@
 /// a problem, optionally a support (Omega) and operands stored sparse, and a schedule or a way
 /// to select one; they plan (schedule, tiling), validate once, run, and report what they chose
 /// and, when asked, the counted I/O beside its closed form and the lower bounds. The ioattn
-/// program and the Python module call these; the named kernels and the dispatchers of dense/
-/// and sparse/ stay available underneath for callers that fix a tiling themselves.
+/// program and the Python module call these; the named kernels and dense::forward / backward,
+/// sparse::forward / backward (which route by schedule) stay available underneath for callers
+/// that fix a tiling themselves.
 ///
-/// It lives in ioattn::sparse because it dispatches to both libraries and only ioattn::sparse
+/// It lives in ioattn::sparse because it calls into both libraries and only ioattn::sparse
 /// sees both (sparse depends on core, never the reverse).
 
 #include <ioattn/io_cost.hpp>
@@ -52,12 +53,12 @@ struct AttentionOptions {
     /// needs: MemoryModel::for_cache); exclusive with `memory`.
     std::optional<std::int64_t> cache_bytes;
     bool tuned = true; ///< the tiling tuned for this CPU; false: Tiling::for_memory's
-    /// The sparse fused schedule over dense operands runs the structure dispatcher's plan
+    /// The sparse fused schedule over dense operands runs the variant planner's plan
     /// (sparse::plan_variants): nullopt lets it pick the variant, a value forces one (it then
     /// needs a support, dense operands and the fused schedule: InvalidArgument otherwise).
     std::optional<sparse::Variant> variant;
-    /// false: the sparse fused schedule runs forward_fused / backward_fused alone (no
-    /// dispatcher), as the named kernels of sparse/ do.
+    /// false: the sparse fused schedule runs forward_fused / backward_fused alone (no variant
+    /// planner), as the named kernels of sparse/ do.
     bool dispatch = true;
     bool count_io = false;        ///< count the run with an IoCounter of M
     IoCounter* counter = nullptr; ///< count into this one instead (e.g. one recording a trace)
@@ -79,7 +80,7 @@ struct AttentionPlan {
     /// The kernels' footprint the plan's tiling is for.
     [[nodiscard]] Kernels kernels() const { return sparse ? Kernels::sparse : Kernels::dense; }
 
-    /// The structure dispatcher's plan (sparse fused schedule, dense operands, dispatch on):
+    /// The variant planner's plan (sparse fused schedule, dense operands, `dispatch` on):
     /// which variant runs over which pairs (sparse/variants.hpp); tiling is then its tile part's.
     std::optional<sparse::VariantPlan> variants;
 
@@ -102,8 +103,8 @@ struct AttentionReport {
 /// sparse::select_schedule, the sparse backward by the exact costs of both schedules (cost) or
 /// M >= Z_input^2 / Z_QK (theory). The tiling is the tuned one (sparse::tuned_tiling for sparse
 /// plans) or Tiling::for_memory; the reference schedule's is n_q x n_k. A sparse fused plan
-/// over dense operands holds the structure dispatcher's plan (variants; O(Z_QK log) to build),
-/// and its tiling is the variants' tile tiling (tuned: the dispatcher may lower its height).
+/// over dense operands holds the variant planner's plan (variants; O(Z_QK log) to build), and
+/// its tiling is the variants' tile tiling (tuned: the planner may lower its height).
 /// Throws InvalidArgument naming options.where: a bad problem or M; both memory and cache_bytes,
 /// a forced variant without a support, with sparse operands or another schedule,
 /// or a cache below two words; M below the smallest tiling

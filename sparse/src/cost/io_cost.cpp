@@ -156,29 +156,12 @@ Tiling
 tuned_tiling(Schedule schedule, const MemoryModel& memory, const Problem& problem, Pass pass) {
     const Problem p = problem.resolved("ioattn::sparse::tuned_tiling");
     if (schedule == Schedule::fused) {
-        // window:256, N=16384, d=64, fp32, 2 threads, GFLOP/s (4 Z_QK d). Before the per-slab
-        // key spans, one quiet run each: 48x96 137, 64x96 129, 96x96 137, 96x192 130, 128x128
-        // 126, 192x96 110. With them (a block's masked triangles are one 64-lane slab wide
-        // whatever Br is), three interleaved rounds: 96x96 149/170/165, 128x96 161/171/166,
-        // 128x128 170/175/173, 64x96 173/180/171; Br = 64 is one whole slab (96 left a
-        // half-efficient 2-vector slab) and the smallest working set.
-        // Chunks of 128 keys over 96: a run of 128 (two adjacent 64-key blocks) is then one
-        // chunk, not two of 64. A small gain, at the noise of this shared machine,
-        // no forward set below 0.99 (AVX-512 Zen 5, N = 16384, d = 64, 2 threads, 128 over
-        // 96, medians of 4-8 alternated runs, each set a separate session): forward
-        // block:64:0.1 1.05, 1.11, 1.01, 1.03, bigbird-block:64:3:2:3 1.08, 1.02, 1.00,
-        // strided:64 1.04, 1.17, window:256 1.00, 1.00, causal-window:256 1.02,
-        // dilated:256:4 1.01, bigbird:64:2:3 0.99, block:64:0.1 at N = 4096 1.08; backward
-        // window:256 0.98, dilated:256:4 0.96, 0.95 (d = 128: 1.02), so the backward keeps
-        // 96. Since the next block's K and V rows are prefetched (next_block.hpp), chunks of 256
-        // keys: a 64-row block of a 64-wide band with its global keys (194 keys) is one chunk,
-        // one softmax pass and one rescale of O^T, not two. 256 over 128 (one experiment
-        // binary taking the width from the environment, medians of 6-12 paired alternations,
-        // N = 16384, d = 64, 2 threads):
-        // bigbird:64:2:3 1.048, 1.039, window:64 1.066, strided:64 1.057, bigbird-block:64:3:2:3
-        // 1.045, block:64:0.1 1.024, 0.97, causal-window:256 1.016, window:256 1.00, 1.013,
-        // dilated:256:4 1.008; d = 128 bigbird 1.012, window:256 0.989; N = 4096 bigbird 1.004,
-        // block:64:0.1 1.00. 192 over 128: bigbird 1.043, block:64:0.1 1.00.
+        // Br = 64: one whole 64-lane slab (a block's masked triangles are one slab wide
+        // whatever Br is) and the smallest working set. Forward chunks of 256 keys: a 64-row
+        // block of a 64-wide band with its global keys (194 keys) is one chunk, one softmax
+        // pass and one rescale of O^T; 256 over 128: 1.04x on bigbird:64:2:3 (ioattn run --N
+        // 16384 --d 64 --pattern bigbird:64:2:3 --schedule fused --threads 2 --repeat 30).
+        // Backward chunks of 96: 128 runs dilated:256:4's backward at 0.95x.
         const std::int64_t cols = pass == Pass::forward ? 256 : 96;
         const Tiling t{Schedule::fused,
                        std::min<std::int64_t>(64, p.n_q),
@@ -198,11 +181,9 @@ Tiling materialized_tiling(const Support& support,
     // A tile taken pair by pair costs a walk of each of its rows (three, with the SDDMM, the
     // keep step and the SpMM): when most non-empty tiles hold a pair or so per row (fill below
     // 1/16: random keys, graph edges, strided columns; not the edges of a band, about 1/4),
-    // the largest tiles win (fewer tiles, more pairs per row and tile). Measured (materialized
-    // forward, N = 16384, d = 64, one thread, GFLOP/s at 64 / 128 / 256, the AVX-512 Zen 5
-    // machine): random:0.02 2.8 / 3.7 / 6.2, strided:64 4.0 / 6.7 / 10.0, bigbird:64:2:3 7.1 /
-    // 8.9 / 10.9, powerlaw:32 0.8 / 1.1 / 1.8 (scattered), against window:256 56.2 / 46.8 /
-    // 53.3, block:64:0.1 48.0 / 33.4 / 24.2, bigbird-block 47.4 / 37.4 / 30.1.
+    // the largest tiles win (fewer tiles, more pairs per row and tile), while bands and blocks
+    // keep the tuned side. 256 over 64: 2.2x on random:0.02 (ioattn run --N 16384 --d 64
+    // --pattern random:0.02 --schedule materialized --threads 1 --repeat 3).
     constexpr std::int64_t kScatteredFill = 16;
     const BlockView& view = support.cached_block_view(tuned.rows, tuned.cols);
     std::int64_t scattered = 0;

@@ -1,5 +1,6 @@
 // ioattn::sparse element kernels' I/O: the exact closed forms of forward_element and
-// backward_element from their plans (kernels/element/panels.hpp), their peaks, and the tuned tiling.
+// backward_element from their plans (kernels/element/panels.hpp), their peaks, and the tuned
+// tiling.
 
 #include "kernels/element/panels.hpp"
 
@@ -170,15 +171,9 @@ Tiling widened_element_tiling(const Problem& p,
     // reads its keys' K and V rows, so of the widest panels that fit M for blocks of R, R/2 and
     // R/4 rows, the least kRowVisit * (rows x visits) + (key rows read) wins (ties: more rows),
     // over the plan of Omega and, for the backward, of Omega^T too. kRowVisit = 7 key rows,
-    // fitted on the Xeon model 167 (N = 16384, d = 64, 2 threads, `ioattn run --repeat 10`,
-    // three runs each): random:0.02 256 x 2048 46.5 GFLOP/s (1.96 M estimated) against 128 x
-    // 4096 36.0 (2.40 M); powerlaw:32, whose light blocks visit their two panels at once
-    // (ElementPanels::build), 128 x 8192 25.6-28.6 (0.51 M) against 64 x 8192 25.7-25.9 (0.55
-    // M) and 256 x 8192 22.5-25.3 (0.56 M), backward 25.6 against 23.5; bigbird:64:2:3's
-    // choices cost alike (0.163 M) and it keeps 256 x 16384. The order holds for any kRowVisit
-    // from 4 to 15. The rule before, the largest R x P, took 256 x 8192 for powerlaw:32 (it had
-    // been measured on random:0.02, 23.9 -> 34.4 GFLOP/s against widening only below 4 keys a
-    // row, and on the Xeon's 2 MiB L2, where 128 x 4096's panel alone fills the L2).
+    // fitted to the element kernels' rates (the choices are the same for 4 to 15): powerlaw:32
+    // takes 128 x 8192, 1.13x over the largest R x P, 256 x 8192 (ioattn run --N 16384 --d 64
+    // --pattern powerlaw:32 --schedule fused --threads 2 --repeat 10).
     if (support.z_qk() == 0)
         return base;
     const auto w = ElementWords::of(sizeof(Scalar));
@@ -261,7 +256,7 @@ Tiling element_tiling(const Problem& problem, const MemoryModel& memory, Pass pa
         return std::max(sweep_q, sweep_k);
     };
     // 256 rows x 512 keys: state and panel in half the 512 KiB L2 of the Zen 3 machine and the
-    // 1 MiB one of the AVX-512 machine (measured in the README's sparse table); halved to fit M.
+    // 1 MiB one of the AVX-512 machine; halved to fit M.
     std::int64_t r = std::min<std::int64_t>(256, p.n_q), c = std::min<std::int64_t>(512, p.n_k);
     while (bound(r, c) > memory.fast_words && (r > 1 || c > 1)) {
         if (c >= r && c > 1)

@@ -1,9 +1,9 @@
 // ioattn::attention, ioattn::attention_backward and ioattn::io_count: the entry point's runs.
 // Each validates the views once (naming the caller), runs the plan of attention_plan.cpp
-// through the dense or sparse dispatcher (a sparse fused plan over dense operands: the
-// structure dispatcher's variants, sparse/variants.hpp) in a task_arena of options.threads
-// workers, and when counting reports the counter beside the plan's closed-form I/O. No
-// algorithm lives here.
+// through dense::forward / backward or sparse::forward / backward (which route by schedule;
+// a sparse fused plan over dense operands runs the variant planner's VariantPlan,
+// sparse/variants.hpp) in a task_arena of options.threads workers, and when counting reports
+// the counter beside the plan's closed-form I/O. No algorithm lives here.
 
 #include <ioattn/attention.hpp>
 #include <ioattn/dense.hpp>

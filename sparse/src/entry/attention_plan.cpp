@@ -144,7 +144,7 @@ Tiling tiling_of(const AttentionPlan& plan, const Structure<Scalar>& s, bool tun
     return sparse::tuned_tiling(plan.schedule, plan.memory, p, plan.pass);
 }
 
-/// The structure dispatcher's plan of a sparse fused call over dense operands (the variants
+/// The variant planner's plan of a sparse fused call over dense operands (the variants
 /// compute from the dense views; sparse operands run forward_fused / backward_fused, the one
 /// kernel that multiplies them as stored). Under auto, an M too small for the element kernels
 /// leaves the tile kernels alone; a forced variant names why it cannot run.
@@ -161,7 +161,7 @@ void plan_dispatch(AttentionPlan& plan, const Structure<Scalar>& s, const Attent
                               std::string(to_string(plan.schedule)) + ")");
     if (!eligible)
         return;
-    try { // a tuned tiling leaves the tile height to the dispatcher (plan_variants)
+    try { // a tuned tiling leaves the tile height to the planner (plan_variants)
         plan.variants = sparse::plan_variants<Scalar>(plan.problem,
                                                       *s.support,
                                                       plan.memory,

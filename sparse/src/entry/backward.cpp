@@ -1,5 +1,5 @@
-// ioattn::sparse::backward: the dispatcher over the sparse backward schedules and the dry run,
-// with dense or sparse (SparseInputs) operands.
+// ioattn::sparse::backward: routes by tiling.schedule to the sparse backward kernels; the dry
+// run, with dense or sparse (SparseInputs) operands.
 
 #include <ioattn/error.hpp>
 #include <ioattn/kernels/instantiate.hpp>

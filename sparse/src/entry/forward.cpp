@@ -1,4 +1,4 @@
-// ioattn::sparse::forward: the dispatcher over the sparse forward schedules and the dry run,
+// ioattn::sparse::forward: routes by tiling.schedule to the sparse forward kernels; the dry run,
 // with dense or sparse (SparseInputs) operands.
 
 #include <ioattn/error.hpp>

@@ -1,7 +1,6 @@
-// ioattn::sparse::z_input / dense_nonzeros: Z_input of DESIGN.md section 2.3, the input
-// nonzeros in the sparse I/O bound min(Z_input^2 / M, Z_input sqrt(Z_QK) / sqrt(M)):
-// nnz(Q) + nnz(K) + nnz(V), plus nnz(dO) for the backward; a dense operand counts
-// rows * cols. O(1).
+// ioattn::sparse::z_input / dense_nonzeros: Z_input of docs/design.md section 6.2, the input
+// nonzeros in the sparse I/O bound min(Z_input^2 / M, Z_input sqrt(Z_QK) / sqrt(M)): nnz(Q) +
+// nnz(K) + nnz(V), plus nnz(dO) for the backward; a dense operand counts rows * cols. O(1).
 // Tests: tests/sparse/z_input_test.cpp
 
 #include "fail.hpp"

@@ -7,15 +7,14 @@
 // O, L, dO, dQ) and of the keys (with V, dK, dV), so the result is the same up to rounding.
 //   forward, every pair through tiles: no copy; the tile kernel over the reordered support
 //             reads Q, O, L rows through `rows` and K, V rows through `keys` in place
-//             (forward_fused_ordered). Measured (N = 16384, d = 64, 2 threads, timed inside
-//             the call): dilated:256:4's copies took 1.9 of 10.8 ms.
+//             (forward_fused_ordered), where copies would take 1.9 of dilated:256:4's 10.8 ms
+//             (N = 16384, d = 64, 2 threads)
 //   forward, else: [rows: Q' = Q[rows]]  [keys: K' = K[keys], V' = V[keys]]  per slice, one
 //             row at a time; split variant on (Q', K', V') over the reordered parts, into O',
 //             L' (or O, L when rows keep their order); [rows: O[rows] = O', L[rows] = L']
 //   backward, every pair through tiles: no copy; the tile kernel reads and writes Q, O, L,
 //             dO, dQ rows through `rows` and K, V, dK, dV rows through `keys`
-//             (backward_fused_ordered). Measured (as above): dilated:256:4's copies took 4.5 of
-//             30 ms, strided:64's 1.6 of 16.2.
+//             (backward_fused_ordered), where copies would take 4.5 of dilated:256:4's 30 ms
 //   backward, else: [rows: Q, O, dO, L reordered]  [keys: K, V reordered]; split backward
 //             into dQ', dK', dV'; [rows: dQ back]  [keys: dK, dV back]
 // Resident: the split variant's peak, or line(max(d, d_v)) while copying (one row).
@@ -92,7 +91,7 @@ std::int64_t copy_line(const Problem& p) {
 }
 
 /// Owned packed buffers (null in a dry run). Those a copy fills whole are left uninitialized
-/// (zeroing 8 MB of K' and V' took 5% of strided:64's permuted forward, callgrind); the
+/// (zeroing 8 MB of K' and V' would cost 5% of strided:64's permuted forward, callgrind); the
 /// gradients the backward accumulates into start at zero.
 template <typename Scalar>
 struct Buffer {

@@ -4,10 +4,8 @@
 //   forward, both parts, when the tile scratch and the element rows' state fit M
 //             (VariantPlan::element_in_tiles): forward_fused over T whose every block, after
 //             its chunks, takes its rows' E pairs from its resident state (block_element.hpp)
-//             and then writes O and L once. Measured against the second pass below (N =
-//             16384, d = 64, AMD EPYC Zen 5, `ioattn run --schedule fused --repeat 30`, medians
-//             of 12 paired ratios): bigbird:64:2:3 1.044x on 2 threads, 1.084x on 1,
-//             window:64+random:0.02 1.14x (its rows' 327 element keys each);
+//             and then writes O and L once (1.04x over the second pass below on
+//             bigbird:64:2:3: block_element.hpp);
 //   forward, otherwise: forward_fused over T (writes O_T, L_T; O = 0, L = -inf where T has
 //             no pair); forward_element over E resuming from (O_T, L_T): a finished row is the
 //             online softmax state m = L (base 2), l = 1, O_T, so the result is softmax over

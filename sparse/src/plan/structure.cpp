@@ -1,4 +1,4 @@
-// ioattn::sparse structure analysis for the dispatcher (see structure.hpp).
+// ioattn::sparse structure analysis for the variant planner (see structure.hpp).
 // Tests: tests/sparse/variants_test.cpp
 
 #include "plan/structure.hpp"
@@ -78,8 +78,8 @@ std::pair<std::vector<std::int64_t>, ColumnLanes> block_columns(
 
 /// Whether row i is a global row: heavy (above heavy_z = heavy_above(s) pairs, as row_blocks
 /// counts it) and seeing at least half the keys (global tokens; a graph's hubs see far fewer,
-/// and alone in a tile block they would stream their keys for one row: measured powerlaw:32
-/// forward 7.7 -> 2.2 GFLOP/s when every heavy row went through tiles).
+/// and alone in a tile block they would stream their keys for one row: powerlaw:32's forward
+/// runs 3.5x slower with every heavy row through tiles).
 bool global_row(const Support& s, std::int64_t i, std::int64_t heavy_z) {
     const std::int64_t z = s.row_nonzeros(i);
     return z > heavy_z && 2 * z >= s.n_k();
@@ -234,14 +234,12 @@ Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm, bo
         }
         // a global row's other pairs go through tiles too, in blocks of heavy rows (row_blocks):
         // as element pairs they would fill every panel of their block, so the element part's
-        // panels could not widen (widened_element_tiling). Measured (Zen 3, N = 16384, d = 64,
-        // 2 threads, medians of 4 alternated runs): bigbird:64:2:3 forward 22.4 -> 26.8
-        // GFLOP/s, backward 23.5 -> 29.3 (its element part: panels 512 -> 16384 keys)
+        // panels could not widen (widened_element_tiling): 1.20x on bigbird:64:2:3 (ioattn run
+        // --N 16384 --d 64 --pattern bigbird:64:2:3 --schedule fused --threads 2 --repeat 20).
         // Its cost: every row of the block computes the keys it adds to the block's tile
         // columns (the slab's span is the union of its rows' keys), so r lanes per added key,
-        // not one per moved pair. Measured (N = 4096, d = 64, 2 threads, strided:64 backward,
-        // whose transposed summary keys are global rows one per block): the split priced at
-        // one lane per pair ran at 10.8 GFLOP/s, the permuted variant this estimate picks at 55
+        // not one per moved pair (priced per pair, strided:64's backward, whose transposed
+        // summary keys are global rows one per block, takes a split 5x slower than permuted)
         std::vector<std::int64_t> added; // keys of the block's global rows outside t
         const std::int64_t i1 = std::min(s.n_q(), (b + 1) * rows);
         for (std::int64_t i = b * rows; i < i1; ++i)

@@ -1,8 +1,8 @@
 #pragma once
-// What the structure dispatcher reads from a support (variant_plan.cpp): per block of rows,
-// which key columns are dense enough for tiles; the split of Omega into a tile part and an
-// element part; the reorderings that make strided and dilated patterns banded; and the cost
-// estimate the dispatcher compares. Structure only, O(Z_QK) per pass over it.
+// What the variant planner reads from a support (variant_plan.cpp): per block of rows, which
+// key columns are dense enough for tiles; the split of Omega into a tile part and an element
+// part; the reorderings that make strided and dilated patterns banded; and the cost estimate
+// the planner compares. Structure only, O(Z_QK) per pass over it.
 
 #include <ioattn/sparse/support.hpp>
 
@@ -12,35 +12,30 @@
 
 namespace ioattn::sparse::detail {
 
-/// Time per unit of work of the variants, relative (measured: variant_plan.cpp).
+/// Time per unit of work of the variants, relative, fitted to the kernels' rates (AVX-512,
+/// N = 16384, d = 64, 2 threads; the values per pass: variant_plan.cpp).
 struct CostModel {
     double tile_lane = 1.0; ///< one (query lane, key) entry of a tile, allowed or masked
-    /// One pair through the element kernel: fitted to the kernels' own rates (AVX-512, N =
-    /// 16384, d = 64, 2 threads): a dense fused entry takes 0.74 ns, an element pair of
-    /// random:0.02 7.2 ns (ratio 9.8). At 3 (a guess) band-edge keys seen by a third of a
-    /// block went element by element; at 9, medians of 4 alternated runs, forward / backward
-    /// GFLOP/s: window:64 128.6 -> 150.7 / 125.4 -> 152.5 (now all tiles), bigbird:64:2:3
-    /// 61.8 -> 66.8 / 70.8 -> 76.8, strided:64 backward 97.0 -> 109.0 (all tiles), window:256
-    /// +global:4 unchanged; at 16 that one's backward goes permuted and loses 18%.
+    /// One pair through the element kernel: a dense fused entry takes 0.74 ns, an element pair
+    /// of random:0.02 7.2 ns (ratio 9.8). 9 over 3: 1.17x on window:64, whose band-edge keys
+    /// then go through tiles (ioattn run --N 16384 --d 64 --pattern window:64 --schedule fused
+    /// --threads 2 --repeat 20).
     double element_pair = 9.0;
-    /// One K/V row copied into a gathered tile chunk (in cache, unlike a permuted copy). 24
-    /// before gathers were vectorized (RowSource::copy); at 16, strided:64 at N = 16384 goes
-    /// to tiles too: forward 111.9 -> 126.4 GFLOP/s on 2 threads, 50.7 -> 55.5 on 1 (medians
-    /// of 5 and 3 alternated runs), and no other choice of the suite's patterns changes.
+    /// One K/V row copied into a gathered tile chunk (in cache, unlike a permuted copy). 16
+    /// over 24: strided:64's forward goes to tiles, 1.13x (ioattn run --N 16384 --d 64
+    /// --pattern strided:64 --schedule fused --threads 2 --repeat 20).
     double gather_row = 16.0;
-    /// One row of one operand reordered (permuted variant): measured 20 ns (2 threads,
-    /// strided:64 at N = 16384, d = 64: its permuted forward against its reordered structure
-    /// through tiles, 6.0 against 5.3 ms for 32768 rows), 22 dense entries; 4 was a guess.
-    /// With it strided:64's forward goes to tiles with gathered summary keys, 122 -> 146
-    /// GFLOP/s (medians of 4 alternated runs); its backward stays permuted (tiles: 0.05x).
+    /// One row of one operand reordered (permuted variant): 20 ns, 22 dense entries (strided:64's
+    /// permuted forward against its reordered structure through tiles: 6.0 against 5.3 ms for
+    /// 32768 rows). With it strided:64's forward takes tiles with gathered summary keys, 1.20x
+    /// over 4 (same command as gather_row); its backward stays permuted (tiles: 0.05x).
     double copy_row = 22.0;
     /// One key column of a block's tile in the tile kernels' passes over it (packing its K
     /// and V rows, a chunk's share of the softmax), in entries. It picks the tile height only
     /// (plan_variants); the splits above are priced in entries, as they were fitted. Fitted to
-    /// 2-thread runs at N = 16384, d = 64, heights 64 / 32 (GFLOP/s): forward window:64 150 /
-    /// 166, window:256 241 / 237, dilated:256:4 223 / 211, bigbird:64:2:3 112 / 120; backward
-    /// window:64 165 / 166, window:128 186 / 172, bigbird:64:2:3 75 / 65, strided:64 116 / 118
-    /// and 146 at height 63 (its 63 own keys per block once the summary keys are gathered).
+    /// the forward and backward rates at heights 64 and 32 of window:64, window:256,
+    /// dilated:256:4, bigbird:64:2:3 and strided:64 (ioattn run --N 16384 --d 64 --pattern P
+    /// [--pass backward] --schedule fused --threads 2 --repeat 20).
     double tile_column = 0.0;
 
     /// Rows per lane group of a tile whose groups compute only the columns their rows see

@@ -42,7 +42,7 @@ void backward_split(const BackwardArgs<Scalar>& args,
 /// forward_fused (its tile schedule, dense operands) over a reordered problem read in place:
 /// query row i of `support` is row maps.row(i) of Q, O and L, key j is row maps.key(j) of K
 /// and V. I/O: io_cost_forward_fused plus the order indices each block reads
-/// (BlockKeys::map_words). Dispatched to the active instruction set (dispatch.cpp).
+/// (BlockKeys::map_words). Dispatched to the active ISA target (kernels/isa_dispatch.cpp).
 template <typename Scalar, typename Counter>
 void forward_fused_ordered(const ForwardArgs<Scalar>& args,
                            const Support& support,
@@ -71,8 +71,8 @@ bool fused_split(const Problem& problem,
                  const VariantPlan& plan,
                  const MemoryModel& memory);
 
-/// backward_fused likewise over a reordered problem read in place: Q, O, L, dO, dQ rows
-/// through the row order, K, V, dK, dV rows through the key order. I/O: io_cost_backward_fused plus the order
+/// backward_fused likewise over a reordered problem read in place: Q, O, L, dO, dQ rows through the
+/// row order, K, V, dK, dV rows through the key order. I/O: io_cost_backward_fused plus the order
 /// indices: per head, each query block's rows in pass 0 and pass R, and each key block's
 /// BlockKeys::map_words of the transposed plan in pass A.
 template <typename Scalar, typename Counter>

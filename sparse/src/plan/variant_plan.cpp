@@ -1,5 +1,5 @@
-// ioattn::sparse::plan_variants and the plan's forward / backward / io_cost: the structure
-// dispatcher of the fused sparse schedule (variants.hpp). Per pass, the support (forward) or
+// ioattn::sparse::plan_variants and the plan's forward / backward / io_cost: the variant
+// planner of the fused sparse schedule (variants.hpp). Per pass, the support (forward) or
 // its transpose (backward: the tile backward keeps key blocks resident) is split per block of
 // tile.rows by the cost model (structure.hpp), on the original structure and, when
 // find_orders gives one, on the reordered structure plus the cost of the copies; the cheapest
@@ -13,8 +13,7 @@
 // best single kernel by kSplitGain. Tile lanes come in groups of 16 rows (keys in the
 // backward), each computing only the columns its rows see (staggered_slab.hpp,
 // staggered_chunk.hpp), so a band's lanes cost the same at every height and its taller tiles
-// win by their fewer columns: window:64's and bigbird:64:2:3's forwards went back from 32-row
-// to 64-row tiles, window:16's backward too.
+// win by their fewer columns (window:64's and bigbird:64:2:3's forwards take 64-row tiles).
 // Tests: tests/sparse/variants_test.cpp
 
 #include "plan/variant_parts.hpp"
@@ -131,8 +130,8 @@ double copied_rows(const Problem& p, const detail::Orders& o, Pass pass) {
 /// The best structure at one tile height: the split of the original or, when find_orders gives
 /// one and it is cheaper (or forced), of the reordered structure with its copies; `time` adds
 /// the tile columns' cost to the split's. With parts = false only priced (building every
-/// candidate's parts and their transposes doubled the planning time of strided:64's backward
-/// at N = 16384); with reorder = false the reordered structure is not tried.
+/// candidate's parts and their transposes would double the planning time of strided:64's
+/// backward at N = 16384); with reorder = false the reordered structure is not tried.
 struct Candidate {
     detail::Split split;
     detail::Orders orders;
@@ -188,11 +187,11 @@ VariantPlan plan_fresh(const Problem& p,
     // --- the tile height: the tuned one, one less (blocks of L - 1 keys: strided:L's own keys
     // once its summary keys are gathered), or half (narrow bands mask less of each tile),
     // when the estimate drops by kHeightGain; a given tiling is kept, and a plan without tiles
-    // has no height to choose (random:0.02's planning took 2.3x as long when priced anyway) ---
+    // has no height to choose (pricing it anyway would make random:0.02's planning 2.3x) ---
     if (!tile && best.split.tile_columns > 0) {
         const std::int64_t tuned = plan.tile.rows;
         // the other heights keep the tuned one's structure, reordered or not: pricing
-        // bigbird's rejected reordering again took 60% of its backward's planning
+        // bigbird's rejected reordering again would take 60% of its backward's planning
         const bool reorder = !best.orders.identity();
         Candidate priced; // the cheapest other height, priced (its reordered structure kept)
         for (const std::int64_t rows : {tuned - 1, tuned / 2}) {
@@ -253,8 +252,8 @@ VariantPlan plan_variants(const Problem& problem,
     if (tile && tile->schedule != Schedule::fused)
         throw InvalidArgument(std::string(kWhere) + ": the tile part's tiling is " +
                               std::string(ioattn::to_string(tile->schedule)) + " (expected fused)");
-    // --- kept with the support per shape, memory, pass, word and request: every Python call
-    // planned again, 0.13-0.97 s at N = 16384 for a 4-11 ms kernel (README, Python) ---
+    // --- kept with the support per shape, memory, pass, word and request: planning takes
+    // 0.13-0.97 s at N = 16384 for a 4-11 ms kernel, and a Python call plans every time ---
     const auto number = [](std::int64_t x) { return std::to_string(x) + ","; };
     const std::string key = "variants:" + number(static_cast<std::int64_t>(pass)) +
                             number(static_cast<std::int64_t>(sizeof(Scalar))) + number(p.batch) +

@@ -1,4 +1,5 @@
-// ioattn::sparse row blocks and the fused plan (see plan.hpp). Tests: tests/sparse/forward_test.cpp
+// ioattn::sparse row blocks and their keys, BlockKeys (see block_keys.hpp).
+// Tests: tests/sparse/forward_test.cpp
 
 #include "support/block_keys.hpp"
 
@@ -20,19 +21,13 @@ std::vector<std::int64_t> row_blocks(const Support& support, std::int64_t rows) 
     // A block closes early once it holds 4 * rows * mean pairs, so that a heavy row (global
     // tokens, a graph's hubs) does not make light rows stream every key it sees, except within
     // a run of heavy rows (each above 4 * mean pairs): those fill whole blocks, since a tile
-    // reuses each K/V row it streams once per row of its block, and blocks of a few heavy rows
-    // (up to this change) were memory-bound. Measured (Zen 3, N = 16384, d = 64, 2 threads,
-    // `ioattn run --pattern P --pass F --threads 2 --repeat 3`): global:256 forward 19.7 ->
-    // 58.3 GFLOP/s, backward 18.9 -> 72.5; bigbird-block:64:3:2:3 forward 24.6 -> 46.5,
-    // backward 28.2 -> 59.7; strided:64's permuted backward (its summary keys, reordered into
-    // one run, are heavy rows of the transposed structure) 5.2 -> 28.7.
-    // A block of heavy rows also closes at the first light row: bigbird:64:2:3's two global
-    // keys shared a block of Omega^T with 9 band keys (the budget had room for them), so the
-    // backward streamed all 16384 queries through 16 key lanes; alone they are a narrow key
-    // block (narrow_chunk.hpp). Measured (AVX-512, N = 16384, d = 64, 2 threads, medians of
-    // 3 alternated runs of --repeat 20 in both orders, backward): global:2+window:64 1.05x,
-    // bigbird:64:2:3's band with its global rows and columns 1.05x (that key block 1.7 ->
-    // 1.1 ms), bigbird:64:2:3 1.00x-1.02x; forwards 1.00x.
+    // reuses each K/V row it streams once per row of its block, and a block of a few heavy rows
+    // is memory-bound. Whole blocks of heavy rows: 3.0x on global:256's forward (ioattn run
+    // --N 16384 --d 64 --pattern global:256 --schedule fused --threads 2 --repeat 3).
+    // A block of heavy rows also closes at the first light row: otherwise bigbird:64:2:3's two
+    // global keys share a block of Omega^T with 9 band keys, and the backward streams all 16384
+    // queries through 16 key lanes; alone they are a narrow key block (narrow_chunk.hpp): 1.05x
+    // on global:2+window:64's backward (same command with --pass backward --repeat 20).
     const std::int64_t n_q = support.n_q();
     const std::int64_t heavy_z = detail::heavy_above(support);
     const std::int64_t budget = std::max<std::int64_t>(1, rows * heavy_z);

@@ -89,7 +89,7 @@ struct Maps {
 };
 
 /// The pairs above which a row of `s` is heavy (global tokens, a graph's hubs): 4x the mean
-/// row's, 4 ceil(Z_QK / n_q). row_blocks and the dispatcher's split count heavy rows by it.
+/// row's, 4 ceil(Z_QK / n_q). row_blocks and the planner's split count heavy rows by it.
 inline std::int64_t heavy_above(const Support& s) {
     return s.n_q() > 0 ? 4 * ((s.z_qk() + s.n_q() - 1) / s.n_q()) : 0;
 }

@@ -22,9 +22,9 @@ namespace ioattn::sparse {
 
 namespace {
 
-/// Plans and views built on first use for each key and kept (stable addresses: references stay valid).
-/// The build runs unlocked (it runs parallel loops: a worker waiting on the lock here could be
-/// the one the build needs); of two concurrent builds of one key the first stored is kept.
+/// Plans and views built on first use for each key and kept (stable addresses: references stay
+/// valid). The build runs unlocked (it runs parallel loops: a worker waiting on the lock here could
+/// be the one the build needs); of two concurrent builds of one key the first stored is kept.
 template <typename Key, typename Plan>
 class Kept {
 public:

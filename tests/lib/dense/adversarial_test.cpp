@@ -1,4 +1,4 @@
-// Adversarial numerics of the dense kernels (issue 15): every schedule (fused, materialized),
+// Adversarial numerics of the dense kernels: every schedule (fused, materialized),
 // forward and backward, float and double, on the seeded cases of tests/support/adversarial.hpp
 // (extreme, tied, masked, non-finite, denormal scores and values; tiny and huge scales).
 // Where the oracle is finite the kernel is finite and within 2 err(naive<T>) + tiny, row by

@@ -13,7 +13,7 @@ namespace t = ioattn::test;
 
 namespace {
 
-const Tiling kTiling = ioattn::Tiling{ioattn::Schedule::fused, 8, 4};
+const Tiling kBackwardFusedTiling = ioattn::Tiling{ioattn::Schedule::fused, 8, 4};
 
 } // namespace
 
@@ -35,7 +35,7 @@ TEMPLATE_TEST_CASE("backward_fused: error ratio on a long sequence",
                    "[dense][backward][fused]",
                    float,
                    double) {
-    t::backward_suite_error_ratio<TestType>(kTiling);
+    t::backward_suite_error_ratio<TestType>(kBackwardFusedTiling);
 }
 
 TEST_CASE("backward_fused: central finite differences in double",
@@ -47,21 +47,21 @@ TEMPLATE_TEST_CASE("backward_fused: bitwise equal for 1 and 2 threads",
                    "[dense][backward][fused]",
                    float,
                    double) {
-    t::backward_suite_determinism<TestType>(kTiling);
+    t::backward_suite_determinism<TestType>(kBackwardFusedTiling);
 }
 
 TEMPLATE_TEST_CASE("backward_fused: fully masked rows contribute exactly zero",
                    "[dense][backward][fused][bad_values]",
                    float,
                    double) {
-    t::backward_suite_fully_masked<TestType>(kTiling);
+    t::backward_suite_fully_masked<TestType>(kBackwardFusedTiling);
 }
 
 TEMPLATE_TEST_CASE("backward_fused: NaN in a causally hidden K/V row does not leak",
                    "[dense][backward][fused][bad_values]",
                    float,
                    double) {
-    t::backward_suite_nan_hidden_kv<TestType>(kTiling);
+    t::backward_suite_nan_hidden_kv<TestType>(kBackwardFusedTiling);
 }
 
 TEMPLATE_TEST_CASE("backward_fused: documented throws",

@@ -13,7 +13,7 @@ namespace t = ioattn::test;
 
 namespace {
 
-const Tiling kTiling = ioattn::Tiling{ioattn::Schedule::materialized, 4, 4};
+const Tiling kBackwardMaterializedTiling = ioattn::Tiling{ioattn::Schedule::materialized, 4, 4};
 
 } // namespace
 
@@ -35,7 +35,7 @@ TEMPLATE_TEST_CASE("backward_materialized: error ratio on a long sequence",
                    "[dense][backward][materialized]",
                    float,
                    double) {
-    t::backward_suite_error_ratio<TestType>(kTiling);
+    t::backward_suite_error_ratio<TestType>(kBackwardMaterializedTiling);
 }
 
 TEST_CASE("backward_materialized: central finite differences in double",
@@ -47,21 +47,21 @@ TEMPLATE_TEST_CASE("backward_materialized: bitwise equal for 1 and 2 threads",
                    "[dense][backward][materialized]",
                    float,
                    double) {
-    t::backward_suite_determinism<TestType>(kTiling);
+    t::backward_suite_determinism<TestType>(kBackwardMaterializedTiling);
 }
 
 TEMPLATE_TEST_CASE("backward_materialized: fully masked rows contribute exactly zero",
                    "[dense][backward][materialized][bad_values]",
                    float,
                    double) {
-    t::backward_suite_fully_masked<TestType>(kTiling);
+    t::backward_suite_fully_masked<TestType>(kBackwardMaterializedTiling);
 }
 
 TEMPLATE_TEST_CASE("backward_materialized: NaN in a causally hidden K/V row does not leak",
                    "[dense][backward][materialized][bad_values]",
                    float,
                    double) {
-    t::backward_suite_nan_hidden_kv<TestType>(kTiling);
+    t::backward_suite_nan_hidden_kv<TestType>(kBackwardMaterializedTiling);
 }
 
 TEMPLATE_TEST_CASE("backward_materialized: documented throws",

@@ -1,8 +1,9 @@
-// The I/O bound sweep of issue 2: for (N, d) in {(1024, 32), (2048, 64)} and M over powers of two
-// from 4d to N*d, every schedule's counted I/O is at least the explicit any-algorithm bound
-// M*(ceil(N^2/B_max) - 1), and counted / max(compulsory, leading term) stays within a factor-4
-// band for the fused schedule where M >= d^2 and for the materialized one where M < d^2
-// (DESIGN.md §2.1). The measured crossover lies within a factor 4 of d^2.
+// The I/O bound sweep of the forward (docs/design.md section 5.5): for (N, d) in {(1024, 32),
+// (2048, 64)} and M over powers of two from 4d to N*d, every schedule's counted I/O is at least the
+// explicit any-algorithm bound M*(ceil(N^2/B_max) - 1), and counted / max(compulsory, leading term)
+// stays within a factor-4 band for the fused schedule where M >= d^2 and for the materialized one
+// where M < d^2 (docs/design.md section 5.1). The measured crossover lies within a factor 4 of d^2
+// (section 3.3).
 
 #include "attention_case.hpp"
 #include "bound_sweep.hpp"

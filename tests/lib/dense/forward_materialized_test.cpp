@@ -13,7 +13,7 @@ namespace t = ioattn::test;
 namespace {
 
 /// A tiling with several row and column blocks on the bad-value problems.
-const Tiling kTiling = ioattn::Tiling{ioattn::Schedule::materialized, 4, 4};
+const Tiling kForwardMaterializedTiling = ioattn::Tiling{ioattn::Schedule::materialized, 4, 4};
 
 } // namespace
 
@@ -35,14 +35,14 @@ TEMPLATE_TEST_CASE("forward_materialized: error ratio on a long sequence",
                    "[dense][materialized]",
                    float,
                    double) {
-    t::suite_error_ratio<TestType>(kTiling);
+    t::suite_error_ratio<TestType>(kForwardMaterializedTiling);
 }
 
 TEMPLATE_TEST_CASE("forward_materialized: bitwise equal for 1 and 2 threads",
                    "[dense][materialized]",
                    float,
                    double) {
-    t::suite_determinism<TestType>(kTiling);
+    t::suite_determinism<TestType>(kForwardMaterializedTiling);
 }
 
 TEMPLATE_TEST_CASE("forward_materialized: documented throws",
@@ -56,49 +56,49 @@ TEMPLATE_TEST_CASE("forward_materialized: NaN in a row of Q reaches only that ou
                    "[dense][materialized][bad_values]",
                    float,
                    double) {
-    t::suite_nan_in_q<TestType>(kTiling);
+    t::suite_nan_in_q<TestType>(kForwardMaterializedTiling);
 }
 
 TEMPLATE_TEST_CASE("forward_materialized: NaN in a row of K reaches only the rows that see it",
                    "[dense][materialized][bad_values]",
                    float,
                    double) {
-    t::suite_nan_in_k<TestType>(kTiling);
+    t::suite_nan_in_k<TestType>(kForwardMaterializedTiling);
 }
 
 TEMPLATE_TEST_CASE("forward_materialized: NaN in a causally hidden row of V does not leak",
                    "[dense][materialized][bad_values]",
                    float,
                    double) {
-    t::suite_bad_v_masked<TestType>(kTiling, false);
+    t::suite_bad_v_masked<TestType>(kForwardMaterializedTiling, false);
 }
 
 TEMPLATE_TEST_CASE("forward_materialized: +-Inf in a row of V reaches only the rows that see it",
                    "[dense][materialized][bad_values]",
                    float,
                    double) {
-    t::suite_bad_v_masked<TestType>(kTiling, true);
+    t::suite_bad_v_masked<TestType>(kForwardMaterializedTiling, true);
 }
 
 TEMPLATE_TEST_CASE("forward_materialized: -inf scores take no part and make no NaN",
                    "[dense][materialized][bad_values]",
                    float,
                    double) {
-    t::suite_minus_inf_scores<TestType>(kTiling);
+    t::suite_minus_inf_scores<TestType>(kForwardMaterializedTiling);
 }
 
 TEMPLATE_TEST_CASE("forward_materialized: huge scores (|s| ~ 1e30) make no NaN",
                    "[dense][materialized][bad_values]",
                    float,
                    double) {
-    t::suite_huge_scores<TestType>(kTiling);
+    t::suite_huge_scores<TestType>(kForwardMaterializedTiling);
 }
 
 TEMPLATE_TEST_CASE("forward_materialized: fully masked rows give O = 0 and L = -inf",
                    "[dense][materialized][bad_values]",
                    float,
                    double) {
-    t::suite_fully_masked<TestType>(kTiling);
+    t::suite_fully_masked<TestType>(kForwardMaterializedTiling);
 }
 
 TEMPLATE_TEST_CASE("forward_materialized: counted I/O equals io_cost_forward_materialized",
@@ -112,5 +112,5 @@ TEMPLATE_TEST_CASE("forward_materialized: the recorded trace adds up to the coun
                    "[dense][materialized][io]",
                    float,
                    double) {
-    t::suite_io_trace<TestType>(kTiling);
+    t::suite_io_trace<TestType>(kForwardMaterializedTiling);
 }

@@ -1,8 +1,8 @@
 #pragma once
-/// Counted communication of the distributed schedules and its closed forms (DESIGN.md §4.1).
-/// A word is one scalar of the working type, as in the memory model. Only point-to-point data is
-/// counted (the ring's K/V blocks and dK/dV sums, the sparse exchange's rows), never the few
-/// words of validation handshakes, so the counts are what crossed the wire.
+/// Counted communication of the distributed schedules and its closed forms (docs/design.md section
+/// 12.4). A word is one scalar of the working type, as in the memory model. Only point-to-point
+/// data is counted (the ring's K/V blocks and dK/dV sums, the sparse exchange's rows), never the
+/// few words of validation handshakes, so the counts are what crossed the wire.
 
 #include <ioattn/dist/sharding.hpp>
 #include <ioattn/problem.hpp>

@@ -1,10 +1,10 @@
 #pragma once
-/// Ring attention over MPI (DESIGN.md §4.1): exact dense attention, forward and backward, on a
-/// sequence sharded over the ranks of a communicator. Each rank holds its rows of Q, K, V (and
-/// dO, O, L for the backward) under a Sharding of n_q (queries) and of n_k (keys) with the same
-/// layout; K/V blocks travel around the ring, one hop per step, by nonblocking point-to-point
-/// messages, double-buffered so that the next block's transfer overlaps the current block's
-/// kernels: these run on a second thread while the calling thread keeps MPI progressing
+/// Ring attention over MPI (docs/design.md section 12.4): exact dense attention, forward and
+/// backward, on a sequence sharded over the ranks of a communicator. Each rank holds its rows of Q,
+/// K, V (and dO, O, L for the backward) under a Sharding of n_q (queries) and of n_k (keys) with
+/// the same layout; K/V blocks travel around the ring, one hop per step, by nonblocking
+/// point-to-point messages, double-buffered so that the next block's transfer overlaps the current
+/// block's kernels: these run on a second thread while the calling thread keeps MPI progressing
 /// (PassOptions::progress_beside; otherwise it polls between pieces of the kernel work).
 ///
 /// Requirements: MPI initialised with at least MPI_THREAD_FUNNELED, called from the main thread

@@ -1,7 +1,7 @@
 #pragma once
-/// One rank's shard of a distributed pass: its rows of the operands under a Sharding (DESIGN.md
-/// §4.1), the options of a pass and what a pass reports. Shared by the ring (ring.hpp) and the
-/// sparse exchange (sparse_exchange.hpp).
+/// One rank's shard of a distributed pass: its rows of the operands under a Sharding
+/// (docs/design.md section 12.4), the options of a pass and what a pass reports. Shared by the ring
+/// (ring.hpp) and the sparse exchange (sparse_exchange.hpp).
 
 #include <ioattn/dist/comm_cost.hpp>
 #include <ioattn/dist/sharding.hpp>
@@ -28,9 +28,9 @@ struct ShardForwardArgs {
     TensorView<Scalar> lse;
 };
 
-/// One rank's shard of a backward pass: the forward's shard with o and lse as the distributed forward wrote
-/// them (read here), the upstream gradient d_o (like o) and the gradients d_q (like q), d_k
-/// (like k), d_v (like v), which are overwritten.
+/// One rank's shard of a backward pass: the forward's shard with o and lse as the distributed
+/// forward wrote them (read here), the upstream gradient d_o (like o) and the gradients d_q (like
+/// q), d_k (like k), d_v (like v), which are overwritten.
 template <typename Scalar>
 struct ShardBackwardArgs : ShardForwardArgs<Scalar> {
     TensorView<const Scalar> d_o;

@@ -1,9 +1,9 @@
 #pragma once
-/// Sequence sharding: which rows of a sequence of n rows each of P ranks holds (DESIGN.md §4.1).
-/// Contiguous: rank r holds the r-th of P nearly equal chunks. Zigzag: the sequence is cut into
-/// 2P nearly equal chunks and rank r holds chunks r and 2P-1-r, so that under a causal mask every
-/// rank does the same work. Chunk sizes differ by at most one row (the first n mod k chunks of k
-/// are one row longer), so n need not be divisible by P.
+/// Sequence sharding: which rows of a sequence of n rows each of P ranks holds (docs/design.md
+/// section 12.4). Contiguous: rank r holds the r-th of P nearly equal chunks. Zigzag: the sequence
+/// is cut into 2P nearly equal chunks and rank r holds chunks r and 2P-1-r, so that under a causal
+/// mask every rank does the same work. Chunk sizes differ by at most one row (the first n mod k
+/// chunks of k are one row longer), so n need not be divisible by P.
 
 #include <cstdint>
 #include <string_view>

@@ -1,10 +1,10 @@
 #pragma once
-/// Sparse attention over MPI (DESIGN.md §4.1): for a support Omega, each rank receives only the
-/// key/value rows its query rows may see, in one MPI_Alltoallv whose counts come from the
-/// structure (window:W needs its neighbours only), runs the sparse kernel on its rows against
-/// that local key set, and in the backward sends back only those rows' dK, dV, which their
-/// owners add in rank order. Communication = comm_cost_sparse_forward / _backward, and the
-/// forward's equals the sharding's lower bound.
+/// Sparse attention over MPI (docs/design.md section 12.4): for a support Omega, each rank receives
+/// only the key/value rows its query rows may see, in one MPI_Alltoallv whose counts come from the
+/// structure (window:W needs its neighbours only), runs the sparse kernel on its rows against that
+/// local key set, and in the backward sends back only those rows' dK, dV, which their owners add in
+/// rank order. Communication = comm_cost_sparse_forward / _backward, and the forward's equals the
+/// sharding's lower bound.
 ///
 /// Requirements as ring.hpp: MPI with at least MPI_THREAD_FUNNELED, called from the main thread
 /// on every rank with the same problem, layout, Scalar, tiling and support (the whole n_q x n_k

@@ -1,5 +1,5 @@
 #pragma once
-/// Constructions of key matrices K for the verifier (DESIGN.md section 3).
+/// Constructions of key matrices K for the verifier (docs/design.md section 10.2).
 
 #include <ioattn/ff/field.hpp>
 #include <ioattn/ff/matrix.hpp>

@@ -1,5 +1,5 @@
 #pragma once
-/// Epochs of a recorded schedule (Saha & Ye Thm 4.4 / 4.8, DESIGN.md section 3, experiment 7).
+/// Epochs of a recorded schedule (Saha & Ye Thm 4.4 / 4.8; docs/design.md sections 10.1-10.5).
 ///
 /// A trace (IoCounter with recording, one batch x head slice) is cut into epochs of M I/Os:
 /// word w of the I/O stream (reads and writes, block by block, row-major inside a block; a

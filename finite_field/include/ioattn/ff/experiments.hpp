@@ -1,5 +1,5 @@
 #pragma once
-/// The finite-field experiments of DESIGN.md section 3: named, seeded, reproducible runs,
+/// The finite-field experiments of docs/design.md section 10.5: named, seeded, reproducible runs,
 /// parallel over instances with oneTBB. Results do not depend on the thread count.
 ///
 /// Names: vandermonde, rank-formula, count, lemma-4.6, fooling, negative, sparse-rank, epochs,

@@ -1,5 +1,5 @@
 #pragma once
-/// The prime field F_p of the verifier (DESIGN.md section 3). Units are field elements.
+/// The prime field F_p of the verifier (docs/design.md section 10.6). Units are field elements.
 ///
 /// A `Prime` is a validated modulus: p prime and 2 <= p < 2^60 (NTL's single-precision limit on
 /// 64-bit targets). Debian's NTL aborts on errors, so every ff entry point validates its

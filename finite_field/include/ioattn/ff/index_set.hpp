@@ -1,6 +1,6 @@
 #pragma once
-/// Index sets I of entries of the n_q x n_k matrix Q K^T, their measures (DESIGN.md section 3)
-/// and the families the experiments draw them from.
+/// Index sets I of entries of the n_q x n_k matrix Q K^T, their measures (docs/design.md section
+/// 10.2) and the families the experiments draw them from.
 ///
 /// r_R(I) = sum over rows i of min(|R_i|, d), R_i the columns of row i in I: the rank of
 /// Q -> (Q K^T)|_I for Vandermonde K. r_C(I) symmetrically over columns. Lemma 4.6 (Saha & Ye):

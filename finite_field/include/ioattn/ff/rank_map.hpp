@@ -1,7 +1,7 @@
 #pragma once
 /// The linear maps of matrix entry compression (Saha & Ye Def 4.2) restricted to an index set:
 /// with K fixed, Q -> (Q K^T)|_I; with Q fixed, K -> (Q K^T)|_I. Their ranks are the number of
-/// field elements any protocol for I must send (DESIGN.md section 3).
+/// field elements any protocol for I must send (docs/design.md section 10.2).
 
 #include <ioattn/ff/field.hpp>
 #include <ioattn/ff/index_set.hpp>

@@ -1,6 +1,6 @@
 #pragma once
 /// Dense backward kernels. Given the forward's Q, K, V, O and L (log-sum-exp) and the upstream
-/// gradient dO, each computes dQ, dK, dV (DESIGN.md §2.2):
+/// gradient dO, each computes dQ, dK, dV (docs/design.md section 4.1):
 ///   D = rowsum(dO o O), P = exp(scale*S - L), dV = P^T dO, dP = dO V^T, dS = P o (dP - D),
 ///   dQ = scale * dS K, dK = scale * dS^T Q.
 /// With grouped-query attention dK and dV of a key/value head sum over the query heads that

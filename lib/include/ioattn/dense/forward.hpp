@@ -20,8 +20,8 @@ namespace ioattn::dense {
 template <typename Scalar>
 void forward_reference(const ForwardArgs<Scalar>& args);
 
-/// FlashAttention-2 order (DESIGN.md §2.1): query row block resident, K/V streamed, online
-/// softmax. Counted with `counter`; I/O = io_cost_forward_fused(problem, tiling).
+/// FlashAttention-2 order (docs/design.md section 3.1): query row block resident, K/V streamed,
+/// online softmax. Counted with `counter`; I/O = io_cost_forward_fused(problem, tiling).
 template <typename Scalar, typename Counter>
 void forward_fused(const ForwardArgs<Scalar>& args,
                    const Tiling& tiling,

@@ -30,7 +30,8 @@ inline Vec<T> exp2_diff(Vec<T> x, Vec<T> m_safe) {
 }
 
 /// online_softmax_block on NV adjacent lane vectors at once: NV independent max and sum chains
-/// (one chain per vector left the max pass latency-bound: 28% of the softmax, perf, d=64).
+/// (one chain per vector would leave the max pass latency-bound: 28% of the softmax under
+/// perf, d = 64).
 template <typename T, int NV>
 inline void
 online_softmax_vecs(T* st, std::int64_t lds, std::int64_t n_keys, T* m, T* l, T* alpha) {
@@ -69,11 +70,10 @@ online_softmax_vecs(T* st, std::int64_t lds, std::int64_t n_keys, T* m, T* l, T*
 /// written. Where the spans overlap, the NV chains run interleaved; each vector's entries
 /// before and after that common range alone. Each sum runs in key order, so the state is the
 /// one online_softmax_vecs over the union leaves when the entries outside a span are -inf
-/// (they add exact zeros; a max is exact in any order). Measured against the union, with the
-/// slab's rescale folded into P V (N = 16384, d = 64, 2 threads, forward, medians of 5-6
-/// alternated runs in both orders): window:64 1.04x (a vector of a 64-row slab computes 144
-/// of its 192 keys), window:256 1.02x, bigbird:64:2:3 1.02x; one chain per vector over its
-/// span lost 5% on window:256 (the sum's latency per key).
+/// (they add exact zeros; a max is exact in any order). Against the union, with the slab's
+/// rescale folded into P V: 1.04x on window:64, whose vectors compute 144 of a 64-row slab's
+/// 192 keys (ioattn run --N 16384 --d 64 --pattern window:64 --schedule fused --threads 2
+/// --repeat 30).
 template <typename T, int NV>
 inline void online_softmax_spans(
     T* st, std::int64_t lds, const std::int64_t* a0, const std::int64_t* a1, T* m, T* l, T* alpha) {

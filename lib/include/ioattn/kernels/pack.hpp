@@ -17,9 +17,9 @@ inline namespace IOATTN_ISA {
 #if IOATTN_ISA_LEVEL == 3
 /// Transposes the 16 x 16 floats in v (v[r] a row of one 16-lane vector) in registers: v[c]
 /// becomes column c. Four stages of 16 two-vector shuffles (AVX-512's unpacks of lanes and of
-/// lane pairs, then two of 128-bit quarters) in place of 256 scalar moves: the scalar packs of
-/// Q^T and O were 13% of strided:64's tile forward (perf, N = 16384, d = 64, 2 threads), whose
-/// rows see about 190 keys each.
+/// lane pairs, then two of 128-bit quarters) in place of 256 scalar moves: scalar packs of Q^T
+/// and O would be 13% of strided:64's tile forward under perf (N = 16384, d = 64, 2 threads),
+/// whose rows see about 190 keys each.
 inline void transpose16(Vec<float>* v) {
     using V = Vec<float>;
     using I = Simd<float>::I;
@@ -61,9 +61,9 @@ inline std::int64_t mapped(const std::int64_t* map, std::int64_t i) {
 
 /// Packs rows [0, n) given by row_of(r) (cols wide), transposed and scaled, into t (cols x ld),
 /// rows [n, ld) zero. 16 x 16 blocks, so that the 16 rows read and the 16 lines written stay in
-/// L1 (column at a time, the 16-float lines of t were each written 16 times from L2: 1.4% of
-/// the forward; the materializing forward's K^T of a dense tile, one strided column at a time
-/// from L2, was 11% of bigbird's).
+/// L1 (column at a time, the 16-float lines of t would each be written 16 times from L2: 1.4%
+/// of the forward; the materializing forward's K^T of a dense tile, one strided column at a
+/// time from L2, 11% of bigbird's).
 template <typename Scalar, typename RowOf>
 void pack_rows_transposed(
     RowOf row_of, std::int64_t n, std::int64_t cols, Scalar scale, Scalar* t, std::int64_t ld) {

@@ -4,7 +4,7 @@
 /// its transposed pack (pack.hpp) does not wait for them.
 ///
 /// The prefetch is an asm statement: GCC 12 deletes a loop whose only statements are
-/// __builtin_prefetch calls (README, "No software prefetch"). Only rows streamed in order are
+/// __builtin_prefetch calls (docs/performance.md section 11). Only rows streamed in order are
 /// prefetched here: a prefetch of gathered rows (the element kernels' K and V) waits for the
 /// line-fill buffers that out-of-order execution already fills (element_ops.hpp).
 

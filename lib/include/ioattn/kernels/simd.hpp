@@ -1,5 +1,5 @@
 #pragma once
-// Portable SIMD for the tile micro-kernels: GCC vector extensions sized by the variant's
+// Portable SIMD for the tile micro-kernels: GCC vector extensions sized by the ISA target's
 // instruction set (kernels/target.hpp; AVX-512: 64-byte vectors, AVX2: 32, otherwise SSE2's
 // 16), the same source for float and double, and a vectorised exp2 accurate to about 1 ulp.
 //
@@ -85,7 +85,7 @@ inline Vec<T> splat(T x) {
     return Vec<T>{} + x;
 }
 
-/// a * b + c for scalars or vectors, rounded once where the variant has FMA and twice on the
+/// a * b + c for scalars or vectors, rounded once where the ISA target has FMA and twice on the
 /// baseline, which has none: the same bits at every optimisation level (GCC contracts
 /// `a * b + c` into an FMA only when optimising), so two code paths that do the same
 /// multiply-adds agree bit for bit.
@@ -140,7 +140,7 @@ inline constexpr T kExp2Taylor[] = {T(1.0),
 template <typename T>
 inline constexpr int kExp2Degree = sizeof(T) == 4 ? 7 : 13;
 
-/// p(f) ~ 2^f on [-1/2, 1/2] by Horner's rule (unrolled: GCC left the loop with a branch per
+/// p(f) ~ 2^f on [-1/2, 1/2] by Horner's rule (unrolled: otherwise GCC leaves a branch per
 /// term, 27% of the softmax).
 template <typename T>
 inline Vec<T> exp2_poly(Vec<T> f) {

@@ -25,9 +25,8 @@ Scalar lse2(Scalar lse) {
 
 /// D = dO . O for one row, accumulated in double: 8 partial sums (one vector of doubles on
 /// AVX-512), added in a fixed tree. One chain of 64 dependent scalar double FMAs (about 256
-/// cycles a row at d_v = 64) held 14% of the element backward's samples on bigbird's random
-/// pairs (perf; much of it waiting for the O row), and D is formed once per query row in every
-/// sparse backward: sweep Q on 3 random keys a row 3.6 -> 3.4 ms.
+/// cycles a row at d_v = 64) would hold 14% of the element backward's samples on bigbird's
+/// random pairs under perf, and D is formed once per query row in every sparse backward.
 template <typename Scalar>
 Scalar row_delta(const Scalar* o, const Scalar* d_o, std::int64_t d_v) {
     constexpr int kAcc = 8;

@@ -43,8 +43,8 @@ inline Vec<T> combine_lanes(Vec<T> a, Vec<T> b) {
 }
 
 /// The lanes of v summed (Max: their max, NaN ignored) as a tree (halves, then quarters, ...):
-/// a fixed order, log2 of the lanes in shuffles (the lane-by-lane loop this replaced was 12% of
-/// the materializing sparse forward's instructions on random:0.02, callgrind).
+/// a fixed order, log2 of the lanes in shuffles (a lane-by-lane loop would be 12% of the
+/// materializing sparse forward's instructions on random:0.02 under callgrind).
 template <typename T, bool Max = false>
 inline T lane_tree(Vec<T> v) {
     constexpr int kN = Simd<T>::kLanes;
@@ -67,7 +67,7 @@ inline T lane_sum(Vec<T> v) {
 }
 
 /// The first n < kLanes values of p in a vector, the other lanes `fill`; nothing past p[n - 1]
-/// is read (a masked load where the variant has one).
+/// is read (a masked load where the ISA target has one).
 template <typename T>
 inline Vec<T> load_tail(const T* p, std::int64_t n, T fill) {
 #if IOATTN_ISA_LEVEL == 3
@@ -224,8 +224,8 @@ inline void strip_probabilities(const T* s, std::int64_t n, T m_safe, T scale, T
 }
 
 /// y[0..n) += sum_{e < m} p[e] row(e)[0..n): one row of a sparse-times-dense product, y held in
-/// registers over all m terms, kTileVecs vectors at a time (an axpy per term stored y after
-/// every term: store-forwarding-bound, 21% of the materializing sparse forward). Each element
+/// registers over all m terms, kTileVecs vectors at a time (an axpy per term would store y
+/// after every term: store-forwarding-bound, 21% of the materializing sparse forward). Each element
 /// takes the terms in order, one fmadd each, so the result is that of the scalar chain.
 template <typename T, typename RowOf>
 inline void spmm_row(const T* p, std::int64_t m, RowOf row, T* y, std::int64_t n) {

@@ -3,10 +3,10 @@
 /// namespace that keeps each instruction set's definitions apart.
 ///
 /// The library compiles every kernel file once per instruction set (AVX-512, AVX2+FMA and the
-/// SSE2 baseline) and picks one at run time (ioattn/isa.hpp). A variant's objects are built with
+/// SSE2 baseline) and picks one at run time (ioattn/isa.hpp). A target's objects are built with
 /// IOATTN_TARGET_AVX512 or IOATTN_TARGET_AVX2 defined and open a target region
 /// (kernels/target_begin.hpp) before the first kernel header; without those macros (the baseline
-/// variant, code outside the kernels, an IOATTN_NATIVE build, an installed consumer) the level
+/// target, code outside the kernels, an IOATTN_NATIVE build, an installed consumer) the level
 /// follows the compiler's own target macros. GCC does not update __AVX512F__ and friends inside
 /// a `#pragma GCC target` region of a C++ file, so the kernels test IOATTN_ISA_LEVEL, never the
 /// compiler's macros.

@@ -1,13 +1,13 @@
-// Opens the target region of an instruction-set variant: everything after this include in the
+// Opens the `#pragma GCC target` region of an ISA target: everything after this include in the
 // translation unit is compiled for IOATTN_TARGET_AVX512 or IOATTN_TARGET_AVX2 (nothing changes
-// for the baseline variant or an IOATTN_NATIVE build). Include it once, after every header whose
+// for the baseline target or an IOATTN_NATIVE build). Include it once, after every header whose
 // code is not in `inline namespace IOATTN_ISA` (the standard library, oneTBB, the non-kernel
 // ioattn headers) and before the kernel headers: templates and inline functions keep the target
-// of the place where they are defined, so only the kernels' own code takes the variant's
+// of the place where they are defined, so only the kernels' own code takes the target's
 // instructions (see kernels/target.hpp). The `isa:baseline` test checks the linked program for
-// vector instructions outside the variants' namespaces. GCC only: other compilers build the
-// baseline variant alone (lib/cmake/ioattn_isa.cmake).
-// No include guard: one inclusion per variant translation unit.
+// vector instructions outside the targets' namespaces. GCC only: other compilers build the
+// baseline target alone (lib/cmake/ioattn_isa.cmake).
+// No include guard: one inclusion per target translation unit.
 
 // What the kernel headers use, defined before the region so it stays baseline code.
 #include <ioattn/error.hpp>

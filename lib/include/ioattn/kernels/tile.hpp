@@ -11,7 +11,7 @@
 // lanes, the rows resident in a fused kernel, are always the vector-loaded operand, so every
 // product of the fused kernels (the forward's P V, the backward's dV, dK and dQ) keeps its
 // output transposed and reads P^T or dS^T rows as the score kernel reads Q^T rows. The row-major
-// form (broadcasting from strided P^T lines) measured 27% slower per flop (perf, N=4096 d=128,
+// form (broadcasting from strided P^T lines) runs 27% slower per flop (perf, N = 4096, d = 128,
 // 1 thread).
 // Blocking (AVX-512): 6 rows x 4 vectors = 24 accumulators; AVX2 halves the rows for its 16
 // registers.
@@ -36,8 +36,8 @@ inline constexpr int kTileRows = 3;
 #endif
 inline constexpr int kTileVecs = 4;
 
-/// Calls f(std::integral_constant<int, W>{}) for the runtime count w in [1, Max]: the remainder
-/// dispatch of the micro-kernel loops below.
+/// Calls f(std::integral_constant<int, W>{}) for the runtime count w in [1, Max]: how the
+/// micro-kernel loops below pick their remainder kernel.
 template <int Max, typename F>
 inline void with_count(std::int64_t w, F&& f) {
     if constexpr (Max >= 1) {
@@ -50,8 +50,8 @@ inline void with_count(std::int64_t w, F&& f) {
 
 /// A(c, k) = a[c * ld + k]: the broadcast operand of broadcast_tile as rows at stride ld (K,
 /// dS). The accessors are two words, passed in registers: a three-word one (pointer, row and
-/// step strides) went through the stack on every tile call, 7% of dilated:256:4's backward
-/// (alternated, N = 16384, d = 64, 2 threads).
+/// step strides) would go through the stack on every tile call, 7% of dilated:256:4's backward
+/// (N = 16384, d = 64, 2 threads).
 template <typename T>
 struct RowsA {
     const T* a = nullptr;

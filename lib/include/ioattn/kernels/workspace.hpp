@@ -25,9 +25,10 @@ public:
     static constexpr std::size_t kKeep = 8;
 
     /// The smallest kept block of at least `bytes`, and its size (best fit, and the size kept
-    /// with the block: with first fit and the requested size given back, a small request took
-    /// the 32 MiB block of the backward's dQ partials and returned it as a small one, so the
-    /// partials faulted fresh pages in on every call, 5% of a sparse backward), else a new one.
+    /// with the block: with first fit and the requested size given back, a small request would
+    /// take the 32 MiB block of the backward's dQ partials and return it as a small one, so the
+    /// partials would fault fresh pages in on every call, 5% of a sparse backward), else a new
+    /// one.
     static std::pair<void*, std::size_t> take(std::size_t bytes) {
         auto& blocks = free_blocks();
         std::size_t best = blocks.size();
@@ -43,11 +44,10 @@ public:
     }
 
     /// Returns a block of `bytes` (the size take() reported) to the pool. A full pool keeps its
-    /// kKeep largest blocks and frees the smallest: freeing the block given back instead let a
-    /// few 256-byte blocks hold the slots while bigbird:64:2:3's split backward (a tile and an
-    /// element kernel, 10 blocks) freed its 32 MiB of dQ partials on every call: 2179 fresh
-    /// pages a call (`perf stat -e page-faults`), none now, and that backward runs 1.2x
-    /// (N = 16384, d = 64, 2 threads, alternated in both orders; other patterns 1.00x).
+    /// kKeep largest blocks and frees the smallest (freeing the block given back would let a
+    /// few 256-byte blocks hold the slots while bigbird:64:2:3's split backward, 10 blocks,
+    /// frees its 32 MiB of dQ partials on every call): 1.2x on that backward (ioattn run --N
+    /// 16384 --d 64 --pattern bigbird:64:2:3 --pass backward --threads 2 --repeat 20).
     static void give(void* p, std::size_t bytes) {
         auto& blocks = free_blocks();
         if (blocks.size() < kKeep) {
@@ -97,7 +97,7 @@ template <typename T>
 class Workspace : WorkspaceBlock {
 public:
     /// Zero-initialised unless `zeroed` is false (for buffers every reader finds written first:
-    /// zeroing the fused backward's 32 MiB of dQ partials ran serially, 10% of a window:256
+    /// zeroing the fused backward's 32 MiB of dQ partials would run serially, 10% of a window:256
     /// backward at N=16384, H=1). A negative `words` (an overflowed size) cannot fit.
     Workspace(int workers, std::int64_t words, bool zeroed = true)
         : WorkspaceBlock(bytes(workers, words), zeroed)

@@ -1,8 +1,9 @@
 #pragma once
-/// Sparse attention backward kernels over a Support (DESIGN.md §2.2 restricted to Omega): from
-/// Q, K, V, the forward's O and L, and dO, compute dense dQ, dK, dV. Pairs outside Omega carry
-/// no gradient; a row with no allowed key contributes zero. Shapes as ioattn::BackwardArgs;
-/// problem.causal must be false. Validation, parallelism and determinism as the forward.
+/// Sparse attention backward kernels over a Support (docs/design.md section 4.1 restricted to
+/// Omega): from Q, K, V, the forward's O and L, and dO, compute dense dQ, dK, dV. Pairs outside
+/// Omega carry no gradient; a row with no allowed key contributes zero. Shapes as
+/// ioattn::BackwardArgs; problem.causal must be false. Validation, parallelism and determinism
+/// as the forward.
 ///
 /// Every kernel also takes SparseInputs (forward.hpp): Q, K, V may each be stored as CSR rows
 /// over d (dO, O and L stay dense). Reads of a sparse operand count its stored words; rows or
@@ -101,17 +102,17 @@ IoReport io_cost_backward_fused(const Problem& problem,
                                 const SparseInputs<Scalar>& inputs,
                                 const Tiling& tiling);
 
-/// Materializing sparse backward (DESIGN.md §2.2 on Omega): per (batch, kv head), for its group
-/// of query heads, square tiles of side b = tiling.rows (tiling.cols == b); only the non-empty
-/// b x b tiles of Omega are touched. Phases P = exp(scale Q K^T - L), dV = P^T dO,
-/// dS = P o (dO V^T - D) with D = rowsum(dO o O), dQ = scale dS K, dK = scale dS^T Q; P and dS
-/// are stored in slow memory as Z_QK values per query head in CSR order (group * Z_QK words of
-/// heap, allocated at entry). Reads args.o and args.lse from the forward; writes d_q, d_k, d_v
-/// (which must not alias the inputs). Resident words <= tiling.resident_words(problem,
-/// Pass::backward). I/O = io_cost_backward_materialized(problem, support, tiling). Bitwise
-/// independent of the thread count. Throws InvalidArgument (bad shapes, views, support shape,
-/// causal problem, tiling of another schedule or not square) and CapacityError (tiling does not
-/// fit M). Counter: NullCounter, IoCounter or DryRunCounter (no data touched).
+/// Materializing sparse backward (docs/design.md section 4.3 on Omega): per (batch, kv head), for
+/// its group of query heads, square tiles of side b = tiling.rows (tiling.cols == b); only the
+/// non-empty b x b tiles of Omega are touched. Phases P = exp(scale Q K^T - L), dV = P^T dO,
+/// dS = P o (dO V^T - D) with D = rowsum(dO o O), dQ = scale dS K, dK = scale dS^T Q; P and dS are
+/// stored in slow memory as Z_QK values per query head in CSR order (group * Z_QK words of heap,
+/// allocated at entry). Reads args.o and args.lse from the forward; writes d_q, d_k, d_v (which
+/// must not alias the inputs). Resident words <= tiling.resident_words(problem, Pass::backward).
+/// I/O = io_cost_backward_materialized(problem, support, tiling). Bitwise independent of the thread
+/// count. Throws InvalidArgument (bad shapes, views, support shape, causal problem, tiling of
+/// another schedule or not square) and CapacityError (tiling does not fit M). Counter: NullCounter,
+/// IoCounter or DryRunCounter (no data touched).
 template <typename Scalar, typename Counter>
 void backward_materialized(const BackwardArgs<Scalar>& args,
                            const Support& support,

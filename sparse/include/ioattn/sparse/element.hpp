@@ -1,7 +1,7 @@
 #pragma once
 /// The element kernels of the fused sparse schedule: one query row at a time over its own keys
 /// (K_j, V_j gathered per allowed key; no tile, no mask), 2-D cache blocked, for scattered
-/// rows (random, graph and the random part of BigBird patterns). The structure dispatcher
+/// rows (random, graph and the random part of BigBird patterns). The variant planner
 /// (ioattn/sparse/variants.hpp) runs them on the pairs tiles would waste work on. Bitwise
 /// independent of the thread count; counted I/O equals the closed forms below and is the same
 /// under every instruction set.

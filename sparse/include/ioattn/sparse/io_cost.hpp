@@ -64,7 +64,7 @@ Tiling materialized_tiling(const Support& support,
                            const Problem& problem,
                            Pass pass);
 
-/// Dispatches on tiling.schedule.
+/// Routes by tiling.schedule.
 IoReport io_cost_forward(const Problem& problem, const Support& support, const Tiling& tiling);
 
 /// io_cost_forward with some operands stored sparse.

@@ -1,6 +1,6 @@
 #pragma once
 /// Pattern builders for the support Omega, their union and intersection, and the spec strings
-/// of `ioattn --pattern SPEC` (DESIGN.md sections 2.3 and 4).
+/// of `ioattn --pattern SPEC` (docs/design.md sections 6.1 and 13).
 ///
 /// Alignment: as for the dense causal mask, query i sits at position i' = i + (n_k - n_q) of
 /// the key sequence (bottom-right aligned), so with n_q > n_k the first rows have i' < 0 and

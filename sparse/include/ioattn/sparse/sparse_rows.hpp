@@ -1,6 +1,6 @@
 #pragma once
-/// Sparse operands: Q, K or V stored as CSR rows over the head dimension (for example ReLU or
-/// top-k features), and Z_input, the input nonzeros of the sparse I/O bound (DESIGN.md 2.3).
+/// Sparse operands: Q, K or V stored as CSR rows over the head dimension (for example ReLU or top-k
+/// features), and Z_input, the input nonzeros of the sparse I/O bound (docs/design.md section 6.2).
 
 #include <ioattn/problem.hpp>
 #include <ioattn/tiling.hpp>

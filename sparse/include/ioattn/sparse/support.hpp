@@ -1,6 +1,6 @@
 #pragma once
-/// Support: the set Omega of allowed (query, key) pairs of a sparse attention, stored as CSR
-/// over the query rows (DESIGN.md section 2.3). Pairs outside Omega take no part in the softmax.
+/// Support: the set Omega of allowed (query, key) pairs of a sparse attention, stored as CSR over
+/// the query rows (docs/design.md section 6.1). Pairs outside Omega take no part in the softmax.
 
 #include <ioattn/error.hpp>
 #include <ioattn/sparse/block_view.hpp>
@@ -85,19 +85,20 @@ public:
     [[nodiscard]] const BlockView& cached_block_view(std::int64_t br, std::int64_t bc) const;
 
     /// The fused kernels' plan for row blocks of at most `rows` rows (internal type, see
-    /// sparse/src/plan.hpp), built on first use for each `rows` and kept with the structure
-    /// (copies share it; thread-safe; built outside any lock, so a call from inside a parallel
-    /// region cannot deadlock): repeated runs on one structure do not rebuild it.
+    /// sparse/src/support/block_keys.hpp), built on first use for each `rows` and kept with the
+    /// structure (copies share it; thread-safe; built outside any lock, so a call from inside a
+    /// parallel region cannot deadlock): repeated runs on one structure do not rebuild it.
     [[nodiscard]] const detail::BlockKeys& cached_block_keys(std::int64_t rows) const;
 
     /// The element kernels' plan for row blocks of at most `rows` rows and key panels of
-    /// `panel` keys (sparse/src/kernels/element/panels.hpp), kept as cached_block_keys: rebuilding it was
-    /// 16% of the instructions of a random:0.02 forward, N = 16384 (callgrind).
+    /// `panel` keys (sparse/src/kernels/element/panels.hpp), kept as cached_block_keys:
+    /// rebuilding it would be 16% of the instructions of a random:0.02 forward, N = 16384
+    /// (callgrind).
     [[nodiscard]] const detail::ElementPanels& cached_element_panels(std::int64_t rows,
                                                                      std::int64_t panel) const;
 
-    /// A value the sparse library builds from this structure, by key (the structure
-    /// dispatcher's plans: sparse::plan_variants), built on first use outside any lock and kept
+    /// A value the sparse library builds from this structure, by key (the variant planner's
+    /// plans: sparse::plan_variants), built on first use outside any lock and kept
     /// with the structure (copies share it; thread-safe); the kKeptValues most recent keys are
     /// kept, older ones dropped. A build that throws keeps nothing.
     [[nodiscard]] std::shared_ptr<const void>

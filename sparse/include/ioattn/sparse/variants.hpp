@@ -1,6 +1,6 @@
 #pragma once
-/// The variants of the fused sparse schedule and the dispatcher that picks them by structure
-/// (DESIGN.md §2.3.1). Tiles pay only where their pairs are dense, so:
+/// The variants of the fused sparse schedule and the planner that picks them by structure
+/// (docs/design.md section 7). Tiles pay only where their pairs are dense, so:
 ///   tile      forward_fused / backward_fused: masked dense tiles over each query block's key
 ///             list (whole key blocks read in place): banded and block patterns;
 ///   element   forward_element / backward_element: one query row at a time over its own keys
@@ -45,7 +45,7 @@ std::string_view to_string(Variant v);
 /// Parses "tile", "element", "split", "permuted"; throws InvalidArgument otherwise.
 Variant parse_variant(std::string_view text);
 
-/// The dispatcher's decision for one pass of the fused schedule over one support: a value, as
+/// The planner's decision for one pass of the fused schedule over one support: a value, as
 /// a Tiling is. Blocks are tile.rows consecutive query rows (forward) or keys (backward: the
 /// tile backward keeps key blocks resident); each block's key (query) columns whose tile would
 /// be dense enough go to the tile part, the other pairs to the element part.
@@ -69,17 +69,17 @@ struct VariantPlan {
     std::shared_ptr<const detail::VariantParts> parts;
 };
 
-/// Plans the fused schedule of `pass` over `support` for fast memory M (in words of Scalar):
-/// the structure is split per block by the cost model (measured per-pair costs of the tile and
-/// element kernels, and of gathering and reordering rows; variant_plan.cpp), the reordering of
-/// the permuted variant is tried when the structure has one, and the cheapest estimate wins;
-/// `force` runs the given variant instead (permuted with an identity reordering runs its inner
-/// plan unreordered). `tile` is the tile part's tiling, kept (nullopt: tuned_tiling of the fused
-/// schedule, whose height the dispatcher lowers by one or halves when that cuts its estimate
-/// by 3%: strided:L's backward aligns its blocks to the L - 1 own keys left once the summary
-/// keys are gathered, narrow bands mask less of shorter tiles). The tilings fit M. The plan is
-/// kept with the support (Support::cached_value, by shape, memory, pass, Scalar, force and
-/// tile): a second call returns it without planning again. O(Z_QK log) time; the plan holds copies of the parts.
+/// Plans the fused schedule of `pass` over `support` for fast memory M (in words of Scalar): the
+/// structure is split per block by the cost model (measured per-pair costs of the tile and element
+/// kernels, and of gathering and reordering rows; variant_plan.cpp), the reordering of the permuted
+/// variant is tried when the structure has one, and the cheapest estimate wins; `force` runs the
+/// given variant instead (permuted with an identity reordering runs its inner plan unreordered).
+/// `tile` is the tile part's tiling, kept (nullopt: tuned_tiling of the fused schedule, whose
+/// height the planner lowers by one or halves when that cuts its estimate by 3%: strided:L's
+/// backward aligns its blocks to the L - 1 own keys left once the summary keys are gathered, narrow
+/// bands mask less of shorter tiles). The tilings fit M. The plan is kept with the support
+/// (Support::cached_value, by shape, memory, pass, Scalar, force and tile): a second call returns
+/// it without planning again. O(Z_QK log) time; the plan holds copies of the parts.
 /// Throws InvalidArgument (support shape, causal problem, a tile tiling that is not fused) and
 /// CapacityError (no tiling fits M).
 template <typename Scalar>

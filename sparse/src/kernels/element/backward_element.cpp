@@ -1,22 +1,18 @@
 // ioattn::sparse::backward_element: element-level sparse backward, two sweeps, 2-D blocked
-// Per (batch, head): dQ, dK, dV of O = softmax(scale*Q K^T on Omega) V from O, L and dO, one
-// row at a time over its own pairs (no tile, no mask; forward_element.cpp's layout).
-// Reference: backward_reference.cpp. R = tiling.rows, P = tiling.cols; kernels/element/panels.hpp.
+// Per (batch, head): dQ, dK, dV from O, L and dO, one row at a time over its own pairs (no tile,
+// no mask). Reference: backward_reference.cpp. R = tiling.rows, P = tiling.cols (panels.hpp).
 //   sweep Q, parallel for each row block of Omega (r rows):
-//     read Q, dO, O rows, L                                              r*(d + 2 d_v + 1)
-//     D = rowsum(dO o O); write (L in base 2, D) per row                 2r
-//     for each visit to key panels (adjacent panels at once, kernels/element/panels.hpp): read K, V
-//       rows of the block's distinct keys there                          n_p*(d + d_v)
-//       and the indices the rows' walks read there (PanelVisit::reads)        reads_p*iw
+//     read Q, dO, O rows, L; write (L in base 2, D = rowsum(dO o O)) per row  r*(d + 2 d_v + 1), 2r
+//     for each visit to key panels: read K, V rows of the block's distinct keys there and the
+//       indices the rows' walks read there (PanelVisit::reads)       n_p*(d + d_v) + reads_p*iw
 //       per row, per batch of its keys: s = q . K_j, dP = dO . V_j, P = 2^(s - L),
 //       dS = P o (dP - D), dQ += dS K_j (rows of at most kShortRun keys there in batches of
 //       kLanes rows with runs of one length, lane k = row k: backward_element_rows.hpp)
 //     [accumulate: read dQ]; write scale dQ (+ dQ)                        r*d
-//   sweep K, parallel for each (kv head, key block of Omega^T) (c keys):
-//     read K, V rows                                                      c*(d + d_v)
-//     for each query head of the group, for each visit to query panels:
-//       read Q, dO rows, (L, D) of the block's distinct queries there     n_p*(d + d_v + 2)
-//       and the indices of Omega^T the keys' walks read there              reads_p*iw
+//   sweep K, parallel for each (kv head, key block of Omega^T, c keys): read K, V rows c*(d + d_v)
+//     for each query head of the group, for each visit to query panels: read Q, dO rows,
+//       (L, D) of the block's distinct queries there, and Omega^T's indices the walks read
+//                                                                 n_p*(d + d_v + 2) + reads_p*iw
 //       per key, per batch of its queries: s, dP, P, dS as above (L, D gathered),
 //       dV += P dO_i, dK += dS Q_i (short runs batched as in sweep Q)
 //     [accumulate: read dK, dV]; write scale dK, dV (+ them)             c*(d + d_v)
@@ -27,11 +23,10 @@
 //            + max over visits of n_p*(line(d) + line(d_v) + line(2)) + line(run iw)
 // I/O = io_cost_backward_element (per query head: n_q(d + 2 d_v + 1) + sum over row blocks of
 //   |keys| (d + d_v) + sum over key blocks and panels n_p (d + d_v + 2), + the walks' index
-//   words (sum of reads_p*iw over the panel visits of both sweeps), writes n_q(d + 2); per
-//   kv head: n_k(d + d_v) read and written; accumulate: + n_q d + n_k(d + d_v) reads).
-// dK, dV come from Omega^T, dQ from Omega: each output row is written by one task, no atomics,
-// every sum in a fixed order: bitwise independent of the thread count. Only allowed pairs are
-// touched: NaN in a row no query may see never reaches a gradient; an empty row has none.
+//   words, writes n_q(d + 2); per kv head: n_k(d + d_v) read and written; accumulate: + n_q d
+//   + n_k(d + d_v) reads). dK, dV come from Omega^T, dQ from Omega: each output row is written by
+//   one task in a fixed order, no atomics: bitwise thread-count invariant. Only allowed pairs are
+//   touched: NaN in a row no query may see never reaches a gradient.
 // Tests: tests/sparse/element_test.cpp
 
 #include "kernels/element/panels.hpp"

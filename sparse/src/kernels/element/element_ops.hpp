@@ -16,8 +16,8 @@
 // to the last full vector and a partial load for the tail, so nothing past a row is read.
 // No software prefetch: the kernels batch independent rows, so out-of-order execution keeps as
 // many misses in flight as the line-fill buffers allow, and a prefetch instruction waits for
-// one of them. Made live, the rows-ahead prefetch cost random:0.02's forward 5-8% (README, "No
-// software prefetch"; a loop of __builtin_prefetch alone is deleted by GCC 12).
+// one of them: a prefetch of the next rows costs random:0.02's forward 5-8% (docs/performance.md
+// section 11).
 
 #include <ioattn/kernels/online_softmax.hpp>
 #include <ioattn/kernels/simd.hpp>
@@ -32,7 +32,7 @@
 #include <utility>
 
 // Every loop over a batch's keys or a slice's vectors is unrolled, so that the accumulator
-// arrays live in registers (without it GCC kept them on the stack: 4x slower, perf).
+// arrays live in registers (otherwise GCC keeps them on the stack: 4x slower under perf).
 #define IOATTN_ELEMENT_UNROLL _Pragma("GCC unroll 16")
 
 namespace ioattn::sparse::detail {
@@ -78,8 +78,8 @@ inline void fold_stage(Vec<T>* v) {
 /// Lane k of the result = the sum of the lanes of v[k] for k < NK, 0 past it; reads v[0, NK)
 /// only (clobbered). Every lane's sum is the same tree whatever NK, so a key's score does not
 /// depend on the batch it falls in. The NK live vectors take ceil(NK / 2) + ... folds, not
-/// kLanes - 1: with a 16-vector zeroed array and 15 folds a call, the reduction and its
-/// memset were 27% of bigbird's element backward (perf, 3 keys a row).
+/// kLanes - 1 (a 16-vector zeroed array and 15 folds a call would make the reduction and its
+/// memset 27% of bigbird's element backward under perf, 3 keys a row).
 template <typename T, int NK = Simd<T>::kLanes>
 inline Vec<T> transpose_sums(Vec<T>* v) {
     constexpr int kN = Simd<T>::kLanes;

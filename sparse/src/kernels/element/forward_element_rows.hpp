@@ -159,15 +159,11 @@ void run_row(const ForwardArgs<Scalar>& a,
 /// (one dot product each and one transposing reduction) for every t, the softmax of every row
 /// over its n keys in one vector, then each row's O = alpha O + sum_t p_t V_(j_t) in one pass
 /// over O. Alone, a row of a few keys runs its chain (dots, reduction, max, exp, sum, axpy)
-/// with nothing beside it to overlap. One pass over O per row, not one per key: measured
-/// (AVX-512, `ioattn run --schedule fused --threads 1 --repeat 400`, medians of 4 alternated)
-/// on n_q = n_k = 1024 with 3 random keys a row (all in cache) 70.4 -> 59.3 ns a row; N =
-/// 16384, d = 64, 2 threads (--repeat 20-40, both orders): bigbird:64:2:3's random pairs
-/// alone 1.14x, bigbird:64:2:3 1.05x, random:0.02 1.02x, powerlaw:32 1.00x.
-/// Aligned to 64 bytes, as batch_axpy: where the linker put this weak function moved with the
-/// size of unrelated code (1e4940a instantiated it in forward_fused.cpp too, 16 bytes further
-/// into a line), and random:0.02 lost 2-6% with the same instructions (medians of 8 paired
-/// alternations, both orders); aligned, 1.00x against the build before.
+/// with nothing beside it to overlap. One pass over O per row, not one per key: 1.14x on
+/// bigbird's random pairs (ioattn run --N 16384 --d 64 --pattern bigbird:0:0:3 --schedule
+/// fused --threads 2 --repeat 30). Aligned to 64 bytes, as batch_axpy, so that the placement of
+/// its loops does not move with the size of unrelated code (which moved random:0.02 by 2-6%
+/// with identical instructions).
 template <typename Scalar>
 [[gnu::aligned(64)]] void run_rows(const ForwardArgs<Scalar>& a,
                                    std::int64_t b,

@@ -1,4 +1,5 @@
-// ioattn::sparse element plan (see kernels/element/panels.hpp). Tests: tests/sparse/element_test.cpp
+// ioattn::sparse element plan, ElementPanels (see kernels/element/panels.hpp).
+// Tests: tests/sparse/element_test.cpp
 
 #include "kernels/element/panels.hpp"
 
@@ -63,8 +64,8 @@ ElementPanels::build(const Support& support, std::int64_t max_rows, std::int64_t
             cap = std::max(cap, k);
     // --- per block, its visits: runs of adjacent filled panels within the cap, then each
     // visit's longest walk and index reads (a row's run over the visit's whole range).
-    // Measured (powerlaw:32, N = 16384, d = 64, 2 threads): its hubs fill a panel of 8192 keys
-    // that light blocks' two panels together do not, so most blocks visit their keys once ---
+    // powerlaw:32's hubs fill a panel of 8192 keys that light blocks' two panels together do
+    // not, so most of its blocks visit their keys once ---
     std::vector<std::vector<PanelVisit>> per_block(static_cast<std::size_t>(n));
     const kernels::Workspace<std::int64_t> visit_of(workers, n_panels); // panel -> visit
     parallel_for_tiles(n, [&](std::int64_t b, int w) {

@@ -138,7 +138,7 @@ void check_element_peak(std::int64_t peak, const MemoryModel& memory, const char
 
 /// forward_element that starts from args.o and args.lse as the softmax state of every row
 /// (resume: the outputs of another kernel over the other pairs), and backward_element that
-/// adds into d_q, d_k, d_v (accumulate); dispatch_element.cpp.
+/// adds into d_q, d_k, d_v (accumulate); kernels/isa_dispatch.cpp.
 template <typename Scalar, typename Counter>
 void forward_element(const ForwardArgs<Scalar>& args,
                      const Support& support,

@@ -13,11 +13,8 @@ namespace ioattn::sparse::detail {
 inline namespace IOATTN_ISA {
 
 /// Rows whose run of keys in a panel is at most this long go through run_rows, kLanes rows of
-/// one run length at a time. Measured on the AVX-512 Zen 5 machine, N = 16384, d = 64,
-/// 2 threads, medians of 5 alternated `ioattn run --pattern P --schedule fused --repeat 5`
-/// against every row through run_row: random:0.000183 (3 keys a row) 1.40x, powerlaw:32 1.21x,
-/// bigbird:64:2:3 1.09x, random:0.02 0.97x-1.03x. Up to 8 keys, and rows of different run
-/// lengths in one batch (idle lanes), were slower on powerlaw:32 (0.89x-0.96x).
+/// one run length at a time. Against every row through run_row: 1.21x on powerlaw:32 (ioattn
+/// run --N 16384 --d 64 --pattern powerlaw:32 --schedule fused --threads 2 --repeat 5).
 constexpr std::int64_t kShortRun = 4;
 
 /// Up to kLanes rows of a block, each with a run of n keys in the panel.

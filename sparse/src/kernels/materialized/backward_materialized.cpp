@@ -1,50 +1,32 @@
 // ioattn::sparse::backward_materialized: materializing sparse backward (SDDMM over Omega, P and
-// dS stored, SpMM and transposed SpMM). Per (batch, kv head), for its group of query heads,
-// square tiles of side b = tiling.rows; only the non-empty tiles of Omega are touched
-// (Support::block_view(b, b) per row tile, Omega^T's block view per key tile). P and dS live in
-// slow memory as Z_QK values per query head in CSR order of Omega (dS overwrites P); a tile's
-// nnz_ij stored values are one read or write of nnz_ij words. Reference: backward_reference.cpp.
-// r, c: tile heights and widths; per row tile i: T_i non-empty tiles, width C_i, Z_i nonzeros.
-//   P:  parallel per (head, row tile i) with T_i > 0: read L_i                         r
-//         per tile j: per d chunk: read Q_i[:,k], K_j[:,k]                     (r + c) * kw
-//         S_ij = Q_i K_j^T on Omega; P_ij = exp(scale*S_ij - L_i); write P_ij      nnz_ij
-//   dV: parallel per (key tile j, d_v chunk x): dV_jx = 0
-//         per head, per row tile i with a pair in tile (i, j): read P_ij, dO_i[:,x]  nnz_ij + r*xw
-//           dV_jx += P_ij^T dO_i[:,x]
-//       write dV_jx                                                                   c*xw
-//   dS: parallel per (head, row tile i) with T_i > 0:
-//         per d_v chunk: read O_i[:,x], dO_i[:,x]; D_i += rowsum(dO o O)              2*r*xw
-//         per tile j: per d_v chunk: read dO_i[:,x], V_j[:,x]; dP_ij += on Omega   (r + c)*xw
-//           read P_ij; dS_ij = P_ij o (dP_ij - D_i); write dS_ij                  nnz_ij, nnz_ij
-//   dQ: parallel per (head, row tile i, d chunk k): dQ_ik = 0
-//         per tile j: read dS_ij, K_j[:,k]; dQ_ik += dS_ij K_j[:,k]              nnz_ij + c*kw
-//       write scale * dQ_ik                                                           r*kw
+// dS stored, SpMM and transposed SpMM). Per (batch, kv head) in turn, for its group of query
+// heads, square tiles of side b = tiling.rows, only the non-empty tiles of Omega (of Omega^T per
+// key tile); P, then dS over it, in slow memory (group * Z_QK values in Omega's CSR order).
+// Reference: backward_reference.cpp. r, c: tile sides; row tile i: T_i tiles, width C_i, Z_i pairs.
+//   P:  parallel per (head, row tile i): read L_i                                      r
+//         per tile j, d chunk: read Q_i[:,k], K_j[:,k]; S_ij on Omega        (r + c) * kw
+//         P_ij = exp(scale*S_ij - L_i); write P_ij                                 nnz_ij
+//   dV: parallel per (key tile j, d_v chunk x), per head, per row tile i with a pair in (i, j):
+//         read P_ij, dO_i[:,x]; dV_jx += P_ij^T dO_i[:,x]; then write dV_jx  nnz_ij + r*xw, c*xw
+//   dS: parallel per (head, row tile i): read O_i, dO_i chunks; D_i = rowsum(dO o O)    2*r*d_v
+//         per tile j, d_v chunk: read dO_i[:,x], V_j[:,x]; dP_ij on Omega    (r + c)*xw
+//         read P_ij; dS_ij = P_ij o (dP_ij - D_i); write dS_ij                  2*nnz_ij
+//   dQ: parallel per (head, row tile i, d chunk k), per tile j: read dS_ij, K_j[:,k];
+//         dQ_ik += dS_ij K_j[:,k]; then write scale * dQ_ik              nnz_ij + c*kw, r*kw
 //   dK: parallel per (key tile j, d chunk k): as dV with dS_ij, Q_i[:,k]; write scale*dK_jk
-// Resident: a dense r x c buffer per tile (acquired r*c although nnz_ij words move), so every
-// phase is bounded by dense::backward_materialized's (materialized_backward_resident) <= 4b^2.
-// I/O = io_cost_backward_materialized, per query head and row tile with T_i > 0
-// (vch = ceil(d_v/b), dch = ceil(d/b)):
-//   reads  r + T r d + C d  +  vch Z + T r d_v  +  2 r d_v + T r d_v + C d_v + Z
-//          +  dch Z + C d  +  dch Z + T r d
-//          +  iw ((2 + dch + 2 (vch + dch)) Z + (dch + vch) Z_pp)
-//   writes 2 Z, plus n_q d (dQ) per head and n_k (d + d_v) (dK, dV) per kv slice.
-// Indices (Operand::index, iw = kIndexReadWords<Scalar> words per int64: 2 in float, 1 in
-// double): each pass over a tile's stored values reads their keys, nnz_ij (P, dS, each d chunk
-// of dQ), or Omega^T's queries and each entry's position in Omega, 2 nnz_ij (each chunk of dV
-// and dK); the SDDMMs of P and dS read a per-pair tile's keys once per chunk (tile_rule.hpp;
-// Z_pp: the pairs of such tiles). Row offsets and run searches are not counted.
-// With the full pattern (Z = r C) this is dense::io_cost_backward_materialized plus the index
-// words.
-// Sparse inputs (Q, K, V as CSR rows over d, SparseInputs): a chunk of a sparse operand is read
-// as the nonzeros stored in it, so T r d (twice), C d (twice) and C d_v become T nnz(Q_i) and
-// the sums of nnz(K_j), nnz(V_j) over the row tile's tiles (per query head); a tile with few
-// pairs takes S and dP as dot products over the stored entries, other chunks are scattered
-// into per-worker buffers; residency is unchanged, gradients are written dense.
-// Pairs outside Omega are never multiplied (NaN in a key or value row a query cannot see does
-// not reach its gradient); a row with L = -inf has P = 0 and contributes zero.
-// Flops: about 4 Z_QK (d + d_v) per head. Every output chunk is written by one task that sums
-// heads, tiles and entries in a fixed order: thread-count invariant. The kv slices run one after
-// another, so the slow-memory store holds group * Z_QK words.
+// Resident: a dense r x c buffer per tile (r*c acquired although nnz_ij words move), so every
+//   phase is within dense::backward_materialized's (materialized_backward_resident) <= 4b^2.
+// I/O = io_cost_backward_materialized, per query head and row tile with T_i > 0 (vch =
+//   ceil(d_v/b), dch = ceil(d/b)): reads r + T r d + C d + vch Z + T r d_v + 2 r d_v + T r d_v
+//   + C d_v + Z + dch Z + C d + dch Z + T r d + iw ((2 + dch + 2 (vch + dch)) Z + (dch + vch)
+//   Z_pp); writes 2 Z, plus n_q d per head and n_k (d + d_v) per kv slice. Indices, iw words
+//   each: a pass over a tile's values reads their keys (P, dS, each d chunk of dQ) or Omega^T's
+//   queries and positions (each chunk of dV, dK); a per-pair tile's SDDMMs read its keys per
+//   chunk (tile_rule.hpp, Z_pp its pairs). The full pattern: the dense cost plus index words.
+// Sparse inputs count their stored words (T nnz(Q_i), sums of nnz(K_j), nnz(V_j)) and are
+//   scattered into the same buffers, or multiplied as stored on a tile with few pairs. Pairs
+//   outside Omega are never multiplied; a row with L = -inf contributes zero. Flops: about
+//   4 Z_QK (d + d_v) per head. Each output chunk is summed by one task in a fixed order.
 // Tests: tests/sparse/backward_materialized_test.cpp, sparse_inputs_test.cpp
 
 #include "support/block_keys.hpp"

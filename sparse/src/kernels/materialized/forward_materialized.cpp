@@ -1,7 +1,6 @@
 // ioattn::sparse::forward_materialized: materializing sparse forward (SDDMM, row softmax, SpMM)
 // Per (batch, head), square tiles of side b = tiling.rows over the n_q x n_k grid; only tiles
-// with an allowed pair are touched (Support::block_view(b, b)).
-// Reference: forward_reference.cpp.
+// with an allowed pair are touched (Support::block_view(b, b)). Reference: forward_reference.cpp.
 //   parallel for each row block i (b rows), stats m_i, l_i resident (2r):
 //     phase 1 (SDDMM), for each non-empty tile j: for each d-chunk: read Q_i, K_j chunks
 //       (r + c)*kw; S_ij = scale Q_i K_j^T; keep the allowed entries, update m_i, l_i (online,
@@ -11,26 +10,22 @@
 //       write O_ix                                                          r*xw
 //     write L_i                                                             r
 // Resident: as dense::forward_materialized (a dense b x b tile buffer in both phases) <= 4b^2.
-// Indices (Operand::index, iw = kIndexReadWords<Scalar> words per int64: 2 in float, 1 in
-// double): every pass over a tile's stored scores reads their keys, nnz_ij: the keep step of
-// phase 1, each d_v chunk of phase 2, and each d chunk of the SDDMM of a tile computed pair by
-// pair (tile_rule.hpp; Z_pp: the pairs of such tiles). Row offsets and the search for each
-// row's run of keys (in the lines read next) are not counted, nor the rows' cursors and
-// per-tile lists (detail::TileRows, tile_rows.hpp: a tile visits only its rows with pairs).
 // I/O = io_cost_forward_materialized (per row block: T tiles of total width C, Z nonzeros):
 //   T*r*d + C*d + Z  +  ceil(d_v/b)*Z + C*d_v + r*d_v + r
 //   + iw*((1 + ceil(d_v/b))*Z + ceil(d/b)*Z_pp); with the full pattern this is
 //   dense::io_cost_forward_materialized plus the index words. Stored scores: Z_QK words per head.
-// Sparse inputs (CSR rows over d): a chunk of a sparse operand is read as the nonzeros stored
-// in it, so r*d, C*d, C*d_v become nnz(Q_i), the sum of nnz(K_j) and of nnz(V_j) over the
-// tiles; a tile with few pairs takes its scores as dot products over the stored entries,
-// other chunks are scattered into the same dense buffers (V_j[:,x] into the K^T buffer), so
-// the residency is unchanged. Only allowed entries are kept, so NaN in a row that no query of
-// the tile may see never reaches O, dense or sparse.
+// Indices (iw = kIndexReadWords<Scalar> words per int64): every pass over a tile's stored scores
+//   reads their keys: the keep step, each d_v chunk of phase 2, and each d chunk of a tile
+//   computed pair by pair (tile_rule.hpp; Z_pp: its pairs). Row offsets, run searches and the
+//   rows' cursors and per-tile lists (tile_rows.hpp) are not counted.
+// Sparse inputs (CSR rows over d): a chunk of a sparse operand is read as its stored nonzeros
+//   (r*d, C*d, C*d_v become nnz(Q_i) and the sums of nnz(K_j), nnz(V_j) over the tiles) and
+//   scattered into the same dense buffers, or multiplied as stored on a tile with few pairs.
 // Arithmetic: a tile with at least 1/kDenseTileFill of its pairs allowed runs S_ij in the
-// broadcast micro-kernel, a sparser one takes one dot product per allowed pair (tile_ops.hpp);
-// the row softmax and the SpMM run on kernels/strip.hpp over each row's run of stored scores.
-// One task per (batch, head, row block); thread-count invariant.
+//   broadcast micro-kernel, a sparser one a dot product per allowed pair (tile_ops.hpp); the row
+//   softmax and the SpMM run on kernels/strip.hpp. Only allowed entries are kept, so NaN in a row
+//   no query of the tile may see never reaches O. One task per (batch, head, row block);
+//   thread-count invariant.
 // Tests: tests/sparse/forward_test.cpp, sparse_inputs_test.cpp
 
 #include <ioattn/kernels/workspace.hpp>

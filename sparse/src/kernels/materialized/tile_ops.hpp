@@ -27,8 +27,8 @@ interval_keys(std::int64_t front, std::int64_t n, std::int64_t j0, std::int64_t 
 }
 
 /// The positions [first, last) in `row` (sorted keys) of the keys in [j0, j0 + c): arithmetic
-/// for an interval row (banded patterns: no index is read; scanning missed on the index
-/// array, 17% of the materializing forward), else found by binary search.
+/// for an interval row (banded patterns: no index is read, where a scan would miss on the
+/// index array, 17% of the materializing forward), else found by binary search.
 inline std::pair<std::int64_t, std::int64_t>
 keys_in(std::span<const std::int64_t> row, std::int64_t j0, std::int64_t c) {
     const auto n = static_cast<std::int64_t>(row.size());
@@ -53,10 +53,10 @@ keys_from(std::span<const std::int64_t> row, std::int64_t j0, std::int64_t c, st
 }
 
 /// A tile of sparse rows with fewer than (r + c) / kScatterPairs pairs takes its dot products
-/// over the stored entries; a fuller one scatters its rows first. Measured (materialized,
-/// --input-density 0.25, N=16384, d=64, 2 threads, GFLOP/s, scatter always / stored-entry dots
-/// always): random:0.02 forward 3.7 / 1.9, backward 2.9 / 2.3; bigbird:64:2:3 forward 5.4 / 7.3,
-/// backward 5.0 / 6.2 (random's tiles hold ~82 pairs, bigbird's random keys 1 to 3).
+/// over the stored entries; a fuller one scatters its rows first. The cut lies between
+/// random:0.02's tiles (~82 pairs: scattered 1.9x faster) and bigbird:64:2:3's random keys (1
+/// to 3 pairs: stored-entry dots 1.35x faster) (ioattn run --N 16384 --d 64 --pattern P
+/// --input-density 0.25 --schedule materialized --threads 2 --repeat 3).
 inline constexpr std::int64_t kScatterPairs = 4;
 
 /// Where a tile's product goes: rows [i0, i0 + r) x keys [j0, j0 + c) of Omega with nnz pairs;
@@ -87,9 +87,9 @@ struct ChunkRows {
 /// the allowed pairs of the tile (other entries: undefined, never read). a: query rows i0..,
 /// b: keys j0... A dense tile runs in broadcast_block (sparse rows scattered first); a sparse
 /// one takes a dot product per allowed pair, four keys of a row at a time (kernels::dot4: the
-/// query row read once, one lane reduction for the four; materialized forward at N = 16384,
-/// d = 64, medians of 6 alternated runs: random:0.02 1.09x on 1 thread, 1.11x on 2, backward
-/// 1.07x, strided:64 1.07x, bigbird:64:2:3 1.00x), or over the stored entries of a sparse
+/// query row read once, one lane reduction for the four: 1.11x on random:0.02, ioattn run
+/// --N 16384 --d 64 --pattern random:0.02 --schedule materialized --threads 2 --repeat 3), or
+/// over the stored entries of a sparse
 /// side (chunk_dot: nothing is scattered). rows(f) calls f(x, lo, hi) for the tile's rows with
 /// pairs, their keys at positions [lo, hi) of row i0 + x (TileRows::visit; the overload
 /// without `rows` visits every row, its keys by binary search).
@@ -120,7 +120,7 @@ void sddmm_chunk(const Support& s,
         return;
     }
     // Sparse rows are scattered (then dense dots) unless the tile has so few pairs that the
-    // scatter would cost more than the stored-entry dots (kScatterPairs, measured below).
+    // scatter would cost more than the stored-entry dots (kScatterPairs).
     const bool stored =
         (a.src->sparse != nullptr || b.src->sparse != nullptr) && t.nnz * kScatterPairs < t.r + t.c;
     RowBlock<Scalar> ra{}, rb{};

@@ -7,12 +7,10 @@
 //  - bucketed: each row waits in a list for the tile of its next key, so a tile visits only
 //    its rows with pairs, when a few rows per tile do (bigbird:64:2:3 at b = 352: ~22 random
 //    pairs in each of 44 tiles per row block).
-// Measured (forward_materialized, N = 16384, d = 64, 1 thread, GFLOP/s, medians of alternated
-// runs against every row visited per tile): bigbird:64:2:3 14.4 -> 20.3 (2 threads 29.2 ->
-// 41.0); random:0.02 0.98x, strided:64 1.01x, window:256 0.99x (scanned). Bucketing random's
-// row blocks cost 0.83x (a division and a list push per run, for runs that every row has), and
-// collecting a scanned tile's runs before using them 0.92x (the index misses no longer overlap
-// the arithmetic), so scanning visits rows inline and only bucketing collects.
+// Bucketing, against every row visited per tile: 1.41x on bigbird:64:2:3 (ioattn run --N 16384
+// --d 64 --pattern bigbird:64:2:3 --schedule materialized --threads 1 --repeat 3). Scanning
+// visits rows inline, so that the index misses overlap the arithmetic, and costs random's
+// rows, which have runs in most tiles, no division and list push per run.
 
 #include "kernels/materialized/tile_ops.hpp"
 
@@ -30,8 +28,8 @@ inline namespace IOATTN_ISA {
 /// Rows i0.. of the support over key tiles of width bs. Storage: words(r, n_k, bs) words,
 /// handed in (per row a cursor, a link and its first key if its keys are an interval, else -1;
 /// first and last row per key tile). An interval row's run is arithmetic (interval_keys), told
-/// once per row block: testing row.back() per row and tile missed in L1, a fifth of scanning's
-/// time.
+/// once per row block: testing row.back() per row and tile would miss in L1, a fifth of
+/// scanning's time.
 class TileRows {
 public:
     static std::int64_t words(std::int64_t r, std::int64_t n_k, std::int64_t bs) {
@@ -104,8 +102,8 @@ public:
             }
             return;
         }
-        if (taken_ != j0) { // the tile's list walked once into runs (19.8 against 16.7
-            taken_ = j0;    // GFLOP/s for a walk per visit, bigbird:64:2:3 at 1 thread)
+        if (taken_ != j0) { // the tile's list walked once into runs, not once per visit:
+            taken_ = j0;    // 1.19x on bigbird:64:2:3's materializing forward, 1 thread
             n_runs_ = 0;
             for (std::int64_t x = first_[j0 / bs_]; x >= 0; x = next_[x]) {
                 const auto [lo, hi] = run(x, j0, c);

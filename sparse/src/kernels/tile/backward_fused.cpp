@@ -1,61 +1,33 @@
-// ioattn::sparse::backward_fused: fused sparse backward (FlashAttention-2 over Omega) in one
-// sweep over key blocks, dQ in G partial sums (as dense/backward_fused.cpp, whose schedule this
-// is on the full pattern). Per (batch, head): dQ, dK, dV of O = softmax(scale*Q K^T on Omega) V.
-// Reference: backward_reference.cpp. R = tiling.rows (resident block, also cut by nonzeros),
+// ioattn::sparse::backward_fused: fused sparse backward (FlashAttention-2 over Omega), one
+// sweep over key blocks, dQ in G partial sums (dense/backward_fused.cpp on the full pattern).
+// Per (batch, head): dQ, dK, dV of O = softmax(scale*Q K^T on Omega) V. Reference:
+// backward_reference.cpp. R = tiling.rows (key rows resident, blocks also cut by nonzeros),
 // C = tiling.cols, G = backward_dq_groups(problem, key blocks of Omega^T's plan).
-//   pass 0, parallel for each query block i: read O_i, dO_i; D_i = rowsum(dO_i o O_i); write D_i;
-//     the pairs of the folded key blocks with i's rows (at most 4 heavy keys, global keys:
-//     folded_keys.hpp, folded_pass.hpp): read their K, V rows and the rows' Q, L; write dS
-//     per pair and partial dK, dV
-//   pass A, parallel for each (kv head, group g): for each key block j of group g, not folded
-//     (its runs of consecutive blocks of Omega^T's plan, runs g, g + G, .. of 4 G holding the
-//     same entries each, about: group_runs in plan.hpp), in order: read K_j, V_j
-//     for each query head of the group, for each chunk of C queries that see a key of j:
-//       read (gather) Q, dO rows, L, D;  S = scale Q K_j^T on Omega; P = exp(S - L)
+//   pass 0, parallel per query block i: read O_i, dO_i; write D_i = rowsum(dO_i o O_i); then
+//     the pairs of the folded key blocks (<= kFoldKeys heavy keys) with i's rows (folded_*.hpp)
+//   pass A, parallel per (kv head, group g), per key block j of g's runs (group_runs.hpp) not
+//     folded: read K_j, V_j; per query head, per chunk of C queries that see a key of j:
+//       read (gather) Q, dO rows, L, D and j's indices; S = scale Q K_j^T on Omega, P = exp(S - L)
 //       dV_j += P^T dO; dP = dO V_j^T; dS = P o (dP - D); dK_j += scale dS^T Q
-//       dQ^g rows += scale dS K_j: a row that group g has reached before is read, added and
-//       written, a row it reaches for the first time only written
-//     write dK_j, dV_j
-//   the folds' merge, parallel for each (kv head, folded block): read its partials; write
-//     dK, dV (the sums over the group's heads, then the query blocks in order)
-//   pass R, parallel for each query block i: read the partials dQ^g of the rows g reached;
-//     dQ_i = their sum in group order (0 for a row no group reached), + the folded blocks'
-//     dS (scale K) (read K rows and dS); write dQ_i
-// Resident: Tiling::resident_words(p, backward, Kernels::sparse) <= M: max(pass 0:
-//   r(2 d_v + 1); pass A: the scratch below at lane_padded lanes, the rows streamed at a time
-//   and the indices walked (tiling.cpp); pass R: 2 r d; a block folds only when passes 0 and
-//   R keep within it with the fold's words). Pass A also reads, per query head,
-//   the key block's indices of Omega^T (plan.index_reads: its query list unless one interval,
-//   each key row's queries outside its run of consecutive queries; 8 / sizeof(Scalar) words
-//   each)
-// I/O = io_cost_backward_fused, per head with S = sum_j |queries(j)| and F the rows reached for
-//   the first time by their group: reads 2 n_q d_v + S (d + d_v + 2) + (S - F) d + F d (pass
-//   R), writes n_q (D) + S d (partials) + n_q d (dQ); and n_k (d + d_v) read and written per kv
-//   head; a folded block moves fold_segment_words per segment and query head instead of its
-//   pass-A words (S, F, the K, V reads and the index words without it). With the full or causal
-//   pattern (nothing folds) it equals ioattn::io_cost_backward_fused.
-// Masked entries: P = dS = 0; a gathered chunk, or a resident K block, with a non-finite value
-// multiplies only allowed pairs. A chunk whose key vectors see spans of it that differ enough
-// (a band's diagonal, a causal block) computes S, dP, P, dS, dV and dK per vector span
-// (staggered_chunk.hpp: the same results; dQ = dS K over the same spans, staggered_dq). A
-// key block of at most kLanes / 4 keys (global keys, a block of their own: row_blocks) that
-// does not fold (sparse inputs, maps) runs its chunks pair by pair with the queries as lanes
-// (narrow_chunk.hpp: the same sums).
-// A key block's dK and dV leave it through streamed stores (unpack_transposed with stream:
-// whole lines, no read for ownership). Measured (AMD EPYC Zen 5, N = 16384, d = 64, 2 threads,
-// `ioattn run --pass backward --repeat 10`, medians of 6-8 alternated): window:64 1.03x,
-// bigbird:64:2:3 1.02x, strided:64 1.06x, block:64:0.1 and window:256 1.01x.
-// One task per (kv head, group); no atomics; thread-count invariant.
-// Sparse inputs (Q, K, V as CSR rows over d, SparseInputs): each read of a sparse operand's
-// rows counts their stored words (nnz instead of d or d_v per row; io_cost_backward_fused with
-// the inputs); rows are scattered into the same dense buffers, so residency is unchanged, and a
-// scattered chunk is non-finite exactly when a stored value is. dQ, dK, dV are written dense.
-// With row and key orders (`maps`: the permuted variant's backward when tiles take every pair,
-// detail::backward_fused_ordered) the kernel reads and writes a reordered problem in place: Q,
-// O, L, dO, dQ rows through maps.rows, K, V, dK, dV rows through maps.keys; its I/O adds the
-// order indices (variant_parts.hpp).
-// Tests: tests/sparse/backward_test.cpp, sparse_inputs_test.cpp, variants_test.cpp,
-// staggered_test.cpp, narrow_test.cpp, folded_test.cpp
+//       dQ^g rows += scale dS K_j (read first where group g reached the row before)
+//     write dK_j, dV_j; then the folds' merge writes the folded blocks' dK, dV
+//   pass R, parallel per query block i: dQ_i = the partials of the groups that reached its
+//     rows, in group order, + the folded blocks' dS (scale K); write dQ_i
+// Resident: Tiling::resident_words(p, backward, Kernels::sparse) <= M: max(pass 0 r(2 d_v + 1),
+//   pass A's scratch at lane_padded lanes + rows streamed + indices walked, pass R 2 r d).
+// I/O = io_cost_backward_fused, per head with S = sum_j |queries(j)|: reads 2 n_q d_v
+//   + S (2 d + d_v + 2) + index words (a partial row is read once, in pass A or R), writes
+//   n_q + S d + n_q d; per kv head n_k (d + d_v) read and written; a folded block moves
+//   fold_segment_words instead. With the full or causal pattern: dense io_cost_backward_fused.
+// Why: as the dense kernel (no atomics, no second sweep), over the keys Omega^T streams. A chunk
+// whose key vectors see different spans runs span by span (staggered_chunk.hpp); a key block
+// of <= kLanes / 4 keys that cannot fold runs pair by pair, queries as lanes (narrow_chunk.hpp);
+// masked entries have P = dS = 0 and a non-finite row meets only its allowed pairs. dK, dV
+// leave through streamed stores: 1.06x on strided:64 (ioattn run --N 16384 --d 64 --pattern
+// strided:64 --pass backward --schedule fused --threads 2 --repeat 10). Sparse Q, K, V count
+// their stored words; `maps` (permuted variant) reads and writes a reordered problem in place.
+// One task per (kv head, group); thread-count invariant. Tests: tests/sparse/backward_test.cpp,
+// sparse_inputs_test.cpp, variants_test.cpp, staggered_test.cpp, narrow_test.cpp, folded_test.cpp
 
 #include "kernels/tile/chunks.hpp"
 #include "kernels/tile/folded_keys.hpp"
@@ -163,7 +135,7 @@ void key_block(const BackwardArgs<Scalar>& a,
         if constexpr (Counter::kComputes)
             cur.reset(r);
         for (std::int64_t x0 = 0, c = 0; x0 < nq; x0 += c) {
-            c = detail::chunk_length(queries.data(), nq, x0, t.cols); // runs in place (plan.hpp)
+            c = detail::chunk_length(queries.data(), nq, x0, t.cols); // runs in place (chunks.hpp)
             const std::int64_t* qc = queries.data() + x0;
             detail::read_gathered(io, Operand::q, slice, src.q, b, h, qc, c);
             io.complete({Operand::scores, slice, qc[0], qc[c - 1] - qc[0] + 1, j0, r}); // on Omega

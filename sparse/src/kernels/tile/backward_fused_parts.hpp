@@ -110,8 +110,9 @@ Rows<Scalar> stream_rows(const RowSource<Scalar>& src,
     return rows;
 }
 
-/// Whether every value of the c streamed rows (stream_rows) of src is finite. Scanning every
-/// chunk up front took 5% of strided:64's backward, whose chunks mostly need no mask.
+/// Whether every value of the c streamed rows (stream_rows) of src is finite, asked only by a
+/// chunk with masked pairs: scanning every chunk up front would cost 5% of strided:64's
+/// backward, whose chunks mostly need no mask.
 template <typename Scalar>
 bool rows_finite(const RowSource<Scalar>& src, const Rows<Scalar>& rows, std::int64_t c) {
     return src.sparse != nullptr ? rows.finite

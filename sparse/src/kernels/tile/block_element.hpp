@@ -4,19 +4,18 @@
 // scaled, O^T, m, l; a narrow block's rows row-major): the block's rows then take their element
 // pairs (E) from that state as the element kernel takes a row (forward_element_rows.hpp: runs
 // of up to kShortRun keys in batches of kLanes rows, longer ones in batches of 2 kLanes keys),
-// and the block finishes O = O / l, L. Without it the split ran E as a second pass that read
-// Q again and resumed from the written O and L.
+// and the block finishes O = O / l, L. When the state does not fit M, E runs as a second pass
+// instead (split.cpp), which reads Q again and resumes from the written O and L.
 //   per block: q rows, O rows (not divided), m, l from the state              (resident)
 //     per row x, its E keys j (ascending): read K_j, V_j rows            |E row|*(d + d_v)
 //       and the row's key list                                           |E row| indices
 //       s = q . K_j; online softmax step; O += P V_j
 //     write O / l, L (the tile block's writes)
 // I/O beside the tile kernel's: |E|*(d + d_v) + |E| index words per head; no words of a
-// second pass. Resident beside the tile scratch: block_element_words (kernels/element/panels.hpp: the
-// row state of the tile height's rows and one batch's K and V rows). Measured against the
-// second pass (N = 16384, d = 64, AMD EPYC Zen 5, medians of 12 paired ratios; README):
-// bigbird:64:2:3 1.044x on 2 threads, 1.084x on 1; rows of many element keys too:
-// window:64+random:0.02 1.14x, window:64+random:0.005 1.07x (6 pairs each).
+// second pass. Resident beside the tile scratch: block_element_words (kernels/element/
+// panels.hpp: the row state of the tile height's rows and one batch's K and V rows). Against
+// the second pass: 1.04x on bigbird:64:2:3 (ioattn run --N 16384 --d 64 --pattern
+// bigbird:64:2:3 --schedule fused --threads 2 --repeat 30).
 // Tests: tests/sparse/split_forward_test.cpp
 
 #include "kernels/common/row_source.hpp"

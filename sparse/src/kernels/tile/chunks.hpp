@@ -27,8 +27,8 @@ chunk_length(const std::int64_t* keys, std::int64_t n, std::int64_t y0, std::int
     };
     if (run_from(y0)) {
         // the run's length by bisection (keys[y0 + m] == keys[y0] + m holds for m below it and
-        // fails above: the keys are sorted and unique), not by a walk: a heavy row's block of
-        // 16384 keys walked its rest once per chunk, 2 M steps a pass
+        // fails above: the keys are sorted and unique), not by a walk, which would cost a
+        // heavy row's block of 16384 keys its rest once per chunk, 2 M steps a pass
         std::int64_t run = kMinRun, past = n - y0 + 1; // a run of `run` keys, not of `past`
         while (past - run > 1) {
             const std::int64_t mid = run + (past - run) / 2;
@@ -49,11 +49,8 @@ chunk_length(const std::int64_t* keys, std::int64_t n, std::int64_t y0, std::int
 /// neighbours); pos is the position of the row's next extra key not yet consumed (the row's
 /// length: none left). The run is read from the plan, so the chunks touch a row's index array
 /// only for its extra keys: a window with global keys reads two indices per row, not all 133.
-/// Measured (AVX-512, N = 16384, d = 64, 2 threads, medians of 4 alternated runs, forward /
-/// backward GFLOP/s, with the blocks' lanes cut to their rows in forward_fused): bigbird:64:2:3
-/// 43.7 -> 60.9 / 62.7 -> 73.7 (6 runs), window:64+global:2 75.6 -> 97.3 / 79.1 -> 97.3,
-/// block:64:0.1 157.2 -> 220.2 / 188.2 -> 219.2, bigbird-block:64:3:2:3 183.6 -> 230.2 / 212.3
-/// -> 237.7; strided, dilated and window:256 within 0.97x-1.04x.
+/// Against walking every key of every row: 1.39x forward on bigbird:64:2:3 (ioattn run --N 16384
+/// --d 64 --pattern bigbird:64:2:3 --schedule fused --threads 2 --repeat 20).
 struct RowCursors {
     std::int64_t* pos = nullptr;
     const std::int64_t* lo = nullptr;
@@ -159,9 +156,8 @@ struct ChunkSpans {
 /// that some row of [x0, x1) of the block at row i0 sees, from the row
 /// prefixes, runs and the rows' extra keys in the chunk (read from their cursors: each row's
 /// keys before the chunk have been consumed). Scores outside them are not computed for
-/// those rows: every one of them would be masked. Measured (Zen 3, N = 16384, d = 64, 2
-/// threads, forward): rows that are not one interval (a window plus global keys, bigbird) used
-/// to compute every entry of the chunk.
+/// those rows: every one of them would be masked (rows that are not one interval, a window
+/// plus global keys or bigbird's, would otherwise compute every entry of the chunk).
 inline ChunkSpans chunk_spans(const Support& s,
                               std::int64_t i0,
                               const RowCursors& cur,
@@ -222,9 +218,9 @@ inline void mask_outside(
 
 /// Applies Omega to the chunk keys[0, c) (entries [y0, y0 + c) of the block's key list) of St
 /// (st[y * ld + x] for chunk entry y and row x): entries outside Omega become -inf. A row whose
-/// prefix settles the chunk keeps a prefix of it, without its index array: measured (N =
-/// 16384, d = 64, 2 threads, perf) strided:64's tile forward spent 8% of its time on two
-/// cache misses a row and chunk here. A row with no extra key in the chunk keeps its run only:
+/// prefix settles the chunk keeps a prefix of it without reading its index array (two cache
+/// misses a row and chunk, 8% of strided:64's tile forward under perf). A row with no extra
+/// key in the chunk keeps its run only:
 /// against an interval chunk that masks a prefix and a suffix (rows whose run covers the chunk
 /// are left alone). A row with extra keys here merges them, from its cursor, with its run.
 /// Returns whether any row was partial.
@@ -277,9 +273,9 @@ inline bool mask_chunk(const Support& s,
         }
         if (interval && a == cur.pos[x] && (hi < keys[0] || lo > keys[c - 1])) {
             // the extras here alone: when they are one run of keys (strided's summary keys,
-            // reordered into one), mask around it instead of merging the chunk. Measured (N =
-            // 16384, d = 64, 2 threads, medians of 4 alternated runs): strided:64 permuted
-            // forward 105.1 -> 122.3 GFLOP/s, backward 0.99x
+            // reordered into one), mask around it instead of merging the chunk: 1.16x on
+            // strided:64's permuted forward (ioattn run --N 16384 --d 64 --pattern strided:64
+            // --variant permuted --schedule fused --threads 2 --repeat 20)
             const std::int64_t e =
                 std::upper_bound(row.begin() + a, row.begin() + b, keys[c - 1]) - row.begin();
             const std::int64_t first = row[static_cast<std::size_t>(a)];

@@ -4,9 +4,9 @@
 // computes, query block by query block, instead of pass A streaming every query it sees
 // through one task. A pair (i, x) needs only row-local data (Q_i, dO_i, L_i, D_i) and the
 // block's few K, V rows, so pass 0, which holds dO_i to form D_i, reads Q_i and L_i beside it.
-// The cost it removes (N = 16384, d = 64, 2 threads): window:64 with 2 global keys took 1.0
-// ms more backward than window:64 alone, 7.4 against 6.3 ms: one task streamed 8 MB of Q and
-// dO for 32 K pairs, and wrote a dQ partial row for every query, which pass R read back.
+// Why: in pass A one task would stream all of Q and dO (8 MB at N = 16384, d = 64) for the
+// 32 K pairs of 2 global keys, and write a dQ partial row for every query for pass R to read
+// back.
 // This file is the plan (which blocks fold, their segments per query block, the words they
 // move), shared by the kernel and its closed form io_cost_backward_fused; folded_pass.hpp is
 // the arithmetic.

@@ -1,54 +1,32 @@
 // ioattn::sparse::forward_fused: fused sparse forward (FlashAttention-2 order over Omega)
 // Per (batch, head): O = softmax(scale*Q K^T on Omega) V, L = row logsumexp over Omega.
 // Reference: forward_reference.cpp. Br = tiling.rows (max rows per block), Bc = tiling.cols.
-//   parallel for each row block i (rows cut by count and by nonzeros, plan.hpp): read Q_i   r*d
-//     for each chunk of Bc keys among those the block may see (sorted):
+//   parallel for each row block i (cut by rows and by nonzeros: support/block_keys.hpp):
+//     read Q_i; the block's indices (BlockKeys::index_words)     r*d + index words(i)
+//     for each chunk of <= Bc of the keys the block may see (kernels/tile/chunks.hpp):
 //       read (gather) K rows, V rows                                        c*(d + d_v)
 //       S = scale*Q_i K_c^T; entries outside Omega -> -inf; online softmax; O_i += P V_c
+//     [element part: the rows' pairs E from the resident state (block_element.hpp)]
 //     write O_i / l_i, L_i                                                  r*d_v + r
-//   (and the block's indices: its key list unless it is one interval, each row's keys outside
-//    its run of consecutive keys: plan.index_reads, 8 / sizeof(Scalar) words each)
-// Resident: Tiling::resident_words(p, forward, Kernels::sparse) <= M: the scratch below
-// (Q_i^T, S^T, O_i^T, m, l, alpha at lane_padded(Br) lanes, the gathered K_c, V_c), the rows
-// streamed at a time and the indices walked (tiling.cpp)
+// Resident: Tiling::resident_words(p, forward, Kernels::sparse) <= M: Q_i^T, S^T, O_i^T, m, l,
+//   alpha at lane_padded(Br) lanes, the gathered K_c, V_c, the rows streamed at a time and the
+//   indices walked (lib/src/tiling.cpp); + block_element_words with an element part.
 // I/O = io_cost_forward_fused = n_q*d + sum_i (|keys(i)|*(d + d_v) + index words(i))
-//       + n_q*(d_v + 1)  (per head)
-// With the full pattern and equal Br this is exactly dense::io_cost_forward_fused (its blocks
-// are intervals: no index words).
-// Per 64-lane slab only the chunk entries some row of the slab may see are computed; a slab
-// whose lane vectors see spans that differ enough (a band's diagonal, a causal block) computes
-// each vector's own span (staggered_slab.hpp: the same results, fewer masked entries).
-// A gathered chunk of dense rows is read in place through row pointers when the V slice is
-// finite (the words it moves are the ones counted; only the copy into K_c, V_c is skipped).
-// Flops: 2*Z_QK*(d + d_v) useful; computed tiles also cover pairs outside Omega inside a chunk.
-// A sparse K or V (SparseInputs) is multiplied as stored (detail::streamed_scores,
-// streamed_accumulate): its d or d_v becomes the row's stored entries.
-// Masking reads each row's run from the plan and walks only its other keys with a cursor: a row
-// whose keys cover the whole chunk is not touched. Only the lanes of the block's rows are
-// computed (a block of heavy rows holds a few); a block of at most kLanes / 4 rows that all see
-// its every key runs narrow_block instead (the keys in batches shared by its rows, row-major
-// state, the same reads). If a gathered V chunk holds a non-finite value,
-// rows whose chunk is partial accumulate over their allowed keys only, so NaN never reaches a
-// row that cannot see it.
-// With row and key orders (`maps`: the permuted variant's forward when tiles take every pair,
-// detail::forward_fused_ordered) the kernel reads a reordered problem in place: Q, O and L
-// rows through maps.rows, K and V rows through maps.keys; its I/O adds the order indices each
-// block reads (BlockKeys::map_words).
-// The next block's Q rows, and its new K and V rows when they are one interval (a band's),
-// are prefetched, a share per chunk, while a block computes (kernels/prefetch.hpp), and O is
-// stored past the caches (finish_rows with stream: whole lines, no read for ownership).
-// Measured (N = 16384, d = 64, 2 threads, AMD EPYC Zen 5, `ioattn run --schedule fused
-// --repeat 30`, medians of 8 alternated): window:64 177 -> 194 GFLOP/s (1.10x), bigbird:64:2:3
-// 1.05x; the streamed O alone 1.04x-1.09x and 1.01x-1.05x; the K and V rows later
-// (next_block.hpp) window:64 1.05x, bigbird:64:2:3 1.00x-1.02x.
-// The tile path of a block (its scratch, a chunk's K and V rows, its slabs): forward_tiles.hpp.
-// With an element part (`element`: the split variant's, split.cpp) each block then takes
-// its rows' element pairs from its resident state before it writes O and L
-// (block_element.hpp): I/O + |E|*(d + d_v) + |E| index words per head, resident +
-// block_element_words (io_cost_split).
-// One task per (batch, head, row block); thread-count invariant.
-// Tests: tests/sparse/forward_test.cpp, tests/sparse/staggered_test.cpp,
-// tests/sparse/split_forward_test.cpp (the element part inside the blocks)
+//   + n_q*(d_v + 1) per head; with the full pattern and equal Br, dense::io_cost_forward_fused.
+//   Element part (split variant): + |E|*(d + d_v) + |E| index words (io_cost_split); orders
+//   (`maps`, permuted variant read in place): + BlockKeys::map_words.
+// Flops: 2*Z_QK*(d + d_v) useful, plus the masked entries of the chunk spans computed.
+// Why: K and V rows are read once per block, as in the dense kernel, and only where a row of
+// the block may see them. A slab computes only the chunk entries its rows see, per lane vector
+// when their spans differ (staggered_slab.hpp); a block of <= kLanes / 4 rows that all see its
+// every key shares batches of keys instead (narrow_block.hpp). Dense rows are read in place when
+// the chunk is an interval or the V slice is finite (the counted words are the same, only the
+// copy goes); a non-finite V chunk makes partial rows sum over their allowed keys, so NaN never
+// reaches a row that cannot see it. Sparse K, V are multiplied as stored (row_products.hpp).
+// The next block's rows are prefetched (next_block.hpp) and O is stored past the caches: 1.10x
+// on window:64 (ioattn run --N 16384 --d 64 --pattern window:64 --schedule fused --threads 2
+// --repeat 30). One task per (batch, head, row block); thread-count invariant.
+// Tests: tests/sparse/forward_test.cpp, staggered_test.cpp, split_forward_test.cpp
 
 #include "kernels/element/panels.hpp"
 #include "kernels/tile/chunks.hpp"
@@ -151,7 +129,7 @@ void row_block(const Call<Scalar>& call,
     const std::int64_t cols = call.t.cols;
     const std::int64_t chunks = std::max<std::int64_t>(1, (nk + cols - 1) / cols); // about
     for (std::int64_t y0 = 0, c = 0, chunk = 1; y0 < nk; y0 += c, ++chunk) {
-        c = detail::chunk_length(keys.data(), nk, y0, cols); // runs in place (plan.hpp)
+        c = detail::chunk_length(keys.data(), nk, y0, cols); // runs in place (chunks.hpp)
         next.upto(chunk, chunks);
         const std::int64_t* kc = keys.data() + y0;
         detail::read_gathered(io, Operand::k, kv_slice, src.k, b, g, kc, c);

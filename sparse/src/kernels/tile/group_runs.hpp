@@ -10,24 +10,22 @@
 
 namespace ioattn::sparse::detail {
 
-/// Runs of consecutive key blocks per group of the sparse fused backward (group_runs): 2 and
-/// 4 measured alike, 8 lost strided:64's permuted backward 6% (its runs of cheap blocks).
+/// Runs of consecutive key blocks per group of the sparse fused backward (group_runs): 4 runs
+/// over 1: 1.20x on strided:64's permuted backward (ioattn run --N 16384 --d 64 --pattern
+/// strided:64 --pass backward --schedule fused --threads 2 --repeat 20).
 inline constexpr std::int64_t kGroupRuns = 4;
 
 /// The sparse fused backward's runs of key blocks (backward_fused.cpp; its counted I/O does
-/// not depend on them: io_cost_backward.cpp): G * kGroupRuns runs of consecutive blocks of Omega^T's plan, each
-/// holding about the same share of the entries the blocks compute (|queries(j)| rows(j));
-/// run u is [cuts[u], cuts[u + 1]) and belongs to group u mod G. Consecutive key blocks of a
-/// band stream overlapping queries, so a group that takes them in a row adds into dQ partial
-/// rows it has just written (still in cache), and pass R sums fewer partials per row; blocks
-/// j, j + G, .. (the dense kernel's groups) touched each row in up to three groups. Several
-/// runs per group, spread over the plan, keep the groups' work even where the entries' cost
-/// varies (gathered queries, heavy summary keys): one run per group left strided:64's permuted
-/// backward 0.83x, 5.7 ms in one group and 3.4 in another. Measured against blocks j, j + G,
-/// .. (N = 16384, d = 64, 2 threads, medians of 3 alternated runs of --repeat 20 in both
-/// orders): bigbird:64:2:3 1.14x, dilated:256:4 1.11x, bigbird-block:64:3:2:3 1.05x,
-/// causal-window:256 1.04x, window:256 1.03x, window:64 1.02x, block:64:0.1 and strided:64
-/// 1.00x, causal (N = 8192) 1.01x.
+/// not depend on them: io_cost_backward.cpp): G * kGroupRuns runs of consecutive blocks of
+/// Omega^T's plan, each holding about the same share of the entries the blocks compute
+/// (|queries(j)| rows(j)); run u is [cuts[u], cuts[u + 1]) and belongs to group u mod G.
+/// Consecutive key blocks of a band stream overlapping queries, so a group that takes them in
+/// a row adds into dQ partial rows it has just written (still in cache), and pass R sums fewer
+/// partials per row; blocks j, j + G, .. (the dense kernel's groups) touch each row in up to
+/// three groups. Several runs per group, spread over the plan, keep the groups' work even where
+/// the entries' cost varies (gathered queries, heavy summary keys). Against blocks j, j + G,
+/// ..: 1.14x on bigbird:64:2:3 (ioattn run --N 16384 --d 64 --pattern bigbird:64:2:3 --pass
+/// backward --schedule fused --threads 2 --repeat 20).
 inline std::vector<std::int64_t> group_runs(const BlockKeys& kplan, std::int64_t groups) {
     const std::int64_t kb = kplan.blocks(), runs = groups * kGroupRuns;
     std::vector<std::int64_t> cuts(static_cast<std::size_t>(runs) + 1, kb);

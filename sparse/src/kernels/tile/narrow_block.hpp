@@ -31,9 +31,9 @@ inline namespace IOATTN_ISA {
 /// Whether block [i0, i0 + r) is narrow: at most kLanes / 4 rows, each seeing all nk keys of
 /// the block (bigbird's global rows, a block of their own: row_blocks), over dense operands
 /// (Q, K and V) read without orders. Such a block runs narrow_block: in the tile path its one
-/// lane vector computed kLanes lanes for r rows over every chunk. Measured (N = 16384, d = 64,
-/// 2 threads, medians of 5 alternated runs of --repeat 20 in both orders, forward):
-/// bigbird:64:2:3 1.04x, window:64 with its first 2 rows seeing every key 1.04x.
+/// lane vector would compute kLanes lanes for r rows over every chunk. 1.04x on
+/// bigbird:64:2:3 (ioattn run --N 16384 --d 64 --pattern bigbird:64:2:3 --schedule fused
+/// --threads 2 --repeat 20).
 template <typename Scalar>
 bool narrow_rows(const Support& s,
                  std::int64_t i0,

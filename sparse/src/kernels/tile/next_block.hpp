@@ -19,8 +19,8 @@ namespace ioattn::sparse::detail {
 inline namespace IOATTN_ISA {
 
 /// The Q rows of block blk + 1 of the slice when they are rows of a dense Q read in order (none
-/// otherwise), for row_block to prefetch while block blk computes: the pack of a block's Q^T
-/// waited for its rows (16 KB at 64 rows, d = 64), 5% of window:64's forward (perf).
+/// otherwise), for row_block to prefetch while block blk computes: else the pack of a block's
+/// Q^T waits for its rows (16 KB at 64 rows, d = 64), 5% of window:64's forward under perf.
 template <typename Scalar>
 kernels::RowLines next_q_rows(const ForwardArgs<Scalar>& a,
                               const detail::Operands<Scalar>& src,
@@ -40,14 +40,9 @@ kernels::RowLines next_q_rows(const ForwardArgs<Scalar>& a,
 
 /// The K and V rows of block blk + 1's keys above block blk's last key when they are one
 /// interval of dense rows read in order (a band's new keys: 64 rows of each for window:64's
-/// 64-row blocks), for row_block to prefetch while block blk computes, as next_q_rows. The
-/// hardware's stream prefetch reached them late: measured (N = 16384, d = 64, 2 threads, AMD
-/// EPYC Zen 5, `ioattn run --schedule fused --repeat 30`, medians of 10-12 paired alternations,
-/// both orders, against the build before): window:64 1.052x and 1.049x, bigbird:64:2:3 1.00x,
-/// 1.00x and 1.02x; against the same binary without it (8-12 pairs) window:256 1.016x,
-/// causal-window:256 1.028x, strided:64 1.013x, block:64:0.1 1.01x, bigbird-block:64:3:2:3 and
-/// dilated:256:4 1.00x. Into L2 only (prefetcht1): bigbird 1.028x against 1.047x, window:64
-/// 1.019x against 1.022x, not kept.
+/// 64-row blocks), for row_block to prefetch while block blk computes, as next_q_rows: the
+/// hardware's stream prefetch brings them late. 1.05x on window:64 (ioattn run --N 16384 --d 64
+/// --pattern window:64 --schedule fused --threads 2 --repeat 30).
 template <typename Scalar>
 std::pair<kernels::RowLines, kernels::RowLines> next_kv_rows(const ForwardArgs<Scalar>& a,
                                                              const detail::Operands<Scalar>& src,

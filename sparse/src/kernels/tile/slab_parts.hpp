@@ -25,8 +25,8 @@ namespace ioattn::sparse::detail {
 inline namespace IOATTN_ISA {
 
 /// A slab staggers when its vectors' parts hold at most this share of the entries of their
-/// union: 1/8 saved pays for the extra calls (window:256's 64-row slabs in the forward, 8.5%
-/// saved, run at 0.95x-1.04x staggered, within the machine's noise).
+/// union: at least 1/8 saved pays for the extra calls (window:256's 64-row forward slabs save
+/// 8.5% and run within the noise of the union path).
 inline constexpr double kStaggerShare = 7.0 / 8.0;
 
 /// The mean run length below which a block does not try to stagger (may_stagger): a band's
@@ -154,9 +154,9 @@ void slab_parts(const Support& s,
 /// array): runs of kMinStaggerRun keys or more on average, whose hulls per lane vector (kLanes
 /// rows each, at least two) hold at most kStaggerShare of their union's keys. Block patterns
 /// (every vector sees the same keys) and scattered rows (runs of a key or two anywhere) skip
-/// the per-chunk parts, whose index reads they would only pay for: a random:0.1 backward at M
-/// = 8192 under an LRU cache of 2 M words moved 1.27x its counted words with them, 1.03x
-/// without (bench/cache_validate.py).
+/// the per-chunk parts, whose index reads they would only pay for: with them a random:0.1
+/// backward at M = 8192 moves 1.27x its counted words under an LRU cache of 2M words, past the
+/// 1.25x limit (bench/cache_validate.py --check).
 template <typename Scalar>
 bool may_stagger(const RowCursors& cur, std::int64_t r) {
     constexpr int kL = kernels::Simd<Scalar>::kLanes;

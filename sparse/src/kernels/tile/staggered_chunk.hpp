@@ -12,10 +12,8 @@
 // Entries a vector skips are outside Omega, where the whole-block path has P = dS = 0, and
 // every entry it computes is the same dot product: the results are the whole block's.
 // Taken when some slab staggers (SlabParts::staggers); slabs that do not compute their union.
-// Measured (N = 16384, d = 64, 2 threads, backward GFLOP/s, medians of 4 alternated runs of
-// `ioattn run --pass backward --repeat 20` against the whole-block path): strided:64 (its
-// permuted variant) 158.0 -> 177.2, window:64 141.2 -> 158.0, dilated:256:4 210.9 -> 220.6,
-// bigbird:64:2:3 87.8 -> 91.6, window:256 1.02x, bigbird-block 1.00x, the dense pattern 0.98x.
+// Against the whole-block path: 1.12x on window:64 (ioattn run --N 16384 --d 64 --pattern
+// window:64 --pass backward --schedule fused --threads 2 --repeat 20).
 // I/O: none of its own; the chunk's Q and dO rows are the kernel's reads.
 // Tests: tests/sparse/staggered_test.cpp
 
@@ -34,7 +32,7 @@ inline namespace IOATTN_ISA {
 /// The slabs of a staggered chunk and their parts (staggered_chunk fills them, staggered_dq
 /// reads them). Held by the caller across chunks: at most 8 slabs (64-key blocks of doubles in
 /// 2-lane vectors); larger blocks take the whole-block path (built per chunk, 64 of them
-/// zeroed 23 KB a chunk).
+/// would zero 23 KB a chunk).
 struct ChunkSlabs {
     static constexpr std::int64_t kMax = 8;
     SlabParts parts[kMax];
@@ -181,8 +179,8 @@ bool staggered_chunk(const Problem& p,
 
 /// dQ rows of the chunk (c rows of d at out, stride ld) (+)= dS scale K over the entries
 /// staggered_chunk computed: per slab, segment and run of active vectors, those rows of dS
-/// against those vectors' K rows only (the whole block's product also multiplied the zeros
-/// of the skipped entries; window:64 lost a third of it there). add: out += dS K; else out =
+/// against those vectors' K rows only (the whole block's product also multiplies the zeros
+/// of the skipped entries, a third of window:64's). add: out += dS K; else out =
 /// dS K, 0 on the rows no vector computes. Each row's sum runs over the keys in order, as the
 /// whole block's (whose skipped terms add exact zeros): the same results.
 template <typename Scalar>

