@@ -12,6 +12,8 @@
 #define IOATTN_TARGET_DECLARATIONS "dense/kernels.hpp"
 #include <ioattn/kernels/declare_targets.inc>
 
+#include <type_traits>
+
 namespace ioattn::dense {
 
 template <typename Scalar, typename Counter>
@@ -19,7 +21,10 @@ void forward_fused(const ForwardArgs<Scalar>& args,
                    const Tiling& tiling,
                    const MemoryModel& memory,
                    Counter& counter) {
-    IOATTN_DISPATCH(Counter, forward_fused<Scalar, Counter>(args, tiling, memory, counter));
+    kernels::counted(counter, [&](auto& c) {
+        using C = std::remove_reference_t<decltype(c)>;
+        IOATTN_DISPATCH(C, forward_fused<Scalar, C>(args, tiling, memory, c));
+    });
 }
 
 template <typename Scalar, typename Counter>
@@ -27,7 +32,10 @@ void forward_materialized(const ForwardArgs<Scalar>& args,
                           const Tiling& tiling,
                           const MemoryModel& memory,
                           Counter& counter) {
-    IOATTN_DISPATCH(Counter, forward_materialized<Scalar, Counter>(args, tiling, memory, counter));
+    kernels::counted(counter, [&](auto& c) {
+        using C = std::remove_reference_t<decltype(c)>;
+        IOATTN_DISPATCH(C, forward_materialized<Scalar, C>(args, tiling, memory, c));
+    });
 }
 
 template <typename Scalar, typename Counter>
@@ -35,7 +43,10 @@ void backward_fused(const BackwardArgs<Scalar>& args,
                     const Tiling& tiling,
                     const MemoryModel& memory,
                     Counter& counter) {
-    IOATTN_DISPATCH(Counter, backward_fused<Scalar, Counter>(args, tiling, memory, counter));
+    kernels::counted(counter, [&](auto& c) {
+        using C = std::remove_reference_t<decltype(c)>;
+        IOATTN_DISPATCH(C, backward_fused<Scalar, C>(args, tiling, memory, c));
+    });
 }
 
 template <typename Scalar, typename Counter>
@@ -43,7 +54,10 @@ void backward_materialized(const BackwardArgs<Scalar>& args,
                            const Tiling& tiling,
                            const MemoryModel& memory,
                            Counter& counter) {
-    IOATTN_DISPATCH(Counter, backward_materialized<Scalar, Counter>(args, tiling, memory, counter));
+    kernels::counted(counter, [&](auto& c) {
+        using C = std::remove_reference_t<decltype(c)>;
+        IOATTN_DISPATCH(C, backward_materialized<Scalar, C>(args, tiling, memory, c));
+    });
 }
 
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \

@@ -18,6 +18,8 @@
 #define IOATTN_TARGET_DECLARATIONS "kernels/kernels.hpp"
 #include <ioattn/kernels/declare_targets.inc>
 
+#include <type_traits>
+
 namespace ioattn::sparse {
 
 // --- the public kernels, with sparse inputs ---
@@ -29,8 +31,10 @@ void forward_fused(const ForwardArgs<Scalar>& args,
                    const Tiling& tiling,
                    const MemoryModel& memory,
                    Counter& counter) {
-    IOATTN_DISPATCH(Counter,
-                    forward_fused<Scalar, Counter>(args, support, inputs, tiling, memory, counter));
+    kernels::counted(counter, [&](auto& c) {
+        using C = std::remove_reference_t<decltype(c)>;
+        IOATTN_DISPATCH(C, forward_fused<Scalar, C>(args, support, inputs, tiling, memory, c));
+    });
 }
 
 template <typename Scalar, typename Counter>
@@ -40,9 +44,11 @@ void forward_materialized(const ForwardArgs<Scalar>& args,
                           const Tiling& tiling,
                           const MemoryModel& memory,
                           Counter& counter) {
-    IOATTN_DISPATCH(
-        Counter,
-        forward_materialized<Scalar, Counter>(args, support, inputs, tiling, memory, counter));
+    kernels::counted(counter, [&](auto& c) {
+        using C = std::remove_reference_t<decltype(c)>;
+        IOATTN_DISPATCH(C,
+                        forward_materialized<Scalar, C>(args, support, inputs, tiling, memory, c));
+    });
 }
 
 template <typename Scalar, typename Counter>
@@ -52,8 +58,10 @@ void backward_fused(const BackwardArgs<Scalar>& args,
                     const Tiling& tiling,
                     const MemoryModel& memory,
                     Counter& counter) {
-    IOATTN_DISPATCH(
-        Counter, backward_fused<Scalar, Counter>(args, support, inputs, tiling, memory, counter));
+    kernels::counted(counter, [&](auto& c) {
+        using C = std::remove_reference_t<decltype(c)>;
+        IOATTN_DISPATCH(C, backward_fused<Scalar, C>(args, support, inputs, tiling, memory, c));
+    });
 }
 
 template <typename Scalar, typename Counter>
@@ -63,9 +71,11 @@ void backward_materialized(const BackwardArgs<Scalar>& args,
                            const Tiling& tiling,
                            const MemoryModel& memory,
                            Counter& counter) {
-    IOATTN_DISPATCH(
-        Counter,
-        backward_materialized<Scalar, Counter>(args, support, inputs, tiling, memory, counter));
+    kernels::counted(counter, [&](auto& c) {
+        using C = std::remove_reference_t<decltype(c)>;
+        IOATTN_DISPATCH(C,
+                        backward_materialized<Scalar, C>(args, support, inputs, tiling, memory, c));
+    });
 }
 
 // --- the public kernels over dense operands ---
@@ -133,8 +143,10 @@ void detail::forward_element(const ForwardArgs<Scalar>& args,
                              const MemoryModel& memory,
                              Counter& counter,
                              bool resume) {
-    IOATTN_DISPATCH(
-        Counter, forward_element<Scalar, Counter>(args, support, tiling, memory, counter, resume));
+    kernels::counted(counter, [&](auto& c) {
+        using C = std::remove_reference_t<decltype(c)>;
+        IOATTN_DISPATCH(C, forward_element<Scalar, C>(args, support, tiling, memory, c, resume));
+    });
 }
 
 template <typename Scalar, typename Counter>
@@ -144,9 +156,11 @@ void detail::backward_element(const BackwardArgs<Scalar>& args,
                               const MemoryModel& memory,
                               Counter& counter,
                               bool accumulate) {
-    IOATTN_DISPATCH(
-        Counter,
-        backward_element<Scalar, Counter>(args, support, tiling, memory, counter, accumulate));
+    kernels::counted(counter, [&](auto& c) {
+        using C = std::remove_reference_t<decltype(c)>;
+        IOATTN_DISPATCH(C,
+                        backward_element<Scalar, C>(args, support, tiling, memory, c, accumulate));
+    });
 }
 
 template <typename Scalar, typename Counter>
@@ -156,9 +170,12 @@ void detail::forward_fused_ordered(const ForwardArgs<Scalar>& args,
                                    const Tiling& tiling,
                                    const MemoryModel& memory,
                                    Counter& counter) {
-    IOATTN_DISPATCH(Counter,
-                    forward_fused<Scalar, Counter>(
-                        args, support, SparseInputs<Scalar>{}, tiling, memory, counter, maps));
+    kernels::counted(counter, [&](auto& c) {
+        using C = std::remove_reference_t<decltype(c)>;
+        IOATTN_DISPATCH(C,
+                        forward_fused<Scalar, C>(
+                            args, support, SparseInputs<Scalar>{}, tiling, memory, c, maps));
+    });
 }
 
 template <typename Scalar, typename Counter>
@@ -168,10 +185,13 @@ void detail::forward_fused_split(const ForwardArgs<Scalar>& args,
                                  const Tiling& tiling,
                                  const MemoryModel& memory,
                                  Counter& counter) {
-    IOATTN_DISPATCH(
-        Counter,
-        forward_fused<Scalar, Counter>(
-            args, tile, SparseInputs<Scalar>{}, tiling, memory, counter, Maps{}, &element));
+    kernels::counted(counter, [&](auto& c) {
+        using C = std::remove_reference_t<decltype(c)>;
+        IOATTN_DISPATCH(
+            C,
+            forward_fused<Scalar, C>(
+                args, tile, SparseInputs<Scalar>{}, tiling, memory, c, Maps{}, &element));
+    });
 }
 
 template <typename Scalar, typename Counter>
@@ -181,9 +201,12 @@ void detail::backward_fused_ordered(const BackwardArgs<Scalar>& args,
                                     const Tiling& tiling,
                                     const MemoryModel& memory,
                                     Counter& counter) {
-    IOATTN_DISPATCH(Counter,
-                    backward_fused<Scalar, Counter>(
-                        args, support, SparseInputs<Scalar>{}, tiling, memory, counter, maps));
+    kernels::counted(counter, [&](auto& c) {
+        using C = std::remove_reference_t<decltype(c)>;
+        IOATTN_DISPATCH(C,
+                        backward_fused<Scalar, C>(
+                            args, support, SparseInputs<Scalar>{}, tiling, memory, c, maps));
+    });
 }
 
 // NOLINTBEGIN(bugprone-macro-parentheses): the arguments are types

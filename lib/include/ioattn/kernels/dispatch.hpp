@@ -15,6 +15,8 @@
 #include <ioattn/isa.hpp>
 #include <ioattn/kernels/target.hpp>
 
+#include <type_traits>
+
 #if defined(IOATTN_BUILT_AVX512)
 #define IOATTN_IF_BUILT_AVX512(...) __VA_ARGS__
 #else
@@ -32,8 +34,8 @@
 #define IOATTN_DISPATCH(Counter, ...) return IOATTN_ISA::__VA_ARGS__
 #else
 /// `return <target>::call` for the target that runs a kernel with `Counter`: the active one
-/// for the counters that compute, the baseline for the dry run, which only the baseline
-/// compiles (kernels/instantiate.hpp).
+/// for the timed run (NullCounter), the baseline for the dry run (DryRunCounter), which only
+/// the baseline compiles (kernels/instantiate.hpp). IoCounter goes through kernels::counted.
 #define IOATTN_DISPATCH(Counter, ...)                                                              \
     if constexpr (!Counter::kComputes)                                                             \
         return isa_sse2::__VA_ARGS__;                                                              \
@@ -53,6 +55,28 @@
 #else
 #define IOATTN_DISPATCH_ACTIVE(...) IOATTN_DISPATCH(::ioattn::NullCounter, __VA_ARGS__)
 #endif
+
+namespace ioattn::kernels {
+
+/// Runs `run(c)` with the counters a kernel is compiled for (kernels/instantiate.hpp): with
+/// `counter` itself for NullCounter and DryRunCounter; for IoCounter, a dry run into a counter
+/// with the same M and recording mode (it counts, and throws CapacityError before anything is
+/// written), then the timed run, then the dry run's counts and trace added to `counter`. The
+/// counts are the schedule's; the results are bit for bit those of an uncounted call.
+template <typename Counter, typename Run>
+void counted(Counter& counter, Run&& run) {
+    if constexpr (std::is_same_v<Counter, IoCounter>) {
+        DryRunCounter dry(counter.fast_words(), counter.recording());
+        run(dry);
+        NullCounter timed;
+        run(timed);
+        counter.merge(dry);
+    } else {
+        run(counter);
+    }
+}
+
+} // namespace ioattn::kernels
 
 #if defined(IOATTN_SINGLE_ISA)
 /// X(namespace) for each built target.

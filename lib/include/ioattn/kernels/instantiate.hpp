@@ -13,12 +13,13 @@
 /// IOATTN_FOR_EACH_SCALAR_COUNTER or IOATTN_FOR_EACH_SCALAR the same way. A new scalar type
 /// is one entry of IOATTN_SCALAR_LIST.
 ///
-/// The counters that compute (NullCounter, IoCounter) are compiled for every ISA target, so a
-/// counted run computes bitwise what the timed run computes. The dry run (DryRunCounter, no
-/// arithmetic) is compiled for the baseline target only: the words a schedule moves do not
-/// depend on the instruction set (operands are padded to kLanePad = 16 words under every
-/// target, tiling.hpp), and the dispatchers send dry runs there (IOATTN_DISPATCH,
-/// kernels/dispatch.hpp).
+/// A kernel is compiled for two counters. The timed run (NullCounter) is compiled for every ISA
+/// target. The dry run (DryRunCounter: the same loops, every count, no arithmetic) is compiled
+/// for the baseline target only: the words a schedule moves do not depend on the instruction
+/// set (operands are padded to kLanePad = 16 words under every target, tiling.hpp) nor on the
+/// data. A counted run (IoCounter) is the two in turn (kernels::counted, kernels/dispatch.hpp):
+/// the dry run counts, and throws CapacityError before anything is written; the timed run
+/// computes the results, bit for bit those of an uncounted call.
 
 #include <ioattn/io_counter.hpp>
 #include <ioattn/kernels/target.hpp>
@@ -35,12 +36,12 @@
     IOATTN_SCALAR_LIST(X, NullCounter)                                                             \
     IOATTN_SCALAR_LIST(X, IoCounter) IOATTN_SCALAR_LIST(X, DryRunCounter)
 
-/// X(Scalar, Counter) for the pairs this translation unit's ISA target compiles: every pair in
-/// the baseline target (and in a single-target IOATTN_NATIVE build), the counters that compute
-/// in the AVX2 and AVX-512 targets.
+/// X(Scalar, Counter) for the kernels this translation unit's ISA target compiles: the timed
+/// run in every target, the dry run in the baseline (and in a single-target IOATTN_NATIVE
+/// build).
 #if IOATTN_ISA_LEVEL == 1 || defined(IOATTN_SINGLE_ISA)
-#define IOATTN_FOR_EACH_KERNEL_TYPE(X) IOATTN_FOR_EACH_SCALAR_COUNTER(X)
-#else
 #define IOATTN_FOR_EACH_KERNEL_TYPE(X)                                                             \
-    IOATTN_SCALAR_LIST(X, NullCounter) IOATTN_SCALAR_LIST(X, IoCounter)
+    IOATTN_SCALAR_LIST(X, NullCounter) IOATTN_SCALAR_LIST(X, DryRunCounter)
+#else
+#define IOATTN_FOR_EACH_KERNEL_TYPE(X) IOATTN_SCALAR_LIST(X, NullCounter)
 #endif
