@@ -1,6 +1,6 @@
 #pragma once
 // The runners of the per-instruction-set kernel checks (strip_test.cpp, pack_test.cpp): each
-// check is compiled once per variant built into the library (strip_checks.cpp,
+// check is compiled once per ISA target built into the library (strip_checks.cpp,
 // pack_checks.cpp) and run for every variant this CPU can execute; one it cannot is reported
 // and skipped, never run. Included by ordinary (baseline) translation units only.
 
@@ -13,7 +13,7 @@
 
 namespace ioattn::test {
 
-/// Whether this CPU runs the variant in namespace `ns` ("isa_avx2", ...); warns when not.
+/// Whether this CPU runs the ISA target in namespace `ns` ("isa_avx2", ...); warns when not.
 inline bool runs_variant(const std::string& ns) {
     const ioattn::Isa isa = ioattn::parse_isa(ns.substr(ns.find('_') + 1));
     if (!ioattn::cpu_supports(isa)) {

@@ -1,4 +1,4 @@
-// The checks behind pack_test.cpp, compiled once per instruction-set variant like the kernels
+// The checks behind pack_test.cpp, compiled once per ISA target like the kernels
 // (tests/CMakeLists.txt): kernels::pack_rows_transposed against a plain transpose on shapes
 // that take the 16 x 16 register blocks and the scalar edges (rows and columns below, at and
 // past a block, padding rows zero, rows read through an accessor), and kernels::row_delta

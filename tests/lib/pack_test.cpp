@@ -1,6 +1,6 @@
 // Tests of ioattn/kernels/pack.hpp's transposed packing and softmax_grad.hpp's row_delta under
-// every instruction-set variant built into the library that this CPU can run (the checks are
-// in pack_checks.cpp, compiled once per variant). A variant the CPU cannot execute is reported
+// every ISA target built into the library that this CPU can run (the checks are
+// in pack_checks.cpp, compiled once per ISA target). A target the CPU cannot execute is reported
 // and skipped, never run.
 
 #include "isa_runs.hpp"

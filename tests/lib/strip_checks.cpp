@@ -1,4 +1,4 @@
-// The checks behind strip_test.cpp, compiled once per instruction-set variant like the
+// The checks behind strip_test.cpp, compiled once per ISA target like the
 // kernels (tests/CMakeLists.txt), so each variant of ioattn/kernels/strip.hpp is tested on the
 // CPUs that can run it: each vector kernel (dot4 too) against a plain scalar loop in double on
 // every length 0..3 vectors + 1 (so whole vectors and every tail), NaN and -inf handling of the

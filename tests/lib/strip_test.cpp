@@ -1,5 +1,5 @@
-// Tests of ioattn/kernels/strip.hpp under every instruction-set variant built into the library
-// that this CPU can run (the checks are in strip_checks.cpp, compiled once per variant). A
+// Tests of ioattn/kernels/strip.hpp under every ISA target built into the library
+// that this CPU can run (the checks are in strip_checks.cpp, compiled once per ISA target). A
 // variant the CPU cannot execute is reported and skipped, never run.
 
 #include "isa_runs.hpp"

@@ -1,7 +1,7 @@
 """The structure dispatcher's variants from Python (`variant=`): each forced variant ("tile",
 "element", "split", "permuted") against the float64 reference on a scattered, a strided and a
 banded-plus-global mask, forward and backward; io_count reports the variant that runs (the
-forced one, or the dispatcher's choice under "auto"; a forced split whose blocks' fill puts
+forced one, or the variant planner's choice under "auto"; a forced split whose blocks' fill puts
 every pair on one side runs and reports that side's kernel, as the C++ plan does); an unknown variant, or one forced
 without a mask or under another schedule, is a ValueError naming it."""
 
