@@ -35,11 +35,31 @@ elseif(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_SYSTEM_PROCESSOR MATCHES "
 else()
   set(IOATTN_ISAS sse2)
 endif()
-message(STATUS "ioattn: kernel variants: ${IOATTN_ISAS}")
+message(STATUS "ioattn: ISA targets: ${IOATTN_ISAS}")
+
+# ioattn_kernel_sources(<var> <dir>...): the .cpp files under the dirs (recursively) that open
+# an ISA-target region, `#include <ioattn/kernels/target_begin.hpp>` at the start of a line.
+# That include is what makes a source a kernel source: a new kernel file is found by it, with
+# no list to edit (the glob re-runs at build time when a file is added).
+function(ioattn_kernel_sources var)
+  set(found "")
+  foreach(dir IN LISTS ARGN)
+    file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${dir}/*.cpp)
+    foreach(source IN LISTS sources)
+      file(STRINGS ${source} marker REGEX "^#include <ioattn/kernels/target_begin\\.hpp>"
+           LIMIT_COUNT 1)
+      if(marker)
+        list(APPEND found ${source})
+      endif()
+    endforeach()
+  endforeach()
+  list(SORT found)
+  set(${var} ${found} PARENT_SCOPE)
+endfunction()
 
 # ioattn_add_kernels(<target> INCLUDE <dir>... LINK <lib>... SOURCES <file>...)
-# Compiles SOURCES once per ISA target, with IOATTN_TARGET_<ISA> defined (each source opens its
-# target region with kernels/target_begin.hpp), and adds the objects to <target>.
+# Compiles SOURCES (ioattn_kernel_sources) once per ISA target, with IOATTN_TARGET_<ISA>
+# defined, and adds the objects to <target>.
 # Every kernel function starts on a cache line, so that where its loops fall in their lines
 # depends on its own code only, not on how much code the linker placed before it (at the
 # linker's alignment random:0.02 runs 0.94x-0.98x with identical instructions).
