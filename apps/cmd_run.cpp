@@ -43,7 +43,8 @@ struct RunOptions {
     int repeat = 1;
     double input_density = 1.0;
     std::string variant = "auto";
-    std::string dist; ///< --dist: empty, or ring, zigzag, sparse (run_dist.hpp)
+    std::string objective; ///< --objective speed|io; empty: io with --count-io, else speed
+    std::string dist;      ///< --dist: empty, or ring, zigzag, sparse (run_dist.hpp)
 };
 
 /// The memory the entry point plans for: --cache-bytes goes to the library as a cache size
@@ -55,12 +56,21 @@ memory_request(const SharedOptions& o) {
     return {memory_of(o, kWhere), std::nullopt};
 }
 
+/// --objective, by default io for a counted run (it plans for the fewest words) and speed.
+Objective objective_of(const RunOptions& o) {
+    if (!o.objective.empty())
+        return parse_objective(o.objective);
+    return o.count_io ? Objective::io : Objective::speed;
+}
+
 /// The options of the entry point (ioattn/attention.hpp) for the dense forward run: it plans
 /// the schedule and tiling and names the smallest M when the given one is too small.
 AttentionOptions attention_options(const RunOptions& o) {
     AttentionOptions a;
     a.schedule = schedule_of(o.shared);
     a.select = select_of(o.shared);
+    // a counted run plans for the fewest words unless told otherwise
+    a.objective = objective_of(o);
     std::tie(a.memory, a.cache_bytes) = memory_request(o.shared);
     a.threads = o.shared.threads;
     a.where = kWhere;
@@ -102,6 +112,8 @@ nlohmann::json run_typed(const RunOptions& o) {
     j["schedule"] = std::string(to_string(plan.schedule));
     j["selected_by"] = plan.selected_by ? nlohmann::json(std::string(to_string(*plan.selected_by)))
                                         : nlohmann::json(nullptr);
+    j["objective"] = std::string(to_string(plan.objective));
+    j["planned_for"] = plan.planned_for;
     j["M"] = plan.memory.fast_words;
     j["threads"] = with_threads(o.shared.threads, [] { return max_concurrency(); });
     j["seed"] = o.shared.seed;
@@ -169,6 +181,10 @@ void print_text(const nlohmann::json& j, const RunOptions& o) {
     os << "  schedule " << j["schedule"].get<std::string>();
     if (!j["selected_by"].is_null())
         os << " (auto chose it with --select " << j["selected_by"].get<std::string>() << ")";
+    os << "; objective " << j["objective"].get<std::string>();
+    if (j["objective"] == "io")
+        os << " (the fewest counted words; planned for M' = "
+           << grouped(j["planned_for"].get<std::int64_t>()) << ")";
     os << '\n';
     if (j.contains("variant") && !j["variant"].is_null()) {
         const auto& v = j["variant_plan"];
@@ -305,6 +321,7 @@ nlohmann::json run_json(const RunOptions& o) {
     r.pattern = o.shared.pattern;
     r.schedule = o.shared.schedule;
     r.select = select_of(o.shared);
+    r.objective = objective_of(o);
     r.threads = o.shared.threads;
     r.seed = o.shared.seed;
     r.check = o.check;
@@ -367,6 +384,12 @@ void register_run(CLI::App& app) {
                   o->count_io,
                   "Count reads, writes, total and peak residency in a separate IoCounter run of "
                   "the same tiling, against io_cost and the bounds");
+    cmd->add_option("--objective",
+                    o->objective,
+                    "What the plan minimises: speed (tuned tilings, the variant the cost model "
+                    "times fastest; the default) or io (the fewest counted words among the plans "
+                    "for M' <= M; the default with --count-io); JSON key 'objective'")
+        ->check(CLI::IsMember({"speed", "io"}));
     cmd->add_option("--repeat", o->repeat, "Timed runs (after one warm-up if > 1); median")
         ->check(CLI::Range(1, 1 << 20))
         ->capture_default_str();

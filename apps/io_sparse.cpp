@@ -1,11 +1,13 @@
 // `ioattn io --pattern SPEC` (see io_sparse.hpp). Counts are the plans' closed forms
-// (sparse::io_cost), each also walked by a dry run of the same plan unless --no-dry-run.
+// (sparse::io_cost, ioattn::io_cost of an AttentionPlan), each variant's also walked by a dry
+// run of the same plan unless --no-dry-run.
 
 #include "io_sparse.hpp"
 
 #include "commands.hpp"
 #include "output.hpp"
 
+#include <ioattn/attention.hpp>
 #include <ioattn/sparse/io_cost.hpp>
 #include <ioattn/sparse/pattern.hpp>
 #include <ioattn/sparse/variants.hpp>
@@ -28,23 +30,21 @@ constexpr std::array<sparse::Variant, 4> kVariants = {sparse::Variant::tile,
                                                       sparse::Variant::permuted};
 
 struct Cell {
-    std::optional<IoReport> io; ///< empty: no tiling fits M
+    std::optional<IoReport> io; ///< empty: no plan fits M
     std::string dry = "-";
 };
 
+/// A forced variant's io-objective plan (sparse::plan_fewest_words), dry-run when asked.
 template <typename Scalar>
-Cell cell_of(const Problem& p,
-             const sparse::Support& s,
-             const MemoryModel& m,
-             Pass pass,
-             std::optional<sparse::Variant> force,
-             bool dry_run,
-             std::string* picked) {
+Cell variant_cell(const Problem& p,
+                  const sparse::Support& s,
+                  const MemoryModel& m,
+                  Pass pass,
+                  sparse::Variant v,
+                  bool dry_run) {
     Cell c;
     try {
-        const sparse::VariantPlan plan = sparse::plan_variants<Scalar>(p, s, m, pass, force);
-        if (picked != nullptr)
-            *picked = std::string(sparse::to_string(plan.variant));
+        const sparse::VariantPlan plan = sparse::plan_fewest_words<Scalar>(p, s, m, pass, v);
         c.io = sparse::io_cost<Scalar>(p, s, plan);
         if (dry_run) {
             DryRunCounter counter(m.fast_words);
@@ -60,6 +60,137 @@ Cell cell_of(const Problem& p,
     return c;
 }
 
+/// What a plan runs: its variant, or its schedule when the variant planner does not run.
+std::string plan_name(const AttentionPlan& plan) {
+    return plan.variants ? std::string(sparse::to_string(plan.variants->variant))
+                         : std::string(to_string(plan.schedule));
+}
+
+/// The entry point's plan of `objective` at M (schedule forced or auto), if one fits.
+template <typename Scalar>
+std::optional<AttentionPlan> entry_plan(const Problem& p,
+                                        Pass pass,
+                                        const Structure<Scalar>& st,
+                                        std::int64_t m,
+                                        Objective objective,
+                                        std::optional<Schedule> schedule = std::nullopt) {
+    AttentionOptions o;
+    o.memory = MemoryModel{m};
+    o.objective = objective;
+    o.schedule = schedule;
+    o.where = "io";
+    try {
+        return plan_attention<Scalar>(p, pass, st, o);
+    } catch (const InvalidArgument&) { // M below the schedule's smallest tiling
+        return std::nullopt;
+    } catch (const CapacityError&) {
+        return std::nullopt;
+    }
+}
+
+nlohmann::json words_json(const std::optional<IoReport>& io) {
+    if (!io)
+        return nullptr;
+    return {{"reads", io->reads},
+            {"writes", io->writes},
+            {"total", io->total()},
+            {"peak_resident", io->peak}};
+}
+
+/// The findings of a sweep: the io objective's best ratio to the bound, and the measured
+/// crossover (the fused variants' fewest words <= the materializing schedule's from that M on).
+struct Findings {
+    double best_ratio = 0;
+    std::int64_t best_m = 0;
+    std::int64_t crossover = 0; ///< 0: none in range
+    bool fused_won = false;     ///< at the previous M
+    std::int64_t z_input = 0;   ///< per (batch, head), of the pass
+};
+
+/// One M of the sweep: its table cells and JSON row; updates the findings.
+struct SparseRow {
+    std::vector<std::string> cells;
+    nlohmann::json json;
+    bool disagree = false;
+};
+
+template <typename Scalar>
+SparseRow sweep_row(const Problem& p,
+                    Pass pass,
+                    const Structure<Scalar>& st,
+                    std::int64_t mw,
+                    bool dry_run,
+                    Findings& f) {
+    const sparse::Support& s = *st.support;
+    const MemoryModel m{mw};
+    const auto io_plan = entry_plan<Scalar>(p, pass, st, mw, Objective::io);
+    const auto speed_plan = entry_plan<Scalar>(p, pass, st, mw, Objective::speed);
+    const auto mat_plan =
+        entry_plan<Scalar>(p, pass, st, mw, Objective::io, Schedule::materialized);
+    const Bound b =
+        io_plan ? io_plan->bound : sparse::forward_bound(p, s, m, sparse::dense_z_input(p));
+    if (io_plan)
+        f.z_input = io_plan->z_input;
+    SparseRow r;
+    r.json = {{"M", mw}, {"regime", std::string(b.regime)}, {"bound", b.asymptotic()}};
+    r.cells = {std::to_string(mw), std::string(b.regime), fixed(b.asymptotic(), 0)};
+    std::string dry = dry_run ? "=" : "-";
+    std::optional<std::int64_t> fused_best;
+    for (const auto v : kVariants) {
+        const Cell c = variant_cell<Scalar>(p, s, m, pass, v, dry_run);
+        r.json[std::string(sparse::to_string(v))] = words_json(c.io);
+        r.cells.push_back(c.io ? grouped(c.io->total()) : "-");
+        dry = c.dry == "!=" ? "!=" : dry;
+        if (c.io && (!fused_best || c.io->total() < *fused_best))
+            fused_best = c.io->total();
+    }
+    const auto words_of = [&](const std::optional<AttentionPlan>& plan) {
+        return plan ? std::optional<IoReport>(io_cost(*plan, st)) : std::nullopt;
+    };
+    const auto mat = words_of(mat_plan), speed_io = words_of(speed_plan), io_io = words_of(io_plan);
+    r.json["materialized"] = mat ? nlohmann::json(mat->total()) : nlohmann::json(nullptr);
+    r.cells.push_back(mat ? grouped(mat->total()) : "-");
+    // --- what each objective picks ---
+    const auto pick_json = [&](const std::optional<AttentionPlan>& plan,
+                               const std::optional<IoReport>& io) {
+        if (!plan)
+            return nlohmann::json(nullptr);
+        return nlohmann::json{
+            {"picks", plan_name(*plan)},
+            {"rows", plan->tiling.rows},
+            {"cols", plan->tiling.cols},
+            {"planned_for", plan->planned_for},
+            {"total", io->total()},
+            {"ratio_to_bound", static_cast<double>(io->total()) / b.asymptotic()}};
+    };
+    r.json["speed"] = pick_json(speed_plan, speed_io);
+    r.json["io"] = pick_json(io_plan, io_io);
+    r.json["dry_run"] = dry == "=" ? "agrees" : dry == "!=" ? "differs" : "skipped";
+    r.disagree = dry == "!=";
+    r.cells.push_back(dry);
+    r.cells.push_back(speed_plan ? plan_name(*speed_plan) : "-");
+    r.cells.push_back(speed_io ? grouped(speed_io->total()) : "-");
+    r.cells.push_back(io_plan ? plan_name(*io_plan) + " " + std::to_string(io_plan->tiling.rows) +
+                                    "x" + std::to_string(io_plan->tiling.cols)
+                              : "-");
+    r.cells.push_back(io_io ? fixed(static_cast<double>(io_io->total()) / b.asymptotic(), 3) : "-");
+    if (io_io) {
+        const double ratio = static_cast<double>(io_io->total()) / b.asymptotic();
+        if (f.best_m == 0 || ratio < f.best_ratio) {
+            f.best_ratio = ratio;
+            f.best_m = mw;
+        }
+    }
+    // the crossover: the fused variants at most the materializing schedule from this M on
+    const bool fused_wins = fused_best && (!mat || *fused_best <= mat->total());
+    if (fused_wins && !f.fused_won)
+        f.crossover = mw;
+    if (!fused_wins)
+        f.crossover = 0;
+    f.fused_won = fused_wins;
+    return r;
+}
+
 template <typename Scalar>
 void sweep(const SharedOptions& o,
            const Problem& p,
@@ -68,55 +199,26 @@ void sweep(const SharedOptions& o,
            std::int64_t hi,
            bool dry_run) {
     const sparse::Support s = sparse::parse_pattern(o.pattern, p.n_q, p.n_k, o.seed);
-    const std::int64_t z_in = sparse::dense_z_input(p);
+    Structure<Scalar> st;
+    st.support = &s;
     nlohmann::json rows = nlohmann::json::array();
     std::vector<std::string> head{"M", "regime", "bound"};
     for (const auto v : kVariants)
         head.push_back(std::string(sparse::to_string(v)) + " io");
-    head.insert(head.end(), {"materialized io", "dry", "picks", "picked io/bound"});
+    head.insert(head.end(),
+                {"materialized io", "dry", "speed picks", "speed io", "io picks", "io/bound"});
     Table t(head);
     bool disagree = false;
+    Findings f;
     for (std::int64_t mw = lo; mw <= hi; mw *= 2) {
-        const MemoryModel m{mw};
-        const Bound b = sparse::forward_bound(p, s, m, z_in);
-        nlohmann::json row = {
-            {"M", mw}, {"regime", std::string(b.regime)}, {"bound", b.asymptotic()}};
-        std::vector<std::string> cells{
-            std::to_string(mw), std::string(b.regime), fixed(b.asymptotic(), 0)};
-        std::string dry = dry_run ? "=" : "-";
-        for (const auto v : kVariants) {
-            const Cell c = cell_of<Scalar>(p, s, m, pass, v, dry_run, nullptr);
-            row[std::string(sparse::to_string(v))] =
-                c.io ? nlohmann::json{{"reads", c.io->reads},
-                                      {"writes", c.io->writes},
-                                      {"total", c.io->total()},
-                                      {"peak_resident", c.io->peak}}
-                     : nlohmann::json(nullptr);
-            cells.push_back(c.io ? grouped(c.io->total()) : "-");
-            if (c.dry == "!=")
-                dry = "!=";
-        }
-        const auto mt = Tiling::try_for_memory(Schedule::materialized, m, p, pass);
-        std::optional<IoReport> mat;
-        if (mt)
-            mat = pass == Pass::forward ? sparse::io_cost_forward_materialized(p, s, *mt)
-                                        : sparse::io_cost_backward_materialized(p, s, *mt);
-        row["materialized"] = mat ? nlohmann::json(mat->total()) : nlohmann::json(nullptr);
-        cells.push_back(mat ? grouped(mat->total()) : "-");
-        std::string picked = "-";
-        const Cell autoc = cell_of<Scalar>(p, s, m, pass, std::nullopt, false, &picked);
-        row["picked"] = picked;
-        row["dry_run"] = dry == "=" ? "agrees" : dry == "!=" ? "differs" : "skipped";
-        cells.push_back(dry);
-        cells.push_back(picked);
-        cells.push_back(autoc.io ? fixed(static_cast<double>(autoc.io->total()) / b.asymptotic(), 3)
-                                 : "-");
-        disagree = disagree || dry == "!=";
-        rows.push_back(row);
-        t.add(cells);
+        SparseRow r = sweep_row<Scalar>(p, pass, st, mw, dry_run, f);
+        disagree = disagree || r.disagree;
+        rows.push_back(std::move(r.json));
+        t.add(r.cells);
         if (mw > hi / 2)
             break;
     }
+    const double m_star = sparse::crossover(s, f.z_input);
     if (o.json) {
         std::cout << nlohmann::json{{"pass", std::string(to_string(pass))},
                                     {"pattern", o.pattern},
@@ -124,6 +226,14 @@ void sweep(const SharedOptions& o,
                                     {"n_k", p.n_k},
                                     {"d", p.d},
                                     {"z_qk", s.z_qk()},
+                                    {"z_input", f.z_input},
+                                    {"objective", "io"},
+                                    {"best_ratio_to_bound", f.best_ratio},
+                                    {"best_ratio_M", f.best_m},
+                                    {"crossover",
+                                     f.crossover == 0 ? nlohmann::json(nullptr)
+                                                      : nlohmann::json(f.crossover)},
+                                    {"m_star", m_star},
                                     {"rows", rows}}
                          .dump(2)
                   << '\n';
@@ -133,13 +243,20 @@ void sweep(const SharedOptions& o,
         std::cout << "ioattn io: " << to_string(pass) << ", pattern " << o.pattern
                   << " (Z_QK = " << grouped(s.z_qk()) << "), B*H=" << p.batch_heads()
                   << " n_q=" << p.n_q << " n_k=" << p.n_k << " d=" << p.d
-                  << "; I/O in words of the fused variants "
-                  << "(each forced) and the materializing schedule\n";
+                  << "; I/O in words of the fused variants (each forced) and the materializing "
+                     "schedule, each planned for the fewest words (objective io)\n";
         t.print(std::cout);
-        std::cout
-            << "bound = max(compulsory, min(Z^2/M, Z sqrt(Z_QK)/sqrt(M))) (Li et al. Thm 4.5); "
-               "dry: '=' every variant's dry run equals its closed form; picks: the "
-               "variant planner's choice\n";
+        std::cout << "bound = max(compulsory, min(Z^2/M, Z sqrt(Z_QK)/sqrt(M))) (Li et al. Thm "
+                     "4.5); dry: '=' every variant's dry run equals its closed form; speed "
+                     "picks: the timed runs' plan (objective speed); io picks: the fewest "
+                     "counted words over every variant and schedule (objective io), its tiling\n";
+        std::cout << "best io/bound " << fixed(f.best_ratio, 3) << " at M = " << f.best_m
+                  << "; measured crossover (fused variants <= materialized from here on): "
+                  << (f.crossover == 0
+                          ? std::string("none in range")
+                          : "M = " + std::to_string(f.crossover) + " = " +
+                                fixed(static_cast<double>(f.crossover) / m_star, 3) + " M*")
+                  << "; M* = Z_input^2/Z_QK = " << fixed(m_star, 0) << '\n';
     }
     if (disagree)
         throw CheckFailed("io: a variant's dry run differs from its closed form");

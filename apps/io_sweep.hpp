@@ -37,10 +37,15 @@ struct SweepRow {
 std::vector<SweepRow>
 io_sweep(const Problem& problem, Pass pass, std::int64_t lo, std::int64_t hi, bool dry_run);
 
+/// The io objective's words at a row: the fewer of the two schedules' (NaN: neither fits). The
+/// schedules' I/O-optimal tilings (Tiling::for_memory) are non-increasing in M already.
+double fewest_or_nan(const SweepRow& r);
+
 /// Whether a dry run of the sweep differed from its closed form.
 bool any_dry_run_differs(const std::vector<SweepRow>& rows);
 
-/// The log-log plot of a sweep: fused and materialized I/O, the bound max(compulsory,
+/// The log-log plot of a sweep: fused and materialized I/O, the io objective's (the fewer),
+/// the bound max(compulsory,
 /// leading) and the explicit bound against M, vertical lines at d^2 and at `crossover`
 /// (0: none).
 LinePlot io_sweep_plot(const Problem& problem,

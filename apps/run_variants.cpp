@@ -36,6 +36,7 @@ AttentionOptions attention_options(const VariantRun& r) {
     if (r.schedule != "auto")
         a.schedule = parse_schedule(r.schedule);
     a.select = r.select;
+    a.objective = r.objective;
     a.memory = r.memory;
     a.cache_bytes = r.cache_bytes;
     a.threads = r.threads;
@@ -124,6 +125,8 @@ nlohmann::json plan_json(const VariantRun& r, const AttentionPlan& plan) {
     }
     j["selected_by"] = plan.selected_by ? nlohmann::json(std::string(to_string(*plan.selected_by)))
                                         : nlohmann::json(nullptr);
+    j["objective"] = std::string(to_string(plan.objective));
+    j["planned_for"] = plan.planned_for;
     j["M"] = plan.memory.fast_words;
     j["threads"] = with_threads(r.threads, [] { return max_concurrency(); });
     j["seed"] = r.seed;

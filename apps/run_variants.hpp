@@ -7,6 +7,7 @@
 
 #include "options.hpp"
 
+#include <ioattn/attention.hpp>
 #include <ioattn/memory_model.hpp>
 #include <ioattn/problem.hpp>
 #include <ioattn/tiling.hpp>
@@ -26,6 +27,7 @@ struct VariantRun {
     std::string pattern = "dense";
     std::string schedule = "auto"; ///< as given
     Select select = Select::cost;
+    Objective objective = Objective::speed; ///< --objective (default io with --count-io)
     int threads = 0;
     std::uint64_t seed = 42;
     bool check = false;

@@ -212,9 +212,16 @@ TEST_CASE("counted I/O equals the closed form and the dry run", "[sparse][attent
                                  p,
                                  pass,
                                  sparse ? ioattn::Kernels::sparse : ioattn::Kernels::dense));
+    o.objective = ioattn::Objective::speed; // the plan the run counted
     const auto dry = ioattn::io_count(p, pass, st, o);
     CHECK(*dry.io == *counted.io);
     CHECK(*dry.closed_form == *counted.closed_form);
+    o.objective.reset(); // io_count's own: the fewest words, its walk equal to its closed form
+    const auto fewest = ioattn::io_count(p, pass, st, o);
+    CHECK(fewest.plan.objective == ioattn::Objective::io);
+    CHECK(fewest.plan.planned_for <= 1500);
+    CHECK(*fewest.io == *fewest.closed_form);
+    CHECK(fewest.io->peak <= fewest.plan.planned_for);
     // a caller's counter receives the same counts
     IoCounter mine(1500);
     o.count_io = false;

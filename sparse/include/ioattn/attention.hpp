@@ -42,10 +42,30 @@ struct Structure {
     }
 };
 
+/// What the planner minimises (docs/design.md section 7.1).
+enum class Objective : std::uint8_t {
+    /// Time: the schedule by `select`, tilings tuned for this CPU, the variant by the cost
+    /// model's time estimate (sparse::plan_variants). Timed runs.
+    speed,
+    /// Counted words: among the plans made for the grid memories M' <= M
+    /// (sparse::memory_grid) of every schedule (or the given one) and, for the sparse fused
+    /// schedule, every variant (sparse::plan_fewest_words), the one with the fewest counted
+    /// words; non-increasing in M. The I/O views (ioattn io, io_count, run --count-io).
+    io
+};
+
+std::string_view to_string(Objective o);
+
+/// Parses "speed", "io"; throws InvalidArgument otherwise.
+Objective parse_objective(std::string_view text);
+
 /// How a call chooses, sizes, counts and runs its schedule.
 struct AttentionOptions {
-    std::optional<Schedule> schedule; ///< nullopt: auto, chosen by `select`
+    std::optional<Schedule> schedule; ///< nullopt: auto, chosen by `select` (speed objective)
     Select select = Select::cost;
+    /// nullopt: speed for attention() and attention_backward(), io for io_count(). Under io,
+    /// `select` and `tuned` are not read.
+    std::optional<Objective> objective;
     /// nullopt: MemoryModel::for_cache(cache_bytes, sizeof(Scalar)) when cache_bytes is given,
     /// else MemoryModel::per_core_l2(sizeof(Scalar)).
     std::optional<MemoryModel> memory;
@@ -73,7 +93,11 @@ struct AttentionPlan {
     Pass pass = Pass::forward;
     MemoryModel memory;
     Schedule schedule = Schedule::fused;
-    std::optional<Select> selected_by; ///< set when auto chose the schedule
+    std::optional<Select> selected_by;      ///< set when auto chose the schedule (speed objective)
+    Objective objective = Objective::speed; ///< what chose the schedule, variant and tiling
+    /// The fast memory the tiling (and variant plan) was made for: memory.fast_words, or under
+    /// the io objective the grid memory M' <= M whose plan moves the fewest words.
+    std::int64_t planned_for = 0;
     Tiling tiling;
     bool sparse = false; ///< the sparse kernels run (Structure::sparse())
 
@@ -105,6 +129,8 @@ struct AttentionReport {
 /// plans) or Tiling::for_memory; the reference schedule's is n_q x n_k. A sparse fused plan
 /// over dense operands holds the variant planner's plan (variants; O(Z_QK log) to build), and
 /// its tiling is the variants' tile tiling (tuned: the planner may lower its height).
+/// Under Objective::io the schedule (auto: either), variant and tiling are instead those of the
+/// fewest counted words among the plans for the grid memories M' <= M (planned_for = M').
 /// Throws InvalidArgument naming options.where: a bad problem or M; both memory and cache_bytes,
 /// a forced variant without a support, with sparse operands or another schedule,
 /// or a cache below two words; M below the smallest tiling
@@ -117,6 +143,12 @@ AttentionPlan plan_attention(const Problem& problem,
                              Pass pass,
                              const Structure<Scalar>& structure = {},
                              const AttentionOptions& options = {});
+
+/// The exact I/O of a plan (io_cost_<kernel> of its schedule, tiling, variant plan and
+/// structure): what a counted run of it reports. Throws InvalidArgument for the reference
+/// schedule.
+template <typename Scalar>
+IoReport io_cost(const AttentionPlan& plan, const Structure<Scalar>& structure = {});
 
 /// Plans (plan_attention) and runs the forward: writes args.o and args.lse (natural log; a row
 /// with no allowed key gets O = 0 and L = -inf). Counts when options.count_io or
@@ -152,7 +184,8 @@ AttentionReport attention_backward(const BackwardArgs<Scalar>& args,
                                    const AttentionPlan& plan,
                                    const AttentionOptions& options = {});
 
-/// The plan of `pass` walked without data or arithmetic (a dry run): io is the counted I/O,
+/// The plan of `pass` (options.objective nullopt: the io objective) walked without data or
+/// arithmetic (a dry run): io is the counted I/O,
 /// closed_form its io_cost; shapes with N in the millions take seconds. Sparse operands are
 /// read for their structure only. Throws as plan_attention, and InvalidArgument for the
 /// reference schedule (it has no I/O model).

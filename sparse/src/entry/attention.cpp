@@ -46,21 +46,6 @@ void run(const BackwardArgs<Scalar>& a,
         dense::backward(a, plan.tiling, plan.memory, counter);
 }
 
-/// The exact I/O the plan's kernel reports (io_cost_<kernel> of its schedule and structure).
-template <typename Scalar>
-IoReport closed_form(const AttentionPlan& plan, const Structure<Scalar>& s) {
-    const Problem& p = plan.problem;
-    if (!plan.sparse)
-        return io_cost(p, plan.tiling, plan.pass);
-    if (plan.variants)
-        return sparse::io_cost<Scalar>(p, *s.support, *plan.variants);
-    if (plan.pass == Pass::forward)
-        return sparse::io_cost_forward(p, *s.support, s.inputs, plan.tiling);
-    return plan.tiling.schedule == Schedule::fused
-               ? sparse::io_cost_backward_fused(p, *s.support, s.inputs, plan.tiling)
-               : sparse::io_cost_backward_materialized(p, *s.support, s.inputs, plan.tiling);
-}
-
 void require_counted_schedule(const AttentionPlan& plan, const std::string& where) {
     if (plan.schedule == Schedule::reference)
         throw InvalidArgument(where + ": counting I/O needs the fused or materialized schedule "
@@ -93,7 +78,7 @@ AttentionReport execute(const Args& args,
     IoCounter& c = o.counter != nullptr ? *o.counter : local;
     with_threads(o.threads, [&] { run(a, s, plan, c); });
     report.io = c.report();
-    report.closed_form = closed_form(plan, s);
+    report.closed_form = io_cost(plan, s);
     return report;
 }
 
@@ -136,7 +121,9 @@ AttentionReport io_count(const Problem& problem,
                          Pass pass,
                          const Structure<Scalar>& structure,
                          const AttentionOptions& options) {
-    const AttentionPlan plan = plan_attention(problem, pass, structure, options);
+    AttentionOptions o = options; // counting: the fewest words unless told otherwise
+    o.objective = options.objective.value_or(Objective::io);
+    const AttentionPlan plan = plan_attention(problem, pass, structure, o);
     require_counted_schedule(plan, std::string(options.where));
     const Problem& p = plan.problem;
     DryRunCounter counter(plan.memory.fast_words);
@@ -146,7 +133,7 @@ AttentionReport io_count(const Problem& problem,
         else
             run(BackwardArgs<Scalar>::shape_only(p), structure, plan, counter);
     });
-    return AttentionReport{plan, counter.report(), closed_form(plan, structure)};
+    return AttentionReport{plan, counter.report(), io_cost(plan, structure)};
 }
 
 #define IOATTN_INSTANTIATE(Scalar)                                                                 \

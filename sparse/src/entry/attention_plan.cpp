@@ -1,7 +1,10 @@
 // ioattn::plan_attention: the policy of the entry point (attention.hpp). Which schedule runs
 // (given, or selected by cost or theory), which tiling (tuned for this CPU or I/O-optimal),
 // and the one validation of M, the support and the sparse operands, with the smallest M that
-// fits named when M is too small. No kernel runs here.
+// fits named when M is too small. No kernel runs here; the io objective's search is
+// plan_fewest.cpp.
+
+#include "entry/plan_fewest.hpp"
 
 #include <ioattn/attention.hpp>
 #include <ioattn/error.hpp>
@@ -195,6 +198,9 @@ AttentionPlan plan_attention(const Problem& problem,
     plan.z_qk = structure.support != nullptr ? structure.support->z_qk() : p.allowed_pairs();
     plan.z_input = z_input_of(p, pass, structure.inputs);
     const Kernels k = plan.kernels();
+    plan.objective = options.objective.value_or(Objective::speed);
+    plan.planned_for = plan.memory.fast_words;
+    const bool fewest = plan.objective == Objective::io && options.schedule != Schedule::reference;
     if (options.schedule) {
         plan.schedule = *options.schedule;
         if (plan.schedule != Schedule::reference && !fits(plan.schedule, plan.memory, p, pass, k))
@@ -203,11 +209,16 @@ AttentionPlan plan_attention(const Problem& problem,
         if (!fits(Schedule::fused, plan.memory, p, pass, k) &&
             !fits(Schedule::materialized, plan.memory, p, pass, k))
             throw_too_small(where, plan.memory, p, pass, std::nullopt, k);
-        plan.schedule = select_of(plan, structure, options.select);
-        plan.selected_by = options.select;
+        // under io the fewest words choose (the cost rule over every candidate plan)
+        plan.schedule = fewest ? Schedule::fused : select_of(plan, structure, options.select);
+        plan.selected_by = fewest ? Select::cost : options.select;
     }
-    plan.tiling = tiling_of(plan, structure, options.tuned);
-    plan_dispatch(plan, structure, options);
+    if (fewest) {
+        detail::plan_fewest(plan, structure, options);
+    } else {
+        plan.tiling = tiling_of(plan, structure, options.tuned);
+        plan_dispatch(plan, structure, options);
+    }
     plan.bound =
         plan.sparse
             ? sparse::bound(p,

@@ -19,6 +19,15 @@ struct VariantParts {
     Orders orders;   ///< permuted: new row a = old rows[a], new key b = old keys[b]
 };
 
+/// plan_variants without its cache, on a resolved and checked problem (variant_plan.cpp).
+template <typename Scalar>
+VariantPlan plan_fresh(const Problem& p,
+                       const Support& support,
+                       const MemoryModel& memory,
+                       Pass pass,
+                       std::optional<Variant> force,
+                       std::optional<Tiling> tile);
+
 /// The parts of a plan made by plan_variants for `pass`; throws InvalidArgument naming `where`
 /// for a plan without parts or for the other pass.
 const VariantParts& parts_of(const VariantPlan& plan, Pass pass, const char* where);

@@ -170,16 +170,18 @@ Candidate candidate(const Problem& p,
     return c;
 }
 
-/// plan_variants without the cache, on a resolved problem.
+} // namespace
+
 template <typename Scalar>
-VariantPlan plan_fresh(const Problem& p,
-                       const Support& support,
-                       const MemoryModel& memory,
-                       Pass pass,
-                       std::optional<Variant> force,
-                       std::optional<Tiling> tile) {
+VariantPlan detail::plan_fresh(const Problem& p,
+                               const Support& support,
+                               const MemoryModel& memory,
+                               Pass pass,
+                               std::optional<Variant> force,
+                               std::optional<Tiling> tile) {
     VariantPlan plan;
     plan.pass = pass;
+    plan.planned_for = memory.fast_words;
     plan.tile = tile ? *tile : tuned_tiling(Schedule::fused, memory, p, pass);
     plan.element = element_tiling<Scalar>(p, memory, pass);
     const detail::CostModel cm = cost_model(pass);
@@ -229,8 +231,6 @@ VariantPlan plan_fresh(const Problem& p,
     return plan;
 }
 
-} // namespace
-
 template <typename Scalar>
 VariantPlan plan_variants(const Problem& problem,
                           const Support& support,
@@ -263,7 +263,7 @@ VariantPlan plan_variants(const Problem& problem,
                             (tile ? number(tile->rows) + number(tile->cols) : std::string("tuned"));
     const auto kept = support.cached_value(key, [&] {
         return std::make_shared<const VariantPlan>(
-            plan_fresh<Scalar>(p, support, memory, pass, force, tile));
+            detail::plan_fresh<Scalar>(p, support, memory, pass, force, tile));
     });
     return *std::static_pointer_cast<const VariantPlan>(kept);
 }
@@ -289,6 +289,12 @@ IoReport io_cost(const Problem& problem, const Support& support, const VariantPl
 }
 
 #define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template VariantPlan detail::plan_fresh<Scalar>(const Problem&,                                \
+                                                    const Support&,                                \
+                                                    const MemoryModel&,                            \
+                                                    Pass,                                          \
+                                                    std::optional<Variant>,                        \
+                                                    std::optional<Tiling>);                        \
     template VariantPlan plan_variants<Scalar>(const Problem&,                                     \
                                                const Support&,                                     \
                                                const MemoryModel&,                                 \

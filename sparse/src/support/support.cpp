@@ -71,7 +71,8 @@ struct Support::Cache {
     Kept<std::pair<std::int64_t, std::int64_t>, detail::ElementPanels>
         element_panels_kept; ///< rows, P
     std::mutex values_mutex;
-    std::vector<std::pair<std::string, std::shared_ptr<const void>>> values; ///< oldest first
+    std::vector<std::pair<std::string, std::shared_ptr<const void>>>
+        values; ///< least recently used first
 };
 
 std::shared_ptr<Support::Cache> Support::make_cache() {
@@ -85,10 +86,14 @@ const BlockView& Support::cached_block_view(std::int64_t br, std::int64_t bc) co
 std::shared_ptr<const void>
 Support::cached_value(const std::string& key,
                       const std::function<std::shared_ptr<const void>()>& build) const {
-    const auto find = [&]() -> std::shared_ptr<const void> {
-        for (const auto& [k, v] : cache_->values)
-            if (k == key)
+    const auto find = [&]() -> std::shared_ptr<const void> { // a hit becomes the most recent
+        auto& values = cache_->values;
+        for (auto it = values.begin(); it != values.end(); ++it)
+            if (it->first == key) {
+                auto v = it->second;
+                std::rotate(it, std::next(it), values.end());
                 return v;
+            }
         return nullptr;
     };
     {

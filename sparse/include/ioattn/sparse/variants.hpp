@@ -30,6 +30,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace ioattn::sparse {
 
@@ -66,6 +67,9 @@ struct VariantPlan {
     /// state (no second pass over Q, O and L), when that state fits M beside the tile scratch.
     bool element_in_tiles = false;
     double estimate = 0; ///< the cost model's time estimate (relative units)
+    /// The fast memory the plan was made for: M, or under the io objective the grid memory
+    /// M' <= M whose plan moves the fewest words (plan_fewest_words); its tilings fit M'.
+    std::int64_t planned_for = 0;
     std::shared_ptr<const detail::VariantParts> parts;
 };
 
@@ -89,6 +93,30 @@ VariantPlan plan_variants(const Problem& problem,
                           Pass pass,
                           std::optional<Variant> force = std::nullopt,
                           std::optional<Tiling> tile = std::nullopt);
+
+/// The memories the io objective plans for, at most m, largest first: the powers of two and
+/// the smallest M of each schedule of `pass` (smallest_memory; the first points that fit), all
+/// <= m. A function of the problem, so the points up to m only gain points as m grows.
+std::vector<std::int64_t>
+memory_grid(const Problem& problem, Pass pass, Kernels kernels, std::int64_t m);
+
+/// The io objective's plan of `pass` (docs/design.md section 7.1): among the plans the
+/// planner makes for each grid memory M' <= M (memory_grid), for each variant (or the forced
+/// one) with its tile part tiled as timed runs tile it (plan_variants' tuned tiling) and as
+/// Tiling::for_memory(M') tiles it (the tallest blocks M' holds), and unforced the planner's
+/// own pick for M' (plan_variants(problem, support, M', pass)), the one with the fewest
+/// counted words (io_cost; ties: the largest M'). A plan made for M' runs under any M >= M'
+/// with the same counted words, and the candidates for M include those for every smaller M,
+/// so io_cost of the result is non-increasing in M. Each candidate's words are kept with the
+/// support (a sweep over M plans each once); the result is plan_variants(problem, support,
+/// MemoryModel{M'}, pass, variant, tile), planned_for = M'. Throws as plan_variants, and
+/// CapacityError when no candidate fits M.
+template <typename Scalar>
+VariantPlan plan_fewest_words(const Problem& problem,
+                              const Support& support,
+                              const MemoryModel& memory,
+                              Pass pass,
+                              std::optional<Variant> force = std::nullopt);
 
 /// Runs a forward plan: the variants' kernels over their parts, one softmax (the element part
 /// inside the tile blocks when plan.element_in_tiles, else resuming from the tile part's
