@@ -1,4 +1,4 @@
-// ioattn bound --decode (docs/design.md section 16): one decode step is bandwidth-bound: the
+// ioattn bound --decode (docs/design.md section 15): one decode step is bandwidth-bound: the
 // cache is read once (the lower bound), 2 flops per cached word and query row of the group.
 
 #include "bound_decode.hpp"

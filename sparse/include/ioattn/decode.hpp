@@ -11,7 +11,7 @@
 /// position p of sequence b lies in row p % block_size of block table[b][p / block_size]).
 /// Its elements are the working type or ioattn::bf16 (widened to float on load).
 ///
-/// The schedule (docs/design.md section 16): for each (sequence, kv head) the query rows of the
+/// The schedule (docs/design.md section 15): for each (sequence, kv head) the query rows of the
 /// group (heads / kv_heads heads x n_new tokens) are one block that meets each cached row once,
 /// so every visible cached word is read once; the cache is cut into chunks of a fixed length
 /// processed in parallel with partial softmax states merged in chunk order, so results are

@@ -1,5 +1,5 @@
 // ioattn::io_cost_decode, decode_lower_bound, flop_count_decode: the decode schedule's exact I/O
-// (docs/design.md section 16), its compulsory traffic and its arithmetic, from the plan alone.
+// (docs/design.md section 15), its compulsory traffic and its arithmetic, from the plan alone.
 // Per (sequence b, kv head) with R = group_rows(), c_b = ceil(len_b / C):
 //   reads  = c_b R d + len_b (d + d_v) + [c_b > 1] c_b R (d_v + 2)
 //   writes = R (d_v + 1) + [c_b > 1] c_b R (d_v + 2)
