@@ -36,6 +36,8 @@
 #include <ioattn/kernels/target_begin.hpp>
 #include "decode/decode_ops.hpp"
 
+#include <ioattn/kernels/prefetch.hpp>
+
 #define IOATTN_TARGET_NS IOATTN_ISA
 #include "decode/decode_kernels.hpp"
 #undef IOATTN_TARGET_NS
@@ -52,6 +54,7 @@ using kernels::Vec;
 
 constexpr int kTile = static_cast<int>(kDecodeTile);
 constexpr int kRowBlock = 4; // rows sharing each loaded V vector
+constexpr std::int64_t kPrefetchTiles = 2; // tiles ahead whose rows are asked for
 
 /// Per-worker scratch of a chunk task.
 template <typename Scalar>
@@ -110,6 +113,41 @@ void tile_rows(const DecodeArgs<Scalar, Cache>& a,
             detail::widen_row(row, buf + t * cols, cols);
             rows[t] = buf + t * cols;
         }
+    }
+}
+
+/// Asks for the cache lines of the cached rows of positions [p0, p0 + n) of (b, g), K and V.
+/// The tile kernel walks a tile's rows a vector column at a time, 16 rows apart, which the
+/// hardware's stream prefetchers do not follow: issued kPrefetchTiles tiles ahead, the rows
+/// arrive while the tiles before them compute.
+template <typename Scalar, typename Cache>
+void prefetch_tile(const DecodeArgs<Scalar, Cache>& a,
+                   std::int64_t b,
+                   std::int64_t g,
+                   std::int64_t p0,
+                   std::int64_t n) {
+    constexpr std::int64_t kLine = 64;
+    const std::int64_t k_bytes = a.k.cols * static_cast<std::int64_t>(sizeof(Cache));
+    const std::int64_t v_bytes = a.v.cols * static_cast<std::int64_t>(sizeof(Cache));
+    for (std::int64_t t = 0; t < n; ++t) {
+        const std::int64_t p = p0 + t;
+        const Cache* kr = nullptr;
+        const Cache* vr = nullptr;
+        if (a.paged()) {
+            const std::int64_t bs = a.k.rows;
+            const std::int64_t blk = a.block_table.data[b * a.block_table.stride + p / bs];
+            kr = a.k.row(blk, g, p % bs);
+            vr = a.v.row(blk, g, p % bs);
+        } else {
+            kr = a.k.row(b, g, p);
+            vr = a.v.row(b, g, p);
+        }
+        const auto* kc = reinterpret_cast<const char*>(kr);
+        const auto* vc = reinterpret_cast<const char*>(vr);
+        for (std::int64_t x = 0; x < k_bytes; x += kLine)
+            kernels::prefetch_line(kc + x);
+        for (std::int64_t x = 0; x < v_bytes; x += kLine)
+            kernels::prefetch_line(vc + x);
     }
 }
 
@@ -179,8 +217,13 @@ void chunk_body(const DecodeArgs<Scalar, Cache>& a,
     }
     const Scalar* krows[kTile];
     const Scalar* vrows[kTile];
+    for (std::int64_t t0 = c0; t0 < std::min(c1, c0 + kPrefetchTiles * kTile); t0 += kTile)
+        prefetch_tile(a, b, g, t0, std::min<std::int64_t>(kTile, c1 - t0));
     for (std::int64_t t0 = c0; t0 < c1; t0 += kTile) {
         const std::int64_t n = std::min<std::int64_t>(kTile, c1 - t0);
+        const std::int64_t ahead = t0 + kPrefetchTiles * kTile;
+        if (ahead < c1)
+            prefetch_tile(a, b, g, ahead, std::min<std::int64_t>(kTile, c1 - ahead));
         // --- S = Q K^T over the tile; the keys row r sees: positions <= last(r) ---
         tile_rows(a, a.k, b, g, t0, n, sc.kbuf, krows);
         bool edge = false;

@@ -17,9 +17,22 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 namespace ioattn::sparse::detail {
 inline namespace IOATTN_ISA {
+
+template <typename T, int... P>
+inline Vec<T> broadcast_lanes(T x, std::integer_sequence<int, P...> /*lanes*/) {
+    return Vec<T>{((void)P, x)...};
+}
+
+/// x in every lane (kernels::splat adds x to a zero vector: a scalar add before each broadcast,
+/// kept because 0 + -0 is +0).
+template <typename T>
+inline Vec<T> broadcast(T x) {
+    return broadcast_lanes<T>(x, std::make_integer_sequence<int, Simd<T>::kLanes>{});
+}
 
 /// out[x] = in[x] for x < n, as the working type (bf16 widened exactly).
 template <typename Scalar>
@@ -134,7 +147,7 @@ inline void accumulate(const T* p,
             const Vec<T> vv = get(v[t] + x);
             IOATTN_ELEMENT_UNROLL
             for (int r = 0; r < NR; ++r)
-                acc[r] = kernels::fmadd(kernels::splat<T>(p[r * kTile + t]), vv, acc[r]);
+                acc[r] = kernels::fmadd(broadcast<T>(p[r * kTile + t]), vv, acc[r]);
         }
         IOATTN_ELEMENT_UNROLL
         for (int r = 0; r < NR; ++r) {
