@@ -2,6 +2,7 @@
 // cache is read once (the lower bound), 2 flops per cached word and query row of the group.
 
 #include "bound_decode.hpp"
+
 #include "output.hpp"
 
 #include <ioattn/decode.hpp>
@@ -37,30 +38,29 @@ void print_decode_bound(const Problem& p, const Machine& m, bool json) {
     const double bound = std::max(io_seconds, compute_seconds);
     const char* limited = io_seconds >= compute_seconds ? "memory" : "compute";
     if (json) {
-        const nlohmann::json j = {
-            {"decode",
-             {{"batch", p.batch},
-              {"heads", p.heads},
-              {"kv_heads", p.kv_heads},
-              {"new_tokens", p.n_q},
-              {"kv_len", p.n_k},
-              {"d", p.d},
-              {"d_v", p.d_v}}},
-            {"preset", m.preset},
-            {"source", m.source},
-            {"word_bytes", m.word_bytes},
-            {"bandwidth_gbs", m.bandwidth_gbs},
-            {"peak_gflops", m.peak_gflops},
-            {"lower_bound_words", lower.total()},
-            {"schedule_words", exact.total()},
-            {"chunk", plan.chunk},
-            {"flops", flops},
-            {"time",
-             {{"io_seconds", io_seconds},
-              {"compute_seconds", compute_seconds},
-              {"bound_seconds", bound},
-              {"schedule_io_seconds", exact_seconds},
-              {"limited_by", limited}}}};
+        const nlohmann::json j = {{"decode",
+                                   {{"batch", p.batch},
+                                    {"heads", p.heads},
+                                    {"kv_heads", p.kv_heads},
+                                    {"new_tokens", p.n_q},
+                                    {"kv_len", p.n_k},
+                                    {"d", p.d},
+                                    {"d_v", p.d_v}}},
+                                  {"preset", m.preset},
+                                  {"source", m.source},
+                                  {"word_bytes", m.word_bytes},
+                                  {"bandwidth_gbs", m.bandwidth_gbs},
+                                  {"peak_gflops", m.peak_gflops},
+                                  {"lower_bound_words", lower.total()},
+                                  {"schedule_words", exact.total()},
+                                  {"chunk", plan.chunk},
+                                  {"flops", flops},
+                                  {"time",
+                                   {{"io_seconds", io_seconds},
+                                    {"compute_seconds", compute_seconds},
+                                    {"bound_seconds", bound},
+                                    {"schedule_io_seconds", exact_seconds},
+                                    {"limited_by", limited}}}};
         std::cout << j.dump(2) << '\n';
         return;
     }

@@ -61,8 +61,8 @@ struct DecodeCliOptions {
 
 std::vector<std::int64_t> lengths_of(const DecodeCliOptions& o) {
     if (o.kv_lens.empty())
-        return std::vector<std::int64_t>(static_cast<std::size_t>(std::max<std::int64_t>(o.batch, 0)),
-                                         o.kv_len);
+        return std::vector<std::int64_t>(
+            static_cast<std::size_t>(std::max<std::int64_t>(o.batch, 0)), o.kv_len);
     std::vector<std::int64_t> lens;
     std::stringstream ss(o.kv_lens);
     std::string item;
@@ -155,9 +155,8 @@ struct DecodeData {
     DecodeArgs<Scalar, Cache> args() {
         DecodeArgs<Scalar, Cache> a;
         a.q = TensorView<const Scalar>::packed(q.data(), batch, heads, n_new, d);
-        const std::int64_t outer = block_size > 0 ? static_cast<std::int64_t>(k.size()) /
-                                                        (kv_heads * rows * d)
-                                                  : batch;
+        const std::int64_t outer =
+            block_size > 0 ? static_cast<std::int64_t>(k.size()) / (kv_heads * rows * d) : batch;
         a.k = TensorView<const Cache>::packed(k.data(), outer, kv_heads, rows, d);
         a.v = TensorView<const Cache>::packed(v.data(), outer, kv_heads, rows, d);
         a.kv_lens = lens.data();
@@ -169,8 +168,8 @@ struct DecodeData {
     }
 
     /// Cached row `p` of (b, g) as a pointer into k or v.
-    const Cache* row(const std::vector<Cache>& x, std::int64_t b, std::int64_t g, std::int64_t p)
-        const {
+    const Cache*
+    row(const std::vector<Cache>& x, std::int64_t b, std::int64_t g, std::int64_t p) const {
         if (block_size == 0)
             return x.data() + ((b * kv_heads + g) * rows + p) * d;
         const std::int64_t blk = table[static_cast<std::size_t>(b * max_blocks + p / block_size)];
@@ -182,7 +181,8 @@ struct DecodeData {
     std::pair<std::vector<T>, std::vector<T>> attention_of(std::int64_t b, int threads) const {
         const std::int64_t len = lens[static_cast<std::size_t>(b)];
         std::vector<T> oo(static_cast<std::size_t>(heads * n_new * d), T(0));
-        std::vector<T> ll(static_cast<std::size_t>(heads * n_new), -std::numeric_limits<T>::infinity());
+        std::vector<T> ll(static_cast<std::size_t>(heads * n_new),
+                          -std::numeric_limits<T>::infinity());
         if (len == 0)
             return {oo, ll};
         Problem p;
@@ -275,7 +275,8 @@ nlohmann::json run_typed(const DecodeCliOptions& c) {
     const double median =
         t.size() % 2 == 1 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
     const DecodePlan& plan = report.plan;
-    const std::int64_t kv_words = plan.kv_rows() * plan.shape.kv_heads * (plan.shape.d + plan.shape.d_v);
+    const std::int64_t kv_words =
+        plan.kv_rows() * plan.shape.kv_heads * (plan.shape.d + plan.shape.d_v);
     const auto kv_bytes = kv_words * static_cast<std::int64_t>(sizeof(Cache));
     nlohmann::json j = {{"batch", plan.shape.batch},
                         {"heads", plan.shape.heads},
@@ -297,8 +298,7 @@ nlohmann::json run_typed(const DecodeCliOptions& c) {
                         {"gbps", static_cast<double>(kv_bytes) / median * 1e-9},
                         {"gflops", flop_count_decode(plan) / median * 1e-9}};
     if (!c.no_bandwidth) {
-        const double bw =
-            measure::measure_read_bandwidth(std::int64_t{512} << 20, c.threads, 5);
+        const double bw = measure::measure_read_bandwidth(std::int64_t{512} << 20, c.threads, 5);
         j["bandwidth_gbs"] = bw;
         j["bandwidth_ratio"] = j["gbps"].get<double>() / bw;
     }
@@ -307,14 +307,15 @@ nlohmann::json run_typed(const DecodeCliOptions& c) {
         counted.count_io = true;
         const DecodeReport r = decode(args, counted);
         const IoReport lower = decode_lower_bound(plan);
-        j["io"] = {{"reads", r.io->reads},
-                   {"writes", r.io->writes},
-                   {"peak_resident", r.io->peak},
-                   {"closed_form", {{"reads", r.closed_form->reads}, {"writes", r.closed_form->writes}}},
-                   {"agrees", *r.io == *r.closed_form},
-                   {"lower_bound", {{"reads", lower.reads}, {"writes", lower.writes}}},
-                   {"ratio_to_lower_bound",
-                    static_cast<double>(r.io->total()) / static_cast<double>(lower.total())}};
+        j["io"] = {
+            {"reads", r.io->reads},
+            {"writes", r.io->writes},
+            {"peak_resident", r.io->peak},
+            {"closed_form", {{"reads", r.closed_form->reads}, {"writes", r.closed_form->writes}}},
+            {"agrees", *r.io == *r.closed_form},
+            {"lower_bound", {{"reads", lower.reads}, {"writes", lower.writes}}},
+            {"ratio_to_lower_bound",
+             static_cast<double>(r.io->total()) / static_cast<double>(lower.total())}};
         if (!(*r.io == *r.closed_form))
             throw CheckFailed(std::string(kWhere) + ": counted I/O differs from the closed form");
     }
@@ -327,9 +328,10 @@ nlohmann::json run_typed(const DecodeCliOptions& c) {
 
 void print_text(const nlohmann::json& j) {
     std::cout << "decode: batch " << j["batch"].get<std::int64_t>() << ", heads "
-              << j["heads"].get<std::int64_t>() << " / kv heads " << j["kv_heads"].get<std::int64_t>()
-              << ", d " << j["d"].get<std::int64_t>() << ", new tokens "
-              << j["new_tokens"].get<std::int64_t>() << ", " << j["dtype"].get<std::string>()
+              << j["heads"].get<std::int64_t>() << " / kv heads "
+              << j["kv_heads"].get<std::int64_t>() << ", d " << j["d"].get<std::int64_t>()
+              << ", new tokens " << j["new_tokens"].get<std::int64_t>() << ", "
+              << j["dtype"].get<std::string>()
               << (j["page_size"].get<std::int64_t>() > 0
                       ? ", paged (block " + std::to_string(j["page_size"].get<std::int64_t>()) + ")"
                       : ", contiguous")
@@ -337,14 +339,15 @@ void print_text(const nlohmann::json& j) {
     std::cout << "  chunks of " << j["chunk"].get<std::int64_t>() << " keys, "
               << j["tasks"].get<std::int64_t>() << " tasks\n";
     std::cout << "  time      " << sig(j["seconds"].get<double>() * 1e3) << " ms median of "
-              << j["repeat"].get<std::size_t>() << " (min " << sig(j["seconds_min"].get<double>() * 1e3)
-              << ", max " << sig(j["seconds_max"].get<double>() * 1e3) << ")\n";
+              << j["repeat"].get<std::size_t>() << " (min "
+              << sig(j["seconds_min"].get<double>() * 1e3) << ", max "
+              << sig(j["seconds_max"].get<double>() * 1e3) << ")\n";
     std::cout << "  cache     " << grouped(j["kv_bytes"].get<std::int64_t>()) << " bytes at "
               << fixed(j["gbps"].get<double>(), 1) << " GB/s";
     if (j.contains("bandwidth_gbs"))
         std::cout << " = " << fixed(j["bandwidth_ratio"].get<double>(), 2)
-                  << "x the read bandwidth measured now (" << fixed(j["bandwidth_gbs"].get<double>(), 1)
-                  << " GB/s)";
+                  << "x the read bandwidth measured now ("
+                  << fixed(j["bandwidth_gbs"].get<double>(), 1) << " GB/s)";
     std::cout << "\n";
     if (j.contains("io")) {
         const auto& io = j["io"];
@@ -366,8 +369,9 @@ void print_text(const nlohmann::json& j) {
 
 void register_decode(CLI::App& app) {
     auto o = std::make_shared<DecodeCliOptions>();
-    auto* cmd = app.add_subcommand("decode", "Decode attention over a key/value cache: time it "
-                                             "against the memory's read bandwidth");
+    auto* cmd = app.add_subcommand("decode",
+                                   "Decode attention over a key/value cache: time it "
+                                   "against the memory's read bandwidth");
     cmd->add_option("--batch", o->batch, "Sequences")->capture_default_str();
     cmd->add_option("--heads", o->heads, "Query heads")->capture_default_str();
     cmd->add_option("--kv-heads", o->kv_heads, "Key/value heads (divides --heads)")
@@ -380,7 +384,8 @@ void register_decode(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--page-size", o->page_size, "Paged cache of blocks of P rows (0: contiguous)")
         ->capture_default_str();
-    cmd->add_option("--chunk", o->chunk, "Keys per chunk (0: the library's)")->capture_default_str();
+    cmd->add_option("--chunk", o->chunk, "Keys per chunk (0: the library's)")
+        ->capture_default_str();
     cmd->add_option("--dtype", o->dtype, "Cache type: float, double or bf16 (queries: float)")
         ->check(CLI::IsMember({"float", "double", "bf16"}))
         ->capture_default_str();
@@ -395,8 +400,9 @@ void register_decode(CLI::App& app) {
         if (!o->kv_lens.empty() && o->batch == 1)
             o->batch = static_cast<std::int64_t>(lengths_of(*o).size());
         if (o->batch < 1 || o->heads < 1 || o->kv_heads < 1 || o->d < 1 || o->page_size < 0)
-            throw UsageError(std::string(kWhere) +
-                             ": --batch, --heads, --kv-heads, --d must be >= 1 and --page-size >= 0");
+            throw UsageError(
+                std::string(kWhere) +
+                ": --batch, --heads, --kv-heads, --d must be >= 1 and --page-size >= 0");
         nlohmann::json j;
         if (o->dtype == "double")
             j = run_typed<double, double>(*o);

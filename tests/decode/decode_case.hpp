@@ -5,6 +5,8 @@
 // ioattn::attention over its cached rows with the causal mask, bottom-right aligned (query t
 // sees key j iff j <= len - n_new + t, decode's rule).
 
+#include "random.hpp"
+
 #include <ioattn/attention.hpp>
 #include <ioattn/bf16.hpp>
 #include <ioattn/decode.hpp>
@@ -16,20 +18,18 @@
 #include <random>
 #include <vector>
 
-#include "random.hpp"
-
 namespace ioattn::test {
 
 template <typename Scalar, typename Cache = Scalar>
 struct DecodeCase {
     std::int64_t batch, heads, kv_heads, n_new, d, d_v, capacity;
     std::vector<std::int64_t> lens;
-    std::vector<Scalar> q;                    ///< [B][H][n_new][d]
-    std::vector<Cache> k, v;                  ///< [B][H_kv][capacity][d or d_v]
-    std::vector<Scalar> o, lse;               ///< outputs
-    std::int64_t block_size = 0;              ///< paged layout (build_paged)
-    std::vector<Cache> pk, pv;                ///< [num_blocks][H_kv][block_size][d]
-    std::vector<std::int64_t> table;          ///< [B][max_blocks]
+    std::vector<Scalar> q;           ///< [B][H][n_new][d]
+    std::vector<Cache> k, v;         ///< [B][H_kv][capacity][d or d_v]
+    std::vector<Scalar> o, lse;      ///< outputs
+    std::int64_t block_size = 0;     ///< paged layout (build_paged)
+    std::vector<Cache> pk, pv;       ///< [num_blocks][H_kv][block_size][d]
+    std::vector<std::int64_t> table; ///< [B][max_blocks]
     std::int64_t num_blocks = 0, max_blocks = 0;
 
     DecodeCase(std::int64_t b,
@@ -67,8 +67,8 @@ struct DecodeCase {
         lse.assign(static_cast<std::size_t>(b * h * nn), Scalar(7));
     }
 
-    std::size_t idx(std::int64_t s, std::int64_t g, std::int64_t p, std::int64_t x, std::int64_t w)
-        const {
+    std::size_t
+    idx(std::int64_t s, std::int64_t g, std::int64_t p, std::int64_t x, std::int64_t w) const {
         return static_cast<std::size_t>(((s * kv_heads + g) * capacity + p) * w + x);
     }
 
@@ -150,7 +150,8 @@ struct DecodeCase {
         for (std::int64_t g = 0; g < kv_heads; ++g)
             for (std::int64_t j = 0; j < len; ++j) {
                 for (std::int64_t x = 0; x < d; ++x)
-                    kk[static_cast<std::size_t>((g * len + j) * d + x)] = widen(k[idx(s, g, j, x, d)]);
+                    kk[static_cast<std::size_t>((g * len + j) * d + x)] =
+                        widen(k[idx(s, g, j, x, d)]);
                 for (std::int64_t x = 0; x < d_v; ++x)
                     vv[static_cast<std::size_t>((g * len + j) * d_v + x)] =
                         widen(v[idx(s, g, j, x, d_v)]);

@@ -3,6 +3,8 @@
 // bf16 caches; the paged layout and the bf16 cache bitwise equal to the contiguous fp32 one;
 // thread-count determinism; counted == closed form == dry run; every documented throw.
 
+#include "decode_case.hpp"
+
 #include <ioattn/attention.hpp>
 #include <ioattn/bf16.hpp>
 #include <ioattn/decode.hpp>
@@ -17,8 +19,6 @@
 #include <limits>
 #include <string>
 #include <vector>
-
-#include "decode_case.hpp"
 
 namespace {
 
@@ -35,7 +35,8 @@ void check_against_attention(const DecodeCase<Scalar, Cache>& c, double tol) {
         for (std::size_t e = 0; e < oo.size(); ++e) {
             const Scalar got = c.o[static_cast<std::size_t>(s) * oo.size() + e];
             REQUIRE(std::isfinite(static_cast<double>(got)));
-            worst = std::max(worst, std::abs(static_cast<double>(got) - static_cast<double>(oo[e])));
+            worst =
+                std::max(worst, std::abs(static_cast<double>(got) - static_cast<double>(oo[e])));
         }
         CHECK(worst <= tol);
         for (std::size_t e = 0; e < ll.size(); ++e) {
@@ -61,6 +62,7 @@ TEST_CASE("decode matches attention: contiguous fp32 cache, GQA, ragged lengths"
     struct Shape {
         std::int64_t heads, kv_heads, n_new, d, d_v, chunk;
     };
+
     const Shape shapes[] = {{8, 2, 1, 64, 64, 0},
                             {8, 2, 16, 64, 64, 64},
                             {4, 1, 3, 5, 7, 16},
@@ -127,9 +129,9 @@ TEST_CASE("decode over a bf16 cache equals fp32 of the same rounded values", "[d
 TEST_CASE("bf16 rounds to nearest even and widens exactly", "[decode][bf16]") {
     using ioattn::bf16;
     CHECK(bf16(1.0F).bits == 0x3F80);
-    CHECK(bf16(1.0F + 0x1p-8F).bits == 0x3F80);              // a tie: to even
-    CHECK(bf16(1.0F + 0x1p-7F + 0x1p-8F).bits == 0x3F82);    // a tie: to even (up)
-    CHECK(bf16(1.0F + 0x1p-8F + 0x1p-20F).bits == 0x3F81);   // above the tie
+    CHECK(bf16(1.0F + 0x1p-8F).bits == 0x3F80);            // a tie: to even
+    CHECK(bf16(1.0F + 0x1p-7F + 0x1p-8F).bits == 0x3F82);  // a tie: to even (up)
+    CHECK(bf16(1.0F + 0x1p-8F + 0x1p-20F).bits == 0x3F81); // above the tie
     CHECK(static_cast<float>(bf16::from_bits(0xC040)) == -3.0F);
     CHECK(std::isnan(static_cast<float>(bf16(std::numeric_limits<float>::quiet_NaN()))));
     CHECK(std::isinf(static_cast<float>(bf16(std::numeric_limits<float>::max()))));
@@ -166,7 +168,8 @@ TEST_CASE("decode generation loop: a paged cache grown one step at a time", "[de
         for (std::int64_t pos = len - n_new; pos < len; ++pos) // append this step's K and V
             for (std::int64_t g = 0; g < kv_heads; ++g) {
                 const std::int64_t blk = table[static_cast<std::size_t>(pos / bs)];
-                const auto dst = static_cast<std::size_t>(((blk * kv_heads + g) * bs + pos % bs) * d);
+                const auto dst =
+                    static_cast<std::size_t>(((blk * kv_heads + g) * bs + pos % bs) * d);
                 for (std::int64_t x = 0; x < d; ++x) {
                     pk[dst + static_cast<std::size_t>(x)] = full.k[full.idx(0, g, pos, x, d)];
                     pv[dst + static_cast<std::size_t>(x)] = full.v[full.idx(0, g, pos, x, d)];
@@ -175,7 +178,8 @@ TEST_CASE("decode generation loop: a paged cache grown one step at a time", "[de
         ioattn::test::Rng rng(static_cast<std::uint64_t>(step));
         std::vector<float> q(static_cast<std::size_t>(heads * n_new * d));
         rng.fill(q);
-        std::vector<float> o(static_cast<std::size_t>(heads * n_new * d)), l(static_cast<std::size_t>(heads * n_new));
+        std::vector<float> o(static_cast<std::size_t>(heads * n_new * d)),
+            l(static_cast<std::size_t>(heads * n_new));
         ioattn::DecodeArgs<float> a;
         a.q = ioattn::TensorView<const float>::packed(q.data(), 1, heads, n_new, d);
         a.k = ioattn::TensorView<const float>::packed(pk.data(), max_blocks, kv_heads, bs, d);

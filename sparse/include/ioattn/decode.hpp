@@ -69,8 +69,8 @@ struct DecodeOptions {
     std::int64_t chunk = 0; ///< keys per chunk (a multiple of kDecodeTile); 0: kDecodeChunk
     bool count_io = false;  ///< count the run (a dry run, then the timed run)
     bool dry_run = false;   ///< only walk the schedule and count (no data read or written)
-    std::optional<MemoryModel> memory; ///< M of the count; nullopt: per_core_l2
-    int threads = 0;                   ///< at most this many workers; <= 0: all
+    std::optional<MemoryModel> memory;         ///< M of the count; nullopt: per_core_l2
+    int threads = 0;                           ///< at most this many workers; <= 0: all
     std::string_view where = "ioattn::decode"; ///< the caller named in error messages
 };
 
@@ -81,9 +81,9 @@ struct DecodeShape {
     std::int64_t kv_heads = 1;
     std::int64_t n_new = 1;
     std::int64_t d = 0;
-    std::int64_t d_v = 0;               ///< 0: d
-    std::vector<std::int64_t> kv_lens;  ///< [batch]
-    std::int64_t word_bytes_cache = 0;  ///< bytes of a cached element (0: those of the scalar)
+    std::int64_t d_v = 0;              ///< 0: d
+    std::vector<std::int64_t> kv_lens; ///< [batch]
+    std::int64_t word_bytes_cache = 0; ///< bytes of a cached element (0: those of the scalar)
 };
 
 /// What a decode call runs: the resolved shape and its chunks.
@@ -107,9 +107,7 @@ struct DecodePlan {
     }
 
     /// Parallel tasks of the chunk phase: every chunk of every (sequence, kv head).
-    [[nodiscard]] std::int64_t tasks() const {
-        return first_chunk.back() * shape.kv_heads;
-    }
+    [[nodiscard]] std::int64_t tasks() const { return first_chunk.back() * shape.kv_heads; }
 
     /// Cached rows visible to some new token, summed over sequences (per kv head).
     [[nodiscard]] std::int64_t kv_rows() const;

@@ -51,7 +51,15 @@ DecodePlan plan_decode(const DecodeShape& shape, const DecodeOptions& options) {
     if (s.d_v == 0)
         s.d_v = s.d;
     if (s.batch < 1 || s.heads < 1 || s.d < 1 || s.d_v < 1)
-        fail(where, "batch = ", s.batch, ", heads = ", s.heads, ", d = ", s.d, ", d_v = ", s.d_v,
+        fail(where,
+             "batch = ",
+             s.batch,
+             ", heads = ",
+             s.heads,
+             ", d = ",
+             s.d,
+             ", d_v = ",
+             s.d_v,
              " (expected >= 1)");
     if (s.kv_heads < 1 || s.heads % s.kv_heads != 0)
         fail(where, "heads = ", s.heads, " is not a multiple of kv_heads = ", s.kv_heads);
@@ -68,14 +76,20 @@ DecodePlan plan_decode(const DecodeShape& shape, const DecodeOptions& options) {
         if (len < 0)
             fail(where, "kv_lens[", b, "] = ", len, " (expected >= 0)");
         if (len > 0 && len < s.n_new)
-            fail(where, "kv_lens[", b, "] = ", len, " is less than n_new = ", s.n_new,
+            fail(where,
+                 "kv_lens[",
+                 b,
+                 "] = ",
+                 len,
+                 " is less than n_new = ",
+                 s.n_new,
                  " (the new tokens are the last positions of their sequence)");
         plan.first_chunk[static_cast<std::size_t>(b) + 1] =
             plan.first_chunk[static_cast<std::size_t>(b)] + (len + plan.chunk - 1) / plan.chunk;
     }
     plan.scale = 1.0 / std::sqrt(static_cast<double>(s.d));
-    plan.memory = options.memory.value_or(MemoryModel::per_core_l2(
-        s.word_bytes_cache > 0 ? s.word_bytes_cache : 4));
+    plan.memory = options.memory.value_or(
+        MemoryModel::per_core_l2(s.word_bytes_cache > 0 ? s.word_bytes_cache : 4));
     return plan;
 }
 
@@ -94,7 +108,8 @@ DecodeReport decode(const DecodeArgs<Scalar, Cache>& args, const DecodeOptions& 
     DecodePlan& plan = report.plan;
     if (args.scale != 0.0) {
         if (!std::isfinite(args.scale) || args.scale < 0.0)
-            fail(options.where, "scale = ", args.scale, " (expected finite and >= 0; 0: 1/sqrt(d))");
+            fail(
+                options.where, "scale = ", args.scale, " (expected finite and >= 0; 0: 1/sqrt(d))");
         plan.scale = args.scale;
     }
     const std::int64_t part_words = sparse::detail::decode_partial_words(plan);

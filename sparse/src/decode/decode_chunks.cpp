@@ -34,6 +34,7 @@
 
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
 #include <ioattn/kernels/target_begin.hpp>
+// The kernels it uses, compiled for that instruction set:
 #include "decode/decode_ops.hpp"
 
 #include <ioattn/kernels/prefetch.hpp>
@@ -53,7 +54,7 @@ using kernels::Simd;
 using kernels::Vec;
 
 constexpr int kTile = static_cast<int>(kDecodeTile);
-constexpr int kRowBlock = 4; // rows sharing each loaded V vector
+constexpr int kRowBlock = 4;               // rows sharing each loaded V vector
 constexpr std::int64_t kPrefetchTiles = 2; // tiles ahead whose rows are asked for
 
 /// Per-worker scratch of a chunk task.
@@ -172,7 +173,8 @@ void with_rows(std::int64_t n, F&& f) {
 
 /// Scores of row r against the tile's n rows (s[0, kTile), kLanes keys at a time).
 template <typename Scalar>
-void tile_scores(const Scalar* q, const Scalar* const* k, std::int64_t n, std::int64_t d, Scalar* s) {
+void tile_scores(
+    const Scalar* q, const Scalar* const* k, std::int64_t n, std::int64_t d, Scalar* s) {
     constexpr int kL = Simd<Scalar>::kLanes;
     static_assert(kTile % kL == 0);
     for (int j = 0; j * kL < n; ++j) {
@@ -242,13 +244,8 @@ void chunk_body(const DecodeArgs<Scalar, Cache>& a,
         if (!edge) {
             for (std::int64_t r0 = 0; r0 < r_all; r0 += kRowBlock)
                 with_rows(r_all - r0, [&](auto nr) {
-                    accumulate<Scalar, decltype(nr)::value, kTile>(sc.s + r0 * kTile,
-                                                                  vrows,
-                                                                  n,
-                                                                  d_v,
-                                                                  sc.alpha + r0,
-                                                                  sc.o + r0 * d_v,
-                                                                  d_v);
+                    accumulate<Scalar, decltype(nr)::value, kTile>(
+                        sc.s + r0 * kTile, vrows, n, d_v, sc.alpha + r0, sc.o + r0 * d_v, d_v);
                 });
         } else { // rows whose last visible key falls inside the tile: never touch later V rows
             for (std::int64_t r = 0; r < r_all; ++r) {
@@ -300,8 +297,8 @@ void decode_chunks(const DecodeArgs<Scalar, Cache>& args,
     const auto& first = plan.first_chunk;
     parallel_for_counted(plan.tasks(), counter, [&](std::int64_t task, int w, auto& io) {
         // --- the task's (b, g, chunk) ---
-        const auto it = std::upper_bound(
-            first.begin(), first.end(), task, [&](std::int64_t t, std::int64_t f) {
+        const auto it =
+            std::upper_bound(first.begin(), first.end(), task, [&](std::int64_t t, std::int64_t f) {
                 return t < f * kv_heads;
             });
         const auto b = static_cast<std::int64_t>(it - first.begin()) - 1;
@@ -309,8 +306,7 @@ void decode_chunks(const DecodeArgs<Scalar, Cache>& args,
         const std::int64_t chunks = plan.chunks(b);
         const std::int64_t g = local / chunks, c = local % chunks;
         const std::int64_t c0 = c * plan.chunk;
-        const std::int64_t c1 =
-            std::min(sh.kv_lens[static_cast<std::size_t>(b)], c0 + plan.chunk);
+        const std::int64_t c1 = std::min(sh.kv_lens[static_cast<std::size_t>(b)], c0 + plan.chunk);
         io.acquire(footprint);
         for (std::int64_t j = 0; j < group; ++j)
             io.read({Operand::q, b * sh.heads + g * group + j, 0, sh.n_new, 0, d});

@@ -27,8 +27,8 @@ inline std::int64_t decode_merge_footprint(const DecodePlan& plan) {
 }
 
 /// The task of chunk c of (sequence b, kv head g) in the order the chunk phase numbers them.
-inline std::int64_t decode_task(const DecodePlan& plan, std::int64_t b, std::int64_t g,
-                                std::int64_t c) {
+inline std::int64_t
+decode_task(const DecodePlan& plan, std::int64_t b, std::int64_t g, std::int64_t c) {
     return plan.first_chunk[static_cast<std::size_t>(b)] * plan.shape.kv_heads +
            g * plan.chunks(b) + c;
 }
@@ -36,9 +36,8 @@ inline std::int64_t decode_task(const DecodePlan& plan, std::int64_t b, std::int
 /// The shape of the views (kv_lens read from args), checked as decode() documents. Throws
 /// InvalidArgument naming `where`. With `shape_only`, data pointers may be null.
 template <typename Scalar, typename Cache>
-DecodeShape validate_decode(const DecodeArgs<Scalar, Cache>& args,
-                            std::string_view where,
-                            bool shape_only);
+DecodeShape
+validate_decode(const DecodeArgs<Scalar, Cache>& args, std::string_view where, bool shape_only);
 
 /// decode/decode_merge.cpp: for each (sequence, kv head) of zero chunks, O = 0 and L = -inf;
 /// of more than one, O and L from its chunks' partial states combined in chunk order.

@@ -38,7 +38,9 @@ void merge_row(const Scalar* partials,
                Scalar* out,
                Scalar* lse) {
     constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
-    const auto state = [&](std::int64_t c) { return partials + (first + c) * part_words + r * (d_v + 2); };
+    const auto state = [&](std::int64_t c) {
+        return partials + (first + c) * part_words + r * (d_v + 2);
+    };
     Scalar m = kNegInf;
     for (std::int64_t c = 0; c < n; ++c)
         m = std::max(m, state(c)[d_v]); // NaN states reach O through w_c O_c below

@@ -25,12 +25,24 @@ std::string dims(std::int64_t b, std::int64_t h, std::int64_t r, std::int64_t c)
 /// The view's own consistency: non-negative strides, rows not overlapping, span within extent,
 /// data unless shape_only.
 template <typename T>
-void check_strides(std::string_view where, const char* name, const TensorView<T>& v, bool shape_only) {
+void check_strides(std::string_view where,
+                   const char* name,
+                   const TensorView<T>& v,
+                   bool shape_only) {
     if (v.batch < 0 || v.heads < 0 || v.rows < 0 || v.cols < 0)
         fail(where, name, " has shape ", dims(v.batch, v.heads, v.rows, v.cols));
     if (v.stride_batch < 0 || v.stride_head < 0 || v.stride_row < v.cols)
-        fail(where, name, " strides (", v.stride_batch, ", ", v.stride_head, ", ", v.stride_row,
-             ") are negative or overlap rows of ", v.cols, " elements");
+        fail(where,
+             name,
+             " strides (",
+             v.stride_batch,
+             ", ",
+             v.stride_head,
+             ", ",
+             v.stride_row,
+             ") are negative or overlap rows of ",
+             v.cols,
+             " elements");
     if (v.span() > v.extent)
         fail(where, name, " addresses ", v.span(), " elements but its extent is ", v.extent);
     if (v.data == nullptr && !shape_only && v.span() > 0)
@@ -46,7 +58,11 @@ void check_shape(std::string_view where,
                  std::int64_t r,
                  std::int64_t c) {
     if (v.batch != b || v.heads != h || v.rows != r || v.cols != c)
-        fail(where, name, " has shape ", dims(v.batch, v.heads, v.rows, v.cols), ", expected ",
+        fail(where,
+             name,
+             " has shape ",
+             dims(v.batch, v.heads, v.rows, v.cols),
+             ", expected ",
              dims(b, h, r, c));
 }
 
@@ -84,20 +100,46 @@ void check_table(std::string_view where, const DecodeArgs<Scalar, Cache>& a, std
     const BlockTable& t = a.block_table;
     const std::int64_t bs = a.k.rows, num_blocks = a.k.batch;
     if (t.rows != batch || t.cols < 0 || t.stride < t.cols)
-        fail(where, "block_table is [", t.rows, "][", t.cols, "] with row stride ", t.stride,
-             ", expected ", batch, " rows and a stride >= its columns");
+        fail(where,
+             "block_table is [",
+             t.rows,
+             "][",
+             t.cols,
+             "] with row stride ",
+             t.stride,
+             ", expected ",
+             batch,
+             " rows and a stride >= its columns");
     if (bs < 1)
         fail(where, "paged cache block_size = ", bs, " (expected >= 1)");
     for (std::int64_t b = 0; b < batch; ++b) {
         const std::int64_t len = a.kv_lens[b];
         const std::int64_t need = (len + bs - 1) / bs;
         if (need > t.cols)
-            fail(where, "kv_lens[", b, "] = ", len, " needs ", need, " blocks of ", bs,
-                 " but the block table has ", t.cols, " per sequence");
+            fail(where,
+                 "kv_lens[",
+                 b,
+                 "] = ",
+                 len,
+                 " needs ",
+                 need,
+                 " blocks of ",
+                 bs,
+                 " but the block table has ",
+                 t.cols,
+                 " per sequence");
         for (std::int64_t j = 0; j < need; ++j) {
             const std::int64_t blk = t.data[b * t.stride + j];
             if (blk < 0 || blk >= num_blocks)
-                fail(where, "block_table[", b, "][", j, "] = ", blk, " is outside [0, ", num_blocks,
+                fail(where,
+                     "block_table[",
+                     b,
+                     "][",
+                     j,
+                     "] = ",
+                     blk,
+                     " is outside [0, ",
+                     num_blocks,
                      ")");
         }
     }
@@ -106,9 +148,8 @@ void check_table(std::string_view where, const DecodeArgs<Scalar, Cache>& a, std
 } // namespace
 
 template <typename Scalar, typename Cache>
-DecodeShape validate_decode(const DecodeArgs<Scalar, Cache>& a,
-                            std::string_view where,
-                            bool shape_only) {
+DecodeShape
+validate_decode(const DecodeArgs<Scalar, Cache>& a, std::string_view where, bool shape_only) {
     check_strides(where, "q", a.q, shape_only);
     check_strides(where, "k_cache", a.k, shape_only);
     check_strides(where, "v_cache", a.v, shape_only);
@@ -123,7 +164,9 @@ DecodeShape validate_decode(const DecodeArgs<Scalar, Cache>& a,
     s.d_v = a.v.cols;
     s.word_bytes_cache = static_cast<std::int64_t>(sizeof(Cache));
     if (s.batch < 1 || s.heads < 1 || s.n_new < 1 || s.d < 1)
-        fail(where, "q has shape ", dims(s.batch, s.heads, s.n_new, s.d),
+        fail(where,
+             "q has shape ",
+             dims(s.batch, s.heads, s.n_new, s.d),
              " (expected every size >= 1)");
     if (s.kv_heads < 1 || s.heads % s.kv_heads != 0)
         fail(where, "heads = ", s.heads, " is not a multiple of kv_heads = ", s.kv_heads);
@@ -147,8 +190,14 @@ DecodeShape validate_decode(const DecodeArgs<Scalar, Cache>& a,
             fail(where, "k_cache has ", a.k.batch, " sequences but q has ", s.batch);
         for (std::int64_t b = 0; b < s.batch; ++b)
             if (a.kv_lens[b] < 0 || a.kv_lens[b] > a.k.rows)
-                fail(where, "kv_lens[", b, "] = ", a.kv_lens[b], " is outside [0, capacity = ",
-                     a.k.rows, "]");
+                fail(where,
+                     "kv_lens[",
+                     b,
+                     "] = ",
+                     a.kv_lens[b],
+                     " is outside [0, capacity = ",
+                     a.k.rows,
+                     "]");
     }
     return s;
 }
