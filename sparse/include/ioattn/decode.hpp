@@ -130,8 +130,10 @@ DecodePlan plan_decode(const DecodeShape& shape, const DecodeOptions& options = 
 /// lengths against the capacity or the block table, block indices against num_blocks) and
 /// throws InvalidArgument naming options.where and the values; NaN and Inf in the data
 /// propagate as in ioattn::attention (a cached row a token may not see never reaches it).
-/// Results are bitwise independent of options.threads. Scalar: float or double; Cache: Scalar
-/// or bf16. Thread-safe for distinct outputs.
+/// Results are bitwise independent of options.threads. A counted call (count_io, dry_run)
+/// throws CapacityError when a chunk task's resident words exceed options.memory (M), before
+/// anything is written. Scalar: float or double; Cache: Scalar or bf16. Thread-safe for
+/// distinct outputs.
 template <typename Scalar, typename Cache = Scalar>
 DecodeReport decode(const DecodeArgs<Scalar, Cache>& args, const DecodeOptions& options = {});
 
