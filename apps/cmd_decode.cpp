@@ -367,7 +367,10 @@ void print_text(const nlohmann::json& j) {
 
 } // namespace
 
+} // namespace ioattn::app
+
 void register_decode(CLI::App& app) {
+    using namespace ioattn::app;
     auto o = std::make_shared<DecodeCliOptions>();
     auto* cmd = app.add_subcommand("decode",
                                    "Decode attention over a key/value cache: time it "
@@ -418,5 +421,3 @@ void register_decode(CLI::App& app) {
             throw CheckFailed(std::string(kWhere) + ": check failed");
     });
 }
-
-} // namespace ioattn::app
