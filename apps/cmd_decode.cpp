@@ -410,7 +410,7 @@ void register_decode(CLI::App& app) {
         if (o->dtype == "double")
             j = run_typed<double, double>(*o);
         else if (o->dtype == "bf16")
-            j = run_typed<float, bf16>(*o);
+            j = run_typed<float, ioattn::bf16>(*o);
         else
             j = run_typed<float, float>(*o);
         if (o->json)
