@@ -5,6 +5,7 @@
 // bound. Rectangular shapes (decode: n_q = 1 against n_k keys) use n_q * n_k score entries in place
 // of N^2; the compulsory traffic then usually dominates.
 
+#include "bound_decode.hpp"
 #include "commands.hpp"
 #include "machine.hpp"
 #include "options.hpp"
@@ -92,6 +93,7 @@ struct BoundOptions {
 #else
     std::string ranks; ///< --ranks in a build without MPI: one usage line, as run --dist
 #endif
+    bool decode = false; ///< --decode: one decode step (bound_decode.hpp)
 };
 
 Machine machine_of(const BoundOptions& o) {
@@ -159,6 +161,10 @@ void run(const BoundOptions& o) {
     const Problem p = problem_of(o.shared, kWhere);
     const Pass pass = pass_of(o.shared, kWhere);
     const Machine mach = machine_of(o);
+    if (o.decode) {
+        print_decode_bound(p, mach, o.shared.json);
+        return;
+    }
 #ifdef IOATTN_WITH_MPI
     if (!o.dist.ranks.empty()) {
         run_dist_bound(
@@ -300,6 +306,10 @@ void register_bound(CLI::App& app) {
     cmd->add_option("--threads", o->shared.threads, "Threads for the this-machine measurements")
         ->check(CLI::Range(0, 1 << 16));
     add_output_options(*cmd, o->shared, false);
+    cmd->add_flag("--decode",
+                  o->decode,
+                  "One decode step: --batch sequences of --n-k cached rows, --n-q new tokens, "
+                  "--heads over --kv-heads (the decode schedule, ioattn decode)");
     cmd->add_option("--word-bytes", o->word_bytes, "Bytes per word w (default: --dtype or preset)")
         ->check(CLI::Range(1, 64));
     cmd->add_option("--bandwidth", o->bandwidth, "Slow-memory bandwidth beta in GB/s")

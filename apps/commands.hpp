@@ -34,6 +34,7 @@ void register_run(CLI::App& app);
 void register_io(CLI::App& app);
 void register_bound(CLI::App& app);
 void register_bench(CLI::App& app);
+void register_decode(CLI::App& app);
 #ifdef IOATTN_WITH_NTL
 void register_verify(CLI::App& app);
 #endif

@@ -82,6 +82,7 @@ int program_main(int argc, char** argv) {
         register_io(app);
         register_bound(app);
         register_bench(app);
+        register_decode(app);
 #ifdef IOATTN_WITH_NTL
         register_verify(app);
 #endif

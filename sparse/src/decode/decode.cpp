@@ -1,0 +1,151 @@
+// ioattn::decode and plan_decode: validate once, cut the sequences into chunks, run the chunk
+// phase (decode/decode_chunks.cpp, the copy of the active ISA target) and the merge
+// (decode/decode_merge.cpp) in one task arena, and report the counted I/O beside its closed
+// form. A counted call is the dry run (baseline target) then the timed run (kernels::counted).
+
+#include "decode/decode_detail.hpp"
+#include "fail.hpp"
+
+#include <ioattn/bf16.hpp>
+#include <ioattn/decode.hpp>
+#include <ioattn/kernels/dispatch.hpp>
+#include <ioattn/kernels/instantiate.hpp>
+#include <ioattn/kernels/workspace.hpp>
+#include <ioattn/parallel.hpp>
+
+#define IOATTN_TARGET_DECLARATIONS "decode/decode_kernels.hpp"
+#include <ioattn/kernels/declare_targets.inc>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+namespace ioattn {
+
+namespace {
+
+template <typename Scalar, typename Cache, typename Counter>
+void run_chunks(const DecodeArgs<Scalar, Cache>& args,
+                const DecodePlan& plan,
+                Scalar* partials,
+                Counter& counter) {
+    using namespace sparse; // the targets' namespaces
+    IOATTN_DISPATCH(Counter, decode_chunks<Scalar, Cache, Counter>(args, plan, partials, counter));
+}
+
+} // namespace
+
+std::int64_t DecodePlan::kv_rows() const {
+    std::int64_t n = 0;
+    for (const std::int64_t len : shape.kv_lens)
+        n += len;
+    return n;
+}
+
+DecodePlan plan_decode(const DecodeShape& shape, const DecodeOptions& options) {
+    using sparse::detail::fail;
+    const std::string_view where = options.where;
+    DecodePlan plan;
+    plan.shape = shape;
+    DecodeShape& s = plan.shape;
+    if (s.d_v == 0)
+        s.d_v = s.d;
+    if (s.batch < 1 || s.heads < 1 || s.d < 1 || s.d_v < 1)
+        fail(where,
+             "batch = ",
+             s.batch,
+             ", heads = ",
+             s.heads,
+             ", d = ",
+             s.d,
+             ", d_v = ",
+             s.d_v,
+             " (expected >= 1)");
+    if (s.kv_heads < 1 || s.heads % s.kv_heads != 0)
+        fail(where, "heads = ", s.heads, " is not a multiple of kv_heads = ", s.kv_heads);
+    if (s.n_new < 1 || s.n_new > kDecodeMaxNew)
+        fail(where, "n_new = ", s.n_new, " (expected 1 to ", kDecodeMaxNew, ")");
+    if (static_cast<std::int64_t>(s.kv_lens.size()) != s.batch)
+        fail(where, s.kv_lens.size(), " lengths for a batch of ", s.batch);
+    plan.chunk = options.chunk == 0 ? kDecodeChunk : options.chunk;
+    if (plan.chunk < kDecodeTile || plan.chunk % kDecodeTile != 0)
+        fail(where, "chunk = ", plan.chunk, " (expected a positive multiple of ", kDecodeTile, ")");
+    plan.first_chunk.assign(static_cast<std::size_t>(s.batch) + 1, 0);
+    for (std::int64_t b = 0; b < s.batch; ++b) {
+        const std::int64_t len = s.kv_lens[static_cast<std::size_t>(b)];
+        if (len < 0)
+            fail(where, "kv_lens[", b, "] = ", len, " (expected >= 0)");
+        if (len > 0 && len < s.n_new)
+            fail(where,
+                 "kv_lens[",
+                 b,
+                 "] = ",
+                 len,
+                 " is less than n_new = ",
+                 s.n_new,
+                 " (the new tokens are the last positions of their sequence)");
+        plan.first_chunk[static_cast<std::size_t>(b) + 1] =
+            plan.first_chunk[static_cast<std::size_t>(b)] + (len + plan.chunk - 1) / plan.chunk;
+    }
+    plan.scale = 1.0 / std::sqrt(static_cast<double>(s.d));
+    plan.memory = options.memory.value_or(
+        MemoryModel::per_core_l2(s.word_bytes_cache > 0 ? s.word_bytes_cache : 4));
+    return plan;
+}
+
+template <typename Scalar, typename Cache>
+DecodeReport decode(const DecodeArgs<Scalar, Cache>& args, const DecodeOptions& options) {
+    using sparse::detail::fail;
+    const bool dry = options.dry_run;
+    DecodeShape shape = sparse::detail::validate_decode(args, options.where, dry);
+    if (shape.word_bytes_cache == 0)
+        shape.word_bytes_cache = static_cast<std::int64_t>(sizeof(Cache));
+    DecodeReport report;
+    DecodeOptions opts = options;
+    if (!opts.memory)
+        opts.memory = MemoryModel::per_core_l2(static_cast<std::int64_t>(sizeof(Scalar)));
+    report.plan = plan_decode(shape, opts);
+    DecodePlan& plan = report.plan;
+    if (args.scale != 0.0) {
+        if (!std::isfinite(args.scale) || args.scale < 0.0)
+            fail(
+                options.where, "scale = ", args.scale, " (expected finite and >= 0; 0: 1/sqrt(d))");
+        plan.scale = args.scale;
+    }
+    const std::int64_t part_words = sparse::detail::decode_partial_words(plan);
+    const auto run = [&](auto& counter) {
+        using C = std::remove_reference_t<decltype(counter)>;
+        const std::int64_t slots = C::kComputes ? plan.tasks() : 0;
+        const kernels::Workspace<Scalar> partials(1, slots * part_words, false);
+        Scalar* p = slots > 0 ? partials.slab(0) : nullptr;
+        run_chunks(args, plan, p, counter);
+        sparse::detail::decode_merge(args.o, args.lse, plan, p, counter);
+    };
+    with_threads(options.threads, [&] {
+        if (dry) {
+            DryRunCounter counter(plan.memory.fast_words);
+            run(counter);
+            report.io = counter.report();
+        } else if (options.count_io) {
+            IoCounter counter(plan.memory.fast_words);
+            kernels::counted(counter, run);
+            report.io = counter.report();
+        } else {
+            NullCounter counter;
+            run(counter);
+        }
+    });
+    if (report.io)
+        report.closed_form = io_cost_decode(plan);
+    return report;
+}
+
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template DecodeReport decode<Scalar, Scalar>(const DecodeArgs<Scalar, Scalar>&,                \
+                                                 const DecodeOptions&);                            \
+    template DecodeReport decode<Scalar, bf16>(const DecodeArgs<Scalar, bf16>&,                    \
+                                               const DecodeOptions&);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
+
+} // namespace ioattn

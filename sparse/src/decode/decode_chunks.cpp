@@ -1,0 +1,349 @@
+// ioattn::decode, the chunk phase: split-KV decode over a contiguous or paged cache
+// Per (sequence b, kv head g): the R = (heads / kv_heads) n_new query rows of the group are
+// one block that meets each cached row once. The len_b cached rows are cut into c_b =
+// ceil(len_b / C) chunks of C keys (C = plan.chunk, fixed by the plan, never by the threads).
+//   parallel for each (b, g, chunk [c0, c1)):
+//     read the group's Q rows, scaled by scale log2(e)                      R d
+//     for each tile of kDecodeTile cached rows (positions p; paged: block table[b][p / bs]):
+//       read K rows; S = Q K^T, one transposing reduction per row            T d
+//       m' = max(m, S); P = 2^(S - m'); l = 2^(m - m') l + sum P (base 2)
+//       read V rows; O = 2^(m - m') O + P V, V read once per 4 rows          T d_v
+//       (token t sees positions <= len_b - n_new + t: later keys of the tile are skipped)
+//     c_b = 1: write O / l, L = (m + log2 l) ln 2                            R (d_v + 1)
+//     c_b > 1: write the partial state (O, m, l) at the task's slot          R (d_v + 2)
+//   decode_merge (decode/decode_merge.cpp) combines the partials in chunk order.
+// Resident: R d + T (d + d_v) + R d_v + 2R + R T words (decode_chunk_footprint).
+// I/O = io_cost_decode: per (b, g), c_b R d + len_b (d + d_v) + the writes above.
+// Flops: 2 (d + d_v) per allowed (row, cached row) pair. Every visible cached word is read
+// once per kv head: the compulsory traffic, so the phase runs at the memory's read bandwidth
+// when the arithmetic (2 flops per word per row of the group) keeps up. bf16 caches are widened
+// into a tile buffer once per tile; fp32 rows are read in place.
+// Tests: tests/decode/decode_test.cpp
+
+#include "decode/decode_detail.hpp"
+
+#include <ioattn/bf16.hpp>
+#include <ioattn/decode.hpp>
+#include <ioattn/kernels/workspace.hpp>
+#include <ioattn/parallel.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+// The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
+#include <ioattn/kernels/target_begin.hpp>
+// The kernels it uses, compiled for that instruction set:
+#include "decode/decode_ops.hpp"
+
+#include <ioattn/kernels/prefetch.hpp>
+
+#define IOATTN_TARGET_NS IOATTN_ISA
+#include "decode/decode_kernels.hpp"
+#undef IOATTN_TARGET_NS
+
+namespace ioattn::sparse::IOATTN_ISA {
+
+namespace {
+
+using detail::accumulate;
+using detail::row_scores;
+using detail::tile_softmax;
+using kernels::Simd;
+using kernels::Vec;
+
+constexpr int kTile = static_cast<int>(kDecodeTile);
+constexpr int kRowBlock = 4;               // rows sharing each loaded V vector
+constexpr std::int64_t kPrefetchTiles = 2; // tiles ahead whose rows are asked for
+
+/// Per-worker scratch of a chunk task.
+template <typename Scalar>
+struct Scratch {
+    Scalar* q;     ///< R x d, scaled
+    Scalar* o;     ///< R x d_v
+    Scalar* m;     ///< R
+    Scalar* l;     ///< R
+    Scalar* s;     ///< R x kTile scores, then probabilities
+    Scalar* alpha; ///< R
+    Scalar* kbuf;  ///< kTile x d (bf16 caches: the widened tile)
+    Scalar* vbuf;  ///< kTile x d_v
+
+    static std::int64_t words(std::int64_t r, std::int64_t d, std::int64_t d_v) {
+        return r * d + r * d_v + 4 * r + r * kTile + kTile * (d + d_v) + 8 * 16;
+    }
+
+    Scratch(Scalar* base, std::int64_t r, std::int64_t d, std::int64_t d_v) {
+        const auto pad = [](std::int64_t w) { return (w + 15) / 16 * 16; };
+        q = base;
+        o = q + pad(r * d);
+        m = o + pad(r * d_v);
+        l = m + pad(r);
+        s = l + pad(r);
+        alpha = s + pad(r * kTile);
+        kbuf = alpha + pad(r);
+        vbuf = kbuf + pad(kTile * d);
+    }
+};
+
+/// Pointers to the cached rows of positions [p0, p0 + n) of (b, g) as working-type rows:
+/// in place for a cache of the working type, widened into buf for bf16.
+template <typename Scalar, typename Cache>
+void tile_rows(const DecodeArgs<Scalar, Cache>& a,
+               const TensorView<const Cache>& x,
+               std::int64_t b,
+               std::int64_t g,
+               std::int64_t p0,
+               std::int64_t n,
+               Scalar* buf,
+               const Scalar** rows) {
+    const std::int64_t cols = x.cols;
+    for (std::int64_t t = 0; t < n; ++t) {
+        const std::int64_t p = p0 + t;
+        const Cache* row = nullptr;
+        if (a.paged()) {
+            const std::int64_t bs = x.rows;
+            const std::int64_t blk = a.block_table.data[b * a.block_table.stride + p / bs];
+            row = x.row(blk, g, p % bs);
+        } else {
+            row = x.row(b, g, p);
+        }
+        if constexpr (std::is_same_v<Cache, Scalar>) {
+            rows[t] = row;
+        } else {
+            detail::widen_row(row, buf + t * cols, cols);
+            rows[t] = buf + t * cols;
+        }
+    }
+}
+
+/// Asks for the cache lines of the cached rows of positions [p0, p0 + n) of (b, g), K and V.
+/// The tile kernel walks a tile's rows a vector column at a time, 16 rows apart, which the
+/// hardware's stream prefetchers do not follow: issued kPrefetchTiles tiles ahead, the rows
+/// arrive while the tiles before them compute.
+template <typename Scalar, typename Cache>
+void prefetch_tile(const DecodeArgs<Scalar, Cache>& a,
+                   std::int64_t b,
+                   std::int64_t g,
+                   std::int64_t p0,
+                   std::int64_t n) {
+    constexpr std::int64_t kLine = 64;
+    const std::int64_t k_bytes = a.k.cols * static_cast<std::int64_t>(sizeof(Cache));
+    const std::int64_t v_bytes = a.v.cols * static_cast<std::int64_t>(sizeof(Cache));
+    for (std::int64_t t = 0; t < n; ++t) {
+        const std::int64_t p = p0 + t;
+        const Cache* kr = nullptr;
+        const Cache* vr = nullptr;
+        if (a.paged()) {
+            const std::int64_t bs = a.k.rows;
+            const std::int64_t blk = a.block_table.data[b * a.block_table.stride + p / bs];
+            kr = a.k.row(blk, g, p % bs);
+            vr = a.v.row(blk, g, p % bs);
+        } else {
+            kr = a.k.row(b, g, p);
+            vr = a.v.row(b, g, p);
+        }
+        const auto* kc = reinterpret_cast<const char*>(kr);
+        const auto* vc = reinterpret_cast<const char*>(vr);
+        for (std::int64_t x = 0; x < k_bytes; x += kLine)
+            kernels::prefetch_line(kc + x);
+        for (std::int64_t x = 0; x < v_bytes; x += kLine)
+            kernels::prefetch_line(vc + x);
+    }
+}
+
+/// `f` with NR = min(kRowBlock, rows - r0) as a template argument.
+template <typename F>
+void with_rows(std::int64_t n, F&& f) {
+    switch (n) {
+    case 1:
+        f(std::integral_constant<int, 1>{});
+        break;
+    case 2:
+        f(std::integral_constant<int, 2>{});
+        break;
+    case 3:
+        f(std::integral_constant<int, 3>{});
+        break;
+    default:
+        f(std::integral_constant<int, kRowBlock>{});
+        break;
+    }
+}
+
+/// Scores of row r against the tile's n rows (s[0, kTile), kLanes keys at a time).
+template <typename Scalar>
+void tile_scores(
+    const Scalar* q, const Scalar* const* k, std::int64_t n, std::int64_t d, Scalar* s) {
+    constexpr int kL = Simd<Scalar>::kLanes;
+    static_assert(kTile % kL == 0);
+    for (int j = 0; j * kL < n; ++j) {
+        const Scalar* const* kj = k + j * kL;
+        const std::int64_t nk = std::min<std::int64_t>(kL, n - j * kL);
+        Vec<Scalar> sv;
+        if (nk == kL) {
+            sv = row_scores<Scalar, kL>(q, kj, d);
+        } else {
+            const Scalar* rows[static_cast<std::size_t>(kL)];
+            for (int t = 0; t < kL; ++t)
+                rows[t] = kj[t < nk ? t : 0];
+            sv = row_scores<Scalar, kL>(q, rows, d);
+        }
+        kernels::store(s + j * kL, sv);
+    }
+}
+
+/// One chunk [c0, c1) of (b, g): the online softmax over its tiles into sc.o, sc.m, sc.l.
+template <typename Scalar, typename Cache>
+void chunk_body(const DecodeArgs<Scalar, Cache>& a,
+                const DecodePlan& plan,
+                std::int64_t b,
+                std::int64_t g,
+                std::int64_t c0,
+                std::int64_t c1,
+                const Scratch<Scalar>& sc) {
+    const DecodeShape& sh = plan.shape;
+    const std::int64_t group = sh.heads / sh.kv_heads, n_new = sh.n_new;
+    const std::int64_t r_all = plan.group_rows(), d = sh.d, d_v = sh.d_v;
+    const std::int64_t len = sh.kv_lens[static_cast<std::size_t>(b)];
+    constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
+    // --- Q rows of the group, scaled into base 2 ---
+    const auto scale = static_cast<Scalar>(plan.scale * 1.4426950408889634);
+    for (std::int64_t r = 0; r < r_all; ++r) {
+        const Scalar* qr = a.q.row(b, g * group + r / n_new, r % n_new);
+        for (std::int64_t x = 0; x < d; ++x)
+            sc.q[r * d + x] = qr[x] * scale;
+        std::fill(sc.o + r * d_v, sc.o + (r + 1) * d_v, Scalar(0));
+        sc.m[r] = kNegInf;
+        sc.l[r] = 0;
+    }
+    const Scalar* krows[kTile];
+    const Scalar* vrows[kTile];
+    for (std::int64_t t0 = c0; t0 < std::min(c1, c0 + kPrefetchTiles * kTile); t0 += kTile)
+        prefetch_tile(a, b, g, t0, std::min<std::int64_t>(kTile, c1 - t0));
+    for (std::int64_t t0 = c0; t0 < c1; t0 += kTile) {
+        const std::int64_t n = std::min<std::int64_t>(kTile, c1 - t0);
+        const std::int64_t ahead = t0 + kPrefetchTiles * kTile;
+        if (ahead < c1)
+            prefetch_tile(a, b, g, ahead, std::min<std::int64_t>(kTile, c1 - ahead));
+        // --- S = Q K^T over the tile; the keys row r sees: positions <= last(r) ---
+        tile_rows(a, a.k, b, g, t0, n, sc.kbuf, krows);
+        bool edge = false;
+        for (std::int64_t r = 0; r < r_all; ++r) {
+            const std::int64_t last = len - n_new + r % n_new;
+            const std::int64_t nv = std::clamp<std::int64_t>(last - t0 + 1, 0, n);
+            edge = edge || nv < n;
+            Scalar* s = sc.s + r * kTile;
+            if (nv > 0)
+                tile_scores(sc.q + r * d, krows, nv, d, s);
+            // --- m' = max(m, S); P = 2^(S - m'); l = alpha l + sum P ---
+            sc.alpha[r] = tile_softmax<Scalar, kTile>(s, nv, sc.m[r], sc.l[r]);
+        }
+        // --- O = alpha O + P V ---
+        tile_rows(a, a.v, b, g, t0, n, sc.vbuf, vrows);
+        if (!edge) {
+            for (std::int64_t r0 = 0; r0 < r_all; r0 += kRowBlock)
+                with_rows(r_all - r0, [&](auto nr) {
+                    accumulate<Scalar, decltype(nr)::value, kTile>(
+                        sc.s + r0 * kTile, vrows, n, d_v, sc.alpha + r0, sc.o + r0 * d_v, d_v);
+                });
+        } else { // rows whose last visible key falls inside the tile: never touch later V rows
+            for (std::int64_t r = 0; r < r_all; ++r) {
+                const std::int64_t last = len - n_new + r % n_new;
+                const std::int64_t nv = std::clamp<std::int64_t>(last - t0 + 1, 0, n);
+                accumulate<Scalar, 1, kTile>(
+                    sc.s + r * kTile, vrows, nv, d_v, sc.alpha + r, sc.o + r * d_v, d_v);
+            }
+        }
+    }
+}
+
+/// O = o / l and L = (m + log2 l) ln 2 of row r of the group (O = 0, L = -inf when l = 0).
+template <typename Scalar, typename Cache>
+void write_output(const DecodeArgs<Scalar, Cache>& a,
+                  const DecodePlan& plan,
+                  std::int64_t b,
+                  std::int64_t g,
+                  const Scratch<Scalar>& sc) {
+    const DecodeShape& sh = plan.shape;
+    const std::int64_t group = sh.heads / sh.kv_heads, n_new = sh.n_new, d_v = sh.d_v;
+    for (std::int64_t r = 0; r < plan.group_rows(); ++r) {
+        const std::int64_t h = g * group + r / n_new, i = r % n_new;
+        Scalar* out = a.o.row(b, h, i);
+        const Scalar l = sc.l[r];
+        const Scalar inv = l == 0 ? Scalar(0) : Scalar(1) / l; // NaN l: NaN O
+        for (std::int64_t x = 0; x < d_v; ++x)
+            out[x] = sc.o[r * d_v + x] * inv;
+        const Scalar m = sc.m[r] == -std::numeric_limits<Scalar>::infinity() ? Scalar(0) : sc.m[r];
+        *a.lse.row(b, h, i) = l == 0 ? -std::numeric_limits<Scalar>::infinity()
+                                     : (m + std::log2(l)) * Scalar(0.6931471805599453);
+    }
+}
+
+} // namespace
+
+template <typename Scalar, typename Cache, typename Counter>
+void decode_chunks(const DecodeArgs<Scalar, Cache>& args,
+                   const DecodePlan& plan,
+                   Scalar* partials,
+                   Counter& counter) {
+    const DecodeShape& sh = plan.shape;
+    const std::int64_t r_all = plan.group_rows(), d = sh.d, d_v = sh.d_v;
+    const std::int64_t group = sh.heads / sh.kv_heads, kv_heads = sh.kv_heads;
+    const std::int64_t footprint = detail::decode_chunk_footprint(plan);
+    const std::int64_t part_words = detail::decode_partial_words(plan);
+    const std::int64_t words = Counter::kComputes ? Scratch<Scalar>::words(r_all, d, d_v) : 0;
+    const kernels::Workspace<Scalar> scratch(max_concurrency(), words, false);
+    const auto& first = plan.first_chunk;
+    parallel_for_counted(plan.tasks(), counter, [&](std::int64_t task, int w, auto& io) {
+        // --- the task's (b, g, chunk) ---
+        const auto it =
+            std::upper_bound(first.begin(), first.end(), task, [&](std::int64_t t, std::int64_t f) {
+                return t < f * kv_heads;
+            });
+        const auto b = static_cast<std::int64_t>(it - first.begin()) - 1;
+        const std::int64_t local = task - first[static_cast<std::size_t>(b)] * kv_heads;
+        const std::int64_t chunks = plan.chunks(b);
+        const std::int64_t g = local / chunks, c = local % chunks;
+        const std::int64_t c0 = c * plan.chunk;
+        const std::int64_t c1 = std::min(sh.kv_lens[static_cast<std::size_t>(b)], c0 + plan.chunk);
+        io.acquire(footprint);
+        for (std::int64_t j = 0; j < group; ++j)
+            io.read({Operand::q, b * sh.heads + g * group + j, 0, sh.n_new, 0, d});
+        io.read({Operand::k, b * kv_heads + g, c0, c1 - c0, 0, d});
+        io.read({Operand::v, b * kv_heads + g, c0, c1 - c0, 0, d_v});
+        if constexpr (std::remove_reference_t<decltype(io)>::kComputes) {
+            const Scratch<Scalar> sc(scratch.slab(w), r_all, d, d_v);
+            chunk_body(args, plan, b, g, c0, c1, sc);
+            if (chunks == 1) {
+                write_output(args, plan, b, g, sc);
+            } else {
+                Scalar* part = partials + task * part_words;
+                for (std::int64_t r = 0; r < r_all; ++r) {
+                    std::copy(sc.o + r * d_v, sc.o + (r + 1) * d_v, part + r * (d_v + 2));
+                    part[r * (d_v + 2) + d_v] = sc.m[r];
+                    part[r * (d_v + 2) + d_v + 1] = sc.l[r];
+                }
+            }
+        }
+        if (chunks == 1) {
+            for (std::int64_t j = 0; j < group; ++j) {
+                io.write({Operand::o, b * sh.heads + g * group + j, 0, sh.n_new, 0, d_v});
+                io.write({Operand::lse, b * sh.heads + g * group + j, 0, sh.n_new, 0, 1});
+            }
+        } else {
+            io.write({Operand::stats, task, 0, r_all, 0, d_v + 2});
+        }
+        io.release(footprint);
+    });
+}
+
+#define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
+    template void decode_chunks<Scalar, Scalar, Counter>(                                          \
+        const DecodeArgs<Scalar, Scalar>&, const DecodePlan&, Scalar*, Counter&);                  \
+    template void decode_chunks<Scalar, bf16, Counter>(                                            \
+        const DecodeArgs<Scalar, bf16>&, const DecodePlan&, Scalar*, Counter&);
+IOATTN_FOR_EACH_KERNEL_TYPE(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
+
+} // namespace ioattn::sparse::IOATTN_ISA

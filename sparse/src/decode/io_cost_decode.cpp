@@ -1,0 +1,69 @@
+// ioattn::io_cost_decode, decode_lower_bound, flop_count_decode: the decode schedule's exact I/O
+// (docs/design.md section 15), its compulsory traffic and its arithmetic, from the plan alone.
+// Per (sequence b, kv head) with R = group_rows(), c_b = ceil(len_b / C):
+//   reads  = c_b R d + len_b (d + d_v) + [c_b > 1] c_b R (d_v + 2)
+//   writes = R (d_v + 1) + [c_b > 1] c_b R (d_v + 2)
+//   peak   = the chunk task's resident words if any sequence has a chunk, the merge's if any
+//            has none or several (decode/decode_detail.hpp)
+// Lower bound: len_b (d + d_v) + [len_b > 0] R d reads and R (d_v + 1) writes.
+
+#include "decode/decode_detail.hpp"
+
+#include <ioattn/decode.hpp>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace ioattn {
+
+IoReport io_cost_decode(const DecodePlan& plan) {
+    const DecodeShape& s = plan.shape;
+    const std::int64_t r = plan.group_rows(), d = s.d, d_v = s.d_v;
+    IoReport io;
+    bool chunked = false, merged = false;
+    for (std::int64_t b = 0; b < s.batch; ++b) {
+        const std::int64_t len = s.kv_lens[static_cast<std::size_t>(b)], c = plan.chunks(b);
+        io.reads += s.kv_heads * (c * r * d + len * (d + d_v));
+        io.writes += s.kv_heads * r * (d_v + 1);
+        if (c > 1) {
+            io.reads += s.kv_heads * c * r * (d_v + 2);
+            io.writes += s.kv_heads * c * r * (d_v + 2);
+        }
+        chunked = chunked || c > 0;
+        merged = merged || c != 1;
+    }
+    if (chunked)
+        io.peak = sparse::detail::decode_chunk_footprint(plan);
+    if (merged)
+        io.peak = std::max(io.peak, sparse::detail::decode_merge_footprint(plan));
+    return io;
+}
+
+IoReport decode_lower_bound(const DecodePlan& plan) {
+    const DecodeShape& s = plan.shape;
+    const std::int64_t r = plan.group_rows();
+    IoReport io;
+    for (std::int64_t b = 0; b < s.batch; ++b) {
+        const std::int64_t len = s.kv_lens[static_cast<std::size_t>(b)];
+        io.reads += s.kv_heads * (len * (s.d + s.d_v) + (len > 0 ? r * s.d : 0));
+        io.writes += s.kv_heads * r * (s.d_v + 1);
+    }
+    return io;
+}
+
+double flop_count_decode(const DecodePlan& plan) {
+    const DecodeShape& s = plan.shape;
+    double pairs = 0;
+    for (std::int64_t b = 0; b < s.batch; ++b) {
+        const std::int64_t len = s.kv_lens[static_cast<std::size_t>(b)];
+        if (len == 0)
+            continue;
+        // token t sees len - n_new + t + 1 cached rows
+        const double per_head = static_cast<double>(s.n_new) * static_cast<double>(len - s.n_new) +
+                                static_cast<double>(s.n_new * (s.n_new + 1) / 2);
+        pairs += per_head * static_cast<double>(s.heads);
+    }
+    return 2.0 * pairs * static_cast<double>(s.d + s.d_v);
+}
+
+} // namespace ioattn
