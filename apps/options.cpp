@@ -28,10 +28,10 @@ void add_problem_options(CLI::App& cmd, SharedOptions& o) {
     cmd.add_option(
         "--kv-heads", o.kv_heads, "Key/value heads, must divide --heads (default: heads)");
     cmd.add_flag("--causal", o.causal, "Causal mask (bottom-right aligned when n_q != n_k)");
-    cmd.add_option(
-           "--pattern",
-           o.pattern,
-           "Sparse support spec, e.g. window:256, bigbird:64:2:3, file:A.mtx (default: dense)")
+    cmd.add_option("--pattern",
+                   o.pattern,
+                   "Sparse support spec, e.g. window:256, bigbird:64:2:3, causal-varlen:128,900,33 "
+                   "(packed sequences), file:A.mtx (default: dense)")
         ->capture_default_str();
     cmd.add_option("--dtype", o.dtype, "Working precision: float or double")
         ->check(CLI::IsMember({"float", "double"}))

@@ -1,13 +1,16 @@
-// ioattn.Mask (see mask.hpp): the builders, the CSR and scipy views, and set operations.
-// Every builder validates through sparse::Support (InvalidArgument -> ValueError) and runs
-// without the GIL once its arrays are read.
+// ioattn.Mask (see mask.hpp): the builders, the CSR and scipy views, set operations and the
+// plan cache's settings. Every builder validates through sparse::Support (InvalidArgument ->
+// ValueError), runs without the GIL once its arrays are read, and finds or files its support
+// in the plan cache (by spec string and shape, or by content).
 
 #include "mask.hpp"
 
 #include <ioattn/sparse/matrix_market.hpp>
 #include <ioattn/sparse/pattern.hpp>
+#include <ioattn/sparse/support_cache.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,7 +50,12 @@ Mask from_csr(py::handle indptr, py::handle indices, std::pair<std::int64_t, std
     Index offsets = index_array(indptr, "indptr");
     Index cols = index_array(indices, "indices");
     py::gil_scoped_release release;
-    return Mask(sparse::Support(shape.first, shape.second, std::move(offsets), std::move(cols)));
+    return Mask(sparse::support_cache::csr(shape.first, shape.second, offsets, cols));
+}
+
+/// The support of a sparse operation, filed in the plan cache by content.
+Mask kept(sparse::Support s) {
+    return Mask(sparse::support_cache::intern(std::move(s)));
 }
 
 Mask from_dense(py::handle h) {
@@ -66,7 +74,7 @@ Mask from_dense(py::handle h) {
                 cols.push_back(j);
         offsets.push_back(static_cast<std::int64_t>(cols.size()));
     }
-    return Mask(sparse::Support(r.shape(0), r.shape(1), std::move(offsets), std::move(cols)));
+    return Mask(sparse::support_cache::csr(r.shape(0), r.shape(1), offsets, cols));
 }
 
 Mask from_scipy(py::handle m) {
@@ -99,7 +107,48 @@ Mask from_spec(const std::string& spec,
                std::pair<std::int64_t, std::int64_t> shape,
                std::uint64_t seed) {
     py::gil_scoped_release release;
-    return Mask(sparse::parse_pattern(spec, shape.first, shape.second, seed));
+    return Mask(sparse::support_cache::pattern(spec, shape.first, shape.second, seed));
+}
+
+/// Mask.varlen: the lengths between consecutive offsets as a varlen spec (so the cache finds
+/// it by spec), n = the last offset.
+Mask from_cu_seqlens(const std::vector<std::int64_t>& cu_seqlens,
+                     bool causal,
+                     std::optional<std::int64_t> window) {
+    constexpr const char* kWhere = "ioattn.Mask.varlen";
+    if (cu_seqlens.size() < 2 || cu_seqlens.front() != 0)
+        throw py::value_error(std::string(kWhere) +
+                              ": cu_seqlens must start at 0 and hold at least two offsets "
+                              "(0, then each sequence's end)");
+    if (window && *window < 0)
+        throw py::value_error(std::string(kWhere) + ": window = " + std::to_string(*window) +
+                              " (expected >= 0 or None)");
+    std::string spec = causal ? "causal-" : "";
+    spec += window ? "window-varlen:" + std::to_string(*window) + ":" : "varlen:";
+    for (std::size_t i = 1; i < cu_seqlens.size(); ++i) {
+        if (cu_seqlens[i] < cu_seqlens[i - 1])
+            throw py::value_error(std::string(kWhere) + ": cu_seqlens[" + std::to_string(i) +
+                                  "] = " + std::to_string(cu_seqlens[i]) + " < cu_seqlens[" +
+                                  std::to_string(i - 1) +
+                                  "] = " + std::to_string(cu_seqlens[i - 1]) +
+                                  " (offsets must not "
+                                  "decrease)");
+        spec += (i > 1 ? "," : "") + std::to_string(cu_seqlens[i] - cu_seqlens[i - 1]);
+    }
+    const std::int64_t n = cu_seqlens.back();
+    py::gil_scoped_release release;
+    return Mask(sparse::support_cache::pattern(spec, n, n, 0));
+}
+
+py::dict plan_cache_info() {
+    const sparse::support_cache::Stats s = sparse::support_cache::stats();
+    py::dict d;
+    d["hits"] = s.hits;
+    d["misses"] = s.misses;
+    d["evictions"] = s.evictions;
+    d["entries"] = s.entries;
+    d["capacity"] = s.capacity;
+    return d;
 }
 
 } // namespace
@@ -120,7 +169,7 @@ void register_mask(py::module_& m) {
             "from_mtx",
             [](const std::string& path) {
                 py::gil_scoped_release release;
-                return Mask(sparse::read_matrix_market(path));
+                return kept(sparse::read_matrix_market(path));
             },
             py::arg("path"),
             "From a Matrix Market coordinate file (every stored entry allowed).")
@@ -137,6 +186,15 @@ void register_mask(py::module_& m) {
                     "From a scipy.sparse matrix: every stored entry is allowed.")
         .def_static(
             "from_dense", &from_dense, py::arg("mask"), "From a 2-D boolean array, True = attend.")
+        .def_static("varlen",
+                    &from_cu_seqlens,
+                    py::arg("cu_seqlens"),
+                    py::arg("causal") = false,
+                    py::arg("window") = py::none(),
+                    "Packed variable-length sequences: sequence s holds positions "
+                    "cu_seqlens[s]:cu_seqlens[s+1] and attends only within itself (causal: "
+                    "to earlier positions; window w: within distance w); shape (n, n), n = "
+                    "cu_seqlens[-1].")
         .def_property_readonly("nnz", [](const Mask& x) { return x.support().z_qk(); })
         .def_property_readonly("shape",
                                [](const Mask& x) {
@@ -150,18 +208,35 @@ void register_mask(py::module_& m) {
         .def("to_scipy", &to_scipy, "A scipy.sparse.csr_matrix of booleans.")
         .def("__and__",
              [](const Mask& a, const Mask& b) {
-                 return Mask(sparse::intersection_of(a.support(), b.support()));
+                 return kept(sparse::intersection_of(a.support(), b.support()));
              })
         .def("__or__",
              [](const Mask& a, const Mask& b) {
-                 return Mask(sparse::union_of(a.support(), b.support()));
+                 return kept(sparse::union_of(a.support(), b.support()));
              })
         .def("__eq__", [](const Mask& a, const Mask& b) { return a.support() == b.support(); })
-        .def("__repr__", [](const Mask& x) {
-            return "ioattn.Mask(shape=(" + std::to_string(x.support().n_q()) + ", " +
-                   std::to_string(x.support().n_k()) +
-                   "), nnz=" + std::to_string(x.support().z_qk()) + ")";
-        });
+        .def("__repr__",
+             [](const Mask& x) {
+                 return "ioattn.Mask(shape=(" + std::to_string(x.support().n_q()) + ", " +
+                        std::to_string(x.support().n_k()) +
+                        "), nnz=" + std::to_string(x.support().z_qk()) + ")";
+             })
+        .def(
+            "_shares_plans",
+            [](const Mask& a, const Mask& b) { return &a.support() == &b.support(); },
+            "Whether both masks hold one support (and its plans): for the tests.");
+    m.def(
+        "set_plan_cache_size",
+        [](std::size_t n) { sparse::support_cache::set_capacity(n); },
+        py::arg("n"),
+        "Keep at most n masks with their plans (0: no cache).");
+    m.def("plan_cache_info",
+          &plan_cache_info,
+          "hits, misses, evictions, entries and capacity of the plan cache.");
+    m.def(
+        "clear_plan_cache",
+        [] { sparse::support_cache::clear(); },
+        "Drop every kept mask and plan and zero the counts.");
 }
 
 } // namespace ioattn::python

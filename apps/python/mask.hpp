@@ -1,7 +1,10 @@
 #pragma once
 // ioattn.Mask: a support (the allowed (query, key) pairs, sparse::Support) built once from a
-// spec string, a Matrix Market file, CSR arrays, a scipy.sparse matrix or a boolean array, and
-// shared by every call that uses it. Immutable, so concurrent calls may share one.
+// spec string, a Matrix Market file, CSR arrays, a scipy.sparse matrix, a boolean array or
+// packed sequence offsets (cu_seqlens), and shared by every call that uses it. Immutable, so
+// concurrent calls may share one. Every Mask's support comes through the plan cache
+// (ioattn/sparse/support_cache.hpp): a Mask built again with the same content shares the
+// support, and the plans kept with it, of the one built before.
 
 #include <ioattn/sparse/support.hpp>
 
@@ -16,8 +19,8 @@ namespace py = pybind11;
 
 class Mask {
 public:
-    explicit Mask(sparse::Support support)
-        : support_(std::make_shared<const sparse::Support>(std::move(support))) {}
+    explicit Mask(std::shared_ptr<const sparse::Support> support)
+        : support_(std::move(support)) {}
 
     [[nodiscard]] const sparse::Support& support() const { return *support_; }
 

@@ -1,5 +1,7 @@
 // ioattn::memory_limit and require_memory: the memory budget of one call (resources.hpp), from
-// IOATTN_MAX_BYTES, else physical memory (sysconf) capped by the cgroup limit (sysfs).
+// IOATTN_MAX_BYTES, else the smallest of the machine's and the user's limits (memory_limits.cpp).
+
+#include "memory_limits.hpp"
 
 #include <ioattn/error.hpp>
 #include <ioattn/kernels/workspace.hpp>
@@ -9,7 +11,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <new>
 #include <string>
@@ -21,37 +22,6 @@ namespace ioattn {
 namespace {
 
 constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
-
-/// The first line of a sysfs file as a byte count, or kMax ("max", unreadable, not a number).
-std::uint64_t sysfs_bytes(const char* path) {
-    std::ifstream in(path);
-    std::string line;
-    if (!std::getline(in, line))
-        return kMax;
-    std::uint64_t v = 0;
-    const auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), v);
-    return ec == std::errc() && end != line.data() ? v : kMax;
-}
-
-/// Physical memory, or the cgroup's limit when smaller; read once.
-const MemoryLimit& machine_limit() {
-    static const MemoryLimit limit = [] {
-        const long pages = ::sysconf(_SC_PHYS_PAGES);
-        const long page = ::sysconf(_SC_PAGE_SIZE);
-        MemoryLimit m{pages > 0 && page > 0
-                          ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
-                          : kMax,
-                      "physical memory"};
-        for (const char* path :
-             {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
-            const std::uint64_t c = sysfs_bytes(path);
-            if (c < m.bytes)
-                m = {c, "cgroup memory limit"};
-        }
-        return m;
-    }();
-    return limit;
-}
 
 /// IOATTN_MAX_BYTES: digits, then an optional k/M/G/T (1024-based) with an optional "iB"/"B".
 std::uint64_t parse_max_bytes(std::string_view text) {
@@ -90,7 +60,7 @@ MemoryLimit memory_limit() {
     const char* env = std::getenv("IOATTN_MAX_BYTES"); // NOLINT(concurrency-mt-unsafe): read only
     if (env != nullptr && *env != '\0')
         return {parse_max_bytes(env), "IOATTN_MAX_BYTES"};
-    return machine_limit();
+    return detail::machine_memory_limit();
 }
 
 std::uint64_t bytes_of(std::int64_t count, std::size_t size) {

@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -118,4 +119,30 @@ TEST_CASE("a plot that cannot be written: the table, then one line, exit 1", "[a
     CHECK(ioattn::app::test::lines_of(r.err).size() == 1);
     CHECK(r.err == "ioattn: io: cannot write --plot /nonexistent/dir/plot.svg (its file "
                    "/nonexistent/dir/plot.csv)\n");
+}
+
+TEST_CASE("an address-space limit (ulimit -v) is honoured before any allocation",
+          "[apps][errors][limits]") {
+#if defined(IOATTN_SANITIZED)
+    SKIP("the sanitizers reserve more address space than the limit leaves");
+#else
+    // 2 GB of operands (Q, K, V, O of 2e6 x 64 floats) under a 1.5 GB address space: refused
+    // by the operand check, naming RLIMIT_AS, before a byte of them is allocated or drawn
+    const std::vector<std::string> args{
+        "run", "--N", "2000000", "--d", "64", "--heads", "1", "--schedule", "materialized"};
+    const auto start = std::chrono::steady_clock::now();
+    const ioattn::app::test::Outcome r =
+        ioattn::app::test::run_ioattn(args, {}, "ulimit -v 1464844 &&");
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    INFO("stderr: " << r.err);
+    CHECK(r.status == 1);
+    CHECK(r.out.empty());
+    CHECK(ioattn::app::test::lines_of(r.err).size() == 1);
+    CHECK(r.err.find("ioattn: run: needs 2056000000 bytes") == 0);
+    CHECK(r.err.find("address-space limit RLIMIT_AS (ulimit -v) of 1500000256 bytes") !=
+          std::string::npos);
+    // drawing 2 GB of operands takes seconds; a refusal before it, a fraction of one
+    CHECK(seconds < 2.0);
+#endif
 }

@@ -9,6 +9,12 @@ all float64: anything else is a TypeError, never a silent cast. ``causal=True`` 
 bottom-right aligned: query i sees key j iff j <= i + (n_k - n_q). Errors: ValueError
 (ioattn.InvalidArgument) for bad arguments, ioattn.Error (a RuntimeError) for the rest.
 ``import ioattn.torch`` for the PyTorch autograd Function and the SDPA-style drop-in.
+
+Plan cache: every Mask (and every mask given as a spec string, scipy matrix or array) is kept
+by content with the plans built over it, in a least-recently-used cache of 32 masks
+(``IOATTN_PLAN_CACHE_SIZE`` at import, ``set_plan_cache_size(n)`` after; 0 turns it off), so
+a mask given again is not built and planned again. ``plan_cache_info()`` reports hits,
+misses, evictions, entries and capacity; ``clear_plan_cache()`` empties it.
 """
 
 import sys as _sys
@@ -16,7 +22,8 @@ import sys as _sys
 import numpy as _np
 
 from . import _core
-from ._core import CapacityError, Error, InvalidArgument, Mask
+from ._core import (CapacityError, Error, InvalidArgument, Mask, clear_plan_cache,
+                    plan_cache_info, set_plan_cache_size)
 
 __all__ = [
     "attention",
@@ -27,6 +34,9 @@ __all__ = [
     "Error",
     "InvalidArgument",
     "CapacityError",
+    "set_plan_cache_size",
+    "plan_cache_info",
+    "clear_plan_cache",
 ]
 __version__ = "0.1.0"
 

@@ -60,12 +60,27 @@ def _as_numpy_mask(mask):
     return mask
 
 
-def attention(q, k, v, mask=None, causal=False, scale=None, schedule="auto", num_threads=None):
+def _varlen_mask(cu_seqlens, causal, attn_mask, where):
+    """The Mask of packed sequences at offsets cu_seqlens (a tensor, array or list)."""
+    if attn_mask is not None:
+        raise ValueError(f"{where}: give a mask or cu_seqlens, not both")
+    if isinstance(cu_seqlens, _torch.Tensor):
+        cu_seqlens = cu_seqlens.detach().cpu().tolist()
+    return _ioattn.Mask.varlen([int(x) for x in cu_seqlens], causal=bool(causal))
+
+
+def attention(q, k, v, mask=None, causal=False, scale=None, schedule="auto", num_threads=None,
+              cu_seqlens=None):
     """ioattn.attention on tensors [B, H, N, d], differentiable in q, k and v. mask: as
     ioattn.attention (a spec string, an ioattn.Mask, a scipy.sparse matrix, a boolean array
     or boolean tensor, True = attend), resolved once per call; causal is ioattn's
-    bottom-right alignment. Returns out [B, H, n_q, d_v]."""
+    bottom-right alignment. cu_seqlens (instead of mask): packed sequences at these offsets,
+    each attending within itself (causal within each with causal=True), as
+    ioattn.Mask.varlen. Returns out [B, H, n_q, d_v]."""
     m, c = None, causal
+    if cu_seqlens is not None:
+        mask = _varlen_mask(cu_seqlens, causal, mask, "ioattn.torch.attention")
+        causal = False
     if mask is not None:
         if q.dim() != 4 or k.dim() != 4:
             raise ValueError(f"ioattn.torch.attention: q and k must be 4-D [B, H, N, d] (got "
@@ -116,13 +131,16 @@ def _as_4d(t, name):
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
-                                 is_causal=False, scale=None):
+                                 is_causal=False, scale=None, cu_seqlens=None):
     """torch.nn.functional.scaled_dot_product_attention's semantics on CPU tensors
     (..., L, E), (..., S, E), (..., S, Ev) -> (..., L, Ev): attn_mask boolean (True = attend)
     or float 0 / -inf, one mask for every batch and head; is_causal top-left aligned (query i
     sees keys j <= i) as SDPA; an error when both are set, as SDPA. Differences: dropout is not
     supported (dropout_p must be 0); key and value may have fewer heads than query (GQA); a
-    fully masked row gives 0, where SDPA gives NaN."""
+    fully masked row gives 0, where SDPA gives NaN. Extension: cu_seqlens (instead of
+    attn_mask) packs variable-length sequences along L = S, sequence s at positions
+    cu_seqlens[s]:cu_seqlens[s+1], each attending within itself (causal within each with
+    is_causal), as FlashAttention's varlen functions."""
     where = "ioattn.torch.scaled_dot_product_attention"
     if dropout_p != 0.0:
         raise ValueError(f"{where}: dropout_p = {dropout_p}: ioattn has no dropout")
@@ -131,7 +149,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     q, k, v = _as_4d(query, "query"), _as_4d(key, "key"), _as_4d(value, "value")
     n_q, n_k = q.shape[2], k.shape[2]
     mask, causal = None, False
-    if attn_mask is not None:
+    if cu_seqlens is not None:
+        mask = _varlen_mask(cu_seqlens, is_causal, attn_mask, where)
+    elif attn_mask is not None:
         mask = _shared_mask(attn_mask, n_q, n_k)
     elif is_causal and n_q == n_k:
         causal = True  # both alignments agree on a square problem: the dense causal kernels

@@ -15,13 +15,18 @@ namespace ioattn {
 /// The bytes one call may allocate and where that figure comes from.
 struct MemoryLimit {
     std::uint64_t bytes = 0;
-    std::string source; ///< "IOATTN_MAX_BYTES", "physical memory" or "cgroup memory limit"
+    /// "IOATTN_MAX_BYTES", "physical memory", "address-space limit RLIMIT_AS (ulimit -v) of
+    /// ...", "data-segment limit RLIMIT_DATA (ulimit -d) of ..." or "cgroup memory limit <file>"
+    std::string source;
 };
 
 /// IOATTN_MAX_BYTES when it is set: a decimal byte count with an optional suffix k, M, G, T
-/// (powers of 1024, an optional "iB" or "B" after it); otherwise the machine's physical memory
-/// (sysconf), or the cgroup's memory limit (sysfs: memory.max, memory.limit_in_bytes) when that
-/// is smaller. The environment is read on every call, the machine's figures once.
+/// (powers of 1024, an optional "iB" or "B" after it); otherwise the smallest of the machine's
+/// physical memory (sysconf), the address-space and data-segment limits (getrlimit RLIMIT_AS,
+/// RLIMIT_DATA) less what the process maps already (/proc/self/status VmSize, VmData), and the
+/// memory limit of the process's cgroup and its ancestors (/proc/self/cgroup; v2 memory.max,
+/// v1 memory.limit_in_bytes). The environment and the rlimits are read on every call, physical
+/// memory and the cgroup files once.
 /// Thread-safe as long as nobody changes the environment meanwhile. Throws InvalidArgument if
 /// IOATTN_MAX_BYTES is not a byte count.
 MemoryLimit memory_limit();

@@ -30,7 +30,7 @@ struct Term {
     std::string_view usage;
 };
 
-constexpr std::array<Term, 13> kTerms = {{
+constexpr std::array<Term, 17> kTerms = {{
     {"dense", 0, "dense"},
     {"causal", 0, "causal"},
     {"window", 1, "window:W"},
@@ -43,6 +43,10 @@ constexpr std::array<Term, 13> kTerms = {{
     {"block", 2, "block:B:DENSITY"},
     {"random", 1, "random:DENSITY"},
     {"powerlaw", 1, "powerlaw:AVG_DEGREE"},
+    {"varlen", 1, "varlen:L1,L2,..."},
+    {"causal-varlen", 1, "causal-varlen:L1,L2,..."},
+    {"window-varlen", 2, "window-varlen:W:L1,L2,..."},
+    {"causal-window-varlen", 2, "causal-window-varlen:W:L1,L2,..."},
     {"file", 1, "file:PATH"},
 }};
 
@@ -151,7 +155,8 @@ private:
                          "' in '",
                          token,
                          "' (known: dense, causal, window, causal-window, dilated, global, "
-                         "bigbird, bigbird-block, strided, block, random, powerlaw, file)");
+                         "bigbird, bigbird-block, strided, block, random, powerlaw, varlen, "
+                         "causal-varlen, window-varlen, causal-window-varlen, file)");
         if (args.size() != term->args)
             detail::fail(kWhere,
                          "'",
@@ -204,6 +209,11 @@ private:
         }
         if (n == "random")
             return pattern_random(n_q_, n_k_, fraction(t, token, a[0], "DENSITY"), next_seed());
+        if (n == "varlen" || n == "causal-varlen")
+            return varlen(t, token, a[0], n == "causal-varlen", -1);
+        if (n == "window-varlen" || n == "causal-window-varlen")
+            return varlen(
+                t, token, a[1], n == "causal-window-varlen", integer(t, token, a[0], "W", 0));
         return file(token, trim(a[0]));
     }
 
@@ -230,6 +240,27 @@ private:
                          n_k_,
                          ")");
         return s;
+    }
+
+    /// The varlen terms: LENGTHS is a comma-separated list of integers >= 0 summing to n_q.
+    Support varlen(const Term& t,
+                   std::string_view token,
+                   std::string_view list,
+                   bool causal,
+                   std::int64_t window) const {
+        std::vector<std::int64_t> lengths;
+        for (;;) {
+            const std::size_t comma = list.find(',');
+            lengths.push_back(integer(t, token, trim(list.substr(0, comma)), "a length", 0));
+            if (comma == kNpos)
+                break;
+            list.remove_prefix(comma + 1);
+        }
+        try {
+            return pattern_varlen(n_q_, n_k_, lengths, causal, window);
+        } catch (const InvalidArgument& e) {
+            detail::fail(kWhere, "'", token, "': ", e.what());
+        }
     }
 
     // --- arguments ---

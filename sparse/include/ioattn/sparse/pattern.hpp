@@ -15,6 +15,7 @@
 #include <ioattn/sparse/support.hpp>
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 namespace ioattn::sparse {
@@ -87,6 +88,19 @@ Support pattern_bigbird_block(std::int64_t n_q,
 /// (finite); avg_degree >= n_k gives every pair. Cost O(n_q log n_k + Z_QK log Z_QK).
 Support pattern_powerlaw(std::int64_t n_q, std::int64_t n_k, double avg_degree, std::uint64_t seed);
 
+/// Packed variable-length sequences (a batch given by its lengths; cu_seqlens are their prefix
+/// sums): the sequences lie end to end on both axes, n_q = n_k = the lengths' sum, and query i
+/// of the sequence [s, e) sees the keys j in [s, e) only (block diagonal), with j <= i when
+/// `causal`, and |i - j| <= window (causal: 0 <= i - j <= window) when window >= 0 (window < 0:
+/// the whole sequence). Lengths >= 0 (empty sequences allowed), at least one. Throws
+/// InvalidArgument when n_q != n_k, a length is negative, or the lengths do not sum to n_q,
+/// naming the sum.
+Support pattern_varlen(std::int64_t n_q,
+                       std::int64_t n_k,
+                       std::span<const std::int64_t> lengths,
+                       bool causal = false,
+                       std::int64_t window = -1);
+
 /// a union b. Throws InvalidArgument if the shapes differ. O(n_q + Z_a + Z_b).
 Support union_of(const Support& a, const Support& b);
 
@@ -97,7 +111,9 @@ Support intersection_of(const Support& a, const Support& b);
 ///
 /// Terms: `dense`, `causal`, `window:W`, `causal-window:W`, `dilated:W:S`, `global:G`,
 /// `bigbird:W:G:R`, `bigbird-block:B:W:G:R`, `strided:L`, `block:B:DENSITY`, `random:DENSITY`,
-/// `powerlaw:AVG_DEGREE`, `file:PATH` (a Matrix
+/// `powerlaw:AVG_DEGREE`, `varlen:L1,L2,...`, `causal-varlen:L1,L2,...`,
+/// `window-varlen:W:L1,L2,...`, `causal-window-varlen:W:L1,L2,...` (pattern_varlen: packed
+/// sequences of lengths L1, L2, ..., which must sum to n_q = n_k), `file:PATH` (a Matrix
 /// Market coordinate file, see read_matrix_market; it must be n_q x n_k; PATH runs to the next
 /// `+`, `&`, `(` or `)`, so it cannot contain those). Integers are decimal, DENSITY a decimal
 /// number in [0, 1], AVG_DEGREE a decimal number > 0.

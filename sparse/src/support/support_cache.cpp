@@ -1,0 +1,263 @@
+// ioattn::sparse::support_cache (support_cache.hpp): a mutex-guarded list in recency order,
+// front most recent, each entry a shared support, its content hash and the spec keys it was
+// built from. Lookups scan the list (capacity is small: tens of entries); builds run unlocked.
+// Content hash: four interleaved multiply-xor lanes over the 64-bit words (one multiply per
+// word, the lanes independent), folded with the shape through SplitMix64's finaliser.
+// Tests: tests/sparse/support_cache_test.cpp
+
+#include "patterns/pattern_util.hpp"
+
+#include <ioattn/error.hpp>
+#include <ioattn/sparse/pattern.hpp>
+#include <ioattn/sparse/support_cache.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <list>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ioattn::sparse::support_cache {
+
+namespace {
+
+struct SpecKey {
+    std::string spec;
+    std::int64_t n_q;
+    std::int64_t n_k;
+    std::uint64_t seed;
+
+    bool operator==(const SpecKey&) const = default;
+};
+
+struct Entry {
+    std::shared_ptr<const Support> support;
+    std::uint64_t hash;
+    std::vector<SpecKey> specs;
+};
+
+/// IOATTN_PLAN_CACHE_SIZE, or kDefaultCapacity when unset or empty.
+std::size_t capacity_from_environment() {
+    const char* env = std::getenv("IOATTN_PLAN_CACHE_SIZE"); // NOLINT(concurrency-mt-unsafe)
+    if (env == nullptr || *env == '\0')
+        return kDefaultCapacity;
+    const std::string_view text(env);
+    std::size_t n = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec != std::errc() || end != text.data() + text.size())
+        throw InvalidArgument("ioattn::sparse::support_cache: IOATTN_PLAN_CACHE_SIZE = '" +
+                              std::string(text) + "' (expected a count >= 0)");
+    return n;
+}
+
+class Cache {
+public:
+    Cache()
+        : capacity_(capacity_from_environment()) {}
+
+    /// The entry a spec key names, moved to the front, or null.
+    std::shared_ptr<const Support> find(const SpecKey& key) {
+        const std::lock_guard lock(mutex_);
+        for (auto it = list_.begin(); it != list_.end(); ++it)
+            if (std::find(it->specs.begin(), it->specs.end(), key) != it->specs.end())
+                return hit(it);
+        return nullptr;
+    }
+
+    /// The entry with this content, moved to the front, or null.
+    std::shared_ptr<const Support> find(std::uint64_t hash,
+                                        std::int64_t n_q,
+                                        std::int64_t n_k,
+                                        std::span<const std::int64_t> offsets,
+                                        std::span<const std::int64_t> cols) {
+        const std::lock_guard lock(mutex_);
+        const auto it = find_content(hash, n_q, n_k, offsets, cols);
+        return it == list_.end() ? nullptr : hit(it);
+    }
+
+    /// Keeps `s` (or the equal support kept meanwhile) under `hash` and, if given, `key`.
+    std::shared_ptr<const Support>
+    keep(std::shared_ptr<const Support> s, std::uint64_t hash, const SpecKey* key) {
+        const std::lock_guard lock(mutex_);
+        ++stats_.misses;
+        if (capacity_ == 0)
+            return s;
+        auto it = find_content(hash, s->n_q(), s->n_k(), s->row_offsets(), s->col_indices());
+        if (it == list_.end()) {
+            list_.push_front(Entry{std::move(s), hash, {}});
+            it = list_.begin();
+        } else {
+            list_.splice(list_.begin(), list_, it);
+        }
+        if (key != nullptr)
+            it->specs.push_back(*key);
+        trim();
+        return list_.front().support;
+    }
+
+    void count_miss() {
+        const std::lock_guard lock(mutex_);
+        ++stats_.misses;
+    }
+
+    [[nodiscard]] bool enabled() {
+        const std::lock_guard lock(mutex_);
+        return capacity_ > 0;
+    }
+
+    Stats stats() {
+        const std::lock_guard lock(mutex_);
+        Stats s = stats_;
+        s.entries = list_.size();
+        s.capacity = capacity_;
+        return s;
+    }
+
+    void set_capacity(std::size_t n) {
+        const std::lock_guard lock(mutex_);
+        capacity_ = n;
+        trim();
+    }
+
+    void clear() {
+        const std::lock_guard lock(mutex_);
+        list_.clear();
+        stats_ = {};
+    }
+
+private:
+    using Iterator = std::list<Entry>::iterator;
+
+    Iterator find_content(std::uint64_t hash,
+                          std::int64_t n_q,
+                          std::int64_t n_k,
+                          std::span<const std::int64_t> offsets,
+                          std::span<const std::int64_t> cols) {
+        for (auto it = list_.begin(); it != list_.end(); ++it) {
+            const Support& s = *it->support;
+            if (it->hash == hash && s.n_q() == n_q && s.n_k() == n_k &&
+                std::ranges::equal(s.row_offsets(), offsets) &&
+                std::ranges::equal(s.col_indices(), cols))
+                return it;
+        }
+        return list_.end();
+    }
+
+    std::shared_ptr<const Support> hit(Iterator it) {
+        ++stats_.hits;
+        list_.splice(list_.begin(), list_, it);
+        return list_.front().support;
+    }
+
+    void trim() {
+        while (list_.size() > capacity_) {
+            list_.pop_back();
+            ++stats_.evictions;
+        }
+    }
+
+    std::mutex mutex_;
+    std::list<Entry> list_;
+    std::size_t capacity_;
+    Stats stats_;
+};
+
+Cache& cache() {
+    static Cache c;
+    return c;
+}
+
+std::uint64_t hash_words(std::span<const std::int64_t> x, std::uint64_t seed) {
+    constexpr std::uint64_t kOdd = 0x9fb21c651e98df25ULL;
+    std::uint64_t h[4] = {seed, seed ^ 1U, seed ^ 2U, seed ^ 3U};
+    const std::size_t n = x.size(), whole = n - n % 4;
+    for (std::size_t i = 0; i < whole; i += 4)
+        for (std::size_t l = 0; l < 4; ++l)
+            h[l] = (h[l] ^ static_cast<std::uint64_t>(x[i + l])) * kOdd;
+    for (std::size_t i = whole; i < n; ++i)
+        h[0] = (h[0] ^ static_cast<std::uint64_t>(x[i])) * kOdd;
+    std::uint64_t out = detail::mix64(n);
+    for (const std::uint64_t v : h)
+        out = detail::mix64(out ^ v);
+    return out;
+}
+
+} // namespace
+
+std::uint64_t content_hash(std::int64_t n_q,
+                           std::int64_t n_k,
+                           std::span<const std::int64_t> row_offsets,
+                           std::span<const std::int64_t> col_indices) {
+    const std::uint64_t shape = detail::mix64(static_cast<std::uint64_t>(n_q) ^
+                                              detail::mix64(static_cast<std::uint64_t>(n_k)));
+    return hash_words(col_indices, hash_words(row_offsets, shape));
+}
+
+std::shared_ptr<const Support>
+pattern(std::string_view spec, std::int64_t n_q, std::int64_t n_k, std::uint64_t seed) {
+    Cache& c = cache();
+    if (!c.enabled()) {
+        c.count_miss();
+        return std::make_shared<const Support>(parse_pattern(spec, n_q, n_k, seed));
+    }
+    const bool by_spec = spec.find("file:") == std::string_view::npos;
+    const SpecKey key{std::string(spec), n_q, n_k, seed};
+    if (by_spec)
+        if (auto s = c.find(key))
+            return s;
+    auto s = std::make_shared<const Support>(parse_pattern(spec, n_q, n_k, seed));
+    const std::uint64_t h = content_hash(n_q, n_k, s->row_offsets(), s->col_indices());
+    if (!by_spec)
+        if (auto kept = c.find(h, n_q, n_k, s->row_offsets(), s->col_indices()))
+            return kept;
+    return c.keep(std::move(s), h, by_spec ? &key : nullptr);
+}
+
+std::shared_ptr<const Support> csr(std::int64_t n_q,
+                                   std::int64_t n_k,
+                                   std::span<const std::int64_t> row_offsets,
+                                   std::span<const std::int64_t> col_indices) {
+    Cache& c = cache();
+    const bool on = c.enabled();
+    const std::uint64_t h = on ? content_hash(n_q, n_k, row_offsets, col_indices) : 0;
+    if (on)
+        if (auto s = c.find(h, n_q, n_k, row_offsets, col_indices))
+            return s;
+    auto s = std::make_shared<const Support>(
+        n_q,
+        n_k,
+        std::vector<std::int64_t>(row_offsets.begin(), row_offsets.end()),
+        std::vector<std::int64_t>(col_indices.begin(), col_indices.end()));
+    return c.keep(std::move(s), h, nullptr);
+}
+
+std::shared_ptr<const Support> intern(Support support) {
+    Cache& c = cache();
+    const std::uint64_t h =
+        content_hash(support.n_q(), support.n_k(), support.row_offsets(), support.col_indices());
+    if (auto s =
+            c.find(h, support.n_q(), support.n_k(), support.row_offsets(), support.col_indices()))
+        return s;
+    return c.keep(std::make_shared<const Support>(std::move(support)), h, nullptr);
+}
+
+Stats stats() {
+    return cache().stats();
+}
+
+std::size_t capacity() {
+    return cache().stats().capacity;
+}
+
+void set_capacity(std::size_t n) {
+    cache().set_capacity(n);
+}
+
+void clear() {
+    cache().clear();
+}
+
+} // namespace ioattn::sparse::support_cache

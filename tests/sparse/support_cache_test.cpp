@@ -1,0 +1,147 @@
+// Tests of the plan cache (sparse/include/ioattn/sparse/support_cache.hpp): a spec or CSR
+// content given again is a hit returning the same support (so the plans kept with it are not
+// rebuilt), other shapes, seeds or contents are misses, the least recently used entry is
+// evicted beyond the capacity, capacity 0 turns the cache off, and attention over a cached
+// support equals attention over one built afresh, bitwise.
+
+#include "kernel_case.hpp"
+
+#include <ioattn/attention.hpp>
+#include <ioattn/sparse/pattern.hpp>
+#include <ioattn/sparse/support_cache.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace cache = ioattn::sparse::support_cache;
+namespace sp = ioattn::sparse;
+
+namespace {
+
+/// Empties the cache with `capacity` for one test and restores the capacity after.
+class FreshCache {
+public:
+    explicit FreshCache(std::size_t capacity)
+        : old_(cache::capacity()) {
+        cache::clear();
+        cache::set_capacity(capacity);
+    }
+
+    ~FreshCache() {
+        cache::clear();
+        cache::set_capacity(old_);
+    }
+
+    FreshCache(const FreshCache&) = delete;
+    FreshCache& operator=(const FreshCache&) = delete;
+
+private:
+    std::size_t old_;
+};
+
+} // namespace
+
+TEST_CASE("a spec given again is a hit on the same support", "[cache]") {
+    const FreshCache fresh(4);
+    const auto a = cache::pattern("window:3+global:1", 40, 40, 0);
+    CHECK(cache::stats().misses == 1);
+    CHECK(cache::stats().hits == 0);
+    const auto b = cache::pattern("window:3+global:1", 40, 40, 0);
+    CHECK(a.get() == b.get());
+    CHECK(cache::stats().hits == 1);
+    CHECK(*a == sp::parse_pattern("window:3+global:1", 40, 40, 0));
+    // the plans kept with the support are shared through the hit
+    CHECK(&a->cached_block_keys(8) == &b->cached_block_keys(8));
+    // another shape or seed is a miss
+    CHECK(cache::pattern("window:3+global:1", 40, 41, 0).get() != a.get());
+    CHECK(cache::pattern("random:0.2", 40, 40, 1).get() !=
+          cache::pattern("random:0.2", 40, 40, 2).get());
+    CHECK(cache::stats().hits == 1);
+    CHECK(cache::stats().misses == 4);
+}
+
+TEST_CASE("CSR content given again is a hit, by spec or by arrays", "[cache]") {
+    const FreshCache fresh(4);
+    const sp::Support w = sp::pattern_window(30, 30, 2);
+    const auto by_spec = cache::pattern("window:2", 30, 30, 0);
+    const auto by_csr = cache::csr(30, 30, w.row_offsets(), w.col_indices());
+    CHECK(by_csr.get() == by_spec.get());
+    CHECK(cache::stats().hits == 1);
+    // the same content under another spec is built, then found by content
+    const auto other = cache::pattern("window:2 & dense", 30, 30, 0);
+    CHECK(other.get() == by_spec.get());
+    CHECK(cache::stats().entries == 1);
+    // one pair less is another support
+    std::vector<std::int64_t> offsets(w.row_offsets().begin(), w.row_offsets().end());
+    std::vector<std::int64_t> cols(w.col_indices().begin(), w.col_indices().end());
+    cols.pop_back();
+    --offsets.back();
+    const auto fewer = cache::csr(30, 30, offsets, cols);
+    CHECK(fewer.get() != by_spec.get());
+    CHECK(fewer->z_qk() == w.z_qk() - 1);
+    // a bad CSR throws and keeps nothing
+    cols.back() = 99;
+    CHECK_THROWS_AS(cache::csr(30, 30, offsets, cols), ioattn::InvalidArgument);
+    CHECK(cache::stats().entries == 2);
+}
+
+TEST_CASE("the least recently used entry is evicted beyond the capacity", "[cache]") {
+    const FreshCache fresh(2);
+    const auto a = cache::pattern("window:1", 20, 20, 0);
+    const auto b = cache::pattern("window:2", 20, 20, 0);
+    CHECK(cache::pattern("window:1", 20, 20, 0).get() == a.get()); // a is now the most recent
+    (void)cache::pattern("window:3", 20, 20, 0);                   // evicts b
+    CHECK(cache::stats().evictions == 1);
+    CHECK(cache::stats().entries == 2);
+    CHECK(cache::pattern("window:1", 20, 20, 0).get() == a.get());
+    const std::size_t misses = cache::stats().misses;
+    CHECK(cache::pattern("window:2", 20, 20, 0).get() != b.get()); // rebuilt
+    CHECK(cache::stats().misses == misses + 1);
+    cache::set_capacity(1); // shrinking evicts down to the new capacity
+    CHECK(cache::stats().entries == 1);
+}
+
+TEST_CASE("capacity 0 turns the cache off", "[cache]") {
+    const FreshCache fresh(0);
+    const auto a = cache::pattern("causal", 16, 16, 0);
+    const auto b = cache::pattern("causal", 16, 16, 0);
+    CHECK(a.get() != b.get());
+    CHECK(*a == *b);
+    CHECK(cache::stats().hits == 0);
+    CHECK(cache::stats().entries == 0);
+}
+
+TEST_CASE("attention over a cached support equals one built afresh, bitwise", "[cache]") {
+    const FreshCache fresh(4);
+    const ioattn::Problem p = sp::test::kernel_shape(1, 200, 200, 16);
+    const std::string spec = "window:20+global:3";
+    const auto first = cache::pattern(spec, p.n_q, p.n_k, 0);
+    sp::test::Case<float> warm(p, 9);
+    ioattn::Structure<float> st;
+    st.support = first.get();
+    (void)ioattn::attention(warm.forward(), st); // plans, kept with the support
+    const auto again = cache::pattern(spec, p.n_q, p.n_k, 0);
+    REQUIRE(again.get() == first.get());
+    sp::test::Case<float> cached(p, 9);
+    st.support = again.get();
+    (void)ioattn::attention(cached.forward(), st);
+    const sp::Support afresh = sp::parse_pattern(spec, p.n_q, p.n_k, 0);
+    sp::test::Case<float> plain(p, 9);
+    st.support = &afresh;
+    (void)ioattn::attention(plain.forward(), st);
+    CHECK(cached.o == plain.o);
+    CHECK(cached.lse == plain.lse);
+    CHECK(warm.o == plain.o);
+}
+
+TEST_CASE("content_hash depends on the shape and every index", "[cache]") {
+    const std::vector<std::int64_t> off{0, 2, 3}, cols{0, 1, 1};
+    const std::uint64_t h = cache::content_hash(2, 2, off, cols);
+    CHECK(h == cache::content_hash(2, 2, off, cols));
+    CHECK(h != cache::content_hash(2, 3, off, cols));
+    CHECK(h != cache::content_hash(2, 2, off, std::vector<std::int64_t>{0, 1, 0}));
+    CHECK(h != cache::content_hash(2, 2, std::vector<std::int64_t>{0, 1, 3}, cols));
+}
