@@ -161,6 +161,7 @@ TEST_CASE("io --plot without gnuplot: one line, exit 1, the data and the script 
     CHECK(csv_fields(rows[0]) == std::vector<std::string>{"M (words)",
                                                           "fused",
                                                           "materialized",
+                                                          "objective io (fewest words)",
                                                           "bound max(compulsory; leading)",
                                                           "explicit bound (Thm 4.8)"});
     CHECK(csv_fields(rows[1]).at(0) == "64");

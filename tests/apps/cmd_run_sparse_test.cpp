@@ -24,6 +24,8 @@ using nlohmann::json;
 TEST_CASE("run --input-density 0.5 lowers z_input below the dense count", "[apps][run]") {
     const std::string pass = GENERATE("forward", "backward");
     CAPTURE(pass);
+    // one objective for both runs (speed: the same planner path), so the inputs' density is
+    // what differs; the io objective plans sparse operands over fewer candidates
     const auto at = [&](const std::string& density) {
         return run_json({"--N",
                          "64",
@@ -37,6 +39,8 @@ TEST_CASE("run --input-density 0.5 lowers z_input below the dense count", "[apps
                          "window:8",
                          "--input-density",
                          density,
+                         "--objective",
+                         "speed",
                          "--check",
                          "--count-io"});
     };
@@ -64,7 +68,8 @@ TEST_CASE("run --input-density outside 0 to 1 is a usage error naming the value"
 
 TEST_CASE("run reports a split forward's element pairs inside the tile blocks", "[apps][run]") {
     // bigbird at N = 640 splits into a band through tiles and random keys element by element;
-    // with the default M the element rows' state fits beside the tile scratch
+    // with the default M the element rows' state fits beside the tile scratch (the speed
+    // objective's tiling: the io objective's taller blocks put every pair in tiles)
     const std::vector<std::string> args{"--N",
                                         "640",
                                         "--d",
@@ -75,6 +80,8 @@ TEST_CASE("run reports a split forward's element pairs inside the tile blocks", 
                                         "fused",
                                         "--variant",
                                         "split",
+                                        "--objective",
+                                        "speed",
                                         "--check",
                                         "--count-io"};
     const json j = run_json(args);

@@ -57,8 +57,8 @@ def main():
     os.makedirs(scratch, exist_ok=True)
     stem = os.path.join(scratch, "io")
     texts, names = run_plot(ioattn, ["io", "--N", "256", "--d", "16"], stem)
-    expected = ["fused", "materialized", "bound max(compulsory, leading)",
-                "explicit bound (Thm 4.8)"]
+    expected = ["fused", "materialized", "objective io (fewest words)",
+                "bound max(compulsory, leading)", "explicit bound (Thm 4.8)"]
     assert names == expected, names
     assert "d^2 = 256" in texts, "no d^2 line label"
     assert any(t.startswith("crossover ") for t in texts), "no crossover line label"

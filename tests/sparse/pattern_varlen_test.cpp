@@ -177,7 +177,7 @@ TEMPLATE_TEST_CASE("attention over packed sequences equals each sequence run alo
                         std::abs(
                             one.o[static_cast<std::size_t>(h * len * p.d_v + i)] -
                             all.o[static_cast<std::size_t>(h * n * p.d_v + start * p.d_v + i)]));
-            CHECK(worst <= tol);
+            CHECK(worst <= static_cast<double>(tol));
             start += len;
         }
     }
