@@ -4,6 +4,7 @@
 // line must name. The parse errors of CLI11 are in main_test.cpp.
 
 #include "cli.hpp"
+#include "sanitized.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -124,7 +125,10 @@ TEST_CASE("a plot that cannot be written: the table, then one line, exit 1", "[a
 TEST_CASE("an address-space limit (ulimit -v) is honoured before any allocation",
           "[apps][errors][limits]") {
 #if defined(IOATTN_SANITIZED)
-    SKIP("the sanitizers reserve more address space than the limit leaves");
+    // AddressSanitizer reserves terabytes of shadow address space when the program starts, so
+    // an instrumented ioattn cannot start under any ulimit -v that refuses 2 GB; the dev build
+    // runs this check uninstrumented
+    WARN("instrumented build: the address-space limit is checked by the uninstrumented tests");
 #else
     // 2 GB of operands (Q, K, V, O of 2e6 x 64 floats) under a 1.5 GB address space: refused
     // by the operand check, naming RLIMIT_AS, before a byte of them is allocated or drawn
