@@ -125,6 +125,8 @@ nlohmann::json run_typed(const RunOptions& o) {
                    {"rows", plan.tiling.rows},
                    {"cols", plan.tiling.cols},
                    {"resident_words", plan.tiling.resident_words(plan.problem)}};
+    if (plan.tiling.depth > 0)
+        j["tiling"]["depth"] = plan.tiling.depth;
     j["bound"] = {{"regime", std::string(bound.regime)},
                   {"compulsory", bound.compulsory},
                   {"leading", bound.leading},
@@ -201,6 +203,8 @@ void print_text(const nlohmann::json& j, const RunOptions& o) {
     const auto& t = j["tiling"];
     if (j["schedule"] != "reference") {
         os << "  tiling   rows " << t["rows"] << ", cols " << t["cols"];
+        if (t.contains("depth"))
+            os << ", feature chunks " << t["depth"];
         if (t.contains("resident_words"))
             os << "; resident " << grouped(t["resident_words"].get<std::int64_t>()) << " words ("
                << bytes_of(t["resident_words"].get<std::int64_t>(), wb) << ")";

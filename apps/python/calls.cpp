@@ -224,7 +224,8 @@ void register_calls(py::module_& m) {
                              threads,
                              true,
                              cache_bytes,
-                             std::move(variant)};
+                             std::move(variant),
+                             std::nullopt};
             return attention_call(q, k, v, mask, causal, s, return_lse);
         },
         arg("q"),
@@ -264,7 +265,8 @@ void register_calls(py::module_& m) {
                              threads,
                              true,
                              cache_bytes,
-                             std::move(variant)};
+                             std::move(variant),
+                             std::nullopt};
             return backward_call({d_o, q, k, v, o, lse}, mask, causal, s);
         },
         arg("dout"),

@@ -66,11 +66,15 @@ py::dict plan_dict(const Query& q, const AttentionPlan& plan) {
                            ? py::object(py::str(std::string(to_string(*plan.selected_by))))
                            : py::object(py::none());
     j["M"] = plan.memory.fast_words;
+    j["objective"] = std::string(to_string(plan.objective));
+    j["planned_for"] = plan.planned_for;
     py::dict t;
     t["schedule"] = std::string(to_string(plan.tiling.schedule));
     t["rows"] = plan.tiling.rows;
     t["cols"] = plan.tiling.cols;
     t["resident_words"] = plan.tiling.resident_words(p, plan.pass, plan.kernels());
+    if (plan.tiling.depth > 0)
+        t["depth"] = plan.tiling.depth;
     j["tiling"] = t;
     j["bound"] = bound_dict(plan.bound, plan.pass == Pass::backward && !plan.sparse);
     if (const auto& v = plan.variants) // only when the variant planner ran
@@ -175,9 +179,11 @@ void register_reports(py::module_& m) {
            bool f64,
            bool tuned,
            std::optional<int> threads,
-           std::string variant) {
+           std::string variant,
+           std::optional<std::string> objective) {
             Settings s;
             s.variant = std::move(variant);
+            s.objective = std::move(objective);
             s.schedule = schedule;
             s.select = select;
             s.memory = memory;
@@ -199,7 +205,8 @@ void register_reports(py::module_& m) {
         arg("f64"),
         arg("tuned"),
         arg("num_threads").none(true),
-        arg("variant"));
+        arg("variant"),
+        arg("objective").none(true));
     m.def(
         "bound",
         [](const Sizes& z,

@@ -37,6 +37,11 @@ AttentionOptions options_of(const Settings& s, bool f64, const char* where) {
     o.tuned = s.tuned;
     if (s.variant != "auto") // auto: the variant planner picks (sparse/variants.hpp)
         o.variant = sparse::parse_variant(s.variant);
+    if (s.objective && *s.objective != "speed" && *s.objective != "io")
+        throw InvalidArgument(std::string(where) + ": objective '" + *s.objective +
+                              "' (expected speed or io)");
+    if (s.objective)
+        o.objective = parse_objective(*s.objective);
     return o;
 }
 

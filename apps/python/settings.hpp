@@ -1,5 +1,6 @@
 #pragma once
-// The keyword options of the Python calls (schedule, select, M, num_threads, scale, tuned) as
+// The keyword options of the Python calls (schedule, select, M, num_threads, scale, tuned,
+// variant, objective) as
 // the entry point's AttentionOptions, validated with the caller's name: bad values are
 // InvalidArgument, which reaches Python as ValueError.
 
@@ -21,10 +22,12 @@ struct Settings {
     bool tuned = true;
     std::optional<std::int64_t> cache_bytes; ///< a real cache: MemoryModel::for_cache; not with M
     std::string variant = "auto"; ///< the sparse fused variant: auto (the planner) or forced
+    std::optional<std::string> objective; ///< speed or io; None: the call's default
 };
 
 /// The entry point's options for a float64 (`f64`) or float32 call named `where`. Throws
-/// InvalidArgument for an unknown schedule, select or variant, for num_threads < 1, for both M
+/// InvalidArgument for an unknown schedule, select, variant or objective, for num_threads < 1,
+/// for both M
 /// and cache_bytes, and for a cache too small for one word.
 AttentionOptions options_of(const Settings& s, bool f64, const char* where);
 

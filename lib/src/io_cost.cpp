@@ -51,9 +51,9 @@ IoReport io_cost_forward_fused(const Problem& problem, const Tiling& tiling) {
 IoReport io_cost_forward_materialized(const Problem& problem, const Tiling& tiling) {
     const Problem p = problem.resolved("ioattn::io_cost_forward_materialized");
     require_schedule(tiling, Schedule::materialized, "ioattn::io_cost_forward_materialized");
-    const std::int64_t b = tiling.rows;
-    const std::int64_t v_chunks = ceil_div(p.d_v, b);
-    const std::int64_t kd = std::min(b, p.d), kv = std::min(b, p.d_v);
+    const std::int64_t b = tiling.rows, w = tiling.feature_chunk();
+    const std::int64_t v_chunks = ceil_div(p.d_v, w);
+    const std::int64_t kd = std::min(w, p.d), kv = std::min(w, p.d_v);
     IoReport slice;
     std::int64_t peak = 0;
     for (std::int64_t i0 = 0; i0 < p.n_q; i0 += b) {
@@ -66,9 +66,9 @@ IoReport io_cost_forward_materialized(const Problem& problem, const Tiling& tili
             {peak, 2 * r + r * c + (c > 0 ? (r + c) * kd : 0), 2 * r + r * kv + r * c + c * kv});
         const std::int64_t tiles = ceil_div(kv_end, b);       // visible column tiles
         const std::int64_t cols = std::min(p.n_k, tiles * b); // their total width
-        // phase 1: Q_i chunks once per tile (once per row block when d <= b), K_j chunks,
+        // phase 1: Q_i chunks once per tile (once per row block when d <= w), K_j chunks,
         // write S_ij
-        slice.reads += (p.d <= b ? std::min<std::int64_t>(tiles, 1) : tiles) * r * p.d + cols * p.d;
+        slice.reads += (p.d <= w ? std::min<std::int64_t>(tiles, 1) : tiles) * r * p.d + cols * p.d;
         slice.writes += r * cols;
         // phase 2: per d_v chunk, read S_ij and the V_j chunk
         slice.reads += v_chunks * r * cols + cols * p.d_v;

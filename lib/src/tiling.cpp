@@ -45,13 +45,13 @@ fused_forward_resident(const Problem& p, std::int64_t rows, std::int64_t cols, K
     return dense + c * (p.d + p.d_v) + kIndexWords * (4 * r + c) + r * kLanePad;
 }
 
-/// Materialized forward residency: the larger of phase 1 (S tile, Q and K chunks, stats) and
-/// phase 2 (O chunk, S tile, V chunk, stats).
-std::int64_t materialized_forward_resident(const Problem& p, std::int64_t b) {
+/// Materialized forward residency with feature chunks of width w: the larger of phase 1 (S
+/// tile, Q and K chunks, stats) and phase 2 (O chunk, S tile, V chunk, stats).
+std::int64_t materialized_forward_resident(const Problem& p, std::int64_t b, std::int64_t w) {
     const std::int64_t r = std::min(b, p.n_q);
     const std::int64_t c = std::min(b, p.n_k);
-    const std::int64_t kd = std::min(b, p.d);
-    const std::int64_t kv = std::min(b, p.d_v);
+    const std::int64_t kd = std::min(w, p.d);
+    const std::int64_t kv = std::min(w, p.d_v);
     const std::int64_t phase1 = r * c + r * kd + c * kd + 2 * r;
     const std::int64_t phase2 = r * kv + r * c + c * kv + 2 * r;
     return std::max(phase1, phase2);
@@ -113,11 +113,12 @@ std::int64_t resident(const Problem& p,
                       Pass pass,
                       std::int64_t rows,
                       std::int64_t cols,
-                      Kernels st = Kernels::dense) {
+                      Kernels st = Kernels::dense,
+                      std::int64_t depth = 0) {
     if (s == Schedule::fused)
         return pass == Pass::forward ? fused_forward_resident(p, rows, cols, st)
                                      : fused_backward_resident(p, rows, cols, st);
-    return pass == Pass::forward ? materialized_forward_resident(p, rows)
+    return pass == Pass::forward ? materialized_forward_resident(p, rows, depth > 0 ? depth : rows)
                                  : materialized_backward_resident(p, rows);
 }
 
@@ -163,7 +164,8 @@ std::optional<Tiling> fused_for_memory(const MemoryModel& m, const Problem& p, K
     return Tiling{Schedule::fused, rows, cols};
 }
 
-std::optional<Tiling> materialized_for_memory(const MemoryModel& m, const Problem& p, Pass pass) {
+std::optional<Tiling>
+materialized_for_memory(const MemoryModel& m, const Problem& p, Pass pass, Kernels kernels) {
     // b = floor(sqrt(M/4)), rounded down to whole 16-word lines from 16 on: a tile row of b
     // words then fills whole lines of the stored scores, whose rows are line-aligned, so a real
     // cache moves the words counted: at M = 2048 (b = 16, not 22) a simulated LRU cache of 2M
@@ -176,6 +178,15 @@ std::optional<Tiling> materialized_for_memory(const MemoryModel& m, const Proble
     Tiling t{Schedule::materialized, b, b};
     if (resident(p, Schedule::materialized, pass, b, b) > m.fast_words)
         return std::nullopt;
+    // The dense forward gives the words 4 b^2 leaves over (b is rounded down) to whole
+    // feature rows when they fit: Q_i is then read once per row block and O_i formed in one
+    // pass over the stored scores. Only possible for M > d^2, where fused is the schedule
+    // of choice; it keeps the materialized schedule's count what a cache of M words moves
+    // (d = 64, M = 8192: LRU at 4M moved 0.75x the count with chunks of b = 32, section 8).
+    const std::int64_t full = std::max(p.d, p.d_v);
+    if (pass == Pass::forward && kernels == Kernels::dense && full > b &&
+        resident(p, Schedule::materialized, pass, b, b, kernels, full) <= m.fast_words)
+        t.depth = full;
     return t;
 }
 
@@ -221,7 +232,7 @@ std::optional<Tiling> Tiling::try_for_memory(Schedule schedule,
         return pass == Pass::forward ? fused_for_memory(memory, p, kernels)
                                      : fused_backward_for_memory(memory, p, kernels);
     case Schedule::materialized:
-        return materialized_for_memory(memory, p, pass);
+        return materialized_for_memory(memory, p, pass, kernels);
     case Schedule::reference:
         break;
     }
@@ -275,7 +286,7 @@ Tiling Tiling::tuned(Schedule schedule,
 std::int64_t Tiling::resident_words(const Problem& problem, Pass pass, Kernels kernels) const {
     const Problem p = problem.resolved("ioattn::Tiling::resident_words");
     if (schedule != Schedule::reference)
-        return resident(p, schedule, pass, rows, cols, kernels);
+        return resident(p, schedule, pass, rows, cols, kernels, depth);
     return p.n_q * p.n_k + (p.n_q + 2 * p.n_k) * p.d;
 }
 
@@ -291,6 +302,10 @@ void Tiling::validate(std::string_view where,
     if (schedule == Schedule::materialized && rows != cols)
         throw InvalidArgument(w + ": materialized tiling " + std::to_string(rows) + " x " +
                               std::to_string(cols) + " is not square");
+    if (depth < 0 || (depth > 0 && (schedule != Schedule::materialized || pass != Pass::forward ||
+                                    kernels != Kernels::dense)))
+        throw InvalidArgument(w + ": tiling depth " + std::to_string(depth) +
+                              " (expected 0, or >= 1 for the dense materialized forward only)");
     memory.validate(w.c_str());
     const std::int64_t need = resident_words(problem, pass, kernels);
     if (need > memory.fast_words)
@@ -301,7 +316,10 @@ void Tiling::validate(std::string_view where,
 }
 
 std::ostream& operator<<(std::ostream& os, const Tiling& t) {
-    return os << to_string(t.schedule) << ' ' << t.rows << 'x' << t.cols;
+    os << to_string(t.schedule) << ' ' << t.rows << 'x' << t.cols;
+    if (t.depth > 0)
+        os << " depth " << t.depth;
+    return os;
 }
 
 namespace {

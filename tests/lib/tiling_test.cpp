@@ -9,9 +9,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <sstream>
+#include <utility>
 
 using ioattn::CapacityError;
 using ioattn::InvalidArgument;
@@ -136,7 +138,46 @@ TEST_CASE("Tiling::for_memory materialized: b = floor(sqrt(M/4)), whole lines fr
         CHECK(t->rows == b);
         CHECK(t->cols == b);
         CHECK(t->resident_words(p) <= m.fast_words);
+        // whole feature rows exactly when they fit beside the tiles, and never more words
+        const Problem r = p.resolved();
+        const std::int64_t full = std::max(r.d, r.d_v);
+        Tiling chunked = *t;
+        chunked.depth = 0;
+        Tiling whole = chunked;
+        whole.depth = full;
+        const bool fits = full > b && whole.resident_words(p) <= m.fast_words;
+        CHECK(t->depth == (fits ? full : 0));
+        CHECK(ioattn::io_cost_forward(p, *t).total() <=
+              ioattn::io_cost_forward(p, chunked).total());
+        // the backward and the sparse kernels keep chunks of b
+        for (const auto& [pass, kernels] :
+             {std::pair{ioattn::Pass::backward, ioattn::Kernels::dense},
+              std::pair{ioattn::Pass::forward, ioattn::Kernels::sparse}}) {
+            const auto other = Tiling::try_for_memory(Schedule::materialized, m, p, pass, kernels);
+            if (other)
+                CHECK(other->depth == 0);
+        }
     }
+}
+
+TEST_CASE("Tiling::for_memory materialized forward: d = 64 at M = 8192 holds Q_i and O_i whole",
+          "[tiling]") {
+    // b = 32 leaves 4096 of 8192 words: Q_i (32 x 64) stays over its 16 tiles and O_i is one
+    // pass over the stored scores. Per row block (r = 32 rows, C = 512 keys): r d + C d + r C
+    // (phase 1) + r C + C d_v + r d_v + r (phase 2) = 102,432 words, 16 blocks; with chunks
+    // of 32: 16 r d + C d + r C + 2 r C + C d_v + r d_v + r = 149,536.
+    Problem p;
+    p.n_q = 512;
+    p.n_k = 512;
+    p.d = 64;
+    const Tiling t = Tiling::for_memory(Schedule::materialized, MemoryModel{8192}, p);
+    CHECK(t.rows == 32);
+    CHECK(t.depth == 64);
+    CHECK(ioattn::io_cost_forward(p, t).total() == 16 * 102432);
+    Tiling chunked = t;
+    chunked.depth = 0;
+    CHECK(ioattn::io_cost_forward(p, chunked).total() == 16 * 149536);
+    CHECK(t.resident_words(p) == 32 * 32 + 2 * 32 * 64 + 2 * 32);
 }
 
 TEST_CASE("Tiling::for_memory: the smallest M, and CapacityError below it", "[tiling][throws]") {
@@ -211,6 +252,17 @@ TEST_CASE("Tiling::validate", "[tiling][throws]") {
     CHECK_THROWS_AS((Tiling{Schedule::fused, -3, 4}.validate("v", big, p)), InvalidArgument);
     CHECK_THROWS_AS((Tiling{Schedule::materialized, 4, 5}.validate("v", big, p)), InvalidArgument);
     CHECK_NOTHROW((Tiling{Schedule::materialized, 5, 5}.validate("v", big, p)));
+    // a feature-chunk depth is the dense materialized forward's alone
+    CHECK_NOTHROW((Tiling{Schedule::materialized, 5, 5, 8}.validate("v", big, p)));
+    CHECK_THROWS_AS((Tiling{Schedule::materialized, 5, 5, -1}.validate("v", big, p)),
+                    InvalidArgument);
+    CHECK_THROWS_AS((Tiling{Schedule::fused, 8, 4, 8}.validate("v", big, p)), InvalidArgument);
+    CHECK_THROWS_AS(
+        (Tiling{Schedule::materialized, 5, 5, 8}.validate("v", big, p, ioattn::Pass::backward)),
+        InvalidArgument);
+    CHECK_THROWS_WITH((Tiling{Schedule::materialized, 5, 5, 8}.validate(
+                          "v", big, p, ioattn::Pass::forward, ioattn::Kernels::sparse)),
+                      Catch::Contains("depth 8"));
     CHECK_THROWS_AS(f.validate("v", MemoryModel{0}, p), InvalidArgument);
 }
 

@@ -62,6 +62,22 @@ def test_io_count_matches_the_program(args):
         assert py["bound"][key] == pytest.approx(run["bound"][key], rel=1e-12), key
 
 
+def test_io_count_objective():
+    # random:0.05 at M = 16384: the speed plan runs the element variant, the io plan the tile
+    # variant, which moves fewer than half the words
+    io = ioattn.io_count(n=1024, d=64, mask="random:0.05", M=16384)
+    speed = ioattn.io_count(n=1024, d=64, mask="random:0.05", M=16384, objective="speed")
+    assert io["objective"] == "io" and speed["objective"] == "speed"
+    assert io["planned_for"] <= 16384 and speed["planned_for"] == 16384
+    assert io["io"]["matches_closed_form"] and speed["io"]["matches_closed_form"]
+    assert 2 * io["io"]["total"] < speed["io"]["total"]
+    # the dense materialized forward at d = 64, M = 8192: 32 x 32 tiles, whole feature rows
+    dense = ioattn.io_count(n=512, d=64, M=8192, schedule="materialized")
+    assert dense["tiling"]["depth"] == 64 and dense["io"]["total"] == 16 * 102432
+    with pytest.raises(ValueError, match="objective 'fast'"):
+        ioattn.io_count(n=64, d=8, objective="fast")
+
+
 def test_bound():
     small, large = ioattn.bound(n=4096, d=64, M=1024), ioattn.bound(n=4096, d=64, M=8192)
     assert small["regime"] == "small-cache" and large["regime"] == "large-cache"  # M vs d^2

@@ -86,6 +86,10 @@ inline std::vector<Tiling> edge_tilings(Schedule schedule, const Problem& proble
                                  {Schedule::materialized, 5, 5},
                                  {Schedule::materialized, 16, 16},
                                  {Schedule::materialized, big, big}};
+        if (pass == Pass::forward) { // feature chunks narrower and wider than the tiles
+            t.push_back({Schedule::materialized, 5, 5, 3});
+            t.push_back({Schedule::materialized, 2, 2, big});
+        }
         if (auto m = Tiling::try_for_memory(Schedule::materialized, MemoryModel{1024}, p, pass))
             t.push_back(*m);
         return t;
@@ -126,7 +130,11 @@ inline Tiling random_tiling(Rng& rng, Schedule schedule, const Problem& problem,
     }
     case Schedule::materialized: {
         const std::int64_t b = rng.uniform_int(1, std::max({n, p.d, p.d_v}) + 2);
-        return {Schedule::materialized, b, b};
+        Tiling t{Schedule::materialized, b, b};
+        // the forward's feature chunks of their own width, half the time
+        if (pass == Pass::forward && rng.uniform_int(0, 1) == 1)
+            t.depth = rng.uniform_int(1, std::max(p.d, p.d_v) + 2);
+        return t;
     }
     }
     return {};

@@ -147,22 +147,26 @@ def _is_double(dtype, where):
 def io_count(*, n=None, n_q=None, n_k=None, d=None, d_v=None, batch=1, heads=1, kv_heads=None,
              causal=False, scale=None, mask=None, backward=False, schedule="auto",
              select="cost", M=None, cache_bytes=None, dtype="float32", tuned=True,
-             num_threads=None, variant="auto"):
+             num_threads=None, variant="auto", objective="io"):
     """The I/O attention() (or attention_backward() with backward=True) would move for these
     sizes, counted by walking its schedule without data, as `ioattn run --count-io --json`
-    reports it: the problem keys, "schedule", "selected_by", "M", "tiling", "bound" and "io"
+    reports it: the problem keys, "schedule", "selected_by", "M", "objective", "planned_for",
+    "tiling", "bound" and "io"
     {"reads", "writes", "total", "peak_resident", "closed_form_total",
     "matches_closed_form", "ratio_to_bound"}; "z_qk" and "z_input" for a mask. M in words
     (None: the per-core L2 in words of dtype), or cache_bytes for a real cache (as in
     attention()); tuned=False takes the I/O-optimal tiling
     instead of the one tuned for this CPU; variant as in attention(), and "variant" in the
-    result names the one that runs when the variant planner planned the call."""
+    result names the one that runs when the variant planner planned the call. objective "io"
+    (the default, as `ioattn io` and `--count-io`) plans the fewest counted words among the
+    plans for every grid memory M' <= M ("planned_for" is that M'; select and tuned are not
+    read); "speed" counts the plan attention() runs."""
     where = "ioattn.io_count"
     sizes = _problem(where, n, n_q, n_k, d, d_v, batch, heads, kv_heads, causal, scale)
     m, c, label = _resolve(mask, causal, sizes.n_q, sizes.n_k, where)
     sizes.causal = c
     return _core.io_count(sizes, m, label, bool(backward), schedule, select, M, cache_bytes,
-                          _is_double(dtype, where), bool(tuned), num_threads, variant)
+                          _is_double(dtype, where), bool(tuned), num_threads, variant, objective)
 
 
 def bound(*, n=None, n_q=None, n_k=None, d=None, d_v=None, batch=1, heads=1, kv_heads=None,

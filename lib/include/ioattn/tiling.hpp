@@ -67,6 +67,14 @@ struct Tiling {
     Schedule schedule = Schedule::fused;
     std::int64_t rows = 0;
     std::int64_t cols = 0;
+    /// The dense materialized forward's feature chunk: Q K^T and P V run over d and d_v in
+    /// chunks of this width (0: rows, the tile side). A depth of at least d keeps Q_i resident
+    /// across its row block's tiles, and of at least d_v makes O_i one pass over the stored
+    /// scores (docs/design.md section 4.2). 0 for every other schedule and kernel family.
+    std::int64_t depth = 0;
+
+    /// The width of the feature chunks: depth, or rows when depth is 0.
+    [[nodiscard]] std::int64_t feature_chunk() const { return depth > 0 ? depth : rows; }
 
     /// The I/O-optimal tiling of `schedule` for the model: fused maximises Br under the
     /// residency limit (Bc chosen small), materialized takes b = floor(sqrt(M/4)).
@@ -99,8 +107,9 @@ struct Tiling {
                                               Pass pass = Pass::forward,
                                               Kernels kernels = Kernels::dense) const;
 
-    /// Throws InvalidArgument for non-positive sizes or a non-square materialized tiling, and
-    /// CapacityError when resident_words(problem) > M. `where` names the caller.
+    /// Throws InvalidArgument for non-positive sizes, a non-square materialized tiling or a
+    /// depth outside the dense materialized forward, and CapacityError when
+    /// resident_words(problem) > M. `where` names the caller.
     void validate(std::string_view where,
                   const MemoryModel& memory,
                   const Problem& problem,

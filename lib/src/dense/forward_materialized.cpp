@@ -1,20 +1,22 @@
 // ioattn::dense::forward_materialized: small-cache forward (Saha & Ye 2024, Algorithm 1)
 // Per (batch, head): O = softmax(scale*Q K^T + mask) V, L = row logsumexp, square tiles b x b.
-// Reference: forward_reference.cpp. b = tiling.rows = tiling.cols.
+// Reference: forward_reference.cpp. b = tiling.rows = tiling.cols; feature chunks of width
+// w = tiling.feature_chunk() (b, or d and beyond when whole feature rows fit M).
 //   parallel for each row block i (b rows), stats m_i, l_i resident (2b):
-//     phase 1 (when d <= b: read Q_i once, r*d, and keep it), for each visible column tile j:
-//       for each d-chunk k: read Q_i[:,k], K_j[:,k]          (r + c) * min(b, d - k)
+//     phase 1 (when d <= w: read Q_i once, r*d, and keep it), for each visible column tile j:
+//       for each d-chunk k: read Q_i[:,k], K_j[:,k]          (r + c) * min(w, d - k)
 //         S_ij += Q_i[:,k] K_j[:,k]^T
 //       mask; online update of m_i, l_i; write S_ij           r*c
 //     phase 2, for each d_v-chunk x: O_ix = 0
-//       for each visible column tile j: read S_ij, V_j[:,x]    r*c + c*min(b, d_v - x)
+//       for each visible column tile j: read S_ij, V_j[:,x]    r*c + c*min(w, d_v - x)
 //         O_ix += exp(S_ij - m_i) / l_i V_j[:,x]
-//       write O_ix                                            r*min(b, d_v - x)
+//       write O_ix                                            r*min(w, d_v - x)
 //     write L_i                                               r
-// Resident: max(phase 1: b^2 + 2*b*min(b,d) + 2b, phase 2: b^2 + 2*b*min(b,d_v) + 2b) <= 4b^2
+// Resident: max(phase 1: b^2 + 2*b*min(w,d) + 2b, phase 2: b^2 + 2*b*min(w,d_v) + 2b), which
+// for w = b is <= 4b^2
 // I/O = io_cost_forward_materialized = per row block, with T visible tiles of total width C:
-//   T'*r*d + C*d + r*C  +  ceil(d_v/b)*r*C + C*d_v + r*d_v + r     (~8 N^2 d / sqrt(M) + N^2),
-//   T' = T, or 1 when d <= b (Q_i held: a cache of M words keeps it, as the simulated one of
+//   T'*r*d + C*d + r*C  +  ceil(d_v/w)*r*C + C*d_v + r*d_v + r     (~8 N^2 d / sqrt(M) + N^2),
+//   T' = T, or 1 when d <= w (Q_i held: a cache of M words keeps it, as the simulated one of
 //   bench/cache_validate.py does)
 // Scores are stored in base 2 (scaled by scale*log2 e); masked entries are -inf and their
 // V rows are never touched. Flops: 2*n_q*n_k*(d + d_v) over visible tiles.
@@ -44,39 +46,44 @@ namespace {
 template <typename Scalar>
 constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
 
-/// Fast-memory buffers of one worker: the S tile (b x b), the O chunk of phase 2 (b x b), m,
-/// l (b each); and the slow-memory score strip (b rows of n_k scores, at a line-aligned stride:
-/// a tile row then fills whole cache lines). Q and K chunks are read in place.
+/// Fast-memory buffers of one worker: the S tile (b x b), the O chunk of phase 2 (b x
+/// min(w, d_v)), m, l (b each); and the slow-memory score strip (b rows of n_k scores, at a
+/// line-aligned stride: a tile row then fills whole cache lines). Q and K chunks are read in
+/// place.
 template <typename Scalar>
 struct Buffers {
     Scalar *s, *o, *m, *l, *strip;
 
     static std::int64_t stride(const Problem& p) { return lane_padded(p.n_k); }
 
-    static std::int64_t words(const Problem& p, std::int64_t b) {
-        return 2 * b * b + 2 * b + b * stride(p);
+    static std::int64_t out_width(const Problem& p, std::int64_t chunk) {
+        return std::min(chunk, p.d_v);
+    }
+
+    static std::int64_t words(const Problem& p, std::int64_t b, std::int64_t chunk) {
+        return b * b + b * out_width(p, chunk) + 2 * b + b * stride(p);
     }
 };
 
 template <typename Scalar>
-Buffers<Scalar> carve(Scalar* base, std::int64_t b) {
+Buffers<Scalar> carve(Scalar* base, const Problem& p, std::int64_t b, std::int64_t chunk) {
     Buffers<Scalar> w{};
     w.s = base;
     w.o = w.s + b * b;
-    w.m = w.o + b * b;
+    w.m = w.o + b * Buffers<Scalar>::out_width(p, chunk);
     w.l = w.m + b;
     w.strip = w.l + b;
     return w;
 }
 
-/// Phase 1 for one tile: S = Q_i K_j^T accumulated over d in chunks of b, each entry the dot
+/// Phase 1 for one tile: S = Q_i K_j^T accumulated over d in chunks of w, each entry the dot
 /// product of a Q chunk row and a K chunk row read in place (no copies: the tile's footprint
-/// is S and the two chunks, as counted). With d <= b (one chunk) Q_i was read once for the
+/// is S and the two chunks, as counted). With d <= w (one chunk) Q_i was read once for the
 /// whole row block (`q_resident`) and stays.
 template <typename Scalar, typename Counter>
 void score_tile(const ForwardArgs<Scalar>& a,
                 const Buffers<Scalar>& w,
-                std::int64_t b,
+                std::int64_t chunk,
                 std::int64_t slice,
                 std::int64_t i0,
                 std::int64_t r,
@@ -89,8 +96,8 @@ void score_tile(const ForwardArgs<Scalar>& a,
     const std::int64_t kv_slice = bb * p.kv_heads + g;
     if constexpr (Counter::kComputes)
         std::fill(w.s, w.s + r * c, Scalar(0));
-    for (std::int64_t k0 = 0; k0 < p.d; k0 += b) {
-        const std::int64_t kw = std::min(b, p.d - k0);
+    for (std::int64_t k0 = 0; k0 < p.d; k0 += chunk) {
+        const std::int64_t kw = std::min(chunk, p.d - k0);
         const std::int64_t q_words = q_resident ? 0 : r * kw;
         io.acquire(q_words + c * kw);
         if (!q_resident)
@@ -143,6 +150,7 @@ template <typename Scalar, typename Counter>
 void output_chunk(const ForwardArgs<Scalar>& a,
                   const Buffers<Scalar>& w,
                   std::int64_t b,
+                  std::int64_t chunk,
                   std::int64_t slice,
                   std::int64_t i0,
                   std::int64_t r,
@@ -152,7 +160,7 @@ void output_chunk(const ForwardArgs<Scalar>& a,
     const Problem& p = a.problem;
     const std::int64_t bb = slice / p.heads, h = slice % p.heads, g = h / p.group();
     const std::int64_t kv_slice = bb * p.kv_heads + g;
-    const std::int64_t xw = std::min(b, p.d_v - x0);
+    const std::int64_t xw = std::min(chunk, p.d_v - x0);
     io.acquire(r * xw);
     Scalar* o = w.o;
     if constexpr (Counter::kComputes)
@@ -190,6 +198,7 @@ void output_chunk(const ForwardArgs<Scalar>& a,
 template <typename Scalar, typename Counter>
 void row_block(const ForwardArgs<Scalar>& a,
                std::int64_t b,
+               std::int64_t chunk,
                std::int64_t slice,
                std::int64_t i0,
                Scalar* base,
@@ -199,13 +208,13 @@ void row_block(const ForwardArgs<Scalar>& a,
     const std::int64_t kv_end = p.visible_keys(i0 + r - 1);
     Buffers<Scalar> w{};
     if constexpr (Counter::kComputes) {
-        w = carve(base, b);
+        w = carve(base, p, b, chunk);
         std::fill(w.m, w.m + r, kNegInf<Scalar>);
         std::fill(w.l, w.l + r, Scalar(0));
     }
     io.acquire(2 * r);
-    // --- phase 1: S_ij tiles and the row statistics; Q_i read once when d <= b ---
-    const bool q_resident = p.d <= b && kv_end > 0;
+    // --- phase 1: S_ij tiles and the row statistics; Q_i read once when d <= w ---
+    const bool q_resident = p.d <= chunk && kv_end > 0;
     if (q_resident) {
         io.acquire(r * p.d);
         io.read({Operand::q, slice, i0, r, 0, p.d});
@@ -213,7 +222,7 @@ void row_block(const ForwardArgs<Scalar>& a,
     for (std::int64_t j0 = 0; j0 < kv_end; j0 += b) {
         const std::int64_t c = std::min(b, p.n_k - j0);
         io.acquire(r * c);
-        score_tile(a, w, b, slice, i0, r, j0, c, q_resident, io);
+        score_tile(a, w, chunk, slice, i0, r, j0, c, q_resident, io);
         if constexpr (Counter::kComputes)
             finish_tile(p, w, i0, r, j0, c);
         io.write({Operand::scores, slice, i0, r, j0, c});
@@ -222,8 +231,8 @@ void row_block(const ForwardArgs<Scalar>& a,
     if (q_resident)
         io.release(r * p.d);
     // --- phase 2: O_i chunk by chunk ---
-    for (std::int64_t x0 = 0; x0 < p.d_v; x0 += b)
-        output_chunk(a, w, b, slice, i0, r, kv_end, x0, io);
+    for (std::int64_t x0 = 0; x0 < p.d_v; x0 += chunk)
+        output_chunk(a, w, b, chunk, slice, i0, r, kv_end, x0, io);
     if constexpr (Counter::kComputes) {
         const std::int64_t bb = slice / p.heads, h = slice % p.heads;
         for (std::int64_t x = 0; x < r; ++x) {
@@ -250,14 +259,14 @@ void forward_materialized(const ForwardArgs<Scalar>& args,
     const ForwardArgs<Scalar> a = detail::checked_entry<Counter>(
         args, tiling, memory, Schedule::materialized, Pass::forward, kWhere);
     const Problem& p = a.problem;
-    const std::int64_t b = tiling.rows;
+    const std::int64_t b = tiling.rows, chunk = tiling.feature_chunk();
     const std::int64_t blocks = (p.n_q + b - 1) / b;
     CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
-    const auto ws = detail::worker_scratch<Scalar, Counter>(Buffers<Scalar>::words(p, b));
+    const auto ws = detail::worker_scratch<Scalar, Counter>(Buffers<Scalar>::words(p, b, chunk));
     alloc.allocate();
     parallel_for_counted(
         p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker, Counter& io) {
-            row_block(a, b, task / blocks, task % blocks * b, ws.slab(worker), io);
+            row_block(a, b, chunk, task / blocks, task % blocks * b, ws.slab(worker), io);
         });
 }
 
