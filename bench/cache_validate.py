@@ -14,9 +14,9 @@ is one word moved); every kernel writes its rows whole, as a streaming store wou
 
 Modes:
   --check   the assertions of the `cache` ctest on small shapes: for each schedule and pass,
-            dense and three sparse patterns, simulated traffic with the cache at 2M words within
-            25% of the counted words and at 4M within 10% (sparse: at most that much above;
-            see within()), and the crossover M under LRU (cache at 2M) within a factor 2 of
+            dense and three sparse patterns, and the EXTRA cases, simulated traffic with the
+            cache at 2M words within 25% of the counted words and at 4M within 10% (sparse: at
+            most that much above; see within()), and the crossover M under LRU (cache at 2M) within a factor 2 of
             the model's, and at each M of that sweep (and of one at d = 128, where the
             materialized schedule wins at M = d^2 in the backward) the schedule --select cost picks
             (lower counted I/O at M, as --cache-bytes 2M words plans it) moving at most 1.25x
@@ -117,12 +117,28 @@ def within(pattern, ratio, tol):
     return abs(ratio - 1) <= tol if pattern == "dense" else ratio <= 1 + tol
 
 
+# Agreement cases at shapes of their own (pass, schedule, pattern, d, M), N = 512: the dense
+# materialized forward at d = 64, where b = 32 leaves room for whole feature rows (Q_i held,
+# O_i in one pass: with chunks of b, LRU at 4M moved 0.75x the count), and a narrow band's
+# fused forward and backward.
+EXTRA = [("forward", "materialized", "dense", 64, 8192),
+         ("forward", "fused", "window:64", 64, 8192),
+         ("backward", "fused", "window:64", 64, 8192)]
+
+
+def agreement_cases(patterns):
+    """(pass, schedule, pattern, d, M) of the 2M / 4M agreement: every config at its fit
+    shape, then EXTRA."""
+    for pas, schedule, pattern in configs(0, 0, patterns):
+        yield (pas, schedule, pattern) + fit_shape(pattern)
+    yield from EXTRA
+
+
 def check(driver, workers, patterns):
     n, d = 512, 16
     sweep = [256, 512, 1024, 2048, 4096, 8192]  # the crossover
     jobs = set()
-    for pas, schedule, pattern in configs(n, d, patterns):
-        dp, m_fit = fit_shape(pattern)
+    for pas, schedule, pattern, dp, m_fit in agreement_cases(patterns):
         for f in (2, 4):
             jobs.add((pas, schedule, n, dp, pattern, m_fit, f * m_fit))
     for pas in ("forward", "backward"):
@@ -133,8 +149,7 @@ def check(driver, workers, patterns):
                 jobs.add((pas, schedule, n, SELECT_D, "dense", m, 2 * m))
     res = run_all(driver, sorted(jobs), workers)
     failures = []
-    for pas, schedule, pattern in configs(n, d, patterns):
-        dp, m_fit = fit_shape(pattern)
+    for pas, schedule, pattern, dp, m_fit in agreement_cases(patterns):
         for f, tol in ((2, 0.25), (4, 0.10)):
             r = res[(pas, schedule, n, dp, pattern, m_fit, f * m_fit)]
             ratio = r["lru"] / r["counted"]
