@@ -92,16 +92,15 @@ void run(const IoOptions& o) {
     if (!o.range.empty())
         std::tie(lo, hi) = parse_range(o.range, "--M-range");
     hi = std::max(hi, lo);
-    if (o.shared.pattern != "dense") { // each variant of the sparse fused schedule
-        if (!o.plot.empty() || p.causal)
-            throw UsageError(
-                std::string(kWhere) +
-                ": --pattern takes neither --plot nor --causal (use the 'causal' pattern)");
-        run_sparse_io(o.shared, p, pass, lo, hi, o.dry_run);
-        return;
-    }
     if (!o.plot.empty())
         (void)plot_files(o.plot, kWhere); // a bad name fails before the sweep
+    if (o.shared.pattern != "dense") {    // each variant of the sparse fused schedule
+        if (p.causal)
+            throw UsageError(std::string(kWhere) +
+                             ": --pattern does not take --causal (use the 'causal' pattern)");
+        run_sparse_io(o.shared, p, pass, lo, hi, o.dry_run, o.plot);
+        return;
+    }
     const std::vector<SweepRow> rows = io_sweep(p, pass, lo, hi, o.dry_run);
     const std::int64_t d2 = p.d * p.d;
     const std::int64_t crossover = measured_crossover(p, pass, lo, hi);

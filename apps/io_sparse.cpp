@@ -6,6 +6,7 @@
 
 #include "commands.hpp"
 #include "output.hpp"
+#include "plot.hpp"
 
 #include <ioattn/attention.hpp>
 #include <ioattn/sparse/io_cost.hpp>
@@ -15,7 +16,9 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <cmath>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -191,13 +194,61 @@ SparseRow sweep_row(const Problem& p,
     return r;
 }
 
+/// A row's words at `key` (a variant's {"total"}, or a number), NaN when it has none.
+double words_at(const nlohmann::json& row, const nlohmann::json::json_pointer& key) {
+    if (!row.contains(key) || row.at(key).is_null())
+        return std::numeric_limits<double>::quiet_NaN();
+    const nlohmann::json& v = row.at(key);
+    return v.is_number() ? v.get<double>() : v.at("total").get<double>();
+}
+
+/// The sweep's rows as curves over M, with M* and the crossover marked.
+LinePlot sparse_io_plot(const Problem& p,
+                        Pass pass,
+                        const std::string& pattern,
+                        const nlohmann::json& rows,
+                        double m_star,
+                        std::int64_t crossover) {
+    LinePlot plot;
+    plot.title = std::string(to_string(pass)) + " I/O against fast memory M: pattern " + pattern +
+                 " n_q=" + std::to_string(p.n_q) + " n_k=" + std::to_string(p.n_k) +
+                 " d=" + std::to_string(p.d) + " (ioattn io)";
+    plot.x_label = "M (words)";
+    plot.y_label = "I/O (words)";
+    plot.series = {{"tile", "#1f5fbf", 1},
+                   {"element", "#e08a00", 1},
+                   {"split", "#7b3fb5", 1},
+                   {"permuted", "#3aa0a0", 1},
+                   {"materialized", "#c03030", 1},
+                   {"objective io (fewest words)", "#2a9d3a", 2},
+                   {"bound max(compulsory, leading) (Li et al. Thm 4.5)", "#000000", 2}};
+    const std::array<const char*, 7> keys = {
+        "/tile", "/element", "/split", "/permuted", "/materialized", "/io", "/bound"};
+    plot.y.resize(plot.series.size());
+    for (const nlohmann::json& r : rows) {
+        plot.x.push_back(r.at("M").get<double>());
+        for (std::size_t s = 0; s < keys.size(); ++s)
+            plot.y[s].push_back(words_at(r, nlohmann::json::json_pointer(keys[s])));
+    }
+    const std::string star = "M* = Z_input^2/Z_QK = " + fixed(m_star, 0);
+    if (!plot.x.empty() && m_star >= plot.x.front() && m_star <= plot.x.back())
+        plot.x_marks.push_back({m_star, star});
+    else // a mark outside the sweep would stretch the axis
+        plot.title += ", " + star;
+    if (crossover != 0)
+        plot.x_marks.push_back(
+            {static_cast<double>(crossover), "crossover " + std::to_string(crossover)});
+    return plot;
+}
+
 template <typename Scalar>
 void sweep(const SharedOptions& o,
            const Problem& p,
            Pass pass,
            std::int64_t lo,
            std::int64_t hi,
-           bool dry_run) {
+           bool dry_run,
+           const std::string& plot) {
     const sparse::Support s = sparse::parse_pattern(o.pattern, p.n_q, p.n_k, o.seed);
     Structure<Scalar> st;
     st.support = &s;
@@ -258,6 +309,12 @@ void sweep(const SharedOptions& o,
                                 fixed(static_cast<double>(f.crossover) / m_star, 3) + " M*")
                   << "; M* = Z_input^2/Z_QK = " << fixed(m_star, 0) << '\n';
     }
+    if (!plot.empty()) {
+        const PlotFiles files = plot_files(plot, "io");
+        render(sparse_io_plot(p, pass, o.pattern, rows, m_star, f.crossover), files, "io");
+        std::cerr << "ioattn io: wrote " << files.svg << " (data " << files.csv << ", script "
+                  << files.script << ")\n";
+    }
     if (disagree)
         throw CheckFailed("io: a variant's dry run differs from its closed form");
 }
@@ -269,11 +326,12 @@ void run_sparse_io(const SharedOptions& o,
                    Pass pass,
                    std::int64_t lo,
                    std::int64_t hi,
-                   bool dry_run) {
+                   bool dry_run,
+                   const std::string& plot) {
     if (o.dtype == "double")
-        sweep<double>(o, p, pass, lo, hi, dry_run);
+        sweep<double>(o, p, pass, lo, hi, dry_run, plot);
     else
-        sweep<float>(o, p, pass, lo, hi, dry_run);
+        sweep<float>(o, p, pass, lo, hi, dry_run, plot);
 }
 
 } // namespace ioattn::app

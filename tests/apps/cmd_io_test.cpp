@@ -176,6 +176,51 @@ TEST_CASE("io --plot without gnuplot: one line, exit 1, the data and the script 
     CHECK(text.find("d^2 = 256") != std::string::npos);
 }
 
+TEST_CASE("io --pattern --plot: every variant's words, the io objective's and the bound over M",
+          "[apps][io]") {
+    // gnuplot kept off PATH: the data and the script are written, the image is not
+    const std::filesystem::path empty = scratch_dir() / "empty_path";
+    std::filesystem::create_directories(empty);
+    const std::string svg = (scratch_dir() / "io_sparse_plot.svg").string();
+    const std::string csv = (scratch_dir() / "io_sparse_plot.csv").string();
+    const auto r =
+        run_ioattn({"io", "--N", "256", "--d", "16", "--pattern", "window:16", "--plot", svg},
+                   {{"PATH", empty.string()}});
+    INFO("stderr: " << r.err);
+    CHECK(r.status == 1);
+    CHECK(r.err.find("gnuplot is not on PATH") != std::string::npos);
+    CHECK(r.out.find("measured crossover") != std::string::npos);
+    std::ifstream in(csv);
+    REQUIRE(in);
+    std::string line;
+    std::vector<std::vector<std::string>> rows;
+    while (std::getline(in, line))
+        rows.push_back(csv_fields(line));
+    REQUIRE(rows.size() == 1 + 7); // M = 4d = 64, 128, ..., N d = 4096
+    CHECK(rows[0] ==
+          std::vector<std::string>{"M (words)",
+                                   "tile",
+                                   "element",
+                                   "split",
+                                   "permuted",
+                                   "materialized",
+                                   "objective io (fewest words)",
+                                   "bound max(compulsory; leading) (Li et al. Thm 4.5)"});
+    // the io objective's words are the fewest of the row
+    int fused_rows = 0;
+    for (std::size_t i = 1; i < rows.size(); ++i) {
+        CAPTURE(rows[i]);
+        const double io = std::stod(rows[i].at(6));
+        for (std::size_t c = 1; c <= 5; ++c) {
+            if (rows[i].at(c) == "NaN")
+                continue;
+            fused_rows += c == 1 ? 1 : 0;
+            CHECK(io <= std::stod(rows[i].at(c)));
+        }
+    }
+    CHECK(fused_rows > 0); // some M fits a fused variant: the comparison covers them
+}
+
 TEST_CASE("io --plot needs a .svg name", "[apps][io]") {
     require_one_line_error({"io", "--N", "128", "--d", "16", "--plot", "io.png"}, "io.png");
 }

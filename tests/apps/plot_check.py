@@ -64,6 +64,13 @@ def main():
     assert any(t.startswith("crossover ") for t in texts), "no crossover line label"
     stem = os.path.join(scratch, "io_backward")
     run_plot(ioattn, ["io", "--pass", "backward", "--N", "256", "--d", "16"], stem)
+    stem = os.path.join(scratch, "io_sparse")
+    texts, names = run_plot(ioattn, ["io", "--N", "256", "--d", "16", "--pattern", "window:16"],
+                            stem)
+    assert names == ["tile", "element", "split", "permuted", "materialized",
+                     "objective io (fewest words)",
+                     "bound max(compulsory, leading) (Li et al. Thm 4.5)"], names
+    assert any("M* = Z_input^2/Z_QK" in t for t in texts), "no M* label"
     stem = os.path.join(scratch, "bench")
     texts, names = run_plot(
         ioattn, ["bench", "--suite", "dense", "--quick", "--repeat", "1", "--threads", "2"], stem)
