@@ -70,7 +70,7 @@ struct Tiling {
     /// The dense materialized forward's feature chunk: Q K^T and P V run over d and d_v in
     /// chunks of this width (0: rows, the tile side). A depth of at least d keeps Q_i resident
     /// across its row block's tiles, and of at least d_v makes O_i one pass over the stored
-    /// scores (docs/design.md section 4.2). 0 for every other schedule and kernel family.
+    /// scores (docs/design.md section 3.2). 0 for every other schedule and kernel family.
     std::int64_t depth = 0;
 
     /// The width of the feature chunks: depth, or rows when depth is 0.
