@@ -78,13 +78,13 @@ inline Vec<T> row_scores(const T* q, const T* const* k, std::int64_t d) {
     return transpose_sums<T, NK>(acc);
 }
 
-/// The online softmax step of one row over a tile's scores s[0, kTile) (base 2; the first n
-/// visible, the rest ignored): m' = max(m, max s), alpha = 2^(m - m'), s <- 2^(s - m') (0 past
-/// n), l = alpha l + sum s. A row that has seen only -inf scores stays at P = 0 (m' = -inf is
+/// The online softmax step of one row over a tile's scores s[0, kTile) (base 2; those in
+/// [lo, hi) visible, the rest ignored): m' = max(m, max s), alpha = 2^(m - m'),
+/// s <- 2^(s - m') (0 outside [lo, hi)), l = alpha l + sum s. A row that has seen only -inf scores stays at P = 0 (m' = -inf is
 /// taken as 0, so a NaN score still reaches l); a score equal to m' gives exactly 1 (+inf
 /// scores give 1, not inf - inf = NaN). Returns alpha.
 template <typename T, int kTile>
-inline T tile_softmax(T* s, std::int64_t n, T& m, T& l) {
+inline T tile_softmax(T* s, std::int64_t lo, std::int64_t hi, T& m, T& l) {
     constexpr int kL = Simd<T>::kLanes;
     constexpr int kNV = kTile / kL;
     static_assert(kTile % kL == 0);
@@ -98,7 +98,8 @@ inline T tile_softmax(T* s, std::int64_t n, T& m, T& l) {
     Vec<T> mv = kernels::splat<T>(kNegInf);
     IOATTN_ELEMENT_UNROLL
     for (int j = 0; j < kNV; ++j) {
-        const auto visible = lane + static_cast<E>(j * kL) < static_cast<E>(n);
+        const auto at = lane + static_cast<E>(j * kL);
+        const auto visible = (at >= static_cast<E>(lo)) & (at < static_cast<E>(hi));
         sv[j] = visible ? kernels::load(s + j * kL) : kernels::splat<T>(kNegInf);
         mv = kernels::max_ignoring_nan<T>(mv, sv[j]);
     }
