@@ -236,7 +236,7 @@ void chunk_body(const DecodeArgs<Scalar, Cache>& a,
     for (std::int64_t t0 = c0; t0 < c1; t0 += kTile) {
         const std::int64_t n = std::min<std::int64_t>(kTile, c1 - t0);
         const std::int64_t ahead = t0 + kPrefetchTiles * kTile;
-        if (ahead < c1)
+        if (kPrefetchTiles > 0 && ahead < c1)
             prefetch_tile(a, b, g, ahead, std::min<std::int64_t>(kTile, c1 - ahead));
         // --- S = Q K^T over the tile; the keys row r sees: tile keys [lo, hi) ---
         tile_rows(a, a.k, b, g, t0, n, sc.kbuf, krows);
