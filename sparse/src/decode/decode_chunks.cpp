@@ -89,6 +89,32 @@ struct Scratch {
     }
 };
 
+/// Position p0, p0 + 1, ... of sequence b in a paged cache of blocks of bs rows: the block's
+/// table entry and the row inside it, one division per tile instead of one per row.
+struct PagedCursor {
+    const std::int64_t* table; ///< row b of the block table (null: contiguous)
+    std::int64_t bs, index, row;
+
+    template <typename Scalar, typename Cache>
+    PagedCursor(const DecodeArgs<Scalar, Cache>& a,
+                std::int64_t b,
+                std::int64_t p0,
+                std::int64_t rows)
+        : table(a.paged() ? a.block_table.data + b * a.block_table.stride : nullptr)
+        , bs(rows)
+        , index(table != nullptr ? p0 / rows : 0)
+        , row(table != nullptr ? p0 % rows : 0) {}
+
+    [[nodiscard]] std::int64_t block() const { return table[index]; }
+
+    void next() {
+        if (++row == bs) {
+            row = 0;
+            ++index;
+        }
+    }
+};
+
 /// Pointers to the cached rows of positions [p0, p0 + n) of (b, g) as working-type rows:
 /// in place for a cache of the working type, widened into buf for bf16.
 template <typename Scalar, typename Cache>
@@ -101,16 +127,10 @@ void tile_rows(const DecodeArgs<Scalar, Cache>& a,
                Scalar* buf,
                const Scalar** rows) {
     const std::int64_t cols = x.cols;
+    PagedCursor cur(a, b, p0, x.rows);
     for (std::int64_t t = 0; t < n; ++t) {
-        const std::int64_t p = p0 + t;
-        const Cache* row = nullptr;
-        if (a.paged()) {
-            const std::int64_t bs = x.rows;
-            const std::int64_t blk = a.block_table.data[b * a.block_table.stride + p / bs];
-            row = x.row(blk, g, p % bs);
-        } else {
-            row = x.row(b, g, p);
-        }
+        const Cache* row = a.paged() ? x.row(cur.block(), g, cur.row) : x.row(b, g, p0 + t);
+        cur.next();
         if constexpr (std::is_same_v<Cache, Scalar>) {
             rows[t] = row;
         } else {
@@ -133,19 +153,11 @@ void prefetch_tile(const DecodeArgs<Scalar, Cache>& a,
     constexpr std::int64_t kLine = 64;
     const std::int64_t k_bytes = a.k.cols * static_cast<std::int64_t>(sizeof(Cache));
     const std::int64_t v_bytes = a.v.cols * static_cast<std::int64_t>(sizeof(Cache));
+    PagedCursor cur(a, b, p0, a.k.rows);
     for (std::int64_t t = 0; t < n; ++t) {
-        const std::int64_t p = p0 + t;
-        const Cache* kr = nullptr;
-        const Cache* vr = nullptr;
-        if (a.paged()) {
-            const std::int64_t bs = a.k.rows;
-            const std::int64_t blk = a.block_table.data[b * a.block_table.stride + p / bs];
-            kr = a.k.row(blk, g, p % bs);
-            vr = a.v.row(blk, g, p % bs);
-        } else {
-            kr = a.k.row(b, g, p);
-            vr = a.v.row(b, g, p);
-        }
+        const Cache* kr = a.paged() ? a.k.row(cur.block(), g, cur.row) : a.k.row(b, g, p0 + t);
+        const Cache* vr = a.paged() ? a.v.row(cur.block(), g, cur.row) : a.v.row(b, g, p0 + t);
+        cur.next();
         const auto* kc = reinterpret_cast<const char*>(kr);
         const auto* vc = reinterpret_cast<const char*>(vr);
         for (std::int64_t x = 0; x < k_bytes; x += kLine)

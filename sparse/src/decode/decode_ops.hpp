@@ -150,8 +150,8 @@ inline void accumulate(const T* p,
         IOATTN_ELEMENT_UNROLL
         for (int r = 0; r < NR; ++r)
             IOATTN_ELEMENT_UNROLL
-            for (int b = 0; b < XB; ++b)
-                acc[r][b] = kernels::load(o + r * ldo + x + b * kL) * alpha[r];
+        for (int b = 0; b < XB; ++b)
+            acc[r][b] = kernels::load(o + r * ldo + x + b * kL) * alpha[r];
         for (std::int64_t t = 0; t < n; ++t) {
             Vec<T> vv[static_cast<std::size_t>(XB)];
             IOATTN_ELEMENT_UNROLL
@@ -168,8 +168,8 @@ inline void accumulate(const T* p,
         IOATTN_ELEMENT_UNROLL
         for (int r = 0; r < NR; ++r)
             IOATTN_ELEMENT_UNROLL
-            for (int b = 0; b < XB; ++b)
-                kernels::store(o + r * ldo + x + b * kL, acc[r][b]);
+        for (int b = 0; b < XB; ++b)
+            kernels::store(o + r * ldo + x + b * kL, acc[r][b]);
     };
     std::int64_t x = 0;
     for (; x + kXB * kL <= d_v; x += kXB * kL)
