@@ -83,8 +83,8 @@ void run_decode_suite(const DecodeSuiteOptions& o) {
         t.print_csv(std::cout);
         return;
     }
-    std::cout << "ioattn bench --suite decode: " << o.threads << " threads, median of "
-              << o.repeat << "; the read bandwidth measured beside each row\n";
+    std::cout << "ioattn bench --suite decode: " << o.threads << " threads, median of " << o.repeat
+              << "; the read bandwidth measured beside each row\n";
     t.print(std::cout);
 }
 
