@@ -4,8 +4,10 @@
 // threading modes, OpenBLAS SGEMM 2048^3 as the roofline (with the OpenBLAS core that ran it) and
 // the FMA peak of the kernels' instruction set, all on the same thread count; medians of --repeat
 // runs after a warm-up. Every row also shows its time over this machine's time lower bound (bound
-// --preset this-machine), which must never fall below 1.
+// --preset this-machine), which must never fall below 1. --suite sparse: bench_sparse.cpp;
+// --suite decode: bench_decode.cpp.
 
+#include "bench_decode.hpp"
 #include "bench_sparse.hpp"
 #include "commands.hpp"
 #include "machine.hpp"
@@ -108,9 +110,16 @@ void run(const BenchOptions& o) {
         run_sparse_suite({o.quick, o.json, o.csv, o.count_io, o.repeat, o.seed, o.plot});
         return;
     }
+    if (o.suite == "decode") {
+        if (files)
+            throw UsageError(std::string(kWhere) +
+                             ": --plot draws the dense and sparse suites, not decode");
+        run_decode_suite({o.quick, o.json, o.csv, o.threads, o.repeat, o.seed});
+        return;
+    }
     if (o.suite != "dense")
         throw UsageError(std::string(kWhere) + ": --suite " + o.suite +
-                         " is unknown (expected dense or sparse)");
+                         " is unknown (expected dense, sparse or decode)");
     const std::vector<std::int64_t> ns =
         o.quick ? std::vector<std::int64_t>{1024} : std::vector<std::int64_t>{1024, 4096};
     const std::vector<std::int64_t> ds{64, 128};
@@ -348,8 +357,9 @@ void register_bench(CLI::App& app) {
     cmd->add_option("--suite",
                     o->suite,
                     "dense: fused vs naive OpenBLAS vs SGEMM, B=1 H=8; sparse: patterns x N x d x "
-                    "schedules x threads vs dense fused, GraphBLAS and SGEMM, B=H=1")
-        ->check(CLI::IsMember({"dense", "sparse"}))
+                    "schedules x threads vs dense fused, GraphBLAS and SGEMM, B=H=1; decode: "
+                    "the decode step against the read bandwidth")
+        ->check(CLI::IsMember({"dense", "sparse", "decode"}))
         ->capture_default_str();
     cmd->add_flag("--quick", o->quick, "A subset (dense: N = 1024; sparse: N = 4096, d = 64)");
     cmd->add_flag("--count-io", o->count_io, "sparse: add each row's counted I/O and its bound");

@@ -3,7 +3,8 @@
 // their counted I/O; 2. the I/O sweep over M and the measured crossover next to d^2 (with
 // --plot, drawn by gnuplot); 3. a sparse pattern checked, then timed against the GraphBLAS
 // pipeline and the dense kernel; 4. the finite-field verifier's quick experiments; 5. the
-// fused forward timed against naive attention on OpenBLAS. Each part opens with what it shows
+// fused forward timed against naive attention on OpenBLAS; 6. a decode step over a paged
+// key/value cache against the read bandwidth. Each part opens with what it shows
 // and the command that goes further; --json prints the whole tour as one document.
 
 #include "commands.hpp"
@@ -73,6 +74,15 @@ constexpr Part kParts[] = {
      "d = 64; both outputs must agree.",
      "ioattn bench --suite dense --plot dense.svg  (roofline, time / bound, both passes)",
      &demo_speed},
+    {"decode",
+     "Decode: new tokens against a paged key/value cache",
+     "One decode step of a ragged batch (one sequence empty) over a paged cache: the query "
+     "heads of a KV group meet each cached row once, so the cache is read once; checked against "
+     "ioattn::attention in double, the counted I/O equal to the closed form, and the cached "
+     "bytes per second set against the read bandwidth measured in the same run.",
+     "ioattn decode --kv-len 65536 --threads 2 --check  (--dtype bf16, --page-size 16, "
+     "--pattern causal-window:4095)",
+     &demo_decode},
 };
 
 /// `text` wrapped at 96 columns, indented by 3.
@@ -143,7 +153,7 @@ void register_demo(CLI::App& app) {
     auto* cmd = app.add_subcommand(
         "demo",
         "The whole engine in under a minute on built-in inputs: dense forward and backward, the "
-        "I/O sweep and its crossover, sparse against GraphBLAS, the verifier, speed");
+        "I/O sweep and its crossover, sparse against GraphBLAS, the verifier, speed, decode");
     cmd->add_option("--threads", o->threads, "Worker threads (0: all cores)")
         ->check(CLI::Range(0, 1 << 16))
         ->capture_default_str();

@@ -35,4 +35,7 @@ nlohmann::json demo_verify(const DemoOptions& o, bool text);
 /// 5. The dense fused forward timed against naive attention on OpenBLAS (same output).
 nlohmann::json demo_speed(const DemoOptions& o, bool text);
 
+/// 6. Decode over a paged cache: checked, its I/O exact, timed against the read bandwidth.
+nlohmann::json demo_decode(const DemoOptions& o, bool text);
+
 } // namespace ioattn::app

@@ -120,6 +120,7 @@ std::pair<py::array_t<Scalar>, TensorView<Scalar>> output(const std::vector<py::
 
 template class Inputs<float>;
 template class Inputs<double>;
+template class Inputs<bf16>;
 template std::pair<py::array_t<float>, TensorView<float>>
 output<float>(const std::vector<py::ssize_t>&);
 template std::pair<py::array_t<double>, TensorView<double>>

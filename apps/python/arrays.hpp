@@ -4,6 +4,7 @@
 // layout, and packed copies only of the arrays they cannot (negative or fractional strides,
 // a non-unit last stride, overlapping rows, misaligned data).
 
+#include <ioattn/bf16.hpp>
 #include <ioattn/view.hpp>
 
 #include <cstdint>
@@ -38,7 +39,8 @@ std::int64_t extent(py::handle a, int axis);
 /// Whether Inputs::view reads the float32 or float64 4-D array `a` in place (no copy).
 bool in_place(py::handle a);
 
-/// The arrays one call reads, as views of Scalar; keeps alive the copies it had to make.
+/// The arrays one call reads, as views of Scalar (or of bf16, over 16-bit integer arrays that
+/// hold bfloat16 bits); keeps alive the copies it had to make.
 template <typename Scalar>
 class Inputs {
 public:
@@ -57,5 +59,6 @@ std::pair<py::array_t<Scalar>, TensorView<Scalar>> output(const std::vector<py::
 
 extern template class Inputs<float>;
 extern template class Inputs<double>;
+extern template class Inputs<bf16>;
 
 } // namespace ioattn::python

@@ -4,6 +4,7 @@
 // ioattn.Error (RuntimeError subclasses), each with the library's message.
 
 #include "calls.hpp"
+#include "decode.hpp"
 #include "mask.hpp"
 
 #include <ioattn/error.hpp>
@@ -32,4 +33,5 @@ PYBIND11_MODULE(_core, m) {
         "Workers a call with num_threads=None may use.");
     ioattn::python::register_mask(m);
     ioattn::python::register_calls(m);
+    ioattn::python::register_decode(m);
 }

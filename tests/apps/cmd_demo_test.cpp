@@ -1,5 +1,5 @@
 // Tests of apps/cmd_demo.cpp through the built program: `ioattn demo --json` needs no files,
-// exits 0 and tours its five parts, each with its paragraph, its next command, its results and
+// exits 0 and tours its six parts, each with its paragraph, its next command, its results and
 // a pass flag that is true; every check inside each part holds (no timing is asserted, only
 // that the timings are positive).
 
@@ -25,7 +25,7 @@ void require_keys(const json& j, std::initializer_list<const char*> keys) {
 
 } // namespace
 
-TEST_CASE("demo --json tours five parts and every check in them passes", "[apps][demo][slow]") {
+TEST_CASE("demo --json tours six parts and every check in them passes", "[apps][demo][slow]") {
     const auto r = run_ioattn({"demo", "--threads", "2", "--json"});
     INFO("stderr: " << r.err);
     REQUIRE(r.status == 0);
@@ -34,8 +34,8 @@ TEST_CASE("demo --json tours five parts and every check in them passes", "[apps]
     REQUIRE_NOTHROW(j = json::parse(r.out));
     CHECK(j.at("passed") == true);
     const json& parts = j.at("parts");
-    CHECK(parts.size() == 5);
-    for (const char* name : {"dense", "io_sweep", "sparse", "verify", "speed"}) {
+    CHECK(parts.size() == 6);
+    for (const char* name : {"dense", "io_sweep", "sparse", "verify", "speed", "decode"}) {
         INFO("part: " << name);
         REQUIRE(parts.contains(name));
         const json& p = parts.at(name);
@@ -95,6 +95,13 @@ TEST_CASE("demo --json tours five parts and every check in them passes", "[apps]
     CHECK(s.at("max_abs_difference").get<double>() <= 1e-4);
     CHECK(s.at("fused_seconds").get<double>() > 0);
     CHECK(s.at("naive_seconds").get<double>() > 0);
+    // 6. decode: checked, its I/O exact and at the lower bound's order, timed against bandwidth
+    const json& dec = parts.at("decode");
+    CHECK(dec.at("check").at("passed") == true);
+    CHECK(dec.at("io").at("agrees") == true);
+    CHECK(dec.at("io").at("ratio_to_lower_bound").get<double>() < 1.1);
+    CHECK(dec.at("bandwidth_gbs").get<double>() > 0);
+    CHECK(dec.at("seconds").get<double>() > 0);
 }
 
 TEST_CASE("demo --plot needs a .svg name, before the tour starts", "[apps][demo]") {

@@ -3,13 +3,15 @@
 // head) filled with seeded values (the rows past each length hold NaN: never read), the same
 // cache laid out paged behind a shuffled block table, and the oracle of each sequence:
 // ioattn::attention over its cached rows with the causal mask, bottom-right aligned (query t
-// sees key j iff j <= len - n_new + t, decode's rule).
+// sees key j iff j <= len - n_new + t, decode's rule; with a window of W keys, also
+// j > len - n_new + t - W: the attention grammar's causal-window:W-1).
 
 #include "random.hpp"
 
 #include <ioattn/attention.hpp>
 #include <ioattn/bf16.hpp>
 #include <ioattn/decode.hpp>
+#include <ioattn/sparse/pattern.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -31,6 +33,7 @@ struct DecodeCase {
     std::vector<Cache> pk, pv;       ///< [num_blocks][H_kv][block_size][d]
     std::vector<std::int64_t> table; ///< [B][max_blocks]
     std::int64_t num_blocks = 0, max_blocks = 0;
+    std::int64_t window = 0; ///< DecodeArgs::window of args() and the oracle's mask
 
     DecodeCase(std::int64_t b,
                std::int64_t h,
@@ -122,6 +125,7 @@ struct DecodeCase {
             a.v = TensorView<const Cache>::packed(v.data(), batch, kv_heads, capacity, d_v);
         }
         a.kv_lens = lens.data();
+        a.window = window;
         a.o = TensorView<Scalar>::packed(o.data(), batch, heads, n_new, d_v);
         a.lse = TensorView<Scalar>::packed(lse.data(), batch, heads, n_new, 1);
         return a;
@@ -160,7 +164,14 @@ struct DecodeCase {
         auto a = ForwardArgs<Scalar>::packed(p, qs, kk.data(), vv.data(), oo.data(), ll.data());
         AttentionOptions opts;
         opts.schedule = Schedule::fused;
-        attention(a, {}, opts);
+        Structure<Scalar> st;
+        sparse::Support support;
+        if (window > 0) {
+            support = sparse::pattern_causal_window(n_new, len, window - 1);
+            st.support = &support;
+            a.problem.causal = false;
+        }
+        attention(a, st, opts);
         return {oo, ll};
     }
 

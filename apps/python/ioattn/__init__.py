@@ -9,6 +9,8 @@ all float64: anything else is a TypeError, never a silent cast. ``causal=True`` 
 bottom-right aligned: query i sees key j iff j <= i + (n_k - n_q). Errors: ValueError
 (ioattn.InvalidArgument) for bad arguments, ioattn.Error (a RuntimeError) for the rest.
 ``import ioattn.torch`` for the PyTorch autograd Function and the SDPA-style drop-in.
+``decode`` is the decode step over a key/value cache (contiguous or paged, fp32 or bf16), on
+numpy arrays and torch tensors.
 
 Plan cache: every Mask (and every mask given as a spec string, scipy matrix or array) is kept
 by content with the plans built over it, in a least-recently-used cache of 32 masks
@@ -28,6 +30,7 @@ from ._core import (CapacityError, Error, InvalidArgument, Mask, clear_plan_cach
 __all__ = [
     "attention",
     "attention_backward",
+    "decode",
     "Mask",
     "io_count",
     "bound",
@@ -127,6 +130,99 @@ def attention_backward(dout, q, k, v, out, lse, *, mask=None, causal=False, scal
         m, c, _ = _resolve(mask, causal, *sizes, "ioattn.attention_backward")
     return _core.attention_backward(dout, q, k, v, out, lse, m, c, scale, schedule, select, M,
                                     cache_bytes, num_threads, variant)
+
+
+def _is_tensor(x):
+    torch = _sys.modules.get("torch")  # a tensor means torch is imported already
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _ints(x, name, where):
+    """An integer array-like (list, numpy array or tensor) as a C-contiguous int64 array."""
+    if _is_tensor(x):
+        x = x.detach().cpu().numpy()
+    a = _np.asarray(x)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{where}: {name} must hold integers (got {a.dtype})")
+    return _np.ascontiguousarray(a, dtype=_np.int64)
+
+
+def _decode_window(window, mask, where):
+    if mask is not None and window is not None:
+        raise ValueError(f"{where}: give window or mask, not both")
+    if mask is not None:
+        if not isinstance(mask, str):
+            raise TypeError(f"{where}: mask must be a pattern spec string such as "
+                            f"'causal-window:255' (got {type(mask).__name__})")
+        return _core.decode_window_of(mask)
+    if window is None:
+        return 0
+    if isinstance(window, bool) or not isinstance(window, (int, _np.integer)) or window < 1:
+        raise ValueError(f"{where}: window = {window!r} (expected an integer >= 1, or None)")
+    return int(window)
+
+
+def _decode_arrays(q, k_cache, v_cache, where):
+    """(q, k, v as numpy arrays, whether the cache is bf16, whether the inputs were tensors):
+    tensors without copies, a torch.bfloat16 cache as its int16 view."""
+    tensors = [_is_tensor(x) for x in (q, k_cache, v_cache)]
+    if any(tensors) and not all(tensors):
+        raise TypeError(f"{where}: q, k_cache and v_cache must all be numpy arrays or all "
+                        f"torch tensors")
+    if not all(tensors):
+        for name, x in (("k_cache", k_cache), ("v_cache", v_cache)):
+            if isinstance(x, _np.ndarray) and x.dtype not in (_np.float32, _np.float64):
+                raise TypeError(f"{where}: {name} is {x.dtype}: numpy caches are float32 or "
+                                f"float64 (numpy has no bfloat16: pass a bf16 cache as a "
+                                f"torch.bfloat16 tensor)")
+        return q, k_cache, v_cache, False, False
+    import torch
+
+    def plain(t, name):
+        if t.device.type != "cpu":
+            raise ValueError(f"{where}: {name} is on {t.device}; ioattn runs on CPU tensors")
+        return t.detach().resolve_conj().resolve_neg()
+
+    q, k, v = plain(q, "q"), plain(k_cache, "k_cache"), plain(v_cache, "v_cache")
+    half = [x.dtype == torch.bfloat16 for x in (k, v)]
+    if any(half):
+        if not all(half) or q.dtype != torch.float32:
+            raise TypeError(f"{where}: a bfloat16 cache takes a float32 q and both caches "
+                            f"bfloat16 (got q {q.dtype}, k_cache {k.dtype}, v_cache {v.dtype})")
+        return q.numpy(), k.view(torch.int16).numpy(), v.view(torch.int16).numpy(), True, True
+    return q.numpy(), k.numpy(), v.numpy(), False, True
+
+
+def decode(q, k_cache, v_cache, kv_lens, *, block_table=None, window=None, mask=None,
+           scale=None, return_lse=False, num_threads=None):
+    """The decode step over a key/value cache (ioattn::decode): q [B, H, n_new, d] holds the
+    n_new (1 to 16) newest tokens of each sequence, whose K and V are already the last of the
+    sequence's kv_lens[b] cached rows; token t, at position p = kv_lens[b] - n_new + t, sees
+    the cached positions <= p. The cache is contiguous, k_cache [B, H_kv, capacity, d] and
+    v_cache [B, H_kv, capacity, d_v], or paged, [num_blocks, H_kv, block_size, d] with
+    block_table [B, max_blocks] (position p of sequence b in row p % block_size of block
+    block_table[b][p // block_size]). H a multiple of H_kv (GQA, MQA). numpy arrays all float32
+    or all float64, or torch CPU tensors: float32 or float64, or a torch.bfloat16 cache with a
+    float32 q (read in place, widened exactly; numpy has no bfloat16). kv_lens [B] and
+    block_table are integer arrays, lists or tensors. window=W: token p sees only (p - W, p],
+    and the rows no token sees are never read; or mask, a pattern spec over the cached
+    positions ("causal-window:W" or "window:W": W + 1 keys; "causal", "dense": all). scale:
+    None for 1/sqrt(d). Returns out [B, H, n_new, d_v] (and lse [B, H, n_new], natural log,
+    with return_lse) as numpy arrays or tensors like q; an empty sequence (kv_lens[b] = 0)
+    gives out 0 and lse -inf. Bitwise the same for any num_threads; the GIL is released."""
+    where = "ioattn.decode"
+    w = _decode_window(window, mask, where)
+    q, k, v, bf16, tensors = _decode_arrays(q, k_cache, v_cache, where)
+    lens = _ints(kv_lens, "kv_lens", where)
+    table = None if block_table is None else _ints(block_table, "block_table", where)
+    result = _core.decode(q, k, v, lens, table, w, scale, bf16, bool(return_lse), num_threads)
+    if not tensors:
+        return result
+    import torch
+
+    if return_lse:
+        return tuple(torch.from_numpy(x) for x in result)
+    return torch.from_numpy(result)
 
 
 def _problem(where, n, n_q, n_k, d, d_v, batch, heads, kv_heads, causal, scale):

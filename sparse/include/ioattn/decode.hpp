@@ -4,7 +4,9 @@
 /// positions of their sequence (their K and V already appended to the cache) and see the cache
 /// causally: new token t of sequence b, at position kv_lens[b] - n_new + t, sees the cached
 /// positions <= its own. Grouped-query and multi-query attention: heads is a multiple of
-/// kv_heads, query head h reads kv head h / (heads / kv_heads).
+/// kv_heads, query head h reads kv head h / (heads / kv_heads). A sliding window of W keys
+/// (DecodeArgs::window) narrows what token t, at position p, sees to the positions (p - W, p]:
+/// the rows before the first position some token of the sequence sees are never read.
 ///
 /// The cache is contiguous ([batch][kv_heads][capacity][d]) or paged as vLLM and OpenVINO lay
 /// it out ([num_blocks][kv_heads][block_size][d] with a block table [batch][max_blocks]:
@@ -60,6 +62,8 @@ struct DecodeArgs {
     TensorView<Scalar> o;     ///< [batch][heads][n_new][d_v]
     TensorView<Scalar> lse;   ///< [batch][heads][n_new][1], natural log
     double scale = 0.0;       ///< 0: 1/sqrt(d)
+    /// > 0: token at position p sees the cached positions (p - window, p]; 0: all <= p.
+    std::int64_t window = 0;
 
     [[nodiscard]] bool paged() const { return block_table.data != nullptr; }
 };
@@ -83,6 +87,7 @@ struct DecodeShape {
     std::int64_t d = 0;
     std::int64_t d_v = 0;              ///< 0: d
     std::vector<std::int64_t> kv_lens; ///< [batch]
+    std::int64_t window = 0;           ///< keys a token sees, itself included (0: all)
     std::int64_t word_bytes_cache = 0; ///< bytes of a cached element (0: those of the scalar)
 };
 
@@ -106,6 +111,14 @@ struct DecodePlan {
                first_chunk[static_cast<std::size_t>(b)];
     }
 
+    /// The first cached row some new token of sequence b sees (0 without a window).
+    [[nodiscard]] std::int64_t first_row(std::int64_t b) const;
+
+    /// Cached rows of sequence b some new token sees: the rows the schedule reads.
+    [[nodiscard]] std::int64_t visible_rows(std::int64_t b) const {
+        return shape.kv_lens[static_cast<std::size_t>(b)] - first_row(b);
+    }
+
     /// Parallel tasks of the chunk phase: every chunk of every (sequence, kv head).
     [[nodiscard]] std::int64_t tasks() const { return first_chunk.back() * shape.kv_heads; }
 
@@ -121,8 +134,8 @@ struct DecodeReport {
 };
 
 /// The plan of a shape: validates it (positive sizes, heads a multiple of kv_heads, n_new in
-/// 1..16, lengths >= 0 and 0 or >= n_new) and cuts every sequence into chunks of
-/// options.chunk keys. Throws InvalidArgument naming options.where and the values.
+/// 1..16, lengths >= 0 and 0 or >= n_new, window >= 0) and cuts the visible rows of every
+/// sequence, from first_row(b), into chunks of options.chunk keys. Throws InvalidArgument naming options.where and the values.
 DecodePlan plan_decode(const DecodeShape& shape, const DecodeOptions& options = {});
 
 /// Runs decode attention: writes args.o and args.lse (a row of an empty sequence: O = 0,
@@ -137,13 +150,20 @@ DecodePlan plan_decode(const DecodeShape& shape, const DecodeOptions& options = 
 template <typename Scalar, typename Cache = Scalar>
 DecodeReport decode(const DecodeArgs<Scalar, Cache>& args, const DecodeOptions& options = {});
 
+/// The window of a pattern spec over the cached positions, in the grammar of `--pattern`
+/// (sparse/pattern.hpp) as decode's causal rule restricts it: "dense" and "causal" give 0 (no
+/// window); "window:W" and "causal-window:W" (0 <= p - j <= W) give W + 1 keys. Any other
+/// spec throws InvalidArgument naming `where` and the spec.
+std::int64_t decode_window_of(std::string_view spec, std::string_view where = "ioattn::decode");
+
 /// The exact words the schedule moves, per (sequence b, kv head) with R = group_rows(),
-/// c_b = ceil(len_b / chunk): reads c_b R d (Q, once per chunk) + len_b (d + d_v) (the cache);
+/// v_b = visible_rows(b), c_b = ceil(v_b / chunk): reads c_b R d (Q, once per chunk) +
+/// v_b (d + d_v) (the cache);
 /// writes R (d_v + 1) (O, L); with c_b > 1 each chunk writes its partial state R (d_v + 2) and
 /// the merge reads them back. Peak: the larger of a chunk's and the merge's resident words.
 IoReport io_cost_decode(const DecodePlan& plan);
 
-/// The compulsory words: every visible cached word once (sum_b len_b kv_heads (d + d_v)) and
+/// The compulsory words: every visible cached word once (sum_b v_b kv_heads (d + d_v)) and
 /// Q read, O and L written once (a sequence of length 0 reads nothing).
 IoReport decode_lower_bound(const DecodePlan& plan);
 

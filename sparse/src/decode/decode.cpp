@@ -16,6 +16,7 @@
 #define IOATTN_TARGET_DECLARATIONS "decode/decode_kernels.hpp"
 #include <ioattn/kernels/declare_targets.inc>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -35,10 +36,17 @@ void run_chunks(const DecodeArgs<Scalar, Cache>& args,
 
 } // namespace
 
+std::int64_t DecodePlan::first_row(std::int64_t b) const {
+    const std::int64_t len = shape.kv_lens[static_cast<std::size_t>(b)];
+    if (shape.window == 0 || len == 0)
+        return 0;
+    return std::max<std::int64_t>(0, len - shape.n_new + 1 - shape.window);
+}
+
 std::int64_t DecodePlan::kv_rows() const {
     std::int64_t n = 0;
-    for (const std::int64_t len : shape.kv_lens)
-        n += len;
+    for (std::int64_t b = 0; b < shape.batch; ++b)
+        n += visible_rows(b);
     return n;
 }
 
@@ -67,6 +75,8 @@ DecodePlan plan_decode(const DecodeShape& shape, const DecodeOptions& options) {
         fail(where, "n_new = ", s.n_new, " (expected 1 to ", kDecodeMaxNew, ")");
     if (static_cast<std::int64_t>(s.kv_lens.size()) != s.batch)
         fail(where, s.kv_lens.size(), " lengths for a batch of ", s.batch);
+    if (s.window < 0)
+        fail(where, "window = ", s.window, " (expected >= 0; 0: no window)");
     plan.chunk = options.chunk == 0 ? kDecodeChunk : options.chunk;
     if (plan.chunk < kDecodeTile || plan.chunk % kDecodeTile != 0)
         fail(where, "chunk = ", plan.chunk, " (expected a positive multiple of ", kDecodeTile, ")");
@@ -84,8 +94,9 @@ DecodePlan plan_decode(const DecodeShape& shape, const DecodeOptions& options) {
                  " is less than n_new = ",
                  s.n_new,
                  " (the new tokens are the last positions of their sequence)");
+        const std::int64_t rows = plan.visible_rows(b);
         plan.first_chunk[static_cast<std::size_t>(b) + 1] =
-            plan.first_chunk[static_cast<std::size_t>(b)] + (len + plan.chunk - 1) / plan.chunk;
+            plan.first_chunk[static_cast<std::size_t>(b)] + (rows + plan.chunk - 1) / plan.chunk;
     }
     plan.scale = 1.0 / std::sqrt(static_cast<double>(s.d));
     plan.memory = options.memory.value_or(

@@ -1,19 +1,21 @@
 // ioattn::decode, the chunk phase: split-KV decode over a contiguous or paged cache
 // Per (sequence b, kv head g): the R = (heads / kv_heads) n_new query rows of the group are
-// one block that meets each cached row once. The len_b cached rows are cut into c_b =
-// ceil(len_b / C) chunks of C keys (C = plan.chunk, fixed by the plan, never by the threads).
+// one block that meets each cached row once. The v_b visible cached rows (from first_row(b):
+// all len_b without a window) are cut into c_b = ceil(v_b / C) chunks of C keys (C =
+// plan.chunk, fixed by the plan, never by the threads).
 //   parallel for each (b, g, chunk [c0, c1)):
 //     read the group's Q rows, scaled by scale log2(e)                      R d
 //     for each tile of kDecodeTile cached rows (positions p; paged: block table[b][p / bs]):
 //       read K rows; S = Q K^T, one transposing reduction per row            T d
 //       m' = max(m, S); P = 2^(S - m'); l = 2^(m - m') l + sum P (base 2)
 //       read V rows; O = 2^(m - m') O + P V, V read once per 4 rows          T d_v
-//       (token t sees positions <= len_b - n_new + t: later keys of the tile are skipped)
+//       (token t at p = len_b - n_new + t sees (p - W, p], all <= p without a window W:
+//        the keys outside are masked from the softmax and never reach O)
 //     c_b = 1: write O / l, L = (m + log2 l) ln 2                            R (d_v + 1)
 //     c_b > 1: write the partial state (O, m, l) at the task's slot          R (d_v + 2)
 //   decode_merge (decode/decode_merge.cpp) combines the partials in chunk order.
 // Resident: R d + T (d + d_v) + R d_v + 2R + R T words (decode_chunk_footprint).
-// I/O = io_cost_decode: per (b, g), c_b R d + len_b (d + d_v) + the writes above.
+// I/O = io_cost_decode: per (b, g), c_b R d + v_b (d + d_v) + the writes above.
 // Flops: 2 (d + d_v) per allowed (row, cached row) pair. Every visible cached word is read
 // once per kv head: the compulsory traffic, so the phase runs at the memory's read bandwidth
 // when the arithmetic (2 flops per word per row of the group) keeps up. bf16 caches are widened
@@ -31,6 +33,7 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 // The rest of this file is compiled once per instruction set (kernels/target_begin.hpp).
 #include <ioattn/kernels/target_begin.hpp>
@@ -86,6 +89,32 @@ struct Scratch {
     }
 };
 
+/// Position p0, p0 + 1, ... of sequence b in a paged cache of blocks of bs rows: the block's
+/// table entry and the row inside it, one division per tile instead of one per row.
+struct PagedCursor {
+    const std::int64_t* table; ///< row b of the block table (null: contiguous)
+    std::int64_t bs, index, row;
+
+    template <typename Scalar, typename Cache>
+    PagedCursor(const DecodeArgs<Scalar, Cache>& a,
+                std::int64_t b,
+                std::int64_t p0,
+                std::int64_t rows)
+        : table(a.paged() ? a.block_table.data + b * a.block_table.stride : nullptr)
+        , bs(rows)
+        , index(table != nullptr ? p0 / rows : 0)
+        , row(table != nullptr ? p0 % rows : 0) {}
+
+    [[nodiscard]] std::int64_t block() const { return table[index]; }
+
+    void next() {
+        if (++row == bs) {
+            row = 0;
+            ++index;
+        }
+    }
+};
+
 /// Pointers to the cached rows of positions [p0, p0 + n) of (b, g) as working-type rows:
 /// in place for a cache of the working type, widened into buf for bf16.
 template <typename Scalar, typename Cache>
@@ -98,16 +127,10 @@ void tile_rows(const DecodeArgs<Scalar, Cache>& a,
                Scalar* buf,
                const Scalar** rows) {
     const std::int64_t cols = x.cols;
+    PagedCursor cur(a, b, p0, x.rows);
     for (std::int64_t t = 0; t < n; ++t) {
-        const std::int64_t p = p0 + t;
-        const Cache* row = nullptr;
-        if (a.paged()) {
-            const std::int64_t bs = x.rows;
-            const std::int64_t blk = a.block_table.data[b * a.block_table.stride + p / bs];
-            row = x.row(blk, g, p % bs);
-        } else {
-            row = x.row(b, g, p);
-        }
+        const Cache* row = a.paged() ? x.row(cur.block(), g, cur.row) : x.row(b, g, p0 + t);
+        cur.next();
         if constexpr (std::is_same_v<Cache, Scalar>) {
             rows[t] = row;
         } else {
@@ -130,19 +153,11 @@ void prefetch_tile(const DecodeArgs<Scalar, Cache>& a,
     constexpr std::int64_t kLine = 64;
     const std::int64_t k_bytes = a.k.cols * static_cast<std::int64_t>(sizeof(Cache));
     const std::int64_t v_bytes = a.v.cols * static_cast<std::int64_t>(sizeof(Cache));
+    PagedCursor cur(a, b, p0, a.k.rows);
     for (std::int64_t t = 0; t < n; ++t) {
-        const std::int64_t p = p0 + t;
-        const Cache* kr = nullptr;
-        const Cache* vr = nullptr;
-        if (a.paged()) {
-            const std::int64_t bs = a.k.rows;
-            const std::int64_t blk = a.block_table.data[b * a.block_table.stride + p / bs];
-            kr = a.k.row(blk, g, p % bs);
-            vr = a.v.row(blk, g, p % bs);
-        } else {
-            kr = a.k.row(b, g, p);
-            vr = a.v.row(b, g, p);
-        }
+        const Cache* kr = a.paged() ? a.k.row(cur.block(), g, cur.row) : a.k.row(b, g, p0 + t);
+        const Cache* vr = a.paged() ? a.v.row(cur.block(), g, cur.row) : a.v.row(b, g, p0 + t);
+        cur.next();
         const auto* kc = reinterpret_cast<const char*>(kr);
         const auto* vc = reinterpret_cast<const char*>(vr);
         for (std::int64_t x = 0; x < k_bytes; x += kLine)
@@ -217,6 +232,15 @@ void chunk_body(const DecodeArgs<Scalar, Cache>& a,
         sc.m[r] = kNegInf;
         sc.l[r] = 0;
     }
+    // the keys [lo, hi) of the tile of n keys at t0 that row r sees: token t at position
+    // p = len - n_new + t sees (p - W, p] (all <= p without a window)
+    const std::int64_t window = sh.window;
+    const auto seen = [&](std::int64_t r, std::int64_t t0, std::int64_t n) {
+        const std::int64_t last = len - n_new + r % n_new;
+        const std::int64_t first = window > 0 ? last - window + 1 : 0;
+        return std::pair{std::clamp<std::int64_t>(first - t0, 0, n),
+                         std::clamp<std::int64_t>(last - t0 + 1, 0, n)};
+    };
     const Scalar* krows[kTile];
     const Scalar* vrows[kTile];
     for (std::int64_t t0 = c0; t0 < std::min(c1, c0 + kPrefetchTiles * kTile); t0 += kTile)
@@ -224,20 +248,19 @@ void chunk_body(const DecodeArgs<Scalar, Cache>& a,
     for (std::int64_t t0 = c0; t0 < c1; t0 += kTile) {
         const std::int64_t n = std::min<std::int64_t>(kTile, c1 - t0);
         const std::int64_t ahead = t0 + kPrefetchTiles * kTile;
-        if (ahead < c1)
+        if (kPrefetchTiles > 0 && ahead < c1)
             prefetch_tile(a, b, g, ahead, std::min<std::int64_t>(kTile, c1 - ahead));
-        // --- S = Q K^T over the tile; the keys row r sees: positions <= last(r) ---
+        // --- S = Q K^T over the tile; the keys row r sees: tile keys [lo, hi) ---
         tile_rows(a, a.k, b, g, t0, n, sc.kbuf, krows);
         bool edge = false;
         for (std::int64_t r = 0; r < r_all; ++r) {
-            const std::int64_t last = len - n_new + r % n_new;
-            const std::int64_t nv = std::clamp<std::int64_t>(last - t0 + 1, 0, n);
-            edge = edge || nv < n;
+            const auto [lo, hi] = seen(r, t0, n);
+            edge = edge || lo > 0 || hi < n;
             Scalar* s = sc.s + r * kTile;
-            if (nv > 0)
-                tile_scores(sc.q + r * d, krows, nv, d, s);
+            if (hi > 0)
+                tile_scores(sc.q + r * d, krows, hi, d, s);
             // --- m' = max(m, S); P = 2^(S - m'); l = alpha l + sum P ---
-            sc.alpha[r] = tile_softmax<Scalar, kTile>(s, nv, sc.m[r], sc.l[r]);
+            sc.alpha[r] = tile_softmax<Scalar, kTile>(s, lo, hi, sc.m[r], sc.l[r]);
         }
         // --- O = alpha O + P V ---
         tile_rows(a, a.v, b, g, t0, n, sc.vbuf, vrows);
@@ -247,12 +270,16 @@ void chunk_body(const DecodeArgs<Scalar, Cache>& a,
                     accumulate<Scalar, decltype(nr)::value, kTile>(
                         sc.s + r0 * kTile, vrows, n, d_v, sc.alpha + r0, sc.o + r0 * d_v, d_v);
                 });
-        } else { // rows whose last visible key falls inside the tile: never touch later V rows
+        } else { // rows whose visible keys end or start inside the tile: never touch the others
             for (std::int64_t r = 0; r < r_all; ++r) {
-                const std::int64_t last = len - n_new + r % n_new;
-                const std::int64_t nv = std::clamp<std::int64_t>(last - t0 + 1, 0, n);
-                accumulate<Scalar, 1, kTile>(
-                    sc.s + r * kTile, vrows, nv, d_v, sc.alpha + r, sc.o + r * d_v, d_v);
+                const auto [lo, hi] = seen(r, t0, n);
+                accumulate<Scalar, 1, kTile>(sc.s + r * kTile + lo,
+                                             vrows + lo,
+                                             std::max<std::int64_t>(hi - lo, 0),
+                                             d_v,
+                                             sc.alpha + r,
+                                             sc.o + r * d_v,
+                                             d_v);
             }
         }
     }
@@ -305,7 +332,7 @@ void decode_chunks(const DecodeArgs<Scalar, Cache>& args,
         const std::int64_t local = task - first[static_cast<std::size_t>(b)] * kv_heads;
         const std::int64_t chunks = plan.chunks(b);
         const std::int64_t g = local / chunks, c = local % chunks;
-        const std::int64_t c0 = c * plan.chunk;
+        const std::int64_t c0 = plan.first_row(b) + c * plan.chunk;
         const std::int64_t c1 = std::min(sh.kv_lens[static_cast<std::size_t>(b)], c0 + plan.chunk);
         io.acquire(footprint);
         for (std::int64_t j = 0; j < group; ++j)

@@ -5,7 +5,8 @@
 //   row_scores:   the scores of one query row against kLanes cached rows (one accumulator per
 //                 cached row, one transposing reduction: kernels/element/element_ops.hpp)
 //   tile_softmax: the online softmax step of one row over a tile of scores (base 2)
-//   accumulate:   O rows = alpha O rows + P V over a tile, V read once per block of rows
+//   accumulate:   O rows = alpha O rows + P V over a tile, V read once per block of rows,
+//                 several vectors of each row at once (independent multiply-add chains)
 
 #include "kernels/element/element_ops.hpp"
 
@@ -42,6 +43,15 @@ inline void widen_row(const bf16* in, Scalar* out, std::int64_t n) {
         using U16 = std::uint16_t __attribute__((vector_size(kL * 2)));
         using U32 = std::uint32_t __attribute__((vector_size(kL * 4)));
         std::int64_t x = 0;
+#if IOATTN_ISA_LEVEL == 3
+        // one zero-extending load and one shift per 16 words (the generic form below is split
+        // into 256-bit halves by the compiler)
+        for (; x + 16 <= n; x += 16) {
+            const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + x));
+            const __m512i w = _mm512_maskz_cvtepu16_epi32(0xFFFF, h); // maskz: no undefined source
+            _mm512_storeu_si512(out + x, _mm512_maskz_slli_epi32(0xFFFF, w, 16));
+        }
+#endif
         for (; x + kL <= n; x += kL) {
             U16 h;
             std::memcpy(&h, in + x, sizeof(h));
@@ -78,13 +88,13 @@ inline Vec<T> row_scores(const T* q, const T* const* k, std::int64_t d) {
     return transpose_sums<T, NK>(acc);
 }
 
-/// The online softmax step of one row over a tile's scores s[0, kTile) (base 2; the first n
-/// visible, the rest ignored): m' = max(m, max s), alpha = 2^(m - m'), s <- 2^(s - m') (0 past
-/// n), l = alpha l + sum s. A row that has seen only -inf scores stays at P = 0 (m' = -inf is
+/// The online softmax step of one row over a tile's scores s[0, kTile) (base 2; those in
+/// [lo, hi) visible, the rest ignored): m' = max(m, max s), alpha = 2^(m - m'),
+/// s <- 2^(s - m') (0 outside [lo, hi)), l = alpha l + sum s. A row that has seen only -inf scores stays at P = 0 (m' = -inf is
 /// taken as 0, so a NaN score still reaches l); a score equal to m' gives exactly 1 (+inf
 /// scores give 1, not inf - inf = NaN). Returns alpha.
 template <typename T, int kTile>
-inline T tile_softmax(T* s, std::int64_t n, T& m, T& l) {
+inline T tile_softmax(T* s, std::int64_t lo, std::int64_t hi, T& m, T& l) {
     constexpr int kL = Simd<T>::kLanes;
     constexpr int kNV = kTile / kL;
     static_assert(kTile % kL == 0);
@@ -98,7 +108,8 @@ inline T tile_softmax(T* s, std::int64_t n, T& m, T& l) {
     Vec<T> mv = kernels::splat<T>(kNegInf);
     IOATTN_ELEMENT_UNROLL
     for (int j = 0; j < kNV; ++j) {
-        const auto visible = lane + static_cast<E>(j * kL) < static_cast<E>(n);
+        const auto at = lane + static_cast<E>(j * kL);
+        const auto visible = (at >= static_cast<E>(lo)) & (at < static_cast<E>(hi));
         sv[j] = visible ? kernels::load(s + j * kL) : kernels::splat<T>(kNegInf);
         mv = kernels::max_ignoring_nan<T>(mv, sv[j]);
     }
@@ -120,7 +131,9 @@ inline T tile_softmax(T* s, std::int64_t n, T& m, T& l) {
 }
 
 /// For r < NR: o[r] = alpha[r] o[r] + sum_{t < n} p[r][t] v[t] (o rows ldo apart, p rows kTile
-/// apart, v[t] rows of d_v words). Each V vector is loaded once for the NR rows.
+/// apart, v[t] rows of d_v words). Each V vector is loaded once for the NR rows; kXB vectors of
+/// a row are updated together, so NR kXB independent multiply-add chains hide the latency.
+/// Every element sums its terms in t order, whatever the blocking.
 template <typename T, int NR, int kTile>
 inline void accumulate(const T* p,
                        const T* const* v,
@@ -130,38 +143,55 @@ inline void accumulate(const T* p,
                        T* o,
                        std::int64_t ldo) {
     constexpr int kL = Simd<T>::kLanes;
-    const auto step = [&](std::int64_t x, auto full) {
-        constexpr bool kFull = decltype(full)::value;
-        const std::int64_t w = kFull ? kL : d_v - x;
-        const auto get = [&](const T* a) {
-            if constexpr (kFull)
-                return kernels::load(a);
-            else
-                return load_partial(a, w);
-        };
+    constexpr int kXB = 16 / NR > 8 ? 8 : 16 / NR;
+    const auto block = [&](std::int64_t x, auto xb_count) {
+        constexpr int XB = decltype(xb_count)::value;
+        Vec<T> acc[static_cast<std::size_t>(NR)][static_cast<std::size_t>(XB)];
+        IOATTN_ELEMENT_UNROLL
+        for (int r = 0; r < NR; ++r)
+            IOATTN_ELEMENT_UNROLL
+        for (int b = 0; b < XB; ++b)
+            acc[r][b] = kernels::load(o + r * ldo + x + b * kL) * alpha[r];
+        for (std::int64_t t = 0; t < n; ++t) {
+            Vec<T> vv[static_cast<std::size_t>(XB)];
+            IOATTN_ELEMENT_UNROLL
+            for (int b = 0; b < XB; ++b)
+                vv[b] = kernels::load(v[t] + x + b * kL);
+            IOATTN_ELEMENT_UNROLL
+            for (int r = 0; r < NR; ++r) {
+                const Vec<T> pr = broadcast<T>(p[r * kTile + t]);
+                IOATTN_ELEMENT_UNROLL
+                for (int b = 0; b < XB; ++b)
+                    acc[r][b] = kernels::fmadd(pr, vv[b], acc[r][b]);
+            }
+        }
+        IOATTN_ELEMENT_UNROLL
+        for (int r = 0; r < NR; ++r)
+            IOATTN_ELEMENT_UNROLL
+        for (int b = 0; b < XB; ++b)
+            kernels::store(o + r * ldo + x + b * kL, acc[r][b]);
+    };
+    std::int64_t x = 0;
+    for (; x + kXB * kL <= d_v; x += kXB * kL)
+        block(x, std::integral_constant<int, kXB>{});
+    for (; x + kL <= d_v; x += kL)
+        block(x, std::integral_constant<int, 1>{});
+    if (x < d_v) { // the tail of a row: partial loads, so nothing past a row is touched
+        const std::int64_t w = d_v - x;
         Vec<T> acc[static_cast<std::size_t>(NR)];
         IOATTN_ELEMENT_UNROLL
         for (int r = 0; r < NR; ++r)
-            acc[r] = get(o + r * ldo + x) * alpha[r];
+            acc[r] = load_partial(o + r * ldo + x, w) * alpha[r];
         for (std::int64_t t = 0; t < n; ++t) {
-            const Vec<T> vv = get(v[t] + x);
+            const Vec<T> vv = load_partial(v[t] + x, w);
             IOATTN_ELEMENT_UNROLL
             for (int r = 0; r < NR; ++r)
                 acc[r] = kernels::fmadd(broadcast<T>(p[r * kTile + t]), vv, acc[r]);
         }
         IOATTN_ELEMENT_UNROLL
-        for (int r = 0; r < NR; ++r) {
-            if constexpr (kFull)
-                kernels::store(o + r * ldo + x, acc[r]);
-            else
-                std::memcpy(o + r * ldo + x, &acc[r], static_cast<std::size_t>(w) * sizeof(T));
-        }
-    };
-    std::int64_t x = 0;
-    for (; x + kL <= d_v; x += kL)
-        step(x, std::true_type{});
-    if (x < d_v)
-        step(x, std::false_type{});
+        for (int r = 0; r < NR; ++r)
+            std::memcpy(o + r * ldo + x, &acc[r], static_cast<std::size_t>(w) * sizeof(T));
+    }
 }
 
 } // namespace IOATTN_ISA

@@ -1,11 +1,12 @@
 // ioattn::io_cost_decode, decode_lower_bound, flop_count_decode: the decode schedule's exact I/O
 // (docs/design.md section 15), its compulsory traffic and its arithmetic, from the plan alone.
-// Per (sequence b, kv head) with R = group_rows(), c_b = ceil(len_b / C):
-//   reads  = c_b R d + len_b (d + d_v) + [c_b > 1] c_b R (d_v + 2)
+// Per (sequence b, kv head) with R = group_rows(), v_b = visible_rows(b) (len_b without a
+// window), c_b = ceil(v_b / C):
+//   reads  = c_b R d + v_b (d + d_v) + [c_b > 1] c_b R (d_v + 2)
 //   writes = R (d_v + 1) + [c_b > 1] c_b R (d_v + 2)
 //   peak   = the chunk task's resident words if any sequence has a chunk, the merge's if any
 //            has none or several (decode/decode_detail.hpp)
-// Lower bound: len_b (d + d_v) + [len_b > 0] R d reads and R (d_v + 1) writes.
+// Lower bound: v_b (d + d_v) + [v_b > 0] R d reads and R (d_v + 1) writes.
 
 #include "decode/decode_detail.hpp"
 
@@ -22,8 +23,8 @@ IoReport io_cost_decode(const DecodePlan& plan) {
     IoReport io;
     bool chunked = false, merged = false;
     for (std::int64_t b = 0; b < s.batch; ++b) {
-        const std::int64_t len = s.kv_lens[static_cast<std::size_t>(b)], c = plan.chunks(b);
-        io.reads += s.kv_heads * (c * r * d + len * (d + d_v));
+        const std::int64_t rows = plan.visible_rows(b), c = plan.chunks(b);
+        io.reads += s.kv_heads * (c * r * d + rows * (d + d_v));
         io.writes += s.kv_heads * r * (d_v + 1);
         if (c > 1) {
             io.reads += s.kv_heads * c * r * (d_v + 2);
@@ -44,8 +45,8 @@ IoReport decode_lower_bound(const DecodePlan& plan) {
     const std::int64_t r = plan.group_rows();
     IoReport io;
     for (std::int64_t b = 0; b < s.batch; ++b) {
-        const std::int64_t len = s.kv_lens[static_cast<std::size_t>(b)];
-        io.reads += s.kv_heads * (len * (s.d + s.d_v) + (len > 0 ? r * s.d : 0));
+        const std::int64_t rows = plan.visible_rows(b);
+        io.reads += s.kv_heads * (rows * (s.d + s.d_v) + (rows > 0 ? r * s.d : 0));
         io.writes += s.kv_heads * r * (s.d_v + 1);
     }
     return io;
@@ -58,10 +59,11 @@ double flop_count_decode(const DecodePlan& plan) {
         const std::int64_t len = s.kv_lens[static_cast<std::size_t>(b)];
         if (len == 0)
             continue;
-        // token t sees len - n_new + t + 1 cached rows
-        const double per_head = static_cast<double>(s.n_new) * static_cast<double>(len - s.n_new) +
-                                static_cast<double>(s.n_new * (s.n_new + 1) / 2);
-        pairs += per_head * static_cast<double>(s.heads);
+        for (std::int64_t t = 0; t < s.n_new; ++t) { // token t sees len - n_new + t + 1 rows
+            const std::int64_t seen = len - s.n_new + t + 1;
+            pairs += static_cast<double>(s.window > 0 ? std::min(seen, s.window) : seen) *
+                     static_cast<double>(s.heads);
+        }
     }
     return 2.0 * pairs * static_cast<double>(s.d + s.d_v);
 }
