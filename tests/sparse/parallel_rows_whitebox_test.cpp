@@ -155,3 +155,29 @@ TEST_CASE("seeded builders: whole blocks and thread independence across tasks", 
         }
     }
 }
+
+TEST_CASE("the parallel transpose equals the pairs' transpose", "[parallel_rows]") {
+    // parts of rows cut unevenly: dense 49 x 3 gives 12 parts of 5 rows, the last ones empty
+    const std::vector<Support> supports{sp::pattern_dense(49, 3),
+                                        sp::pattern_dense(200, 7),
+                                        sp::pattern_window(1000, 700, 40),
+                                        sp::pattern_random(777, 300, 0.2, 5),
+                                        sp::pattern_strided(513, 513, 64),
+                                        Support::none(5, 4)};
+    for (const Support& s : supports) {
+        CAPTURE(s.n_q(), s.n_k(), s.z_qk());
+        const Support t = s.transposed();
+        CHECK(t == sp::test::from_predicate(
+                       s.n_k(), s.n_q(), [&](auto j, auto i) { return s.contains(i, j); }));
+        const auto at = s.transposed_positions();
+        REQUIRE(static_cast<std::int64_t>(at.size()) == s.z_qk());
+        std::int64_t e = 0;
+        for (std::int64_t j = 0; j < t.n_q(); ++j)
+            for (const std::int64_t i : t.row(j)) { // entry e of the transpose is (i, j) of s
+                const std::int64_t p = at[static_cast<std::size_t>(e++)];
+                REQUIRE(p >= s.row_offsets()[static_cast<std::size_t>(i)]);
+                REQUIRE(p < s.row_offsets()[static_cast<std::size_t>(i) + 1]);
+                REQUIRE(s.col_indices()[static_cast<std::size_t>(p)] == j);
+            }
+    }
+}

@@ -146,7 +146,7 @@ std::pair<Support, std::vector<std::int64_t>> transpose_of(const Support& s) {
     const std::int64_t step = (n_q + parts - 1) / parts;
     std::vector<std::int64_t> at(static_cast<std::size_t>(parts * n_k), 0); // part x key
     const auto part_rows = [&](std::int64_t t) {
-        return std::pair{t * step, std::min(n_q, (t + 1) * step)};
+        return std::pair{std::min(n_q, t * step), std::min(n_q, (t + 1) * step)};
     };
     parallel_for_tiles(parts, [&](std::int64_t t, int) {
         std::int64_t* count = at.data() + t * n_k;
