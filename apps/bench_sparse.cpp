@@ -5,6 +5,11 @@
 // column `fastest < dense` says, per pattern and pass with Z_QK <= N^2/4, whether the fastest
 // sparse schedule (2 threads) took less time than the dense fused kernel on the same shape.
 // GFLOP/s counts 4 Z_QK d (backward 2.5x); medians of --repeat runs after a warm-up; B = H = 1.
+// Each schedule's 1- and 2-thread runs alternate round by round, and for the fused schedule the
+// dense fused kernel's 1- and 2-thread runs on the same shape and pass take turns with them, so
+// a noisy phase of the machine hits both: the 2-thread rows print each round's 1-to-2-thread
+// ratio (median, min-max) beside the dense kernel's from the same rounds, and whether the sparse
+// one reaches 1.8x where the dense one reaches 1.9x.
 
 #include "bench_sparse.hpp"
 
@@ -23,6 +28,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -35,6 +42,47 @@ namespace ioattn::app {
 
 namespace {
 
+/// Median, least and largest of a sample.
+struct Spread {
+    double median = 0, min = 0, max = 0;
+
+    static Spread of(std::vector<double> x) {
+        if (x.empty())
+            return {};
+        std::sort(x.begin(), x.end());
+        const std::size_t n = x.size();
+        return {n % 2 == 1 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]), x.front(), x.back()};
+    }
+
+    [[nodiscard]] std::string text(int digits) const {
+        return fixed(median, digits) + " (" + fixed(min, digits) + "-" + fixed(max, digits) + ")";
+    }
+
+    [[nodiscard]] nlohmann::json json() const {
+        return {{"median", median}, {"min", min}, {"max", max}};
+    }
+};
+
+/// Per round, each of fns timed once in turn (after one warm-up call of each): seconds[f][r].
+std::vector<std::vector<double>> alternated(int repeat,
+                                            const std::vector<std::function<void()>>& fns) {
+    for (const auto& fn : fns)
+        fn();
+    std::vector<std::vector<double>> seconds(fns.size());
+    for (int r = 0; r < std::max(repeat, 1); ++r)
+        for (std::size_t f = 0; f < fns.size(); ++f)
+            seconds[f].push_back(measure::seconds_of(fns[f]));
+    return seconds;
+}
+
+/// Per round, a[r] / b[r].
+std::vector<double> ratios(const std::vector<double>& a, const std::vector<double>& b) {
+    std::vector<double> r;
+    for (std::size_t i = 0; i < a.size() && i < b.size(); ++i)
+        r.push_back(a[i] / b[i]);
+    return r;
+}
+
 struct Row {
     std::string pattern;
     std::int64_t n = 0, d = 0, z_qk = 0;
@@ -46,6 +94,10 @@ struct Row {
     std::int64_t io = -1;
     double bound = 0;
     std::string variant = "-", beats = "-";
+    Spread spread = {};        ///< seconds over the rounds
+    Spread speedup = {};       ///< 2-thread rows: per round, 1-thread over 2-thread seconds
+    Spread dense_speedup = {}; ///< the same for the dense fused kernel in the same rounds
+    std::string two = "-";     ///< 2-thread rows: speedup >= 1.8 where dense's >= 1.9 (yes, NO)
 };
 
 /// Operands and gradients of one B = H = 1 problem.
@@ -107,52 +159,48 @@ void print(const SparseSuiteOptions& o, const std::vector<Row>& rows, const Roof
                                  {"io", r.io < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.io)},
                                  {"bound", r.bound},
                                  {"variant", r.variant},
-                                 {"fastest_beats_dense", r.beats}});
+                                 {"fastest_beats_dense", r.beats},
+                                 {"seconds_spread", r.spread.json()},
+                                 {"speedup_1to2", r.speedup.json()},
+                                 {"dense_speedup_1to2", r.dense_speedup.json()},
+                                 {"two_threads_ok", r.two}});
         std::cout << j.dump(2) << '\n';
         return;
     }
-    std::vector<std::string> head{"pattern",
-                                  "N",
-                                  "d",
-                                  "Z_QK",
-                                  "density",
-                                  "schedule",
-                                  "variant",
-                                  "pass",
-                                  "thr",
-                                  "seconds",
-                                  "GFLOP/s",
-                                  "% roof",
-                                  "% peak",
-                                  "vs dense",
-                                  "vs GrB",
-                                  "theory",
-                                  "cost",
-                                  "fastest < dense"};
+    std::vector<std::string> head{
+        "pattern",   "N",      "d",       "Z_QK",           "density", "schedule",
+        "variant",   "pass",   "thr",     "seconds",        "min-max", "1:2",
+        "dense 1:2", "1:2 ok", "GFLOP/s", "% roof",         "% peak",  "vs dense",
+        "vs GrB",    "theory", "cost",    "fastest < dense"};
     if (o.count_io) {
         head.emplace_back("I/O");
         head.emplace_back("bound");
     }
     Table t(head);
     for (const Row& r : rows) {
-        std::vector<std::string> cells{r.pattern,
-                                       std::to_string(r.n),
-                                       std::to_string(r.d),
-                                       grouped(r.z_qk),
-                                       fixed(100 * r.density, 2) + "%",
-                                       r.schedule,
-                                       r.variant,
-                                       r.pass,
-                                       std::to_string(r.threads),
-                                       sig(r.seconds),
-                                       fixed(r.gflops, 1),
-                                       fixed(100 * r.roofline, 1),
-                                       fixed(100 * r.gflops / roof.peak_gflops, 1),
-                                       r.vs_dense > 0 ? fixed(r.vs_dense, 2) : "-",
-                                       r.vs_graphblas > 0 ? fixed(r.vs_graphblas, 1) : "-",
-                                       r.theory,
-                                       r.cost,
-                                       r.beats};
+        std::vector<std::string> cells{
+            r.pattern,
+            std::to_string(r.n),
+            std::to_string(r.d),
+            grouped(r.z_qk),
+            fixed(100 * r.density, 2) + "%",
+            r.schedule,
+            r.variant,
+            r.pass,
+            std::to_string(r.threads),
+            sig(r.seconds),
+            r.spread.max > 0 ? sig(r.spread.min) + "-" + sig(r.spread.max) : "-",
+            r.speedup.median > 0 ? r.speedup.text(2) : "-",
+            r.dense_speedup.median > 0 ? r.dense_speedup.text(2) : "-",
+            r.two,
+            fixed(r.gflops, 1),
+            fixed(100 * r.roofline, 1),
+            fixed(100 * r.gflops / roof.peak_gflops, 1),
+            r.vs_dense > 0 ? fixed(r.vs_dense, 2) : "-",
+            r.vs_graphblas > 0 ? fixed(r.vs_graphblas, 1) : "-",
+            r.theory,
+            r.cost,
+            r.beats};
         if (o.count_io) {
             cells.push_back(r.io < 0 ? "-" : grouped(r.io));
             cells.push_back(r.bound > 0 ? sig(r.bound) : "-");
@@ -164,7 +212,10 @@ void print(const SparseSuiteOptions& o, const std::vector<Row>& rows, const Roof
         return;
     }
     std::cout << "ioattn bench --suite sparse: fp32, B = H = 1, median of " << o.repeat
-              << " runs; GFLOP/s = 4 Z_QK d (backward 2.5x); % roof = of SGEMM 2048^3 ("
+              << " alternated rounds (min-max: their spread); 1:2 = per round, 1-thread over "
+                 "2-thread seconds, median (min-max), dense 1:2 the dense fused kernel's in the "
+                 "same rounds, 1:2 ok = 1:2 >= 1.8 where dense 1:2 >= 1.9; GFLOP/s = 4 Z_QK d "
+                 "(backward 2.5x); % roof = of SGEMM 2048^3 ("
               << fixed(peak, 1)
               << " GFLOP/s, 2 threads) in this run; % peak = of the FMA peak; vs dense = GFLOP/s "
                  "over the dense fused kernel's; vs GrB = time of the GraphBLAS pipeline over "
@@ -213,12 +264,40 @@ void render_bench_plot(BarPlot plot, const Roofline& roof, const PlotFiles& file
 
 namespace {
 
+/// The dense fused kernel on one shape, planned for 1 and 2 threads, forward and backward: the
+/// reference each pattern's runs alternate with.
+struct DenseRuns {
+    Data& data;
+    const Problem& p;
+    AttentionOptions opts[2];
+    AttentionPlan fwd[2], bwd[2];
+
+    DenseRuns(Data& d, const Problem& problem, const MemoryModel& mem)
+        : data(d)
+        , p(problem) {
+        for (const int t : {1, 2}) {
+            const auto at = static_cast<std::size_t>(t - 1);
+            opts[at] = measure::timed_options(Schedule::fused, mem, t, "ioattn bench");
+            fwd[at] = plan_attention<float>(p, Pass::forward, {}, opts[at]);
+            bwd[at] = plan_attention<float>(p, Pass::backward, {}, opts[at]);
+        }
+    }
+
+    [[nodiscard]] std::function<void()> run(Pass pass, int threads) {
+        const auto at = static_cast<std::size_t>(threads - 1);
+        if (pass == Pass::forward)
+            return [this, at] { (void)attention(data.fwd.args(), {}, fwd[at], opts[at]); };
+        return [this, at] { (void)attention_backward(data.backward(), {}, bwd[at], opts[at]); };
+    }
+};
+
 /// One pattern on one shape: its schedules timed, forward and backward, with the verdict
 /// against the dense fused kernel's seconds.
 struct PatternRun {
     const SparseSuiteOptions& o;
     const Problem& p;
     Data& data;
+    DenseRuns& dense;
     const MemoryModel& mem;
     double dense_f, dense_b; ///< dense fused seconds, forward and backward (2 threads)
     int repeat;
@@ -263,23 +342,35 @@ struct PatternRun {
             const bool fwd = pass == Pass::forward;
             const std::size_t first = rows.size();
             double fastest = 0;
-            for (const Schedule sch : {Schedule::fused, Schedule::materialized})
+            for (const Schedule sch : {Schedule::fused, Schedule::materialized}) {
+                const bool fused = sch == Schedule::fused;
+                // what a user's call runs: the entry point's plan (the variant planner's
+                // variants for fused, the tuned tiling), planned once per thread count
+                std::vector<AttentionOptions> opts;
+                std::vector<AttentionPlan> plans;
+                std::vector<std::function<void()>> fns;
                 for (const int threads : {1, 2}) {
-                    // what a user's call runs: the entry point's plan (the variant
-                    // planner's variants for fused, the tuned tiling), planned once
-                    const AttentionOptions opts =
-                        measure::timed_options(sch, mem, threads, "ioattn bench");
-                    const AttentionPlan aplan = plan_attention<float>(p, pass, structure, opts);
-                    const Tiling& t = aplan.tiling;
-                    progress(where + " " + std::string(to_string(sch)) + (fwd ? "" : " backward") +
-                             " t=" + std::to_string(threads));
-                    const bool fused = sch == Schedule::fused;
-                    const double sec = measure::median_seconds(repeat, [&] {
+                    opts.push_back(measure::timed_options(sch, mem, threads, "ioattn bench"));
+                    plans.push_back(plan_attention<float>(p, pass, structure, opts.back()));
+                }
+                for (std::size_t t = 0; t < 2; ++t)
+                    fns.emplace_back([&, t] {
                         if (fwd)
-                            (void)attention(data.fwd.args(), structure, aplan, opts);
+                            (void)attention(data.fwd.args(), structure, plans[t], opts[t]);
                         else
-                            (void)attention_backward(data.backward(), structure, aplan, opts);
+                            (void)attention_backward(data.backward(), structure, plans[t], opts[t]);
                     });
+                if (fused) { // the dense reference takes turns with the sparse runs
+                    fns.push_back(dense.run(pass, 1));
+                    fns.push_back(dense.run(pass, 2));
+                }
+                progress(where + " " + std::string(to_string(sch)) + (fwd ? "" : " backward") +
+                         " t=1,2" + (fused ? " + dense" : ""));
+                const auto sec = alternated(repeat, fns);
+                for (const int threads : {1, 2}) {
+                    const auto at = static_cast<std::size_t>(threads - 1);
+                    const AttentionPlan& aplan = plans[at];
+                    const Tiling& t = aplan.tiling;
                     Row r{spec,
                           n,
                           d,
@@ -288,19 +379,32 @@ struct PatternRun {
                           std::string(to_string(sch)),
                           std::string(to_string(pass)),
                           threads,
-                          sec,
-                          (fwd ? 1.0 : 2.5) * flops / sec * 1e-9,
                           0,
                           0,
-                          fwd ? gb_s / sec : 0,
+                          0,
+                          0,
+                          0,
                           theory,
                           cost,
                           -1,
                           0};
+                    r.spread = Spread::of(sec[at]);
+                    r.seconds = r.spread.median;
+                    r.gflops = (fwd ? 1.0 : 2.5) * flops / r.seconds * 1e-9;
+                    r.vs_graphblas = fwd ? gb_s / r.seconds : 0;
                     r.roofline = r.gflops / peak;
                     // GFLOP/s over the dense fused kernel's (each with its own flop count)
                     r.vs_dense = r.gflops * 1e9 /
                                  (flop_count_convention(p, pass) / (fwd ? dense_f : dense_b));
+                    if (threads == 2) {
+                        r.speedup = Spread::of(ratios(sec[0], sec[1]));
+                        if (fused) {
+                            r.dense_speedup = Spread::of(ratios(sec[2], sec[3]));
+                            r.two = r.dense_speedup.median < 1.9 ? "-"
+                                    : r.speedup.median >= 1.8    ? "yes"
+                                                                 : "NO";
+                        }
+                    }
                     if (fused && aplan.variants)
                         r.variant = std::string(sparse::to_string(aplan.variants->variant));
                     if (o.count_io) {
@@ -310,10 +414,11 @@ struct PatternRun {
                         if (fwd)
                             r.bound = sparse::forward_bound(p, s, mem, z_in).asymptotic();
                     }
-                    if (threads == 2 && (fastest == 0 || sec < fastest))
-                        fastest = sec;
+                    if (threads == 2 && (fastest == 0 || r.seconds < fastest))
+                        fastest = r.seconds;
                     rows.push_back(r);
                 }
+            }
             // --- the fastest sparse schedule against the dense fused kernel ---
             const bool quarter = 4 * s.z_qk() <= n * n;
             const std::string beats =
@@ -327,7 +432,7 @@ struct PatternRun {
 } // namespace
 
 void run_sparse_suite(const SparseSuiteOptions& o) {
-    const std::vector<std::string> patterns =
+    std::vector<std::string> patterns =
         o.quick ? std::vector<std::string>{"window:256", "bigbird:64:2:3", "random:0.02"}
                 : std::vector<std::string>{"window:256",
                                            "causal-window:256",
@@ -338,10 +443,16 @@ void run_sparse_suite(const SparseSuiteOptions& o) {
                                            "block:64:0.1",
                                            "random:0.02",
                                            "powerlaw:32"};
-    const std::vector<std::int64_t> ns =
+    std::vector<std::int64_t> ns =
         o.quick ? std::vector<std::int64_t>{4096} : std::vector<std::int64_t>{4096, 16384};
-    const std::vector<std::int64_t> ds =
+    std::vector<std::int64_t> ds =
         o.quick ? std::vector<std::int64_t>{64} : std::vector<std::int64_t>{64, 128};
+    if (!o.patterns.empty())
+        patterns = o.patterns;
+    if (!o.ns.empty())
+        ns = o.ns;
+    if (!o.ds.empty())
+        ds = o.ds;
     const int repeat = o.quick ? 3 : o.repeat;
     progress("sgemm 2048^3 and the FMA peak (roofline)");
     const Roofline roof = measure_roofline(2, repeat);
@@ -388,7 +499,8 @@ void run_sparse_suite(const SparseSuiteOptions& o) {
                                 -1,
                                 0});
             }
-            const PatternRun run{o, p, data, mem, dense_fs, dense_bs, repeat, peak};
+            DenseRuns dense(data, p, mem);
+            const PatternRun run{o, p, data, dense, mem, dense_fs, dense_bs, repeat, peak};
             for (const std::string& spec : patterns)
                 run.run(spec, rows);
         }

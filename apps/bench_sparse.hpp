@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ioattn::app {
 
@@ -16,7 +17,10 @@ struct SparseSuiteOptions {
     bool count_io = false; ///< add the counted I/O of each row (dry run) and its bound
     int repeat = 5;
     std::uint64_t seed = 42;
-    std::string plot; ///< --plot FILE.svg; empty: none
+    std::string plot;                  ///< --plot FILE.svg; empty: none
+    std::vector<std::int64_t> ns;      ///< --N: the sequence lengths (empty: the suite's)
+    std::vector<std::int64_t> ds;      ///< --d: the head dimensions (empty: the suite's)
+    std::vector<std::string> patterns; ///< --patterns: the specs (empty: the suite's)
 };
 
 /// Runs the suite and prints the table (or CSV / JSON) on stdout, progress on stderr.

@@ -46,6 +46,8 @@ struct BenchOptions {
     int repeat = 5;
     std::uint64_t seed = 42;
     std::string plot;
+    std::vector<std::int64_t> ns, ds;  ///< sparse: --N, --d
+    std::vector<std::string> patterns; ///< sparse: --patterns
 };
 
 struct Result {
@@ -107,7 +109,8 @@ void run(const BenchOptions& o) {
     const std::optional<PlotFiles> files =
         o.plot.empty() ? std::nullopt : std::optional(plot_files(o.plot, kWhere));
     if (o.suite == "sparse") {
-        run_sparse_suite({o.quick, o.json, o.csv, o.count_io, o.repeat, o.seed, o.plot});
+        run_sparse_suite(
+            {o.quick, o.json, o.csv, o.count_io, o.repeat, o.seed, o.plot, o.ns, o.ds, o.patterns});
         return;
     }
     if (o.suite == "decode") {
@@ -372,6 +375,12 @@ void register_bench(CLI::App& app) {
         ->check(CLI::Range(1, 1 << 20))
         ->capture_default_str();
     cmd->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
+    cmd->add_option("--N", o->ns, "sparse: these sequence lengths instead of the suite's")
+        ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
+    cmd->add_option("--d", o->ds, "sparse: these head dimensions instead of the suite's")
+        ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 12));
+    cmd->add_option(
+        "--patterns", o->patterns, "sparse: these pattern specs instead of the suite's");
     cmd->add_option("--plot",
                     o->plot,
                     "Also plot GFLOP/s per shape or pattern and schedule, with the peers and the "

@@ -97,7 +97,10 @@ TEST_CASE("help of each subcommand exits 0 and lists its options", "[apps][main]
           "--csv",
           "--threads",
           "--repeat",
-          "--seed"}},
+          "--seed",
+          "--N",
+          "--d",
+          "--patterns"}},
         {"demo", {"--threads", "--seed"}},
     };
 #ifdef IOATTN_APPS_WITH_VERIFY

@@ -8,12 +8,14 @@
 
 #include <ioattn/error.hpp>
 #include <ioattn/kernels/instantiate.hpp>
+#include <ioattn/parallel.hpp>
 #include <ioattn/sparse/io_cost.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 namespace ioattn::sparse {
 
@@ -207,6 +209,30 @@ double crossover(const Support& support, std::int64_t z_input_per_head) {
                               : std::numeric_limits<double>::infinity();
 }
 
+namespace {
+
+/// Per key, whether some row sees it: parts of rows marked in parallel, then or-ed.
+std::vector<char> keys_seen(const Support& s) {
+    const std::int64_t n_q = s.n_q(), n_k = s.n_k();
+    const std::int64_t parts =
+        std::clamp<std::int64_t>(s.z_qk() / std::max<std::int64_t>(n_k, 1), 1, 8);
+    const std::int64_t step = (n_q + parts - 1) / parts;
+    std::vector<char> seen(static_cast<std::size_t>(parts * n_k), 0);
+    parallel_for_tiles(parts, [&](std::int64_t t, int) {
+        char* mark = seen.data() + t * n_k;
+        for (std::int64_t i = t * step; i < std::min(n_q, (t + 1) * step); ++i)
+            for (const std::int64_t j : s.row(i))
+                mark[j] = 1;
+    });
+    for (std::int64_t t = 1; t < parts; ++t)
+        for (std::int64_t j = 0; j < n_k; ++j)
+            seen[static_cast<std::size_t>(j)] |= seen[static_cast<std::size_t>(t * n_k + j)];
+    seen.resize(static_cast<std::size_t>(n_k));
+    return seen;
+}
+
+} // namespace
+
 template <typename Scalar>
 std::int64_t used_input_words(const Problem& problem,
                               const Support& support,
@@ -225,7 +251,7 @@ std::int64_t used_input_words(const Problem& problem,
                      " x ",
                      p.n_k);
     const auto [q, k, v] = detail::shape_operands(p, inputs, kWhere);
-    const Support& keys = support.transposed();
+    const std::vector<char> used = keys_seen(support);
     std::int64_t q_words = 0, kv_words = 0;
     for (std::int64_t slice = 0; slice < p.batch_heads(); ++slice) { // Q (and O, dO, L) rows
         const std::int64_t b = slice / p.heads, h = slice % p.heads;
@@ -236,7 +262,7 @@ std::int64_t used_input_words(const Problem& problem,
     for (std::int64_t kv = 0; kv < p.batch * p.kv_heads; ++kv) { // K and V rows
         const std::int64_t b = kv / p.kv_heads, g = kv % p.kv_heads;
         for (std::int64_t j = 0; j < p.n_k; ++j)
-            if (!keys.row(j).empty())
+            if (used[static_cast<std::size_t>(j)] != 0)
                 kv_words += k.words(b, g, j) + v.words(b, g, j);
     }
     return q_words / p.batch_heads() + kv_words / (p.batch * p.kv_heads);

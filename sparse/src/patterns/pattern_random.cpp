@@ -3,13 +3,16 @@
 // block), so a row's keys never depend on other rows, the thread count or the standard
 // library's distributions.
 //   random:  per row, gaps between kept keys are geometric (skip = floor(log U / log(1-p))),
-//            which is exactly independent Bernoulli(p) per pair: O(n_q + Z_QK).
-//   block:   per row block, one Bernoulli(p) per column block; rows copy the kept ranges.
+//            which is exactly independent Bernoulli(p) per pair: O(n_q + Z_QK), chunks of rows
+//            in parallel (build_chunks).
+//   block:   per row block, one Bernoulli(p) per column block; rows copy the kept ranges,
+//            written in place in parallel (build_sized).
 //   bigbird: window + global per row, then r distinct keys from the rest by Floyd's
-//            sampling of ranks mapped into the complement: O(Z_QK + n_q r log r).
+//            sampling of ranks mapped into the complement: O(Z_QK + n_q r log r), chunks of
+//            rows in parallel.
 // Tests: tests/sparse/pattern_random_test.cpp
 
-#include "patterns/pattern_util.hpp"
+#include "patterns/parallel_rows.hpp"
 
 #include <ioattn/sparse/pattern.hpp>
 
@@ -59,25 +62,25 @@ Support pattern_random(std::int64_t n_q, std::int64_t n_k, double density, std::
     detail::check_shape(kWhere, n_q, n_k);
     check_density(kWhere, density);
     const double log_keep = std::log1p(-density); // log(1 - p) < 0 for 0 < p < 1
-    return detail::build_rows(
-        kWhere, n_q, n_k, [&](std::int64_t i, std::vector<std::int64_t>& cols) {
-            if (density >= 1.0) {
-                detail::append_range(cols, 0, n_k - 1, n_k);
-                return;
-            }
-            if (density <= 0.0)
-                return;
-            detail::RowRng rng(seed, kSaltRandom, i);
-            std::int64_t j = -1;
-            for (;;) {
-                // skip ~ Geometric(p): P(skip = s) = (1-p)^s p
-                const double skip = std::floor(std::log1p(-rng.uniform()) / log_keep);
-                if (skip >= static_cast<double>(n_k - 1 - j))
-                    break;
-                j += static_cast<std::int64_t>(skip) + 1;
-                cols.push_back(j);
-            }
-        });
+    const auto row = [&](std::int64_t i, std::vector<std::int64_t>& cols) {
+        if (density >= 1.0) {
+            detail::append_range(cols, 0, n_k - 1, n_k);
+            return;
+        }
+        if (density <= 0.0)
+            return;
+        detail::RowRng rng(seed, kSaltRandom, i);
+        std::int64_t j = -1;
+        for (;;) {
+            // skip ~ Geometric(p): P(skip = s) = (1-p)^s p
+            const double skip = std::floor(std::log1p(-rng.uniform()) / log_keep);
+            if (skip >= static_cast<double>(n_k - 1 - j))
+                break;
+            j += static_cast<std::int64_t>(skip) + 1;
+            cols.push_back(j);
+        }
+    };
+    return detail::build_chunks(kWhere, n_q, n_k, [&] { return row; });
 }
 
 Support pattern_block(
@@ -88,23 +91,28 @@ Support pattern_block(
     check_density(kWhere, density);
     b = std::min(b, std::max({n_q, n_k, std::int64_t{1}})); // larger blocks: the same 1 x 1 grid
     const std::int64_t col_blocks = (n_k + b - 1) / b;
-    std::vector<std::int64_t> kept;
-    std::int64_t kept_for = -1;
-    return detail::build_rows(
-        kWhere, n_q, n_k, [&](std::int64_t i, std::vector<std::int64_t>& cols) {
-            const std::int64_t rb = i / b;
-            if (rb != kept_for) {
-                // --- draw the kept column blocks of row block rb ---
-                detail::RowRng rng(seed, kSaltBlock, rb);
-                kept.clear();
-                for (std::int64_t c = 0; c < col_blocks; ++c)
-                    if (rng.uniform() < density)
-                        kept.push_back(c);
-                kept_for = rb;
+    // --- the kept column blocks of each row block, drawn in parallel, and the keys they hold ---
+    const std::int64_t row_blocks = (n_q + b - 1) / b;
+    std::vector<std::vector<std::int64_t>> kept(static_cast<std::size_t>(row_blocks));
+    std::vector<std::int64_t> kept_keys(kept.size(), 0);
+    parallel_for_tiles(row_blocks, [&](std::int64_t rb, int) {
+        detail::RowRng rng(seed, kSaltBlock, rb);
+        auto& k = kept[static_cast<std::size_t>(rb)];
+        for (std::int64_t c = 0; c < col_blocks; ++c)
+            if (rng.uniform() < density) {
+                k.push_back(c);
+                kept_keys[static_cast<std::size_t>(rb)] += std::min(b, n_k - c * b);
             }
-            for (const std::int64_t c : kept)
-                detail::append_range(cols, c * b, c * b + b - 1, n_k);
-        });
+    });
+    return detail::build_sized(
+        kWhere,
+        n_q,
+        n_k,
+        [&](std::int64_t i) { return kept_keys[static_cast<std::size_t>(i / b)]; },
+        detail::stateless([&](std::int64_t i, std::int64_t* out) {
+            for (const std::int64_t c : kept[static_cast<std::size_t>(i / b)])
+                out = detail::write_range(out, c * b, std::min(c * b + b, n_k) - 1);
+        }));
 }
 
 Support pattern_bigbird(std::int64_t n_q,
@@ -120,10 +128,9 @@ Support pattern_bigbird(std::int64_t n_q,
     check_at_least(kWhere, "R", r, 0);
     w = std::min(w, n_q + n_k);
     g = std::min(g, n_q + n_k);
-    std::vector<std::int64_t> base;
-    std::vector<std::int64_t> extra;
-    return detail::build_rows(
-        kWhere, n_q, n_k, [&](std::int64_t i, std::vector<std::int64_t>& cols) {
+    const auto make_row = [&] {
+        return [&, base = std::vector<std::int64_t>(), extra = std::vector<std::int64_t>()](
+                   std::int64_t i, std::vector<std::int64_t>& cols) mutable {
             // --- window + global ---
             const std::int64_t p = i + n_k - n_q;
             base.clear();
@@ -149,7 +156,9 @@ Support pattern_bigbird(std::int64_t n_q,
             }
             std::merge(
                 base.begin(), base.end(), extra.begin(), extra.end(), std::back_inserter(cols));
-        });
+        };
+    };
+    return detail::build_chunks(kWhere, n_q, n_k, make_row);
 }
 
 } // namespace ioattn::sparse

@@ -1,6 +1,7 @@
 // ioattn::sparse::pattern_{bigbird_block,powerlaw}: seeded patterns built as their sources do.
 //   bigbird_block: BigBird's block-sparse attention (Zaheer et al. 2020, and the Hugging Face
 //            implementation: block_size 64, 3 sliding, 2 global, 3 random blocks): per block row
+//            (drawn in parallel, the rows then written in place in parallel)
 //            of b queries, w sliding key blocks around its own, g global blocks (the first
 //            ceil(g/2) and the last floor(g/2), which also see every key), and r random key
 //            blocks drawn by Floyd's sampling from the blocks the row does not see yet; one
@@ -14,7 +15,7 @@
 //            O(1 + its pairs) expected, then sorted. O(n_q log n_k + Z_QK log).
 // Tests: tests/sparse/pattern_seeded_test.cpp
 
-#include "patterns/pattern_util.hpp"
+#include "patterns/parallel_rows.hpp"
 
 #include <ioattn/sparse/pattern.hpp>
 
@@ -116,36 +117,46 @@ Support pattern_bigbird_block(std::int64_t n_q,
     const auto global = [&](std::int64_t blk) {
         return (blk >= 0 && blk < g_first) || (blk >= nb - g_last && blk < nb);
     };
-    std::vector<std::int64_t> blocks;
-    std::int64_t blocks_for = std::numeric_limits<std::int64_t>::min();
-    return detail::build_rows(
-        kWhere, n_q, n_k, [&](std::int64_t i, std::vector<std::int64_t>& cols) {
-            const std::int64_t qb = floor_div(i + n_k - n_q, b);
-            if (qb != blocks_for) {
-                // --- the key blocks of block row qb: window, global, then r random ---
-                blocks.clear();
-                if (global(qb)) {
-                    for (std::int64_t c = 0; c < nb; ++c)
-                        blocks.push_back(c);
-                } else {
-                    for (std::int64_t c = qb - (w - 1) / 2; c <= qb + w / 2; ++c)
-                        if (c >= 0 && c < nb)
-                            blocks.push_back(c);
-                    for (std::int64_t c = 0; c < nb; ++c)
-                        if (global(c))
-                            blocks.push_back(c);
-                    std::sort(blocks.begin(), blocks.end());
-                    blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
-                    detail::RowRng rng(seed, kSaltBlocks, qb);
-                    const std::vector<std::int64_t> taken = blocks;
-                    draw_blocks(rng, nb, taken, r, blocks);
-                    std::sort(blocks.begin(), blocks.end());
-                }
-                blocks_for = qb;
-            }
-            for (const std::int64_t c : blocks)
-                detail::append_range(cols, c * b, c * b + b - 1, n_k);
-        });
+    // --- the key blocks of each block row qb (window, global, then r random), in parallel ---
+    const std::int64_t qb_first = n_q > 0 ? floor_div(n_k - n_q, b) : 0;
+    const std::int64_t qb_count = n_q > 0 ? floor_div(n_k - 1, b) - qb_first + 1 : 0;
+    std::vector<std::vector<std::int64_t>> row_blocks(static_cast<std::size_t>(qb_count));
+    std::vector<std::int64_t> row_keys(row_blocks.size(), 0);
+    parallel_for_tiles(qb_count, [&](std::int64_t at, int) {
+        const std::int64_t qb = qb_first + at;
+        auto& blocks = row_blocks[static_cast<std::size_t>(at)];
+        if (global(qb)) {
+            for (std::int64_t c = 0; c < nb; ++c)
+                blocks.push_back(c);
+        } else {
+            for (std::int64_t c = qb - (w - 1) / 2; c <= qb + w / 2; ++c)
+                if (c >= 0 && c < nb)
+                    blocks.push_back(c);
+            for (std::int64_t c = 0; c < nb; ++c)
+                if (global(c))
+                    blocks.push_back(c);
+            std::sort(blocks.begin(), blocks.end());
+            blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+            detail::RowRng rng(seed, kSaltBlocks, qb);
+            const std::vector<std::int64_t> taken = blocks;
+            draw_blocks(rng, nb, taken, r, blocks);
+            std::sort(blocks.begin(), blocks.end());
+        }
+        for (const std::int64_t c : blocks)
+            row_keys[static_cast<std::size_t>(at)] += std::min(b, n_k - c * b);
+    });
+    const auto at = [&](std::int64_t i) {
+        return static_cast<std::size_t>(floor_div(i + n_k - n_q, b) - qb_first);
+    };
+    return detail::build_sized(
+        kWhere,
+        n_q,
+        n_k,
+        [&](std::int64_t i) { return row_keys[at(i)]; },
+        detail::stateless([&](std::int64_t i, std::int64_t* out) {
+            for (const std::int64_t c : row_blocks[at(i)])
+                out = detail::write_range(out, c * b, std::min(c * b + b, n_k) - 1);
+        }));
 }
 
 Support
@@ -186,29 +197,29 @@ pattern_powerlaw(std::int64_t n_q, std::int64_t n_k, double avg_degree, std::uin
     }
     const double c = 0.5 * (lo + hi);
     // --- each row: keys in rank order, kept with min(1, c w_i u_t) (Miller-Hagberg skip) ---
-    return detail::build_rows(
-        kWhere, n_q, n_k, [&](std::int64_t i, std::vector<std::int64_t>& cols) {
-            const double a = c * w[static_cast<std::size_t>(i)];
-            detail::RowRng rng(seed, kSaltPowerlaw, i);
-            const std::size_t first = cols.size();
-            double p = std::min(1.0, a * u[0]);
-            for (std::int64_t t = 0; t < n_k;) {
-                if (p <= 0.0)
+    const auto row = [&](std::int64_t i, std::vector<std::int64_t>& cols) {
+        const double a = c * w[static_cast<std::size_t>(i)];
+        detail::RowRng rng(seed, kSaltPowerlaw, i);
+        const std::size_t first = cols.size();
+        double p = std::min(1.0, a * u[0]);
+        for (std::int64_t t = 0; t < n_k;) {
+            if (p <= 0.0)
+                break;
+            if (p < 1.0) {
+                const double skip = std::floor(std::log1p(-rng.uniform()) / std::log1p(-p));
+                if (skip >= static_cast<double>(n_k - t))
                     break;
-                if (p < 1.0) {
-                    const double skip = std::floor(std::log1p(-rng.uniform()) / std::log1p(-p));
-                    if (skip >= static_cast<double>(n_k - t))
-                        break;
-                    t += static_cast<std::int64_t>(skip);
-                }
-                const double q = std::min(1.0, a * u[static_cast<std::size_t>(t)]);
-                if (rng.uniform() * p < q)
-                    cols.push_back(key_at[static_cast<std::size_t>(t)]);
-                p = q;
-                ++t;
+                t += static_cast<std::int64_t>(skip);
             }
-            std::sort(cols.begin() + static_cast<std::ptrdiff_t>(first), cols.end());
-        });
+            const double q = std::min(1.0, a * u[static_cast<std::size_t>(t)]);
+            if (rng.uniform() * p < q)
+                cols.push_back(key_at[static_cast<std::size_t>(t)]);
+            p = q;
+            ++t;
+        }
+        std::sort(cols.begin() + static_cast<std::ptrdiff_t>(first), cols.end());
+    };
+    return detail::build_chunks(kWhere, n_q, n_k, [&] { return row; });
 }
 
 } // namespace ioattn::sparse

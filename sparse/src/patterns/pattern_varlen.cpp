@@ -1,15 +1,17 @@
 // ioattn::sparse::pattern_varlen: packed variable-length sequences (a batch given by its
 // lengths, cu_seqlens = their prefix sums), laid end to end on both axes. Row i of the
 // sequence [s, e) sees the keys [s, e), cut to j <= i (causal) and to |i - j| <= w (windowed):
-// one index range per row, so O(n_q + Z_QK) time, serial, as the other deterministic builders.
+// one index range per row, written in place in parallel (build_sized): O(n_q log S + Z_QK) work
+// for S sequences.
 // Tests: tests/sparse/pattern_varlen_test.cpp
 
-#include "patterns/pattern_util.hpp"
+#include "patterns/parallel_rows.hpp"
 
 #include <ioattn/sparse/pattern.hpp>
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -43,18 +45,27 @@ Support pattern_varlen(std::int64_t n_q,
                      n_q,
                      ")");
     const std::int64_t w = window < 0 ? n_q : std::min(window, n_q);
-    // the first position of row i's sequence, walked forward as the rows go
-    std::size_t seq = 0;
-    std::int64_t start = 0;
-    return detail::build_rows(
-        kWhere, n_q, n_k, [&](std::int64_t i, std::vector<std::int64_t>& cols) {
-            while (i >= start + lengths[seq]) // skips empty sequences too
-                start += lengths[seq++];
-            const std::int64_t end = start + lengths[seq]; // row i is in [start, end)
-            const std::int64_t lo = std::max(start, i - w);
-            const std::int64_t hi = causal ? i : std::min(end - 1, i + w);
-            detail::append_range(cols, lo, hi, n_k);
-        });
+    // row i lies in the sequence [start, end) whose end is the first prefix sum above i
+    std::vector<std::int64_t> ends(lengths.size());
+    std::partial_sum(lengths.begin(), lengths.end(), ends.begin());
+    const auto row_range = [&](std::int64_t i) {
+        const auto at = std::upper_bound(ends.begin(), ends.end(), i); // skips empty sequences
+        const std::int64_t end = *at,
+                           start = end - lengths[static_cast<std::size_t>(at - ends.begin())];
+        return std::pair{std::max(start, i - w), causal ? i : std::min(end - 1, i + w)};
+    };
+    return detail::build_sized(
+        kWhere,
+        n_q,
+        n_k,
+        [&](std::int64_t i) {
+            const auto [lo, hi] = row_range(i);
+            return detail::range_size(lo, hi, n_k);
+        },
+        detail::stateless([&](std::int64_t i, std::int64_t* out) {
+            const auto [lo, hi] = row_range(i);
+            detail::write_range(out, lo, hi);
+        }));
 }
 
 } // namespace ioattn::sparse

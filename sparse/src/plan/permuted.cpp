@@ -123,13 +123,13 @@ Maps maps_of(const Orders& o) {
     return {o.rows.empty() ? nullptr : o.rows.data(), o.keys.empty() ? nullptr : o.keys.data()};
 }
 
-bool in_place(const VariantParts& parts) {
+bool in_place(const PartsView& parts) {
     return parts.element.z_qk() == 0;
 }
 
 template <typename Scalar, typename Counter>
 void forward_permuted(const ForwardArgs<Scalar>& args,
-                      const VariantParts& parts,
+                      const PartsView& parts,
                       const VariantPlan& plan,
                       const MemoryModel& memory,
                       Counter& counter) {
@@ -184,7 +184,7 @@ void forward_permuted(const ForwardArgs<Scalar>& args,
 
 template <typename Scalar, typename Counter>
 void backward_permuted(const BackwardArgs<Scalar>& args,
-                       const VariantParts& parts,
+                       const PartsView& parts,
                        const VariantPlan& plan,
                        const MemoryModel& memory,
                        Counter& counter) {
@@ -260,7 +260,7 @@ void backward_permuted(const BackwardArgs<Scalar>& args,
 
 template <typename Scalar>
 IoReport
-io_cost_permutation(const Problem& problem, const VariantParts& parts, const VariantPlan& plan) {
+io_cost_permutation(const Problem& problem, const PartsView& parts, const VariantPlan& plan) {
     const Problem p = problem.resolved("ioattn::sparse::io_cost (permuted)");
     const bool fwd = plan.pass == Pass::forward;
     if (in_place(parts)) { // the order indices the tile blocks read, per head
@@ -294,12 +294,12 @@ io_cost_permutation(const Problem& problem, const VariantParts& parts, const Var
 
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
     template void forward_permuted<Scalar, Counter>(const ForwardArgs<Scalar>&,                    \
-                                                    const VariantParts&,                           \
+                                                    const PartsView&,                              \
                                                     const VariantPlan&,                            \
                                                     const MemoryModel&,                            \
                                                     Counter&);                                     \
     template void backward_permuted<Scalar, Counter>(const BackwardArgs<Scalar>&,                  \
-                                                     const VariantParts&,                          \
+                                                     const PartsView&,                             \
                                                      const VariantPlan&,                           \
                                                      const MemoryModel&,                           \
                                                      Counter&);
@@ -307,7 +307,7 @@ IOATTN_FOR_EACH_SCALAR_COUNTER(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 #define IOATTN_INSTANTIATE(Scalar)                                                                 \
     template IoReport io_cost_permutation<Scalar>(                                                 \
-        const Problem&, const VariantParts&, const VariantPlan&);
+        const Problem&, const PartsView&, const VariantPlan&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 

@@ -40,7 +40,7 @@ namespace ioattn::sparse::detail {
 namespace {
 
 /// Which kernels run: the tile one unless only the element part has pairs.
-bool runs_tile(const VariantParts& parts) {
+bool runs_tile(const PartsView& parts) {
     return parts.tile.z_qk() > 0 || parts.element.z_qk() == 0;
 }
 
@@ -56,7 +56,7 @@ std::int64_t fused_split_peak(const Problem& p, const VariantPlan& plan) {
 
 template <typename Scalar>
 bool fused_split(const Problem& problem,
-                 const VariantParts& parts,
+                 const PartsView& parts,
                  const VariantPlan& plan,
                  const MemoryModel& memory) {
     return plan.pass == Pass::forward && parts.tile.z_qk() > 0 && parts.element.z_qk() > 0 &&
@@ -65,7 +65,7 @@ bool fused_split(const Problem& problem,
 
 template <typename Scalar, typename Counter>
 void forward_split(const ForwardArgs<Scalar>& args,
-                   const VariantParts& parts,
+                   const PartsView& parts,
                    const VariantPlan& plan,
                    const MemoryModel& memory,
                    Counter& counter) {
@@ -89,7 +89,7 @@ void forward_split(const ForwardArgs<Scalar>& args,
 
 template <typename Scalar, typename Counter>
 void backward_split(const BackwardArgs<Scalar>& args,
-                    const VariantParts& parts,
+                    const PartsView& parts,
                     const VariantPlan& plan,
                     const MemoryModel& memory,
                     Counter& counter) {
@@ -101,7 +101,7 @@ void backward_split(const BackwardArgs<Scalar>& args,
 }
 
 template <typename Scalar>
-IoReport io_cost_split(const Problem& problem, const VariantParts& parts, const VariantPlan& plan) {
+IoReport io_cost_split(const Problem& problem, const PartsView& parts, const VariantPlan& plan) {
     const bool tile = runs_tile(parts);
     const bool fwd = plan.pass == Pass::forward;
     if (fwd && plan.element_in_tiles) { // forward_fused_split: block_element.hpp
@@ -131,12 +131,12 @@ IoReport io_cost_split(const Problem& problem, const VariantParts& parts, const 
 
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \
     template void forward_split<Scalar, Counter>(const ForwardArgs<Scalar>&,                       \
-                                                 const VariantParts&,                              \
+                                                 const PartsView&,                                 \
                                                  const VariantPlan&,                               \
                                                  const MemoryModel&,                               \
                                                  Counter&);                                        \
     template void backward_split<Scalar, Counter>(const BackwardArgs<Scalar>&,                     \
-                                                  const VariantParts&,                             \
+                                                  const PartsView&,                                \
                                                   const VariantPlan&,                              \
                                                   const MemoryModel&,                              \
                                                   Counter&);
@@ -144,12 +144,11 @@ IOATTN_FOR_EACH_SCALAR_COUNTER(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 #define IOATTN_INSTANTIATE(Scalar)                                                                 \
     template bool fused_split<Scalar>(                                                             \
-        const Problem&, const VariantParts&, const VariantPlan&, const MemoryModel&);
+        const Problem&, const PartsView&, const VariantPlan&, const MemoryModel&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 #define IOATTN_INSTANTIATE(Scalar)                                                                 \
-    template IoReport io_cost_split<Scalar>(                                                       \
-        const Problem&, const VariantParts&, const VariantPlan&);
+    template IoReport io_cost_split<Scalar>(const Problem&, const PartsView&, const VariantPlan&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 
@@ -165,7 +164,8 @@ void forward(const ForwardArgs<Scalar>& args,
              const VariantPlan& plan,
              const MemoryModel& memory,
              Counter& counter) {
-    const auto& parts = detail::parts_of(plan, Pass::forward, "ioattn::sparse::forward");
+    const detail::PartsView parts =
+        detail::view_of(detail::parts_of(plan, Pass::forward, "ioattn::sparse::forward"), support);
     if (support.n_q() != parts.tile.n_q() || support.n_k() != parts.tile.n_k())
         throw InvalidArgument("ioattn::sparse::forward: the plan is for another support shape");
     if (plan.variant == Variant::permuted)
@@ -180,7 +180,8 @@ void backward(const BackwardArgs<Scalar>& args,
               const VariantPlan& plan,
               const MemoryModel& memory,
               Counter& counter) {
-    const auto& parts = detail::parts_of(plan, Pass::backward, "ioattn::sparse::backward");
+    const detail::PartsView parts = detail::view_of(
+        detail::parts_of(plan, Pass::backward, "ioattn::sparse::backward"), support);
     if (support.n_q() != parts.tile.n_q() || support.n_k() != parts.tile.n_k())
         throw InvalidArgument("ioattn::sparse::backward: the plan is for another support shape");
     if (plan.variant == Variant::permuted)

@@ -4,13 +4,16 @@
 #include "plan/structure.hpp"
 
 #include "support/block_keys.hpp"
+#include "support/huge_pages.hpp"
 
 #include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <utility>
 
 namespace ioattn::sparse::detail {
@@ -35,12 +38,15 @@ std::vector<std::int64_t> block_keys(const Support& s,
     std::vector<std::int64_t> keys;
     const std::int64_t i0 = b * rows, i1 = std::min(s.n_q(), (b + 1) * rows);
     std::int64_t* mark = lanes != nullptr ? lanes + s.n_k() : nullptr; // the last group seeing j
+    std::int64_t lo = s.n_k(), hi = -1;                                // the keys' range
     for (std::int64_t i = i0; i < i1; ++i) {
         const std::int64_t g = group > 0 ? (i - i0) / group : 0;
         const std::int64_t in_group = group > 0 ? std::min(group, i1 - i0 - g * group) : 0;
         for (const std::int64_t j : s.row(i)) {
             if (count[j]++ == 0) {
                 keys.push_back(j);
+                lo = std::min(lo, j);
+                hi = std::max(hi, j);
                 if (lanes != nullptr) {
                     lanes[j] = 0;
                     mark[j] = -1;
@@ -52,7 +58,17 @@ std::vector<std::int64_t> block_keys(const Support& s,
             }
         }
     }
-    std::sort(keys.begin(), keys.end());
+    // sorted: by a scan of the counts when the keys fill an eighth of their range (scattered
+    // blocks see thousands of keys: sorting them was the largest part of random:0.02's planning)
+    const auto k = static_cast<std::int64_t>(keys.size());
+    if (k > 64 && hi - lo + 1 <= 8 * k) {
+        std::int64_t at = 0;
+        for (std::int64_t j = lo; j <= hi; ++j)
+            if (count[j] > 0)
+                keys[static_cast<std::size_t>(at++)] = j;
+    } else {
+        std::sort(keys.begin(), keys.end());
+    }
     return keys;
 }
 
@@ -119,8 +135,8 @@ Split assemble(const Support& s,
     });
     std::partial_sum(to.begin(), to.end(), to.begin());
     std::partial_sum(eo.begin(), eo.end(), eo.begin());
-    std::vector<std::int64_t> tc(static_cast<std::size_t>(to.back()));
-    std::vector<std::int64_t> ec(static_cast<std::size_t>(eo.back()));
+    std::vector<std::int64_t> tc = zeroed_words(to.back());
+    std::vector<std::int64_t> ec = zeroed_words(eo.back());
     parallel_for_tiles(n_q, [&](std::int64_t i, int) {
         std::int64_t at = to[static_cast<std::size_t>(i)], ae = eo[static_cast<std::size_t>(i)];
         walk(i, [&](std::int64_t j, bool in_tile) {
@@ -156,6 +172,7 @@ double all_tiles_cost(const std::vector<std::int64_t>& keys,
 
 Split split_all(const Support& s, std::int64_t rows, bool tiles, const CostModel& cm, bool parts) {
     Split out;
+    out.kind = tiles ? Split::Kind::all_tiles : Split::Kind::all_element;
     const std::int64_t nb = n_blocks(s, rows);
     const kernels::Workspace<std::int64_t> counts(max_concurrency(), 3 * s.n_k());
     std::vector<double> cost(static_cast<std::size_t>(nb), 0.0);
@@ -262,6 +279,8 @@ Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm, bo
         kind[static_cast<std::size_t>(b)] = (tile_pairs > 0 ? 1 : 0) + (pairs > tile_pairs ? 2 : 0);
     });
     Split out = parts ? assemble(s, rows, tile) : Split{};
+    if (!parts)
+        out.block_tile = std::move(tile);
     for (const int k : kind) {
         out.tile_blocks += k == 1 ? 1 : 0;
         out.element_blocks += k == 2 ? 1 : 0;
@@ -275,21 +294,56 @@ Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm, bo
     return out;
 }
 
-Orders find_orders(const Support& s, std::int64_t rows, const CostModel& cm) {
+/// g = gcd of i' - j over Omega (0 when Omega is empty), by parts of rows in parallel; 1 as soon
+/// as any part finds it.
+std::int64_t offset_gcd(const Support& s) {
+    const std::int64_t n_q = s.n_q(), shift = s.n_k() - s.n_q();
+    const std::int64_t step = std::max<std::int64_t>(256, (n_q + 255) / 256);
+    const std::int64_t parts = (n_q + step - 1) / step;
+    std::vector<std::int64_t> part(static_cast<std::size_t>(parts), 0);
+    std::atomic<bool> one{false};
+    parallel_for_tiles(parts, [&](std::int64_t t, int) {
+        std::int64_t g = 0;
+        for (std::int64_t i = t * step; i < std::min(n_q, (t + 1) * step); ++i) {
+            if (one.load(std::memory_order_relaxed))
+                return;
+            for (const std::int64_t j : s.row(i)) {
+                g = std::gcd(g, i + shift - j);
+                if (g == 1) {
+                    one.store(true, std::memory_order_relaxed);
+                    return;
+                }
+            }
+        }
+        part[static_cast<std::size_t>(t)] = g;
+    });
+    if (one.load())
+        return 1;
+    std::int64_t g = 0;
+    for (const std::int64_t x : part)
+        g = std::gcd(g, x);
+    return g;
+}
+
+void split_parts(Split& split, const Support& s, std::int64_t rows) {
+    Split parts = assemble(s, rows, split.block_tile);
+    split.tile = std::move(parts.tile);
+    split.element = std::move(parts.element);
+    split.block_tile.clear();
+}
+
+Orders find_orders(const Support& s,
+                   std::int64_t rows,
+                   const CostModel& cm,
+                   std::shared_ptr<const Support>* reordered_out) {
     Orders o;
     const std::int64_t n_q = s.n_q(), n_k = s.n_k(), shift = n_k - n_q;
     // --- g = gcd of i' - j over Omega: g >= 2 means g independent residue classes ---
-    std::int64_t g = 0;
-    for (std::int64_t i = 0; i < n_q && g != 1; ++i)
-        for (const std::int64_t j : s.row(i)) {
-            g = std::gcd(g, i + shift - j);
-            if (g == 1)
-                break;
-        }
+    const std::int64_t g = offset_gcd(s);
     const auto residue = [g](std::int64_t x) { return ((x % g) + g) % g; };
     std::vector<std::int64_t> key_rank(static_cast<std::size_t>(n_k));
     std::iota(key_rank.begin(), key_rank.end(), std::int64_t{0});
-    Support base = s;
+    std::shared_ptr<const Support> reordered; // by residue
     if (g >= 2 && g < std::max(n_q, n_k)) {
         o.rows.resize(static_cast<std::size_t>(n_q));
         std::iota(o.rows.begin(), o.rows.end(), std::int64_t{0});
@@ -301,27 +355,39 @@ Orders find_orders(const Support& s, std::int64_t rows, const CostModel& cm) {
         std::stable_sort(o.keys.begin(), o.keys.end(), [&](std::int64_t a, std::int64_t b) {
             return residue(a) < residue(b);
         });
-        base = reorder(s, o);
+        reordered = std::make_shared<const Support>(reorder(s, o));
         key_rank = o.keys;
     }
-    // --- keys by (last, first) block whose tile-worthy column they are (else any block) ---
+    const Support& base = reordered ? *reordered : s;
+    // --- keys by (last, first) block whose tile-worthy column they are (else any block): each
+    // block's keys and their worthiness in parallel, then folded in block order ---
     constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
     std::vector<std::int64_t> last(static_cast<std::size_t>(n_k), -1), first(last.size(), kNever);
     std::vector<std::int64_t> any_last(last), any_first(first);
-    std::vector<std::int64_t> count(3 * static_cast<std::size_t>(n_k), 0);
-    for (std::int64_t b = 0; b < n_blocks(base, rows); ++b) {
-        const auto [keys, lanes] = block_columns(base, rows, b, count.data(), cm);
+    const std::int64_t nb = n_blocks(base, rows);
+    std::vector<std::vector<std::int64_t>> seen(static_cast<std::size_t>(nb)); // j, or -1 - j
+    const kernels::Workspace<std::int64_t> counts(max_concurrency(), 3 * n_k);
+    parallel_for_tiles(nb, [&](std::int64_t b, int w) {
+        std::int64_t* count = counts.slab(w);
+        const auto [keys, lanes] = block_columns(base, rows, b, count, cm);
+        auto& out = seen[static_cast<std::size_t>(b)];
+        out.reserve(keys.size());
         for (const std::int64_t j : keys) {
             const auto u = static_cast<std::size_t>(j);
+            out.push_back(cm.tile_worthy(count[u], lanes(j)) ? j : -1 - j);
+            count[u] = 0;
+        }
+    });
+    for (std::int64_t b = 0; b < nb; ++b)
+        for (const std::int64_t x : seen[static_cast<std::size_t>(b)]) {
+            const auto u = static_cast<std::size_t>(x >= 0 ? x : -1 - x);
             any_last[u] = b;
             any_first[u] = std::min(any_first[u], b);
-            if (cm.tile_worthy(count[u], lanes(j))) {
+            if (x >= 0) {
                 last[u] = b;
                 first[u] = std::min(first[u], b);
             }
-            count[u] = 0;
         }
-    }
     std::vector<std::int64_t> order(static_cast<std::size_t>(n_k));
     std::iota(order.begin(), order.end(), std::int64_t{0});
     const auto sig = [&](std::int64_t j) {
@@ -342,6 +408,8 @@ Orders find_orders(const Support& s, std::int64_t rows, const CostModel& cm) {
             keys[static_cast<std::size_t>(b)] =
                 key_rank[static_cast<std::size_t>(order[static_cast<std::size_t>(b)])];
         o.keys = std::move(keys);
+    } else if (reordered_out != nullptr && reordered) {
+        *reordered_out = std::move(reordered);
     }
     return o;
 }
@@ -365,7 +433,7 @@ Support reorder(const Support& s, const Orders& o) {
     for (std::int64_t a = 0; a < n_q; ++a)
         offsets[static_cast<std::size_t>(a) + 1] =
             offsets[static_cast<std::size_t>(a)] + s.row_nonzeros(old_row(a));
-    std::vector<std::int64_t> cols(static_cast<std::size_t>(offsets.back()));
+    std::vector<std::int64_t> cols = zeroed_words(offsets.back());
     parallel_for_tiles(n_q, [&](std::int64_t a, int) {
         auto* out = cols.data() + offsets[static_cast<std::size_t>(a)];
         std::int64_t c = 0;

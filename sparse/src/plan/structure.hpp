@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace ioattn::sparse::detail {
@@ -60,8 +61,14 @@ struct CostModel {
 /// Omega = tile + element (disjoint), cut by blocks of `rows` consecutive rows, and how many
 /// blocks have only tile pairs, only element pairs, or both; `cost` is the model's estimate.
 struct Split {
+    /// How the parts follow from the pricing: per block by fill (block_tile), every pair
+    /// through tiles, or every pair element by element.
+    enum class Kind { fill, all_tiles, all_element };
+    Kind kind = Kind::fill;
     Support tile;
     Support element;
+    /// kind fill, priced only: per block, its sorted tile keys (split_parts builds the parts)
+    std::vector<std::vector<std::int64_t>> block_tile;
     std::int64_t tile_columns = 0; ///< key columns of the tile part, summed over its blocks
     /// split_by_fill: split_all's estimate and columns with every pair in tiles (one pass over
     /// the blocks' keys prices both)
@@ -81,8 +88,11 @@ Split split_all(
 /// Per block of `rows` rows, each key column through tiles if tile_worthy (and, when it is not
 /// part of a run of kMinRun tile columns, worth its gather too), else its pairs element by
 /// element; a global row (more than 4x the mean row's pairs, at least half the keys) through
-/// tiles whole.
+/// tiles whole. With parts = false only priced, each block's tile keys kept in block_tile.
 Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm, bool parts = true);
+
+/// The two parts of a split_by_fill priced on s at `rows`, from its block_tile.
+void split_parts(Split& split, const Support& s, std::int64_t rows);
 
 /// A reordering: new row a is old row rows[a], new key b is old key keys[b] (empty: identity).
 struct Orders {
@@ -96,7 +106,12 @@ struct Orders {
 /// allowed pair has i' - j divisible by g >= 2 (dilated patterns: g independent bands), then keys
 /// by the last and first block of `rows` rows whose tile-worthy columns they are (strided
 /// patterns' summary keys gather into whole key blocks). Identity parts are left empty.
-Orders find_orders(const Support& s, std::int64_t rows, const CostModel& cm);
+/// When `reordered` is given and the orders are the residue ones alone (the keys keep their
+/// residue order), it receives the structure reorder(s, orders) built on the way.
+Orders find_orders(const Support& s,
+                   std::int64_t rows,
+                   const CostModel& cm,
+                   std::shared_ptr<const Support>* reordered = nullptr);
 
 /// The support with rows and keys reordered: (a, b) allowed iff (o.rows[a], o.keys[b]) is.
 Support reorder(const Support& s, const Orders& o);

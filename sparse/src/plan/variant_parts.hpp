@@ -10,14 +10,37 @@
 #include <ioattn/sparse/variants.hpp>
 
 #include <algorithm>
+#include <memory>
 
 namespace ioattn::sparse::detail {
 
 struct VariantParts {
-    Support tile;    ///< pairs through the tile kernels
-    Support element; ///< pairs through the element kernels
+    Support tile;    ///< pairs through the tile kernels (none kept when whole == tile)
+    Support element; ///< pairs through the element kernels (none kept when whole == element)
     Orders orders;   ///< permuted: new row a = old rows[a], new key b = old keys[b]
+    /// A part that is every pair of the structure the plan runs on is that structure itself,
+    /// not a copy (copying it took as long as a window:256 call at N = 16384): the support the
+    /// plan runs with, or `reordered` for the permuted variant. Its kept plans (block keys,
+    /// panels) are then shared with every other plan of that structure.
+    enum class Whole { none, tile, element };
+    Whole whole = Whole::none;
+    std::shared_ptr<const Support> reordered; ///< permuted: the reordered structure
 };
+
+/// The parts of a plan as the runners read them, resolved against the support it runs with.
+struct PartsView {
+    const Support& tile;
+    const Support& element;
+    const Orders& orders;
+};
+
+/// The view of `parts` for a plan run with `support` (the structure it was planned for).
+inline PartsView view_of(const VariantParts& parts, const Support& support) {
+    const Support& base = parts.reordered ? *parts.reordered : support;
+    return {parts.whole == VariantParts::Whole::tile ? base : parts.tile,
+            parts.whole == VariantParts::Whole::element ? base : parts.element,
+            parts.orders};
+}
 
 /// plan_variants without its cache, on a resolved and checked problem (variant_plan.cpp).
 template <typename Scalar>
@@ -36,14 +59,14 @@ const VariantParts& parts_of(const VariantPlan& plan, Pass pass, const char* whe
 /// element part), then element (resuming from the tile outputs when both run).
 template <typename Scalar, typename Counter>
 void forward_split(const ForwardArgs<Scalar>& args,
-                   const VariantParts& parts,
+                   const PartsView& parts,
                    const VariantPlan& plan,
                    const MemoryModel& memory,
                    Counter& counter);
 
 template <typename Scalar, typename Counter>
 void backward_split(const BackwardArgs<Scalar>& args,
-                    const VariantParts& parts,
+                    const PartsView& parts,
                     const VariantPlan& plan,
                     const MemoryModel& memory,
                     Counter& counter);
@@ -76,7 +99,7 @@ void forward_fused_split(const ForwardArgs<Scalar>& args,
 /// part runs as a second pass (forward_element, resuming from the tile outputs).
 template <typename Scalar>
 bool fused_split(const Problem& problem,
-                 const VariantParts& parts,
+                 const PartsView& parts,
                  const VariantPlan& plan,
                  const MemoryModel& memory);
 
@@ -95,25 +118,25 @@ void backward_fused_ordered(const BackwardArgs<Scalar>& args,
 /// Whether the permuted variant reads and writes the reordered problem in place (every pair
 /// goes through tiles, which take the orders: forward_fused_ordered, backward_fused_ordered)
 /// instead of copying it (permuted.cpp).
-bool in_place(const VariantParts& parts);
+bool in_place(const PartsView& parts);
 
 /// I/O of forward_split / backward_split.
 template <typename Scalar>
-IoReport io_cost_split(const Problem& problem, const VariantParts& parts, const VariantPlan& plan);
+IoReport io_cost_split(const Problem& problem, const PartsView& parts, const VariantPlan& plan);
 
 /// The reordering around forward_split / backward_split: operands copied into reordered
 /// buffers, outputs back; when every pair goes through tiles, none: forward_fused_ordered /
 /// backward_fused_ordered read them in place.
 template <typename Scalar, typename Counter>
 void forward_permuted(const ForwardArgs<Scalar>& args,
-                      const VariantParts& parts,
+                      const PartsView& parts,
                       const VariantPlan& plan,
                       const MemoryModel& memory,
                       Counter& counter);
 
 template <typename Scalar, typename Counter>
 void backward_permuted(const BackwardArgs<Scalar>& args,
-                       const VariantParts& parts,
+                       const PartsView& parts,
                        const VariantPlan& plan,
                        const MemoryModel& memory,
                        Counter& counter);
@@ -122,7 +145,7 @@ void backward_permuted(const BackwardArgs<Scalar>& args,
 /// forward read in place, the order indices its tile blocks read.
 template <typename Scalar>
 IoReport
-io_cost_permutation(const Problem& problem, const VariantParts& parts, const VariantPlan& plan);
+io_cost_permutation(const Problem& problem, const PartsView& parts, const VariantPlan& plan);
 
 /// The I/O of two phases run one after the other: words add, the peak is the larger one.
 inline IoReport in_sequence(const IoReport& a, const IoReport& b) {

@@ -67,50 +67,66 @@ detail::CostModel cost_model(Pass pass) {
     return cm;
 }
 
-/// The best split of s for the pass: blocks of s's rows (forward) or of its keys (backward);
-/// with parts = false only priced (the parts are built for the winning tile height).
+/// The best split of s for the pass, priced: blocks of s's rows (forward) or of its keys
+/// (backward). Its parts are built for the winning candidate only (build_parts): building every
+/// candidate's parts and their transposes would double the planning time of strided:64's
+/// backward at N = 16384.
 detail::Split best_split(const Support& s,
                          std::int64_t rows,
                          Pass pass,
                          const detail::CostModel& cm,
-                         std::optional<Variant> force,
-                         bool parts) {
-    const bool fwd = pass == Pass::forward;
-    const Support& view = fwd ? s : s.transposed();
-    detail::Split best;
-    if (force == Variant::tile || force == Variant::element) {
-        best = detail::split_all(view, rows, force == Variant::tile, cm, parts);
-    } else {
-        best = detail::split_by_fill(view, rows, cm, parts);
-        // a split runs two kernels, the second resuming from the first's outputs: it must
-        // beat running everything through one of them by kSplitGain (all tiles priced by
-        // split_by_fill's pass; built only when it wins and parts are asked)
-        if (!force)
-            for (const bool tiles : {true, false}) {
-                const double all = tiles ? best.all_tiles_cost
-                                         : static_cast<double>(view.z_qk()) * cm.element_pair;
-                if (all * kSplitGain > best.cost)
-                    continue;
-                if (parts) {
-                    best = detail::split_all(view, rows, tiles, cm, true);
-                    continue;
-                }
-                detail::Split priced; // every pair through one kernel, priced only
-                priced.cost = all;
-                priced.tile_columns = tiles ? best.all_tiles_columns : 0;
-                best = std::move(priced);
-            }
-    }
-    if (!fwd && parts) { // parts back in Omega's orientation
-        Support tile = best.tile.transposed();
-        Support element = best.element.transposed();
-        best.tile = std::move(tile);
-        best.element = std::move(element);
-    }
+                         std::optional<Variant> force) {
+    const Support& view = pass == Pass::forward ? s : s.transposed();
+    if (force == Variant::tile || force == Variant::element)
+        return detail::split_all(view, rows, force == Variant::tile, cm, false);
+    detail::Split best = detail::split_by_fill(view, rows, cm, false);
+    // a split runs two kernels, the second resuming from the first's outputs: it must beat
+    // running everything through one of them by kSplitGain (all tiles priced by
+    // split_by_fill's pass)
+    if (!force)
+        for (const bool tiles : {true, false}) {
+            const double all =
+                tiles ? best.all_tiles_cost : static_cast<double>(view.z_qk()) * cm.element_pair;
+            if (all * kSplitGain > best.cost)
+                continue;
+            detail::Split priced; // every pair through one kernel
+            priced.kind = tiles ? detail::Split::Kind::all_tiles : detail::Split::Kind::all_element;
+            priced.cost = all;
+            priced.tile_columns = tiles ? best.all_tiles_columns : 0;
+            const std::int64_t blocks = (view.n_q() + rows - 1) / rows;
+            (tiles ? priced.tile_blocks : priced.element_blocks) = blocks;
+            best = std::move(priced);
+        }
     return best;
 }
 
-Variant variant_of(const detail::Split& s) {
+/// The parts of a split best_split priced on s, in Omega's orientation; a part that is all of s
+/// is not built (the plan's runners read s itself: VariantParts::whole).
+detail::VariantParts::Whole
+build_parts(detail::Split& split, const Support& s, std::int64_t rows, Pass pass) {
+    using Whole = detail::VariantParts::Whole;
+    switch (split.kind) {
+    case detail::Split::Kind::all_tiles:
+        split.element = Support::none(s.n_q(), s.n_k());
+        return Whole::tile;
+    case detail::Split::Kind::all_element:
+        split.tile = Support::none(s.n_q(), s.n_k());
+        return Whole::element;
+    case detail::Split::Kind::fill:
+        break;
+    }
+    const bool fwd = pass == Pass::forward;
+    detail::split_parts(split, fwd ? s : s.transposed(), rows);
+    if (!fwd) { // parts back in Omega's orientation
+        Support tile = split.tile.transposed();
+        Support element = split.element.transposed();
+        split.tile = std::move(tile);
+        split.element = std::move(element);
+    }
+    return Whole::none;
+}
+
+Variant variant_of(const detail::PartsView& s) {
     if (s.element.z_qk() == 0)
         return Variant::tile;
     return s.tile.z_qk() == 0 ? Variant::element : Variant::split;
@@ -127,11 +143,10 @@ double copied_rows(const Problem& p, const detail::Orders& o, Pass pass) {
     return rows;
 }
 
-/// The best structure at one tile height: the split of the original or, when find_orders gives
-/// one and it is cheaper (or forced), of the reordered structure with its copies; `time` adds
-/// the tile columns' cost to the split's. With parts = false only priced (building every
-/// candidate's parts and their transposes would double the planning time of strided:64's
-/// backward at N = 16384); with reorder = false the reordered structure is not tried.
+/// The best structure at one tile height, priced: the split of the original or, when
+/// find_orders gives one and it is cheaper (or forced), of the reordered structure with its
+/// copies; `time` adds the tile columns' cost to the split's. With reorder = false the
+/// reordered structure is not tried.
 struct Candidate {
     detail::Split split;
     detail::Orders orders;
@@ -145,20 +160,22 @@ Candidate candidate(const Problem& p,
                     Pass pass,
                     const detail::CostModel& cm,
                     std::optional<Variant> force,
-                    bool parts,
                     bool reorder,
                     const Candidate* like = nullptr) {
     const std::optional<Variant> inner_force = force == Variant::permuted ? std::nullopt : force;
-    Candidate c{best_split(support, rows, pass, cm, inner_force, parts), {}, 0, nullptr};
+    Candidate c{best_split(support, rows, pass, cm, inner_force), {}, 0, nullptr};
     if (reorder && (!force || force == Variant::permuted)) {
-        detail::Orders orders = detail::find_orders(support, rows, cm);
+        std::shared_ptr<const Support> built; // the residue reordering, when it is the orders
+        detail::Orders orders = detail::find_orders(support, rows, cm, &built);
         if (!orders.identity()) {
             // the same orders as `like`'s (dilated's residues at any height): its structure
             c.reordered = like != nullptr && like->reordered && like->orders.rows == orders.rows &&
                                   like->orders.keys == orders.keys
                               ? like->reordered
+                          : built
+                              ? built
                               : std::make_shared<const Support>(detail::reorder(support, orders));
-            detail::Split alt = best_split(*c.reordered, rows, pass, cm, std::nullopt, parts);
+            detail::Split alt = best_split(*c.reordered, rows, pass, cm, std::nullopt);
             alt.cost += copied_rows(p, orders, pass) * cm.copy_row;
             if (force == Variant::permuted || alt.cost < c.split.cost) {
                 c.split = std::move(alt);
@@ -185,7 +202,7 @@ VariantPlan detail::plan_fresh(const Problem& p,
     plan.tile = tile ? *tile : tuned_tiling(Schedule::fused, memory, p, pass);
     plan.element = element_tiling<Scalar>(p, memory, pass);
     const detail::CostModel cm = cost_model(pass);
-    Candidate best = candidate(p, support, plan.tile.rows, pass, cm, force, true, true);
+    Candidate best = candidate(p, support, plan.tile.rows, pass, cm, force, true);
     // --- the tile height: the tuned one, one less (blocks of L - 1 keys: strided:L's own keys
     // once its summary keys are gathered), or half (narrow bands mask less of each tile),
     // when the estimate drops by kHeightGain; a given tiling is kept, and a plan without tiles
@@ -199,35 +216,40 @@ VariantPlan detail::plan_fresh(const Problem& p,
         for (const std::int64_t rows : {tuned - 1, tuned / 2}) {
             if (rows < 1 || rows == tuned)
                 continue;
-            Candidate c = candidate(p, support, rows, pass, cm, force, false, reorder, &best);
+            Candidate c = candidate(p, support, rows, pass, cm, force, reorder, &best);
             if (c.time < kHeightGain * (plan.tile.rows == tuned ? best.time : priced.time)) {
                 priced = std::move(c);
                 plan.tile.rows = rows;
             }
         }
-        if (plan.tile.rows != tuned) // the winner with its parts
-            best = candidate(p, support, plan.tile.rows, pass, cm, force, true, reorder, &priced);
+        if (plan.tile.rows != tuned)
+            best = std::move(priced);
     }
-    detail::Split& split = best.split;
+    detail::Split& split = best.split; // the winner's parts, built once
     auto parts = std::make_shared<detail::VariantParts>();
+    if (!best.orders.identity())
+        parts->reordered = best.reordered;
+    parts->whole =
+        build_parts(split, parts->reordered ? *parts->reordered : support, plan.tile.rows, pass);
     parts->orders = std::move(best.orders);
+    parts->tile = std::move(split.tile);
+    parts->element = std::move(split.element);
+    const detail::PartsView view = detail::view_of(*parts, support);
     plan.rows_reordered = !parts->orders.rows.empty();
     plan.keys_reordered = !parts->orders.keys.empty();
-    plan.inner = variant_of(split);
+    plan.inner = variant_of(view);
     plan.variant =
         force == Variant::permuted || !parts->orders.identity() ? Variant::permuted : plan.inner;
     plan.tile_blocks = split.tile_blocks;
     plan.element_blocks = split.element_blocks;
     plan.split_blocks = split.split_blocks;
-    plan.tile_pairs = split.tile.z_qk();
-    plan.element_pairs = split.element.z_qk();
+    plan.tile_pairs = view.tile.z_qk();
+    plan.element_pairs = view.element.z_qk();
     plan.element =
-        detail::widened_element_tiling<Scalar>(p, split.element, plan.element, memory, pass);
+        detail::widened_element_tiling<Scalar>(p, view.element, plan.element, memory, pass);
     plan.estimate = best.time;
-    parts->tile = std::move(split.tile);
-    parts->element = std::move(split.element);
     plan.parts = std::move(parts);
-    plan.element_in_tiles = detail::fused_split<Scalar>(p, *plan.parts, plan, memory);
+    plan.element_in_tiles = detail::fused_split<Scalar>(p, view, plan, memory);
     return plan;
 }
 
@@ -280,8 +302,8 @@ detail::parts_of(const VariantPlan& plan, Pass pass, const char* where) {
 
 template <typename Scalar>
 IoReport io_cost(const Problem& problem, const Support& support, const VariantPlan& plan) {
-    const auto& parts = detail::parts_of(plan, plan.pass, "ioattn::sparse::io_cost");
-    (void)support;
+    const detail::PartsView parts =
+        detail::view_of(detail::parts_of(plan, plan.pass, "ioattn::sparse::io_cost"), support);
     IoReport r = detail::io_cost_split<Scalar>(problem, parts, plan);
     if (plan.variant == Variant::permuted)
         r = detail::in_sequence(r, detail::io_cost_permutation<Scalar>(problem, parts, plan));

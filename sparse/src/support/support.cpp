@@ -1,14 +1,17 @@
 // ioattn::sparse::Support: CSR of the allowed (query, key) pairs Omega, validated on entry.
 // Construction checks offsets (size n_q + 1, start 0, monotone, end = Z_QK) and each row's
-// columns (in [0, n_k), strictly increasing) in one pass: O(n_q + Z_QK) time, no extra memory.
+// columns (in [0, n_k), strictly increasing) in one parallel pass: O(n_q + Z_QK) work, no extra
+// memory; a bad row is then named by a serial pass.
 // row(i) and row_nonzeros(i) are O(1); contains(i, j) is a binary search in row i.
 // Tests: tests/sparse/support_test.cpp
 
 #include "fail.hpp"
 #include "kernels/element/panels.hpp"
 #include "support/block_keys.hpp"
+#include "support/huge_pages.hpp"
 
 #include <ioattn/error.hpp>
+#include <ioattn/parallel.hpp>
 #include <ioattn/resources.hpp>
 #include <ioattn/sparse/support.hpp>
 
@@ -122,41 +125,80 @@ const detail::ElementPanels& Support::cached_element_panels(std::int64_t rows,
         {rows, panel}, [&] { return detail::ElementPanels::build(*this, rows, panel); });
 }
 
+namespace {
+
+/// Omega^T and, per entry of it, the entry's position in s (Support::transposed).
+std::pair<Support, std::vector<std::int64_t>> transpose_of(const Support& s) {
+    const std::int64_t n_q = s.n_q(), n_k = s.n_k(), z = s.z_qk();
+    const auto from = s.row_offsets();
+    const auto cols = s.col_indices();
+    // rows cut into parts counted and scattered in parallel: part t's entries of key j go
+    // after those of the parts before it, so each key's rows stay ascending; the parts'
+    // counts take at most max(n_k, Z_QK / 4) words
+    const std::int64_t parts = std::clamp<std::int64_t>(
+        z / (4 * std::max<std::int64_t>(n_k, 1)), 1, std::clamp<std::int64_t>(n_q, 1, 16));
+    // offsets and the parts' cursors per key, rows and positions per entry
+    require_memory(
+        "ioattn::sparse::Support::transposed",
+        add_bytes(bytes_of(n_k, (1 + static_cast<std::size_t>(parts)) * sizeof(std::int64_t)),
+                  add_bytes(2 * sizeof(std::int64_t), bytes_of(z, 2 * sizeof(std::int64_t)))),
+        "transpose");
+    const std::int64_t step = (n_q + parts - 1) / parts;
+    std::vector<std::int64_t> at(static_cast<std::size_t>(parts * n_k), 0); // part x key
+    const auto part_rows = [&](std::int64_t t) {
+        return std::pair{std::min(n_q, t * step), std::min(n_q, (t + 1) * step)};
+    };
+    parallel_for_tiles(parts, [&](std::int64_t t, int) {
+        std::int64_t* count = at.data() + t * n_k;
+        const auto [i0, i1] = part_rows(t);
+        for (std::int64_t e = from[static_cast<std::size_t>(i0)];
+             e < from[static_cast<std::size_t>(i1)];
+             ++e)
+            ++count[cols[static_cast<std::size_t>(e)]];
+    });
+    std::vector<std::int64_t> offsets(static_cast<std::size_t>(n_k) + 1, 0);
+    for (std::int64_t j = 0; j < n_k; ++j) { // part t's first slot of key j
+        std::int64_t next = offsets[static_cast<std::size_t>(j)];
+        for (std::int64_t t = 0; t < parts; ++t) {
+            const std::int64_t c = at[static_cast<std::size_t>(t * n_k + j)];
+            at[static_cast<std::size_t>(t * n_k + j)] = next;
+            next += c;
+        }
+        offsets[static_cast<std::size_t>(j) + 1] = next;
+    }
+    std::vector<std::int64_t> rows = detail::zeroed_words(z);
+    std::vector<std::int64_t> positions = detail::zeroed_words(z);
+    parallel_for_tiles(parts, [&](std::int64_t t, int) {
+        std::int64_t* next = at.data() + t * n_k;
+        const auto [i0, i1] = part_rows(t);
+        for (std::int64_t i = i0; i < i1; ++i) // rows ascending
+            for (std::int64_t e = from[static_cast<std::size_t>(i)];
+                 e < from[static_cast<std::size_t>(i) + 1];
+                 ++e) {
+                const auto slot =
+                    static_cast<std::size_t>(next[cols[static_cast<std::size_t>(e)]]++);
+                rows[slot] = i;
+                positions[slot] = e;
+            }
+    });
+    return {Support(n_k, n_q, std::move(offsets), std::move(rows)), std::move(positions)};
+}
+
+} // namespace
+
 const Support& Support::transposed() const {
     if (const Support* t = cache_->ready.load(std::memory_order_acquire))
         return *t;
+    // built unlocked (its loops run in parallel: a worker waiting on the lock could be one they
+    // need); of two concurrent builds the first stored is kept; a throw stores nothing, so the
+    // next call retries
+    auto [t, positions] = transpose_of(*this);
     const std::lock_guard<std::mutex> lock(cache_->transpose_mutex);
-    if (cache_->transposed == nullptr) { // a throw leaves it unbuilt: the next call retries
-        // offsets and the cursor per key, rows and positions per entry
-        require_memory(
-            "ioattn::sparse::Support::transposed",
-            add_bytes(
-                bytes_of(n_k_, 2 * sizeof(std::int64_t)), // n_k + 1 overflows at INT64_MAX
-                add_bytes(2 * sizeof(std::int64_t), bytes_of(z_qk(), 2 * sizeof(std::int64_t)))),
-            "transpose");
-        std::vector<std::int64_t> offsets(static_cast<std::size_t>(n_k_) + 1, 0);
-        for (const std::int64_t j : cols_)
-            ++offsets[static_cast<std::size_t>(j) + 1];
-        for (std::size_t j = 1; j < offsets.size(); ++j)
-            offsets[j] += offsets[j - 1];
-        std::vector<std::int64_t> rows(cols_.size());
-        std::vector<std::int64_t> positions(cols_.size());
-        std::vector<std::int64_t> next(offsets.begin(), offsets.end() - 1);
-        for (std::int64_t i = 0; i < n_q_; ++i) { // rows ascending: each column's list is sorted
-            for (std::int64_t e = offsets_[static_cast<std::size_t>(i)];
-                 e < offsets_[static_cast<std::size_t>(i) + 1];
-                 ++e) {
-                const auto at = static_cast<std::size_t>(
-                    next[static_cast<std::size_t>(cols_[static_cast<std::size_t>(e)])]++);
-                rows[at] = i;
-                positions[at] = e;
-            }
-        }
+    if (cache_->transposed == nullptr) {
         cache_->transposed_positions = std::move(positions);
-        cache_->transposed =
-            std::make_unique<Support>(n_k_, n_q_, std::move(offsets), std::move(rows));
+        cache_->transposed = std::make_unique<Support>(std::move(t));
+        cache_->ready.store(cache_->transposed.get(), std::memory_order_release);
     }
-    cache_->ready.store(cache_->transposed.get(), std::memory_order_release);
     return *cache_->transposed;
 }
 
@@ -168,6 +210,84 @@ std::span<const std::int64_t> Support::transposed_positions() const {
 namespace {
 
 constexpr std::string_view kWhere = "ioattn::sparse::Support";
+
+/// Whether rows [i0, i1) have offsets that do not decrease and stay within cols, and sorted
+/// unique columns in [0, n_k).
+bool rows_valid(std::span<const std::int64_t> offsets,
+                std::span<const std::int64_t> cols,
+                std::int64_t n_k,
+                std::int64_t i0,
+                std::int64_t i1) {
+    const auto z = static_cast<std::int64_t>(cols.size());
+    for (std::int64_t i = i0; i < i1; ++i) {
+        const std::int64_t lo = offsets[static_cast<std::size_t>(i)];
+        const std::int64_t hi = offsets[static_cast<std::size_t>(i) + 1];
+        if (hi < lo || hi > z)
+            return false;
+        std::int64_t prev = -1;
+        for (std::int64_t p = lo; p < hi; ++p) {
+            const std::int64_t j = cols[static_cast<std::size_t>(p)];
+            if (j <= prev || j >= n_k)
+                return false;
+            prev = j;
+        }
+    }
+    return true;
+}
+
+/// Throws InvalidArgument naming the first row that rows_valid refuses.
+void name_bad_row(std::span<const std::int64_t> offsets,
+                  std::span<const std::int64_t> cols,
+                  std::int64_t n_k) {
+    const auto n_q = static_cast<std::int64_t>(offsets.size()) - 1;
+    const auto z = static_cast<std::int64_t>(cols.size());
+    for (std::int64_t i = 0; i < n_q; ++i) {
+        const std::int64_t lo = offsets[static_cast<std::size_t>(i)];
+        const std::int64_t hi = offsets[static_cast<std::size_t>(i) + 1];
+        if (hi < lo)
+            detail::fail(kWhere,
+                         "row ",
+                         i,
+                         ": row_offsets[",
+                         i + 1,
+                         "] = ",
+                         hi,
+                         " < row_offsets[",
+                         i,
+                         "] = ",
+                         lo,
+                         " (offsets must not decrease)");
+        if (hi > z)
+            detail::fail(kWhere,
+                         "row ",
+                         i,
+                         ": row_offsets[",
+                         i + 1,
+                         "] = ",
+                         hi,
+                         " exceeds the number of column indices ",
+                         z);
+        for (std::int64_t p = lo; p < hi; ++p) {
+            const std::int64_t j = cols[static_cast<std::size_t>(p)];
+            if (j < 0 || j >= n_k)
+                detail::fail(kWhere, "row ", i, ": column ", j, " out of range [0, ", n_k, ")");
+            if (p > lo) {
+                const std::int64_t prev = cols[static_cast<std::size_t>(p) - 1];
+                if (j == prev)
+                    detail::fail(kWhere, "row ", i, ": duplicate column ", j);
+                if (j < prev)
+                    detail::fail(kWhere,
+                                 "row ",
+                                 i,
+                                 ": column ",
+                                 j,
+                                 " after column ",
+                                 prev,
+                                 " (columns must be sorted ascending)");
+            }
+        }
+    }
+}
 
 } // namespace
 
@@ -193,52 +313,15 @@ Support::Support(std::int64_t n_q,
     if (offsets_[0] != 0)
         detail::fail(kWhere, "row_offsets[0] = ", offsets_[0], " (expected 0)");
     const auto z = static_cast<std::int64_t>(cols_.size());
-    for (std::int64_t i = 0; i < n_q_; ++i) {
-        const std::int64_t lo = offsets_[static_cast<std::size_t>(i)];
-        const std::int64_t hi = offsets_[static_cast<std::size_t>(i) + 1];
-        if (hi < lo)
-            detail::fail(kWhere,
-                         "row ",
-                         i,
-                         ": row_offsets[",
-                         i + 1,
-                         "] = ",
-                         hi,
-                         " < row_offsets[",
-                         i,
-                         "] = ",
-                         lo,
-                         " (offsets must not decrease)");
-        if (hi > z)
-            detail::fail(kWhere,
-                         "row ",
-                         i,
-                         ": row_offsets[",
-                         i + 1,
-                         "] = ",
-                         hi,
-                         " exceeds the number of column indices ",
-                         z);
-        for (std::int64_t p = lo; p < hi; ++p) {
-            const std::int64_t j = cols_[static_cast<std::size_t>(p)];
-            if (j < 0 || j >= n_k_)
-                detail::fail(kWhere, "row ", i, ": column ", j, " out of range [0, ", n_k_, ")");
-            if (p > lo) {
-                const std::int64_t prev = cols_[static_cast<std::size_t>(p) - 1];
-                if (j == prev)
-                    detail::fail(kWhere, "row ", i, ": duplicate column ", j);
-                if (j < prev)
-                    detail::fail(kWhere,
-                                 "row ",
-                                 i,
-                                 ": column ",
-                                 j,
-                                 " after column ",
-                                 prev,
-                                 " (columns must be sorted ascending)");
-            }
-        }
-    }
+    // the rows checked in parallel; the first bad row, if any, found and named serially
+    const std::int64_t step = std::max<std::int64_t>(1024, (n_q_ + 255) / 256);
+    std::atomic<bool> bad{false};
+    parallel_for_tiles((n_q_ + step - 1) / step, [&](std::int64_t t, int) {
+        if (!rows_valid(offsets_, cols_, n_k_, t * step, std::min(n_q_, (t + 1) * step)))
+            bad.store(true, std::memory_order_relaxed);
+    });
+    if (bad.load())
+        name_bad_row(offsets_, cols_, n_k_);
     if (offsets_[static_cast<std::size_t>(n_q_)] != z)
         detail::fail(kWhere,
                      "row_offsets[n_q] = ",

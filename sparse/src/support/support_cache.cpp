@@ -1,13 +1,15 @@
 // ioattn::sparse::support_cache (support_cache.hpp): a mutex-guarded list in recency order,
 // front most recent, each entry a shared support, its content hash and the spec keys it was
 // built from. Lookups scan the list (capacity is small: tens of entries); builds run unlocked.
-// Content hash: four interleaved multiply-xor lanes over the 64-bit words (one multiply per
-// word, the lanes independent), folded with the shape through SplitMix64's finaliser.
+// Content hash: parts of 2^16 words hashed in parallel, each by four interleaved multiply-xor
+// lanes over the 64-bit words (one multiply per word, the lanes independent), folded in order
+// with the shape through SplitMix64's finaliser.
 // Tests: tests/sparse/support_cache_test.cpp
 
 #include "patterns/pattern_util.hpp"
 
 #include <ioattn/error.hpp>
+#include <ioattn/parallel.hpp>
 #include <ioattn/sparse/pattern.hpp>
 #include <ioattn/sparse/support_cache.hpp>
 
@@ -170,7 +172,7 @@ Cache& cache() {
     return c;
 }
 
-std::uint64_t hash_words(std::span<const std::int64_t> x, std::uint64_t seed) {
+std::uint64_t hash_part(std::span<const std::int64_t> x, std::uint64_t seed) {
     constexpr std::uint64_t kOdd = 0x9fb21c651e98df25ULL;
     std::uint64_t h[4] = {seed, seed ^ 1U, seed ^ 2U, seed ^ 3U};
     const std::size_t n = x.size(), whole = n - n % 4;
@@ -181,6 +183,23 @@ std::uint64_t hash_words(std::span<const std::int64_t> x, std::uint64_t seed) {
         h[0] = (h[0] ^ static_cast<std::uint64_t>(x[i])) * kOdd;
     std::uint64_t out = detail::mix64(n);
     for (const std::uint64_t v : h)
+        out = detail::mix64(out ^ v);
+    return out;
+}
+
+/// The words in parts of kHashPart, each hashed with its index (in parallel), the parts'
+/// hashes folded in order: the same value for every thread count.
+std::uint64_t hash_words(std::span<const std::int64_t> x, std::uint64_t seed) {
+    constexpr std::size_t kHashPart = std::size_t{1} << 16;
+    const std::size_t parts = (x.size() + kHashPart - 1) / kHashPart;
+    std::vector<std::uint64_t> part(parts);
+    parallel_for_tiles(static_cast<std::int64_t>(parts), [&](std::int64_t t, int) {
+        const auto u = static_cast<std::size_t>(t);
+        part[u] = hash_part(x.subspan(u * kHashPart, std::min(kHashPart, x.size() - u * kHashPart)),
+                            detail::mix64(seed ^ u));
+    });
+    std::uint64_t out = detail::mix64(seed ^ x.size());
+    for (const std::uint64_t v : part)
         out = detail::mix64(out ^ v);
     return out;
 }
