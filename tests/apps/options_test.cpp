@@ -103,7 +103,7 @@ TEST_CASE("bad --pattern specs are usage errors naming the token", "[apps][optio
 TEST_CASE("a sparse pattern on a dense-only subcommand is a usage error", "[apps][options]") {
     // io takes a pattern (each variant of the sparse fused schedule), not with --causal
     require_one_line_error({"io", "--N", "128", "--d", "16", "--pattern", "window:8", "--causal"},
-                           "--pattern takes neither");
+                           "--pattern does not take --causal");
     require_one_line_error(
         {"bound", "--N", "128", "--d", "16", "--pattern", "window:8", "--preset", "a100"},
         "--pattern window:8");
