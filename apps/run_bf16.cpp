@@ -156,7 +156,7 @@ nlohmann::json check_bf16(const Data<float>& x, const sparse::Support* support, 
         err_o = std::isnan(e) || e > err_o ? e : err_o;
     }
     for (std::size_t i = 0; i < x.lse.size(); ++i) {
-        const double l = x.lse[i], r = ref.lse[i];
+        const double l = static_cast<double>(x.lse[i]), r = ref.lse[i];
         const double e = std::isinf(l) && l == r ? 0.0 : std::fabs(l - r);
         err_l = std::isnan(e) || e > err_l ? e : err_l;
         l_ok = l_ok && e <= acc32 * (1.0 + std::fabs(r));

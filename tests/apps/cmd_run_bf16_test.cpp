@@ -38,10 +38,6 @@ void check_bytes(const json& io) {
     CHECK(words == io.at("total"));
 }
 
-} // namespace cmd_run_bf16_test
-
-using namespace cmd_run_bf16_test;
-
 TEST_CASE("run --dtype bf16 --check passes and counts the float run's words", "[apps][bf16]") {
     const std::vector<std::vector<std::string>> runs = {
         {"--N", "300", "--d", "32", "--heads", "2", "--kv-heads", "1", "--causal"},
@@ -138,3 +134,5 @@ TEST_CASE("bound --dtype bf16 takes 2-byte words", "[apps][bf16]") {
     CHECK(f.at("word_bytes") == 4);
     CHECK(h.at("M").get<std::int64_t>() == 2 * f.at("M").get<std::int64_t>()); // same bytes
 }
+
+} // namespace cmd_run_bf16_test

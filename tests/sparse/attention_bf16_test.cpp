@@ -229,10 +229,6 @@ AttentionOptions options(std::optional<Schedule> s, std::optional<Variant> v = s
     return o;
 }
 
-} // namespace bf16_entry_test
-
-using namespace bf16_entry_test;
-
 TEST_CASE("bf16 entry: dense schedules are the float schedule on widened inputs, rounded",
           "[bf16]") {
     for (const bool causal : {false, true})
@@ -335,3 +331,5 @@ TEST_CASE("bf16 entry: adversarial inputs behave as in float", "[bf16][adversari
         }
     }
 }
+
+} // namespace bf16_entry_test

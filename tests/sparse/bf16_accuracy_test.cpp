@@ -157,10 +157,6 @@ void check_run(Run& r,
     CHECK(relative_frobenius(r.dv16, ref.d_v) <= 2.5 * kU16);
 }
 
-} // namespace bf16_accuracy_test
-
-using namespace bf16_accuracy_test;
-
 TEST_CASE("bf16 accuracy at N = 4096: every sparse variant and the materializing schedule",
           "[bf16][accuracy]") {
     using ioattn::sparse::Variant;
@@ -242,3 +238,5 @@ TEST_CASE("bf16 accuracy at N = 4096: the dense fused forward on sampled rows",
         CHECK(err <= o_tolerance(p, o_ref));
     }
 }
+
+} // namespace bf16_accuracy_test

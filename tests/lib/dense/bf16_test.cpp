@@ -108,10 +108,6 @@ Problem shape(bool causal) {
     return p.resolved("test");
 }
 
-} // namespace dense_bf16_test
-
-using namespace dense_bf16_test;
-
 TEST_CASE("dense bf16: each schedule is the float schedule on widened inputs, rounded",
           "[bf16][dense]") {
     const MemoryModel m{1 << 13};
@@ -199,3 +195,5 @@ TEST_CASE("dense bf16: fp32 copies are checked against the memory limit; bad vie
     CHECK_THROWS_WITH(ioattn::dense::forward(ioattn::ForwardArgs<bf16>(b), t, m, n),
                       Catch::Contains("ioattn::dense::forward") && Catch::Contains("lse"));
 }
+
+} // namespace dense_bf16_test
