@@ -83,10 +83,14 @@ std::int64_t extent(py::handle a, int axis) {
 }
 
 bool in_place(py::handle a) {
-    const Dtype t = common_dtype("ioattn._in_place", {{"a", a}});
+    // int16: the bits of a torch.bfloat16 tensor, as ioattn.torch passes them
+    const bool bits = py::array_t<std::int16_t>::check_(a);
+    const Dtype t = common_dtype("ioattn._in_place", {{"a", a}}, bits);
     require_rank("ioattn._in_place", {"a", a}, 4, "[B, H, N, d]");
     std::array<std::int64_t, 4> shape{}, stride{};
     const auto x = py::reinterpret_borrow<py::array>(a);
+    if (t == Dtype::bf16)
+        return readable<bf16>(x, false, shape, stride);
     return t == Dtype::f32 ? readable<float>(x, false, shape, stride)
                            : readable<double>(x, false, shape, stride);
 }

@@ -43,7 +43,8 @@ void require_rank(const char* where, const Named& a, int rank, const char* layou
 /// The size of axis `axis` of the ndarray `a`.
 std::int64_t extent(py::handle a, int axis);
 
-/// Whether Inputs::view reads the float32 or float64 4-D array `a` in place (no copy).
+/// Whether Inputs::view reads the float32, float64 or (int16: bf16 bits) 4-D array `a` in
+/// place (no copy).
 bool in_place(py::handle a);
 
 /// The arrays one call reads, as views of Scalar; keeps alive the copies it had to make.
