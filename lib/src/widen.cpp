@@ -4,6 +4,7 @@
 // per input element, narrowing reads 4 and writes 2 bytes per output element.
 
 #include <ioattn/error.hpp>
+#include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
 #include <ioattn/resources.hpp>
 #include <ioattn/widen.hpp>
@@ -11,12 +12,12 @@
 #include <algorithm>
 #include <new>
 #include <string>
+#include <utility>
 
 namespace ioattn {
 
 namespace {
 
-constexpr std::size_t kAlign = 64;
 constexpr std::int64_t kChunk = 1 << 14; ///< elements per conversion task
 
 std::int64_t elements(const Problem& p, std::int64_t heads, std::int64_t rows, std::int64_t cols) {
@@ -68,10 +69,6 @@ void narrow_into(const TensorView<float>& from, const TensorView<bf16>& to) {
 
 } // namespace
 
-void FloatBuffer::Free::operator()(float* p) const {
-    ::operator delete[](p, std::align_val_t{kAlign});
-}
-
 FloatBuffer::FloatBuffer(std::int64_t count, std::string_view where) {
     if (count == 0)
         return;
@@ -79,11 +76,31 @@ FloatBuffer::FloatBuffer(std::int64_t count, std::string_view where) {
     constexpr std::string_view kWhat = "fp32 copies of the bf16 operands";
     require_memory(where, bytes, kWhat);
     try {
-        data_.reset(static_cast<float*>(
-            ::operator new[](static_cast<std::size_t>(bytes), std::align_val_t{kAlign})));
+        const auto [p, block] = kernels::ScratchPool::take(static_cast<std::size_t>(bytes));
+        data_ = static_cast<float*>(p);
+        block_ = block;
     } catch (const std::bad_alloc&) {
         throw_allocation_failed(where, bytes, kWhat);
     }
+}
+
+FloatBuffer::~FloatBuffer() {
+    if (data_ != nullptr)
+        kernels::ScratchPool::give(data_, block_);
+}
+
+FloatBuffer::FloatBuffer(FloatBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr))
+    , block_(std::exchange(other.block_, 0)) {}
+
+FloatBuffer& FloatBuffer::operator=(FloatBuffer&& other) noexcept {
+    if (this != &other) {
+        if (data_ != nullptr)
+            kernels::ScratchPool::give(data_, block_);
+        data_ = std::exchange(other.data_, nullptr);
+        block_ = std::exchange(other.block_, 0);
+    }
+    return *this;
 }
 
 WidenedForward::WidenedForward(const ForwardArgs<bf16>& args,

@@ -15,13 +15,15 @@
 #include <ioattn/bf16.hpp>
 #include <ioattn/view.hpp>
 
+#include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string_view>
 
 namespace ioattn {
 
-/// Packed fp32 storage of one widened call (uninitialised, 64-byte aligned).
+/// Packed fp32 storage of one widened call (uninitialised, 64-byte aligned), taken from and
+/// given back to the calling thread's kernels::ScratchPool, so repeated calls reuse mapped
+/// pages instead of faulting fresh ones in. Destroy it on the thread that made it.
 class FloatBuffer {
 public:
     FloatBuffer() = default;
@@ -30,14 +32,17 @@ public:
     /// their allocation fails.
     FloatBuffer(std::int64_t count, std::string_view where);
 
-    [[nodiscard]] float* data() const { return data_.get(); }
+    ~FloatBuffer();
+    FloatBuffer(FloatBuffer&& other) noexcept;
+    FloatBuffer& operator=(FloatBuffer&& other) noexcept;
+    FloatBuffer(const FloatBuffer&) = delete;
+    FloatBuffer& operator=(const FloatBuffer&) = delete;
+
+    [[nodiscard]] float* data() const { return data_; }
 
 private:
-    struct Free {
-        void operator()(float* p) const;
-    };
-
-    std::unique_ptr<float, Free> data_;
+    float* data_ = nullptr;
+    std::size_t block_ = 0; ///< the pool block's size
 };
 
 /// The fp32 copies of a bf16 forward call.
