@@ -38,7 +38,8 @@ constexpr Part kParts[] = {
      "materialized: square tiles of the score matrix, at a small M = d^2 / 2) on a causal, "
      "grouped-query problem, checked against a double-precision reference (passed: the error is "
      "within twice that of a naive float computation). Every word moved is counted by IoCounter "
-     "and must equal the closed form io_cost exactly.",
+     "and must equal the closed form io_cost exactly. A last line runs the fused forward with bf16 "
+     "operands (fp32 arithmetic and L) against the double reference on the bf16-rounded inputs.",
      "ioattn run --pass backward --schedule materialized --M 2048 --check --count-io",
      &demo_dense},
     {"io_sweep",

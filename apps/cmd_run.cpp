@@ -145,17 +145,11 @@ nlohmann::json run_typed(const RunOptions& o) {
     }
     if (o.count_io) {
         AttentionOptions counted = opts;
-        counted.count_io = true;
+        IoCounter counter(plan.memory.fast_words);
+        counted.counter = &counter;
         const AttentionReport report = attention(args, {}, plan, counted);
-        const IoReport r = *report.io;
-        const IoReport closed = *report.closed_form;
-        j["io"] = {{"reads", r.reads},
-                   {"writes", r.writes},
-                   {"total", r.total()},
-                   {"peak_resident", r.peak},
-                   {"closed_form_total", closed.total()},
-                   {"matches_closed_form", r == closed},
-                   {"ratio_to_bound", static_cast<double>(r.total()) / bound.asymptotic()}};
+        constexpr auto kBytes = static_cast<std::int64_t>(sizeof(Scalar));
+        j["io"] = counted_io_json(counter, *report.closed_form, bound, kBytes, kBytes);
     }
     return j;
 }
@@ -164,9 +158,32 @@ std::string yes_no(bool b) {
     return b ? "yes" : "no";
 }
 
+void print_check(std::ostream& os, const nlohmann::json& j) {
+    const auto& c = j["check"];
+    const std::string verdict = c["passed"].get<bool>() ? "passed" : "FAILED";
+    if (j["dtype"] != "bf16") {
+        os << "  check    max_abs_error " << sig(c["max_abs_error"].get<double>()) << ", naive "
+           << j["dtype"].get<std::string>() << " " << sig(c["naive_error"].get<double>())
+           << ", error_ratio " << fixed(c["error_ratio"].get<double>(), 3) << ": " << verdict
+           << " (err <= 2 naive + " << sig(c["tiny"].get<double>()) << ")\n";
+    } else if (c.contains("relative_frobenius")) {
+        const auto& f = c["relative_frobenius"];
+        os << "  check    relative Frobenius error dQ " << sig(f["d_q"].get<double>()) << ", dK "
+           << sig(f["d_k"].get<double>()) << ", dV " << sig(f["d_v"].get<double>()) << ": "
+           << verdict << " (<= " << sig(c["tolerance"].get<double>())
+           << " = 2.5 u_bf16; double reference on the bf16 inputs)\n";
+    } else {
+        os << "  check    max_abs_error " << sig(c["max_abs_error"].get<double>()) << " (L "
+           << sig(c["lse_max_abs_error"].get<double>()) << "): " << verdict << " (O within "
+           << sig(c["tolerance"].get<double>())
+           << " = (u_bf16 + 2 (n_k + d) u_fp32) max|O_ref|; double reference on the bf16 "
+              "inputs)\n";
+    }
+}
+
 void print_text(const nlohmann::json& j, const RunOptions& o) {
     std::ostream& os = std::cout;
-    const auto wb = word_bytes(o.shared);
+    const auto wb = fast_word_bytes(o.shared);
     os << "ioattn run: " << j["pass"].get<std::string>() << ", " << j["dtype"].get<std::string>()
        << ", pattern " << j["pattern"].get<std::string>() << ", B=" << j["batch"]
        << " H=" << j["heads"] << " (kv " << j["kv_heads"] << ") n_q=" << j["n_q"]
@@ -179,7 +196,8 @@ void print_text(const nlohmann::json& j, const RunOptions& o) {
                      " bytes"
            : memory_given(o.shared) ? "given"
                                     : "per-core L2")
-       << "); threads " << j["threads"] << "; kernels " << j["isa"].get<std::string>() << '\n';
+       << "); threads " << j["threads"] << "; kernels " << j["isa"].get<std::string>()
+       << (j["avx512_bf16"].get<bool>() ? " (CPU has AVX512_BF16)" : "") << '\n';
     os << "  schedule " << j["schedule"].get<std::string>();
     if (!j["selected_by"].is_null())
         os << " (auto chose it with --select " << j["selected_by"].get<std::string>() << ")";
@@ -239,15 +257,13 @@ void print_text(const nlohmann::json& j, const RunOptions& o) {
                    : std::string())
            << " (" << grouped(io["closed_form_total"].get<std::int64_t>())
            << "); counted / bound = " << fixed(io["ratio_to_bound"].get<double>(), 3) << '\n';
+        os << "           " << grouped(io["bytes"].get<std::int64_t>()) << " bytes";
+        if (j["dtype"] == "bf16")
+            os << " (bf16 operands at 2 bytes per word, L and statistics at 4)";
+        os << '\n';
     }
-    if (!j["check"].is_null()) {
-        const auto& c = j["check"];
-        os << "  check    max_abs_error " << sig(c["max_abs_error"].get<double>()) << ", naive "
-           << j["dtype"].get<std::string>() << " " << sig(c["naive_error"].get<double>())
-           << ", error_ratio " << fixed(c["error_ratio"].get<double>(), 3) << ": "
-           << (c["passed"].get<bool>() ? "passed" : "FAILED") << " (err <= 2 naive + "
-           << sig(c["tiny"].get<double>()) << ")\n";
-    }
+    if (!j["check"].is_null())
+        print_check(os, j);
 }
 
 void print_csv(const nlohmann::json& j) {
@@ -296,7 +312,9 @@ void require_operand_memory(const RunOptions& o, const Problem& p, bool dense_fo
     const auto bytes = [](std::uint64_t words, std::int64_t word) {
         return ioattn::bytes_of(static_cast<std::int64_t>(words), static_cast<std::size_t>(word));
     };
-    const std::int64_t wb = word_bytes(o.shared);
+    // bf16: the operands are drawn in float and held in bf16 too (the library checks its
+    // fp32 copies itself)
+    const std::int64_t wb = o.shared.dtype == "bf16" ? 4 + 2 : word_bytes(o.shared);
     std::uint64_t need = bytes(held, wb);
     if (!dense_forward) // the forward's operands are drawn into a transient copy
         need = ioattn::add_bytes(need, bytes(fwd, wb));
@@ -313,7 +331,9 @@ nlohmann::json run_json(const RunOptions& o) {
     if (o.variant != "auto" && o.shared.pattern == "dense")
         throw UsageError(std::string(kWhere) + ": --variant " + o.variant +
                          " needs a sparse --pattern (the variants are the sparse fused kernels')");
-    if (pass == Pass::forward && o.shared.pattern == "dense" && o.input_density == 1.0) {
+    const bool is_bf16 = o.shared.dtype == "bf16";
+    if (!is_bf16 && pass == Pass::forward && o.shared.pattern == "dense" &&
+        o.input_density == 1.0) {
         require_operand_memory(o, problem_of(o.shared, kWhere), true);
         return o.shared.dtype == "double" ? run_typed<double>(o) : run_typed<float>(o);
     }
@@ -333,11 +353,16 @@ nlohmann::json run_json(const RunOptions& o) {
     r.repeat = o.repeat;
     r.input_density = o.input_density;
     r.variant = o.variant;
+    if (is_bf16)
+        return run_bf16(r);
     return o.shared.dtype == "double" ? run_variant<double>(r) : run_variant<float>(r);
 }
 
 void run(const RunOptions& o) {
     if (!o.dist.empty()) {
+        if (o.shared.dtype == "bf16")
+            throw UsageError(std::string(kWhere) +
+                             ": --dtype bf16 with --dist is not supported yet (float or double)");
         if (o.input_density != 1.0)
             throw UsageError(std::string(kWhere) +
                              ": --input-density with --dist is not supported");
@@ -350,6 +375,7 @@ void run(const RunOptions& o) {
     }
     nlohmann::json j = run_json(o);
     j["isa"] = std::string(to_string(active_isa())); // the kernels' instruction set
+    j["avx512_bf16"] = cpu_supports_avx512_bf16();   // for native bf16 kernels
     if (o.shared.cache_bytes != kUnset)              // M was planned for a real cache of this size
         j["cache_bytes"] = o.shared.cache_bytes;
     if (o.shared.json)
@@ -361,10 +387,16 @@ void run(const RunOptions& o) {
     if (!j["io"].is_null() && !j["io"]["matches_closed_form"].get<bool>())
         throw CheckFailed(std::string(kWhere) + ": counted I/O differs from io_cost_" +
                           j["pass"].get<std::string>());
-    if (!j["check"].is_null() && !j["check"]["passed"].get<bool>())
+    if (!j["check"].is_null() && !j["check"]["passed"].get<bool>()) {
+        const auto& c = j["check"];
+        if (c.contains("tolerance")) // bf16
+            throw CheckFailed(std::string(kWhere) + ": --check failed: error " +
+                              sig(c.value("max_abs_error", c.value("max_relative_error", 0.0))) +
+                              " above the bf16 tolerance " + sig(c["tolerance"].get<double>()));
         throw CheckFailed(std::string(kWhere) + ": --check failed: max_abs_error " +
-                          sig(j["check"]["max_abs_error"].get<double>()) + " > 2 * naive " +
-                          sig(j["check"]["naive_error"].get<double>()) + " + tiny");
+                          sig(c["max_abs_error"].get<double>()) + " > 2 * naive " +
+                          sig(c["naive_error"].get<double>()) + " + tiny");
+    }
 }
 
 } // namespace
@@ -383,7 +415,8 @@ void register_run(CLI::App& app) {
     cmd->add_flag("--check",
                   o->check,
                   "Compare with the double reference: max_abs_error, error_ratio vs a naive "
-                  "computation in --dtype; exit 1 if err > 2 * naive + tiny");
+                  "computation in --dtype; exit 1 if err > 2 * naive + tiny (bf16: the reference "
+                  "on the bf16-rounded inputs, the tolerance of docs/design.md section 16)");
     cmd->add_flag("--count-io",
                   o->count_io,
                   "Count reads, writes, total and peak residency in a separate IoCounter run of "

@@ -39,6 +39,34 @@ Problem square(std::int64_t heads, std::int64_t n, std::int64_t d) {
     return p.resolved("demo");
 }
 
+/// One bf16 line: the fused forward of `p` with bf16 operands (fp32 arithmetic and L), checked
+/// against the double reference on the bf16-rounded inputs, its I/O counted.
+bool demo_bf16(const DemoOptions& o, const Problem& p, nlohmann::json& part, bool text) {
+    VariantRun r;
+    r.problem = p;
+    r.memory = MemoryModel{4 * p.d * p.d};
+    r.schedule = "fused";
+    r.threads = o.threads;
+    r.seed = o.seed;
+    r.check = true;
+    r.count_io = true;
+    const nlohmann::json j = run_bf16(r);
+    const nlohmann::json& c = j.at("check");
+    const nlohmann::json& io = j.at("io");
+    const bool ok = c.at("passed").get<bool>() && io.at("matches_closed_form").get<bool>();
+    part["bf16"] = {
+        {"pass", "forward"}, {"schedule", "fused"}, {"check", c}, {"io", io}, {"passed", ok}};
+    if (text)
+        std::cout << "bf16 operands (fp32 arithmetic and L), fused forward: max_abs_error "
+                  << sig(c.at("max_abs_error").get<double>()) << " within "
+                  << sig(c.at("tolerance").get<double>())
+                  << " (2^-8 max|O| + fp32 sums): " << (c.at("passed").get<bool>() ? "yes" : "NO")
+                  << "; counted I/O " << grouped(io.at("total").get<std::int64_t>())
+                  << " words = io_cost: "
+                  << (io.at("matches_closed_form").get<bool>() ? "yes" : "NO") << '\n';
+    return ok;
+}
+
 } // namespace
 
 nlohmann::json demo_dense(const DemoOptions& o, bool text) {
@@ -108,7 +136,8 @@ nlohmann::json demo_dense(const DemoOptions& o, bool text) {
         }
     if (text)
         t.print(std::cout);
-    part["passed"] = passed;
+    const bool bf16_ok = demo_bf16(o, p, part, text);
+    part["passed"] = passed && bf16_ok;
     return part;
 }
 

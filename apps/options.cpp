@@ -33,8 +33,11 @@ void add_problem_options(CLI::App& cmd, SharedOptions& o) {
                    "Sparse support spec, e.g. window:256, bigbird:64:2:3, causal-varlen:128,900,33 "
                    "(packed sequences), file:A.mtx (default: dense)")
         ->capture_default_str();
-    cmd.add_option("--dtype", o.dtype, "Working precision: float or double")
-        ->check(CLI::IsMember({"float", "double"}))
+    cmd.add_option("--dtype",
+                   o.dtype,
+                   "Working precision: float, double or bf16 (storage bfloat16, arithmetic and "
+                   "L fp32)")
+        ->check(CLI::IsMember({"float", "double", "bf16"}))
         ->capture_default_str();
 }
 
@@ -121,7 +124,11 @@ Problem problem_of(const SharedOptions& o, const char* where) {
 }
 
 std::int64_t word_bytes(const SharedOptions& o) {
-    return o.dtype == "double" ? 8 : 4;
+    return o.dtype == "double" ? 8 : o.dtype == "bf16" ? 2 : 4;
+}
+
+std::int64_t fast_word_bytes(const SharedOptions& o) {
+    return o.dtype == "bf16" ? 4 : word_bytes(o);
 }
 
 bool memory_given(const SharedOptions& o) {
@@ -129,14 +136,15 @@ bool memory_given(const SharedOptions& o) {
 }
 
 MemoryModel memory_of(const SharedOptions& o, const char* where) {
-    MemoryModel m = MemoryModel::per_core_l2(word_bytes(o));
+    const std::int64_t wb = fast_word_bytes(o);
+    MemoryModel m = MemoryModel::per_core_l2(wb);
     if (o.m_bytes != kUnset) {
-        if (o.m_bytes < word_bytes(o))
+        if (o.m_bytes < wb)
             throw InvalidArgument(std::string(where) + ": --M-bytes " + std::to_string(o.m_bytes) +
-                                  " is less than one " + o.dtype + " word");
-        m.fast_words = o.m_bytes / word_bytes(o);
+                                  " is less than one word of " + std::to_string(wb) + " bytes");
+        m.fast_words = o.m_bytes / wb;
     } else if (o.cache_bytes != kUnset) {
-        m = MemoryModel::for_cache(o.cache_bytes, word_bytes(o));
+        m = MemoryModel::for_cache(o.cache_bytes, wb);
     } else if (o.m_words != kUnset) {
         m.fast_words = o.m_words;
     }

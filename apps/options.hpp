@@ -73,8 +73,13 @@ throw_built_without_mpi(const char* where, const char* option, const std::string
 /// --pass forward|backward.
 Pass pass_of(const SharedOptions& o, const char* where);
 
-/// Bytes per word of --dtype: 4 (float) or 8 (double).
+/// Bytes of an operand word of --dtype: 4 (float), 8 (double) or 2 (bf16): the w of the time
+/// bound and of the operands' bytes.
 std::int64_t word_bytes(const SharedOptions& o);
+
+/// Bytes of a word of fast memory M: word_bytes, but 4 for bf16 (the kernels hold fp32 tiles
+/// of the widened operands; docs/design.md section 16). --M-bytes and --cache-bytes divide by it.
+std::int64_t fast_word_bytes(const SharedOptions& o);
 
 /// Whether --M or --M-bytes was given.
 bool memory_given(const SharedOptions& o);

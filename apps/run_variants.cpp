@@ -7,6 +7,7 @@
 #include "commands.hpp"
 #include "digest.hpp"
 #include "run_check.hpp"
+#include "run_operands.hpp"
 
 #include <ioattn/attention.hpp>
 #include <ioattn/dense.hpp>
@@ -17,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <random>
@@ -30,7 +32,8 @@ namespace {
 
 constexpr const char* kWhere = "run";
 
-/// The entry point's options for this run (the schedule, selection and M as given).
+} // namespace
+
 AttentionOptions attention_options(const VariantRun& r) {
     AttentionOptions a;
     if (r.schedule != "auto")
@@ -46,45 +49,6 @@ AttentionOptions attention_options(const VariantRun& r) {
     return a;
 }
 
-/// The support of --pattern and, with --input-density < 1, Q, K, V as CSR rows: each entry
-/// kept with that probability (the rest exact zeros, also in the dense views of `data`).
-template <typename Scalar>
-struct Operands {
-    using Rows = sparse::SparseRows<Scalar>;
-    std::optional<sparse::Support> support;
-    std::optional<Rows> q, k, v;
-
-    Operands(const VariantRun& r, Data<Scalar>& data) {
-        const Problem& p = r.problem;
-        if (r.pattern == "dense" && r.input_density == 1.0)
-            return;
-        if (p.causal)
-            throw UsageError(std::string(kWhere) +
-                             ": --causal with --pattern: use the 'causal' pattern (or '&causal')");
-        support = sparse::parse_pattern(r.pattern, p.n_q, p.n_k, r.seed);
-        if (r.input_density == 1.0)
-            return;
-        std::mt19937_64 rng(r.seed + 11);
-        std::bernoulli_distribution keep(r.input_density);
-        for (auto* x : {&data.q, &data.k, &data.v})
-            for (Scalar& e : *x)
-                e = keep(rng) ? e : Scalar(0);
-        const std::int64_t qs = p.batch * p.heads, ks = p.batch * p.kv_heads;
-        q.emplace(Rows::from_dense_threshold(data.q, qs * p.n_q, p.d, Scalar(0)));
-        k.emplace(Rows::from_dense_threshold(data.k, ks * p.n_k, p.d, Scalar(0)));
-        v.emplace(Rows::from_dense_threshold(data.v, ks * p.n_k, p.d_v, Scalar(0)));
-    }
-
-    [[nodiscard]] Structure<Scalar> structure() const {
-        Structure<Scalar> s;
-        s.support = support ? &*support : nullptr;
-        if (q)
-            s.inputs = {&*q, &*k, &*v};
-        return s;
-    }
-};
-
-/// The problem, the plan and the bounds, in the keys of the dense forward's JSON.
 nlohmann::json plan_json(const VariantRun& r, const AttentionPlan& plan) {
     const Problem& p = plan.problem;
     const Bound& b = plan.bound;
@@ -144,7 +108,49 @@ nlohmann::json plan_json(const VariantRun& r, const AttentionPlan& plan) {
     return j;
 }
 
-} // namespace
+nlohmann::json counted_io_json(const IoCounter& counter,
+                               const IoReport& closed,
+                               const Bound& bound,
+                               std::int64_t operand_bytes,
+                               std::int64_t word_bytes) {
+    constexpr const char* kStreams[] = {"q",
+                                        "k",
+                                        "v",
+                                        "o",
+                                        "lse",
+                                        "scores",
+                                        "stats",
+                                        "d_o",
+                                        "d_q",
+                                        "d_k",
+                                        "d_v",
+                                        "delta",
+                                        "probs",
+                                        "d_scores",
+                                        "d_q_partial",
+                                        "index"};
+    static_assert(std::size(kStreams) == kOperandCount);
+    const IoReport got = counter.report();
+    nlohmann::json streams = nlohmann::json::object();
+    for (int i = 0; i < kOperandCount; ++i) {
+        const auto op = static_cast<Operand>(i);
+        if (counter.words(op) == 0)
+            continue;
+        const std::int64_t size = is_operand_stream(op) ? operand_bytes : word_bytes;
+        streams[kStreams[i]] = {{"words", counter.words(op)},
+                                {"element_bytes", size},
+                                {"bytes", counter.words(op) * size}};
+    }
+    return {{"reads", got.reads},
+            {"writes", got.writes},
+            {"total", got.total()},
+            {"peak_resident", got.peak},
+            {"closed_form_total", closed.total()},
+            {"matches_closed_form", got == closed},
+            {"ratio_to_bound", static_cast<double>(got.total()) / bound.asymptotic()},
+            {"bytes", counter.bytes(operand_bytes, word_bytes)},
+            {"streams", streams}};
+}
 
 template <typename Scalar>
 nlohmann::json run_variant(const VariantRun& r) {
@@ -191,17 +197,11 @@ nlohmann::json run_variant(const VariantRun& r) {
     j["io"] = nullptr;
     if (r.count_io) {
         AttentionOptions counted = opts;
-        counted.count_io = true;
+        IoCounter counter(plan.memory.fast_words);
+        counted.counter = &counter;
         const AttentionReport report = run(counted);
-        const IoReport got = *report.io;
-        const IoReport closed = *report.closed_form;
-        j["io"] = {{"reads", got.reads},
-                   {"writes", got.writes},
-                   {"total", got.total()},
-                   {"peak_resident", got.peak},
-                   {"closed_form_total", closed.total()},
-                   {"matches_closed_form", got == closed},
-                   {"ratio_to_bound", static_cast<double>(got.total()) / plan.bound.asymptotic()}};
+        constexpr auto kBytes = static_cast<std::int64_t>(sizeof(Scalar));
+        j["io"] = counted_io_json(counter, *report.closed_form, plan.bound, kBytes, kBytes);
     }
     return j;
 }

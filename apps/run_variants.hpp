@@ -8,6 +8,7 @@
 #include "options.hpp"
 
 #include <ioattn/attention.hpp>
+#include <ioattn/io_counter.hpp>
 #include <ioattn/memory_model.hpp>
 #include <ioattn/problem.hpp>
 #include <ioattn/tiling.hpp>
@@ -36,6 +37,27 @@ struct VariantRun {
     double input_density = 1.0;   ///< < 1: Q, K, V as SparseInputs (run --input-density)
     std::string variant = "auto"; ///< sparse fused: auto or a forced variant (run --variant)
 };
+
+/// The entry point's options for this run (the schedule, selection and M as given).
+AttentionOptions attention_options(const VariantRun& r);
+
+/// The problem, the plan and the bounds, in the keys of the dense forward's JSON.
+nlohmann::json plan_json(const VariantRun& r, const AttentionPlan& plan);
+
+/// The "io" object of `ioattn run --count-io`: words read, written, total and peak of the
+/// counter beside the closed form and the bound, and the bytes (IoCounter::bytes with the
+/// operands at `operand_bytes` per word and every other stream at `word_bytes`) in total and
+/// per stream.
+nlohmann::json counted_io_json(const IoCounter& counter,
+                               const IoReport& closed,
+                               const Bound& bound,
+                               std::int64_t operand_bytes,
+                               std::int64_t word_bytes);
+
+/// `ioattn run --dtype bf16` (run_bf16.cpp): bf16 operands, L fp32, any pass, pattern and
+/// schedule; --check against the double reference on the bf16-rounded inputs with the
+/// tolerance of docs/design.md section 16.
+nlohmann::json run_bf16(const VariantRun& r);
 
 /// Runs the problem and returns the JSON document `ioattn run` prints. Throws UsageError for
 /// combinations that have no kernel (e.g. --count-io with the reference schedule).

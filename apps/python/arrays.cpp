@@ -47,20 +47,26 @@ bool readable(const py::array& a,
 
 } // namespace
 
-Dtype common_dtype(const char* where, std::initializer_list<Named> arrays) {
-    bool all32 = true, all64 = true;
+Dtype common_dtype(const char* where, std::initializer_list<Named> arrays, bool is_bf16) {
+    bool all32 = true, all64 = true, all16 = true;
     for (const auto& [name, h] : arrays) {
         all32 = all32 && py::array_t<float>::check_(h);
         all64 = all64 && py::array_t<double>::check_(h);
+        all16 = all16 && py::array_t<std::int16_t>::check_(h);
     }
-    if (all32 || all64)
+    if (is_bf16 && all16)
+        return Dtype::bf16;
+    if (!is_bf16 && (all32 || all64))
         return all32 ? Dtype::f32 : Dtype::f64;
     std::string got;
     for (const auto& [name, h] : arrays)
         got += (got.empty() ? "" : ", ") + std::string(name) + " " + describe(h);
     throw py::type_error(std::string(where) +
-                         ": the arrays must all be float32 or all float64 numpy arrays, "
-                         "never cast (got " +
+                         (is_bf16
+                              ? ": the bf16 tensors must all be torch.bfloat16, never cast (got "
+                              : ": the arrays must all be float32 or all float64 numpy arrays, "
+                                "never cast (numpy has no bfloat16: pass torch.bfloat16 "
+                                "tensors to ioattn.torch) (got ") +
                          got + ")");
 }
 
@@ -77,10 +83,14 @@ std::int64_t extent(py::handle a, int axis) {
 }
 
 bool in_place(py::handle a) {
-    const Dtype t = common_dtype("ioattn._in_place", {{"a", a}});
+    // int16: the bits of a torch.bfloat16 tensor, as ioattn.torch passes them
+    const bool bits = py::array_t<std::int16_t>::check_(a);
+    const Dtype t = common_dtype("ioattn._in_place", {{"a", a}}, bits);
     require_rank("ioattn._in_place", {"a", a}, 4, "[B, H, N, d]");
     std::array<std::int64_t, 4> shape{}, stride{};
     const auto x = py::reinterpret_borrow<py::array>(a);
+    if (t == Dtype::bf16)
+        return readable<bf16>(x, false, shape, stride);
     return t == Dtype::f32 ? readable<float>(x, false, shape, stride)
                            : readable<double>(x, false, shape, stride);
 }
@@ -109,12 +119,15 @@ TensorView<const Scalar> Inputs<Scalar>::view(py::handle array, bool lse) {
 }
 
 template <typename Scalar>
-std::pair<py::array_t<Scalar>, TensorView<Scalar>> output(const std::vector<py::ssize_t>& shape) {
-    py::array_t<Scalar> a(shape);
+std::pair<py::array_t<NumpyOf<Scalar>>, TensorView<Scalar>>
+output(const std::vector<py::ssize_t>& shape) {
+    py::array_t<NumpyOf<Scalar>> a(shape);
     const auto at = [&](std::size_t i) {
         return i < shape.size() ? static_cast<std::int64_t>(shape[i]) : std::int64_t{1};
     };
-    auto v = TensorView<Scalar>::packed(a.mutable_data(), at(0), at(1), at(2), at(3));
+    // bf16: the int16 array holds the bits (a layout-compatible 2-byte struct)
+    auto* data = reinterpret_cast<Scalar*>(a.mutable_data());
+    auto v = TensorView<Scalar>::packed(data, at(0), at(1), at(2), at(3));
     return {std::move(a), v};
 }
 
@@ -125,5 +138,7 @@ template std::pair<py::array_t<float>, TensorView<float>>
 output<float>(const std::vector<py::ssize_t>&);
 template std::pair<py::array_t<double>, TensorView<double>>
 output<double>(const std::vector<py::ssize_t>&);
+template std::pair<py::array_t<std::int16_t>, TensorView<bf16>>
+output<bf16>(const std::vector<py::ssize_t>&);
 
 } // namespace ioattn::python

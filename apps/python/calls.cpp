@@ -78,7 +78,8 @@ template <typename Scalar>
 struct Forward {
     Inputs<Scalar> in;
     ForwardArgs<Scalar> args;
-    py::array_t<Scalar> out, lse;
+    py::array_t<NumpyOf<Scalar>> out;
+    py::array_t<Accumulator<Scalar>> lse; // bf16: L stays float32
 
     Forward(const Problem& p, py::handle q, py::handle k, py::handle v) {
         args.problem = p;
@@ -86,7 +87,7 @@ struct Forward {
         args.k = in.view(k);
         args.v = in.view(v);
         std::tie(out, args.o) = output<Scalar>({p.batch, p.heads, p.n_q, p.d_v});
-        std::tie(lse, args.lse) = output<Scalar>({p.batch, p.heads, p.n_q});
+        std::tie(lse, args.lse) = output<Accumulator<Scalar>>({p.batch, p.heads, p.n_q});
     }
 };
 
@@ -110,13 +111,14 @@ template <typename Scalar>
 py::tuple backward(const Call& c, const BackwardInputs& x) {
     const Problem& p = c.problem;
     Inputs<Scalar> in;
+    Inputs<Accumulator<Scalar>> in_lse;
     BackwardArgs<Scalar> a;
     a.problem = p;
     a.q = in.view(x.q);
     a.k = in.view(x.k);
     a.v = in.view(x.v);
     a.o = writable(in.view(x.o));
-    a.lse = writable(in.view(x.lse, true));
+    a.lse = writable(in_lse.view(x.lse, true));
     a.d_o = in.view(x.d_o);
     auto [dq, gq] = output<Scalar>({p.batch, p.heads, p.n_q, p.d});
     auto [dk, gk] = output<Scalar>({p.batch, p.kv_heads, p.n_k, p.d});
@@ -139,21 +141,36 @@ py::object attention_call(py::handle q,
                           const Mask* mask,
                           bool causal,
                           const Settings& s,
-                          bool return_lse) {
+                          bool return_lse,
+                          bool is_bf16) {
     constexpr const char* where = "ioattn.attention";
-    const Dtype t = common_dtype(where, {{"q", q}, {"k", k}, {"v", v}});
+    const Dtype t = common_dtype(where, {{"q", q}, {"k", k}, {"v", v}}, is_bf16);
     for (const Named& a : {Named{"q", q}, Named{"k", k}, Named{"v", v}})
         require_rank(where, a, 4, kLayout);
     const Call c{
         problem_of(q, k, v, causal, s.scale, where), options_of(s, t == Dtype::f64, where), mask};
+    if (t == Dtype::bf16)
+        return forward<ioattn::bf16>(c, q, k, v, return_lse);
     return t == Dtype::f32 ? forward<float>(c, q, k, v, return_lse)
                            : forward<double>(c, q, k, v, return_lse);
 }
 
-py::tuple backward_call(const BackwardInputs& x, const Mask* mask, bool causal, const Settings& s) {
+py::tuple backward_call(
+    const BackwardInputs& x, const Mask* mask, bool causal, const Settings& s, bool is_bf16) {
     constexpr const char* where = "ioattn.attention_backward";
-    const Dtype t = common_dtype(
-        where, {{"dout", x.d_o}, {"q", x.q}, {"k", x.k}, {"v", x.v}, {"out", x.o}, {"lse", x.lse}});
+    const Dtype t =
+        is_bf16 ? common_dtype(where,
+                               {{"dout", x.d_o}, {"q", x.q}, {"k", x.k}, {"v", x.v}, {"out", x.o}},
+                               true)
+                : common_dtype(where,
+                               {{"dout", x.d_o},
+                                {"q", x.q},
+                                {"k", x.k},
+                                {"v", x.v},
+                                {"out", x.o},
+                                {"lse", x.lse}});
+    if (is_bf16 && common_dtype(where, {{"lse", x.lse}}) != Dtype::f32)
+        throw py::type_error(std::string(where) + ": with bf16 tensors lse must be float32");
     for (const Named& a : {Named{"dout", x.d_o},
                            Named{"q", x.q},
                            Named{"k", x.k},
@@ -164,6 +181,8 @@ py::tuple backward_call(const BackwardInputs& x, const Mask* mask, bool causal, 
     const Call c{problem_of(x.q, x.k, x.v, causal, s.scale, where),
                  options_of(s, t == Dtype::f64, where),
                  mask};
+    if (t == Dtype::bf16)
+        return backward<ioattn::bf16>(c, x);
     return t == Dtype::f32 ? backward<float>(c, x) : backward<double>(c, x);
 }
 
@@ -216,7 +235,8 @@ void register_calls(py::module_& m) {
            std::optional<std::int64_t> cache_bytes,
            bool return_lse,
            std::optional<int> threads,
-           std::string variant) {
+           std::string variant,
+           bool is_bf16) {
             const Settings s{scale,
                              std::move(schedule),
                              std::move(select),
@@ -226,7 +246,7 @@ void register_calls(py::module_& m) {
                              cache_bytes,
                              std::move(variant),
                              std::nullopt};
-            return attention_call(q, k, v, mask, causal, s, return_lse);
+            return attention_call(q, k, v, mask, causal, s, return_lse, is_bf16);
         },
         arg("q"),
         arg("k"),
@@ -240,7 +260,8 @@ void register_calls(py::module_& m) {
         arg("cache_bytes").none(true),
         arg("return_lse"),
         arg("num_threads").none(true),
-        arg("variant"));
+        arg("variant"),
+        arg("bf16") = false);
     m.def(
         "attention_backward",
         [](py::handle d_o,
@@ -257,7 +278,8 @@ void register_calls(py::module_& m) {
            std::optional<std::int64_t> memory,
            std::optional<std::int64_t> cache_bytes,
            std::optional<int> threads,
-           std::string variant) {
+           std::string variant,
+           bool is_bf16) {
             const Settings s{scale,
                              std::move(schedule),
                              std::move(select),
@@ -267,7 +289,7 @@ void register_calls(py::module_& m) {
                              cache_bytes,
                              std::move(variant),
                              std::nullopt};
-            return backward_call({d_o, q, k, v, o, lse}, mask, causal, s);
+            return backward_call({d_o, q, k, v, o, lse}, mask, causal, s, is_bf16);
         },
         arg("dout"),
         arg("q"),
@@ -283,7 +305,8 @@ void register_calls(py::module_& m) {
         arg("M").none(true),
         arg("cache_bytes").none(true),
         arg("num_threads").none(true),
-        arg("variant"));
+        arg("variant"),
+        arg("bf16") = false);
     m.def("_time_attention",
           &time_attention,
           arg("q"),

@@ -67,10 +67,24 @@ bool cpu_has(Isa isa) {
            (b7 & bit_AVX512BW) != 0 && (b7 & bit_AVX512VL) != 0;
 }
 
+/// AVX512_BF16: cpuid leaf 7, subleaf 1, EAX bit 5 (leaf 7's EAX gives its last subleaf).
+bool cpu_has_avx512_bf16() {
+    unsigned last = 0, b = 0, c = 0, d = 0, a1 = 0;
+    if (!cpu_has(Isa::avx512) || __get_cpuid_count(7, 0, &last, &b, &c, &d) == 0 || last < 1)
+        return false;
+    if (__get_cpuid_count(7, 1, &a1, &b, &c, &d) == 0)
+        return false;
+    return (a1 & (1U << 5U)) != 0;
+}
+
 #else
 
 bool cpu_has(Isa isa) {
     return isa == Isa::sse2;
+}
+
+bool cpu_has_avx512_bf16() {
+    return false;
 }
 
 #endif
@@ -153,6 +167,11 @@ Isa parse_isa(std::string_view text) {
 
 bool cpu_supports(Isa isa) {
     return cpu_has(isa);
+}
+
+bool cpu_supports_avx512_bf16() {
+    static const bool has = cpu_has_avx512_bf16();
+    return has;
 }
 
 std::vector<Isa> built_isas() {

@@ -91,7 +91,7 @@ void BackwardArgs<Scalar>::validate(std::string_view where, bool shape_only) {
     check_view(where, "d_k", d_k, p.batch, p.kv_heads, p.n_k, p.d, shape_only);
     check_view(where, "d_v", d_v, p.batch, p.kv_heads, p.n_k, p.d_v, shape_only);
     const TensorView<const Scalar> o_in = this->o;
-    const TensorView<const Scalar> lse_in = this->lse;
+    const TensorView<const Accumulator<Scalar>> lse_in = this->lse;
     const auto check_out = [&](const char* name, const TensorView<Scalar>& out) {
         check_disjoint(where, name, out, "q", this->q);
         check_disjoint(where, name, out, "k", this->k);
@@ -114,5 +114,7 @@ IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #define IOATTN_INSTANTIATE(Scalar) template struct BackwardArgs<Scalar>;
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
+template struct ForwardArgs<bf16>; // storage type of the widened calls (ioattn/widen.hpp)
+template struct BackwardArgs<bf16>;
 
 } // namespace ioattn

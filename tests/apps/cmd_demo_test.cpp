@@ -53,6 +53,12 @@ TEST_CASE("demo --json tours six parts and every check in them passes", "[apps][
         CHECK(run.at("io").at("matches_closed_form") == true);
         CHECK(run.at("io").at("peak_resident").get<std::int64_t>() <= run.at("M"));
     }
+    // and one bf16 line: the fused forward within its tolerance, its I/O exact
+    const json& half = parts.at("dense").at("bf16");
+    CHECK(half.at("passed") == true);
+    CHECK(half.at("check").at("max_abs_error").get<double>() <=
+          half.at("check").at("tolerance").get<double>());
+    CHECK(half.at("io").at("matches_closed_form") == true);
     // 2. the sweep: the materialized schedule is picked below d^2, the fused above; a crossover
     const json& sweep = parts.at("io_sweep");
     require_keys(sweep, {"d_squared", "crossover", "dry_runs_agree", "rows", "plot"});

@@ -161,3 +161,26 @@ TEST_CASE("IoReport prints its fields", "[io_counter]") {
     os << IoReport{11, 22, 33};
     CHECK_THAT(os.str(), Catch::Contains("11") && Catch::Contains("22") && Catch::Contains("33"));
 }
+
+TEST_CASE("IoCounter counts words per stream and bytes at each stream's element size",
+          "[io_counter][bf16]") {
+    IoCounter c(100);
+    c.read(Block{Operand::q, 0, 0, 3, 0, 4});        // 12 operand words
+    c.read(Block{Operand::index, 0, 0, 1, 0, 8}, 5); // 5 index words of a block of 8
+    c.write(Block{Operand::o, 0, 0, 2, 0, 4});       // 8 operand words
+    c.write(Block{Operand::lse, 0, 0, 2, 0, 1});     // 2 statistic words
+    CHECK(c.words(Operand::q) == 12);
+    CHECK(c.words(Operand::index) == 5);
+    CHECK(c.words(Operand::k) == 0);
+    CHECK(c.bytes(2, 4) == 2 * (12 + 8) + 4 * (5 + 2));
+    CHECK(c.bytes(4, 4) == 4 * c.report().total());
+    IoCounter d = c.fork();
+    d.read(Block{Operand::d_o, 0, 0, 1, 0, 3});
+    c.merge(d);
+    CHECK(c.words(Operand::d_o) == 3);
+    CHECK(c.bytes(8, 8) == 8 * c.report().total());
+    c.restart();
+    CHECK(c.bytes(2, 4) == 0);
+    STATIC_REQUIRE(ioattn::is_operand_stream(Operand::d_v));
+    STATIC_REQUIRE(!ioattn::is_operand_stream(Operand::stats));
+}

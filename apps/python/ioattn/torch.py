@@ -2,9 +2,11 @@
 kernels, ``attention`` in front of it, and ``scaled_dot_product_attention``, a drop-in with
 the semantics of torch.nn.functional.scaled_dot_product_attention (which torch 1.13 lacks).
 
-Tensors reach the kernels without copies (``.detach().numpy()`` and ``torch.from_numpy``);
-the backward reads the q, k, v, out and lse saved by the forward (``save_for_backward``),
-as torch 1.13's ``forward(ctx, ...)`` Functions do.
+Tensors reach the kernels without copies (``.detach().numpy()`` and ``torch.from_numpy``;
+torch.bfloat16 tensors as int16 views of their bits, since numpy has no bfloat16); the
+backward reads the q, k, v, out and lse saved by the forward (``save_for_backward``), as
+torch 1.13's ``forward(ctx, ...)`` Functions do. bfloat16 tensors compute in fp32 with
+bfloat16 outputs and gradients and a float32 lse (docs/python.md).
 """
 
 import functools
@@ -24,7 +26,20 @@ def _numpy(t, name):
         raise TypeError(f"ioattn.torch: {name} must be a torch.Tensor (got {type(t).__name__})")
     if t.device.type != "cpu":
         raise ValueError(f"ioattn.torch: {name} is on {t.device}; ioattn runs on CPU tensors")
-    return t.detach().resolve_conj().resolve_neg().numpy()
+    t = t.detach().resolve_conj().resolve_neg()
+    if t.dtype == _torch.bfloat16:  # the bits, in place: numpy has no bfloat16
+        return t.view(_torch.int16).numpy()
+    return t.numpy()
+
+
+def _tensor(a, bf16):
+    """The tensor over a result array (bf16: the int16 bits viewed as torch.bfloat16)."""
+    t = _torch.from_numpy(a)
+    return t.view(_torch.bfloat16) if bf16 else t
+
+
+def _is_bf16(*tensors):
+    return any(isinstance(t, _torch.Tensor) and t.dtype == _torch.bfloat16 for t in tensors)
 
 
 class AttentionFunction(_torch.autograd.Function):
@@ -34,9 +49,11 @@ class AttentionFunction(_torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, mask, causal, scale, schedule, num_threads):
+        bf16 = _is_bf16(q, k, v)
         out, lse = _core.attention(_numpy(q, "q"), _numpy(k, "k"), _numpy(v, "v"), mask, causal,
-                                   scale, schedule, "cost", None, None, True, num_threads, "auto")
-        out, lse = _torch.from_numpy(out), _torch.from_numpy(lse)
+                                   scale, schedule, "cost", None, None, True, num_threads, "auto",
+                                   bf16)
+        out, lse = _tensor(out, bf16), _torch.from_numpy(lse)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.options = (mask, causal, scale, schedule, num_threads)
         return out
@@ -46,11 +63,12 @@ class AttentionFunction(_torch.autograd.Function):
     def backward(ctx, dout):
         q, k, v, out, lse = ctx.saved_tensors
         mask, causal, scale, schedule, num_threads = ctx.options
+        bf16 = _is_bf16(q, k, v)
         grads = _core.attention_backward(
             _numpy(dout, "grad_output"), _numpy(q, "q"), _numpy(k, "k"), _numpy(v, "v"),
             _numpy(out, "out"), _numpy(lse, "lse"), mask, causal, scale, schedule, "cost", None,
-            None, num_threads, "auto")
-        dq, dk, dv = (_torch.from_numpy(g) for g in grads)
+            None, num_threads, "auto", bf16)
+        dq, dk, dv = (_tensor(g, bf16) for g in grads)
         return dq, dk, dv, None, None, None, None, None
 
 
@@ -131,13 +149,15 @@ def _as_4d(t, name):
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
-                                 is_causal=False, scale=None, cu_seqlens=None):
+                                 is_causal=False, scale=None, enable_gqa=False, cu_seqlens=None):
     """torch.nn.functional.scaled_dot_product_attention's semantics on CPU tensors
     (..., L, E), (..., S, E), (..., S, Ev) -> (..., L, Ev): attn_mask boolean (True = attend)
     or float 0 / -inf, one mask for every batch and head; is_causal top-left aligned (query i
-    sees keys j <= i) as SDPA; an error when both are set, as SDPA. Differences: dropout is not
-    supported (dropout_p must be 0); key and value may have fewer heads than query (GQA); a
-    fully masked row gives 0, where SDPA gives NaN. Extension: cu_seqlens (instead of
+    sees keys j <= i) as SDPA; an error when both are set, as SDPA; enable_gqa (torch 2.5):
+    key and value may have fewer heads than query, a divisor of them (grouped-query
+    attention), else their head counts must be equal. float32, float64 and bfloat16 tensors
+    (bfloat16: fp32 arithmetic, bfloat16 output). Differences: dropout is not supported
+    (dropout_p must be 0); a fully masked row gives 0, where SDPA gives NaN. Extension: cu_seqlens (instead of
     attn_mask) packs variable-length sequences along L = S, sequence s at positions
     cu_seqlens[s]:cu_seqlens[s+1], each attending within itself (causal within each with
     is_causal), as FlashAttention's varlen functions."""
@@ -147,6 +167,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if attn_mask is not None and is_causal:
         raise ValueError(f"{where}: attn_mask and is_causal are both set")
     q, k, v = _as_4d(query, "query"), _as_4d(key, "key"), _as_4d(value, "value")
+    if not enable_gqa and (k.shape[1] != q.shape[1] or v.shape[1] != q.shape[1]):
+        raise ValueError(f"{where}: query has {q.shape[1]} heads, key {k.shape[1]} and value "
+                         f"{v.shape[1]}: pass enable_gqa=True for grouped-query attention")
     n_q, n_k = q.shape[2], k.shape[2]
     mask, causal = None, False
     if cu_seqlens is not None:

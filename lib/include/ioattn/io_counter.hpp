@@ -5,6 +5,7 @@
 
 #include <ioattn/error.hpp>
 
+#include <array>
 #include <cstdint>
 #include <iosfwd>
 #include <string>
@@ -33,6 +34,27 @@ enum class Operand : std::uint8_t {
     index ///< the sparse kernels' index arrays (a block's keys, rows' column indices): one row
           ///< of `cols` words per read, Block::row0 = the kernel's block
 };
+
+/// The number of Operand values.
+inline constexpr int kOperandCount = static_cast<int>(Operand::index) + 1;
+
+/// Whether `op` is one of the attention operands stored in the working type (Q, K, V, O, dO,
+/// dQ, dK, dV), as opposed to L, the statistics, the intermediates and the indices.
+constexpr bool is_operand_stream(Operand op) {
+    switch (op) {
+    case Operand::q:
+    case Operand::k:
+    case Operand::v:
+    case Operand::o:
+    case Operand::d_o:
+    case Operand::d_q:
+    case Operand::d_k:
+    case Operand::d_v:
+        return true;
+    default:
+        return false;
+    }
+}
 
 /// A rectangular block of an operand of one (batch, head) slice: rows [row0, row0 + rows),
 /// columns [col0, col0 + cols).
@@ -130,12 +152,14 @@ public:
     /// (words <= where.words()).
     void read(const Block& where, std::int64_t words) {
         reads_ += words;
+        streams_[static_cast<std::size_t>(where.operand)] += words;
         if (record_)
             trace_.push_back({TraceEvent::Kind::read, where, words});
     }
 
     void write(const Block& b) {
         writes_ += b.words();
+        streams_[static_cast<std::size_t>(b.operand)] += b.words();
         if (record_)
             trace_.push_back({TraceEvent::Kind::write, b, b.words()});
     }
@@ -169,6 +193,8 @@ public:
     void merge(const IoCounter& other) {
         reads_ += other.reads_;
         writes_ += other.writes_;
+        for (std::size_t i = 0; i < streams_.size(); ++i)
+            streams_[i] += other.streams_[i];
         peak_ = peak_ > other.peak_ ? peak_ : other.peak_;
         if (record_)
             trace_.insert(trace_.end(), other.trace_.begin(), other.trace_.end());
@@ -178,6 +204,7 @@ public:
     /// reuses this counter's buffer (parallel_for_counted, one task after another).
     void restart() {
         reads_ = writes_ = resident_ = peak_ = 0;
+        streams_ = {};
         trace_.clear();
     }
 
@@ -197,6 +224,22 @@ public:
 
     [[nodiscard]] std::int64_t resident() const { return resident_; }
 
+    /// Words read and written of one stream (operand); they sum to report().total().
+    [[nodiscard]] std::int64_t words(Operand op) const {
+        return streams_[static_cast<std::size_t>(op)];
+    }
+
+    /// The counted traffic in bytes (docs/design.md section 16): the operand streams
+    /// (is_operand_stream) at `operand_bytes` per word, every other stream (L, statistics,
+    /// intermediates, indices) at `word_bytes`. float: 4, 4; double: 8, 8; bf16: 2, 4.
+    [[nodiscard]] std::int64_t bytes(std::int64_t operand_bytes, std::int64_t word_bytes) const {
+        std::int64_t total = 0;
+        for (int i = 0; i < kOperandCount; ++i)
+            total += streams_[static_cast<std::size_t>(i)] *
+                     (is_operand_stream(static_cast<Operand>(i)) ? operand_bytes : word_bytes);
+        return total;
+    }
+
     /// Whether the trace is kept.
     [[nodiscard]] bool recording() const { return record_; }
 
@@ -212,6 +255,7 @@ private:
     std::int64_t writes_ = 0;
     std::int64_t resident_ = 0;
     std::int64_t peak_ = 0;
+    std::array<std::int64_t, kOperandCount> streams_{};
     std::vector<TraceEvent> trace_;
 };
 

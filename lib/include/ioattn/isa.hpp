@@ -28,6 +28,12 @@ Isa parse_isa(std::string_view text);
 /// baseline is always supported).
 bool cpu_supports(Isa isa);
 
+/// Whether this CPU and its operating system execute AVX512_BF16 (vdpbf16ps: bf16 pairs
+/// multiplied and added into fp32 lanes): cpuid leaf 7 subleaf 1, EAX bit 5, on top of
+/// cpu_supports(Isa::avx512). What the native bf16 kernels need; the kernels of every ISA
+/// target take bf16 today by widening it to fp32 (docs/design.md section 16).
+bool cpu_supports_avx512_bf16();
+
 /// The ISA targets compiled into this library, best first.
 std::vector<Isa> built_isas();
 

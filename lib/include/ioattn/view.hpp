@@ -1,10 +1,12 @@
 #pragma once
 /// Strided non-owning views of the attention operands and the argument packs of the kernels.
 
+#include <ioattn/bf16.hpp>
 #include <ioattn/problem.hpp>
 
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
 
 namespace ioattn {
 
@@ -56,10 +58,17 @@ struct TensorView {
     }
 };
 
+/// The arithmetic type of operands of type Scalar, which is also the type of L (the
+/// log-sum-exp) and of the softmax statistics: Scalar itself, and float for bf16 operands
+/// (storage bfloat16, arithmetic and accumulators fp32; docs/design.md section 16).
+template <typename Scalar>
+using Accumulator = std::conditional_t<std::is_same_v<Scalar, bf16>, float, Scalar>;
+
 /// Inputs and outputs of a forward pass.
 /// q: [batch][heads][n_q][d], k: [batch][kv_heads][n_k][d], v: [batch][kv_heads][n_k][d_v],
 /// o: [batch][heads][n_q][d_v], lse: [batch][heads][n_q][1] (natural-log log-sum-exp of the
-/// scaled scores; -inf for a row with no visible key). Outputs must not overlap inputs.
+/// scaled scores; -inf for a row with no visible key; of type Accumulator<Scalar>). Outputs must
+/// not overlap inputs. Scalar is float, double or bf16 (storage bfloat16, arithmetic fp32).
 template <typename Scalar>
 struct ForwardArgs {
     Problem problem;
@@ -67,7 +76,7 @@ struct ForwardArgs {
     TensorView<const Scalar> k;
     TensorView<const Scalar> v;
     TensorView<Scalar> o;
-    TensorView<Scalar> lse;
+    TensorView<Accumulator<Scalar>> lse;
 
     /// Resolves the problem and checks every view against it (shapes, strides, extents,
     /// output/input overlap). Throws InvalidArgument naming `where`. With `shape_only`, null
@@ -81,7 +90,7 @@ struct ForwardArgs {
                               const Scalar* k,
                               const Scalar* v,
                               Scalar* o,
-                              Scalar* lse) {
+                              Accumulator<Scalar>* lse) {
         const Problem p = problem.resolved("ioattn::ForwardArgs::packed");
         using In = TensorView<const Scalar>;
         using Out = TensorView<Scalar>;
@@ -90,7 +99,7 @@ struct ForwardArgs {
                 In::packed(k, p.batch, p.kv_heads, p.n_k, p.d),
                 In::packed(v, p.batch, p.kv_heads, p.n_k, p.d_v),
                 Out::packed(o, p.batch, p.heads, p.n_q, p.d_v),
-                Out::packed(lse, p.batch, p.heads, p.n_q, 1)};
+                TensorView<Accumulator<Scalar>>::packed(lse, p.batch, p.heads, p.n_q, 1)};
     }
 
     /// Views of the problem's shapes with no data (null pointers): what the dry runs and the
@@ -119,7 +128,7 @@ struct BackwardArgs : ForwardArgs<Scalar> {
                                const Scalar* k,
                                const Scalar* v,
                                Scalar* o,
-                               Scalar* lse,
+                               Accumulator<Scalar>* lse,
                                const Scalar* d_o,
                                Scalar* d_q,
                                Scalar* d_k,
@@ -154,5 +163,7 @@ extern template struct ForwardArgs<float>;
 extern template struct ForwardArgs<double>;
 extern template struct BackwardArgs<float>;
 extern template struct BackwardArgs<double>;
+extern template struct ForwardArgs<bf16>;
+extern template struct BackwardArgs<bf16>;
 
 } // namespace ioattn

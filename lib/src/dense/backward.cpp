@@ -1,9 +1,13 @@
 // ioattn::dense::backward: routes by tiling.schedule to the backward kernels, and the dry run that
-// walks a schedule without data. No algorithm lives here.
+// walks a schedule without data. bf16 views run the float kernels on fp32 copies
+// (ioattn/widen.hpp). No algorithm lives here.
 
 #include <ioattn/dense/backward.hpp>
 #include <ioattn/error.hpp>
 #include <ioattn/kernels/instantiate.hpp>
+#include <ioattn/widen.hpp>
+
+#include <type_traits>
 
 namespace ioattn::dense {
 
@@ -12,20 +16,28 @@ void backward(const BackwardArgs<Scalar>& args,
               const Tiling& tiling,
               const MemoryModel& memory,
               Counter& counter) {
-    switch (tiling.schedule) {
-    case Schedule::reference:
-        if constexpr (Counter::kComputes) {
-            backward_reference(args);
+    if constexpr (std::is_same_v<Scalar, bf16>) {
+        // a dry run walks shapes only: its views may hold no data
+        const WidenedBackward w(args, "ioattn::dense::backward", !Counter::kComputes);
+        backward(w.args(), tiling, memory, counter);
+        w.narrow();
+    } else {
+        switch (tiling.schedule) {
+        case Schedule::reference:
+            if constexpr (Counter::kComputes) {
+                backward_reference(args);
+                return;
+            } else {
+                throw InvalidArgument(
+                    "ioattn::dense::backward: the reference schedule has no dry run");
+            }
+        case Schedule::fused:
+            backward_fused(args, tiling, memory, counter);
             return;
-        } else {
-            throw InvalidArgument("ioattn::dense::backward: the reference schedule has no dry run");
+        case Schedule::materialized:
+            backward_materialized(args, tiling, memory, counter);
+            return;
         }
-    case Schedule::fused:
-        backward_fused(args, tiling, memory, counter);
-        return;
-    case Schedule::materialized:
-        backward_materialized(args, tiling, memory, counter);
-        return;
     }
 }
 
@@ -51,11 +63,15 @@ IoReport dry_run_backward(const Problem& problem, const Tiling& tiling, const Me
     template void backward<Scalar, Counter>(                                                       \
         const BackwardArgs<Scalar>&, const Tiling&, const MemoryModel&, Counter&);
 IOATTN_FOR_EACH_SCALAR_COUNTER(IOATTN_INSTANTIATE)
+IOATTN_INSTANTIATE(bf16, NullCounter)
+IOATTN_INSTANTIATE(bf16, IoCounter)
+IOATTN_INSTANTIATE(bf16, DryRunCounter)
 #undef IOATTN_INSTANTIATE
 
 #define IOATTN_INSTANTIATE(Scalar)                                                                 \
     template Tiling backward<Scalar>(const BackwardArgs<Scalar>&, Schedule, const MemoryModel&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+IOATTN_INSTANTIATE(bf16)
 #undef IOATTN_INSTANTIATE
 
 } // namespace ioattn::dense

@@ -1,11 +1,14 @@
 // ioattn::dense::forward: routes by tiling.schedule to the forward kernels, and the dry run that
-// walks a schedule without data. No algorithm lives here.
+// walks a schedule without data. bf16 views run the float kernels on fp32 copies
+// (ioattn/widen.hpp). No algorithm lives here.
 
 #include <ioattn/dense/forward.hpp>
 #include <ioattn/error.hpp>
 #include <ioattn/kernels/instantiate.hpp>
+#include <ioattn/widen.hpp>
 
 #include <string>
+#include <type_traits>
 
 namespace ioattn::dense {
 
@@ -14,20 +17,28 @@ void forward(const ForwardArgs<Scalar>& args,
              const Tiling& tiling,
              const MemoryModel& memory,
              Counter& counter) {
-    switch (tiling.schedule) {
-    case Schedule::reference:
-        if constexpr (Counter::kComputes) {
-            forward_reference(args);
+    if constexpr (std::is_same_v<Scalar, bf16>) {
+        // a dry run walks shapes only: its views may hold no data
+        const WidenedForward w(args, "ioattn::dense::forward", !Counter::kComputes);
+        forward(w.args(), tiling, memory, counter);
+        w.narrow();
+    } else {
+        switch (tiling.schedule) {
+        case Schedule::reference:
+            if constexpr (Counter::kComputes) {
+                forward_reference(args);
+                return;
+            } else {
+                throw InvalidArgument(
+                    "ioattn::dense::forward: the reference schedule has no dry run");
+            }
+        case Schedule::fused:
+            forward_fused(args, tiling, memory, counter);
             return;
-        } else {
-            throw InvalidArgument("ioattn::dense::forward: the reference schedule has no dry run");
+        case Schedule::materialized:
+            forward_materialized(args, tiling, memory, counter);
+            return;
         }
-    case Schedule::fused:
-        forward_fused(args, tiling, memory, counter);
-        return;
-    case Schedule::materialized:
-        forward_materialized(args, tiling, memory, counter);
-        return;
     }
 }
 
@@ -53,11 +64,15 @@ IoReport dry_run_forward(const Problem& problem, const Tiling& tiling, const Mem
     template void forward<Scalar, Counter>(                                                        \
         const ForwardArgs<Scalar>&, const Tiling&, const MemoryModel&, Counter&);
 IOATTN_FOR_EACH_SCALAR_COUNTER(IOATTN_INSTANTIATE)
+IOATTN_INSTANTIATE(bf16, NullCounter)
+IOATTN_INSTANTIATE(bf16, IoCounter)
+IOATTN_INSTANTIATE(bf16, DryRunCounter)
 #undef IOATTN_INSTANTIATE
 
 #define IOATTN_INSTANTIATE(Scalar)                                                                 \
     template Tiling forward<Scalar>(const ForwardArgs<Scalar>&, Schedule, const MemoryModel&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+IOATTN_INSTANTIATE(bf16)
 #undef IOATTN_INSTANTIATE
 
 } // namespace ioattn::dense

@@ -10,6 +10,7 @@
 /// It lives in ioattn::sparse because it calls into both libraries and only ioattn::sparse
 /// sees both (sparse depends on core, never the reverse).
 
+#include <ioattn/bf16.hpp>
 #include <ioattn/io_cost.hpp>
 #include <ioattn/io_counter.hpp>
 #include <ioattn/memory_model.hpp>
@@ -194,6 +195,53 @@ AttentionReport io_count(const Problem& problem,
                          Pass pass,
                          const Structure<Scalar>& structure = {},
                          const AttentionOptions& options = {});
+
+// --- bf16: storage bfloat16, arithmetic and accumulators fp32 (docs/design.md section 16) ---
+// Every function above takes bf16 views and bf16 sparse operands. L (args.lse) is fp32. The
+// call widens the bf16 operands exactly into fp32 copies (ioattn/widen.hpp; 4 bytes per
+// element of each bf16 view, checked against memory_limit()), runs the plan of the float
+// problem - every schedule, variant and structure that runs in float - and rounds O (dQ, dK,
+// dV) to nearest even. The plan, its M (fp32 words, the widened tiles the kernels hold) and
+// the counted words are the float ones; in bytes, each operand's words count at its stored
+// element size (2 for bf16, 4 for L). Results are bitwise independent of options.threads.
+// NaN and Inf reach the outputs as in float (widening and rounding keep them).
+
+template <>
+AttentionPlan plan_attention<bf16>(const Problem& problem,
+                                   Pass pass,
+                                   const Structure<bf16>& structure,
+                                   const AttentionOptions& options);
+
+template <>
+IoReport io_cost<bf16>(const AttentionPlan& plan, const Structure<bf16>& structure);
+
+template <>
+AttentionReport attention<bf16>(const ForwardArgs<bf16>& args,
+                                const Structure<bf16>& structure,
+                                const AttentionOptions& options);
+
+template <>
+AttentionReport attention<bf16>(const ForwardArgs<bf16>& args,
+                                const Structure<bf16>& structure,
+                                const AttentionPlan& plan,
+                                const AttentionOptions& options);
+
+template <>
+AttentionReport attention_backward<bf16>(const BackwardArgs<bf16>& args,
+                                         const Structure<bf16>& structure,
+                                         const AttentionOptions& options);
+
+template <>
+AttentionReport attention_backward<bf16>(const BackwardArgs<bf16>& args,
+                                         const Structure<bf16>& structure,
+                                         const AttentionPlan& plan,
+                                         const AttentionOptions& options);
+
+template <>
+AttentionReport io_count<bf16>(const Problem& problem,
+                               Pass pass,
+                               const Structure<bf16>& structure,
+                               const AttentionOptions& options);
 
 // ioattn::smallest_memory(problem, pass, schedule, kernels): ioattn/tiling.hpp.
 

@@ -225,4 +225,14 @@ std::vector<Scalar> SparseRows<Scalar>::to_dense() const {
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 
+// bf16 rows are storage: built from CSR arrays, widened by the bf16 entry (attention_bf16.cpp)
+template SparseRows<bf16>::SparseRows(std::int64_t,
+                                      std::int64_t,
+                                      std::vector<std::int64_t>,
+                                      std::vector<std::int64_t>,
+                                      std::vector<bf16>);
+template std::span<const std::int64_t> SparseRows<bf16>::row_indices(std::int64_t) const;
+template std::span<const bf16> SparseRows<bf16>::row_values(std::int64_t) const;
+template std::vector<bf16> SparseRows<bf16>::to_dense() const;
+
 } // namespace ioattn::sparse

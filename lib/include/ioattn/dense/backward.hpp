@@ -55,7 +55,7 @@ void backward(const BackwardArgs<Scalar>& args,
 template <typename Scalar>
 Tiling backward(const BackwardArgs<Scalar>& args,
                 Schedule schedule,
-                const MemoryModel& memory = MemoryModel::per_core_l2(sizeof(Scalar)));
+                const MemoryModel& memory = MemoryModel::per_core_l2(sizeof(Accumulator<Scalar>)));
 
 /// Walks the backward schedule of `tiling` without arithmetic or data; returns its counted I/O.
 IoReport dry_run_backward(const Problem& problem, const Tiling& tiling, const MemoryModel& memory);

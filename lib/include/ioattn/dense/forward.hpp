@@ -47,7 +47,7 @@ void forward(const ForwardArgs<Scalar>& args,
 template <typename Scalar>
 Tiling forward(const ForwardArgs<Scalar>& args,
                Schedule schedule,
-               const MemoryModel& memory = MemoryModel::per_core_l2(sizeof(Scalar)));
+               const MemoryModel& memory = MemoryModel::per_core_l2(sizeof(Accumulator<Scalar>)));
 
 /// Walks the schedule of `tiling` without arithmetic or data and returns its counted I/O.
 IoReport dry_run_forward(const Problem& problem, const Tiling& tiling, const MemoryModel& memory);

@@ -2,6 +2,7 @@
 /// Sparse operands: Q, K or V stored as CSR rows over the head dimension (for example ReLU or top-k
 /// features), and Z_input, the input nonzeros of the sparse I/O bound (docs/design.md section 6.2).
 
+#include <ioattn/bf16.hpp>
 #include <ioattn/problem.hpp>
 #include <ioattn/tiling.hpp>
 
@@ -13,7 +14,9 @@ namespace ioattn::sparse {
 
 /// A rows x cols matrix (rows = sequence positions, cols = d or d_v) in CSR: row i stores
 /// values[offsets[i] .. offsets[i+1]) at the sorted unique columns indices[...] in [0, cols).
-/// Immutable after construction; concurrent reads are safe. Scalar is float or double.
+/// Immutable after construction; concurrent reads are safe. Scalar is float or double, or bf16
+/// as storage (the constructor from CSR arrays, the accessors and to_dense; the ioattn::attention
+/// entry widens bf16 rows to float).
 template <typename Scalar>
 class SparseRows {
 public:

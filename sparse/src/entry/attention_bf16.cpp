@@ -1,0 +1,149 @@
+// ioattn::attention and friends for bf16 views (ioattn/attention.hpp, docs/design.md section
+// 16): the one place the entry point meets bf16. Each call widens the bf16 operands (dense
+// views: ioattn/widen.hpp; sparse operands: fp32 copies of their values, sharing nothing) and
+// runs the float entry on the copies in the same arena, then rounds the outputs back; plans
+// and counts are those of the float problem. No algorithm lives here.
+
+#include <ioattn/attention.hpp>
+#include <ioattn/parallel.hpp>
+#include <ioattn/resources.hpp>
+#include <ioattn/sparse/sparse_rows.hpp>
+#include <ioattn/widen.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ioattn {
+
+namespace {
+
+/// Structure<float> over fp32 copies of the bf16 sparse operands (the support is shared).
+class WidenedStructure {
+public:
+    WidenedStructure(const Structure<bf16>& s, std::string_view where) {
+        structure_.support = s.support;
+        structure_.inputs.q = widen_rows(s.inputs.q, q_, where);
+        structure_.inputs.k = widen_rows(s.inputs.k, k_, where);
+        structure_.inputs.v = widen_rows(s.inputs.v, v_, where);
+    }
+
+    WidenedStructure(const WidenedStructure&) = delete;
+    WidenedStructure& operator=(const WidenedStructure&) = delete;
+
+    [[nodiscard]] const Structure<float>& get() const { return structure_; }
+
+private:
+    static const sparse::SparseRows<float>*
+    widen_rows(const sparse::SparseRows<bf16>* x,
+               std::optional<sparse::SparseRows<float>>& keep,
+               std::string_view where) {
+        if (x == nullptr)
+            return nullptr;
+        const auto nnz = static_cast<std::size_t>(x->nonzeros());
+        // the copy: offsets and indices (8 bytes each) and fp32 values
+        require_memory(where,
+                       bytes_of(static_cast<std::int64_t>(2 * nnz) + x->rows() + 1, 8) +
+                           bytes_of(x->nonzeros(), sizeof(float)),
+                       "an fp32 copy of a bf16 sparse operand");
+        std::vector<float> values(nnz);
+        widen(x->values().data(), values.data(), x->nonzeros());
+        keep.emplace(x->rows(),
+                     x->cols(),
+                     std::vector<std::int64_t>(x->offsets().begin(), x->offsets().end()),
+                     std::vector<std::int64_t>(x->indices().begin(), x->indices().end()),
+                     std::move(values));
+        return &*keep;
+    }
+
+    Structure<float> structure_;
+    std::optional<sparse::SparseRows<float>> q_, k_, v_;
+};
+
+bool has_sparse_operand(const Structure<bf16>& s) {
+    return s.inputs.q != nullptr || s.inputs.k != nullptr || s.inputs.v != nullptr;
+}
+
+/// Widens, runs `run(float args, float structure)` in the arena of options.threads, narrows.
+template <typename Widened, typename Args, typename Run>
+AttentionReport
+widened(const Args& args, const Structure<bf16>& s, const AttentionOptions& o, const Run& run) {
+    const std::string where(o.where);
+    const WidenedStructure ws(s, where);
+    return with_threads(o.threads, [&] {
+        const Widened w(args, where, has_sparse_operand(s));
+        AttentionReport report = run(w.args(), ws.get());
+        w.narrow();
+        return report;
+    });
+}
+
+} // namespace
+
+template <>
+AttentionPlan plan_attention<bf16>(const Problem& problem,
+                                   Pass pass,
+                                   const Structure<bf16>& structure,
+                                   const AttentionOptions& options) {
+    const WidenedStructure ws(structure, options.where);
+    return plan_attention<float>(problem, pass, ws.get(), options);
+}
+
+template <>
+IoReport io_cost<bf16>(const AttentionPlan& plan, const Structure<bf16>& structure) {
+    const WidenedStructure ws(structure, "ioattn::io_cost");
+    return io_cost<float>(plan, ws.get());
+}
+
+template <>
+AttentionReport attention<bf16>(const ForwardArgs<bf16>& args,
+                                const Structure<bf16>& structure,
+                                const AttentionOptions& options) {
+    return widened<WidenedForward>(
+        args, structure, options, [&](const ForwardArgs<float>& a, const Structure<float>& s) {
+            return attention<float>(a, s, options);
+        });
+}
+
+template <>
+AttentionReport attention<bf16>(const ForwardArgs<bf16>& args,
+                                const Structure<bf16>& structure,
+                                const AttentionPlan& plan,
+                                const AttentionOptions& options) {
+    return widened<WidenedForward>(
+        args, structure, options, [&](const ForwardArgs<float>& a, const Structure<float>& s) {
+            return attention<float>(a, s, plan, options);
+        });
+}
+
+template <>
+AttentionReport attention_backward<bf16>(const BackwardArgs<bf16>& args,
+                                         const Structure<bf16>& structure,
+                                         const AttentionOptions& options) {
+    return widened<WidenedBackward>(
+        args, structure, options, [&](const BackwardArgs<float>& a, const Structure<float>& s) {
+            return attention_backward<float>(a, s, options);
+        });
+}
+
+template <>
+AttentionReport attention_backward<bf16>(const BackwardArgs<bf16>& args,
+                                         const Structure<bf16>& structure,
+                                         const AttentionPlan& plan,
+                                         const AttentionOptions& options) {
+    return widened<WidenedBackward>(
+        args, structure, options, [&](const BackwardArgs<float>& a, const Structure<float>& s) {
+            return attention_backward<float>(a, s, plan, options);
+        });
+}
+
+template <>
+AttentionReport io_count<bf16>(const Problem& problem,
+                               Pass pass,
+                               const Structure<bf16>& structure,
+                               const AttentionOptions& options) {
+    const WidenedStructure ws(structure, options.where);
+    return io_count<float>(problem, pass, ws.get(), options);
+}
+
+} // namespace ioattn
