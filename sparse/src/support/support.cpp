@@ -136,7 +136,7 @@ std::pair<Support, std::vector<std::int64_t>> transpose_of(const Support& s) {
     // after those of the parts before it, so each key's rows stay ascending; the parts'
     // counts take at most max(n_k, Z_QK / 4) words
     const std::int64_t parts = std::clamp<std::int64_t>(
-        z / (4 * std::max<std::int64_t>(n_k, 1)), 1, std::clamp<std::int64_t>(n_q, 1, 16));
+        z / 4 / std::max<std::int64_t>(n_k, 1), 1, std::clamp<std::int64_t>(n_q, 1, 16));
     // offsets and the parts' cursors per key, rows and positions per entry
     require_memory(
         "ioattn::sparse::Support::transposed",
