@@ -47,13 +47,17 @@ std::string read_line(const std::string& path) {
 } // namespace
 
 std::int64_t l2_cache_bytes() {
-    const std::string base = "/sys/devices/system/cpu/cpu0/cache/index";
-    for (int i = 0; i < 8; ++i) {
-        const std::string dir = base + std::to_string(i) + "/";
-        if (read_line(dir + "level") == "2" && read_line(dir + "type") != "Instruction")
-            return parse_size(read_line(dir + "size"));
-    }
-    return 0;
+    // read once: every planned call asks, and the files cost more than a small decode step
+    static const std::int64_t bytes = [] {
+        const std::string base = "/sys/devices/system/cpu/cpu0/cache/index";
+        for (int i = 0; i < 8; ++i) {
+            const std::string dir = base + std::to_string(i) + "/";
+            if (read_line(dir + "level") == "2" && read_line(dir + "type") != "Instruction")
+                return parse_size(read_line(dir + "size"));
+        }
+        return std::int64_t{0};
+    }();
+    return bytes;
 }
 
 MemoryModel MemoryModel::per_core_l2(std::int64_t bytes_per_word) {

@@ -36,7 +36,10 @@ namespace ioattn {
 inline constexpr std::int64_t kDecodeChunk = 512;
 
 /// Keys per tile inside a chunk: one softmax update per tile of scores.
-inline constexpr std::int64_t kDecodeTile = 16;
+inline constexpr std::int64_t kDecodeTile = 64;
+
+/// A chunk's keys are a multiple of this (the last tile of a chunk may be partial).
+inline constexpr std::int64_t kDecodeChunkStep = 16;
 
 /// Largest number of new tokens per sequence.
 inline constexpr std::int64_t kDecodeMaxNew = 16;
@@ -70,7 +73,7 @@ struct DecodeArgs {
 
 /// How a decode call runs and counts.
 struct DecodeOptions {
-    std::int64_t chunk = 0; ///< keys per chunk (a multiple of kDecodeTile); 0: kDecodeChunk
+    std::int64_t chunk = 0; ///< keys per chunk (a multiple of kDecodeChunkStep); 0: kDecodeChunk
     bool count_io = false;  ///< count the run (a dry run, then the timed run)
     bool dry_run = false;   ///< only walk the schedule and count (no data read or written)
     std::optional<MemoryModel> memory;         ///< M of the count; nullopt: per_core_l2

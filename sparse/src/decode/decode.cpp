@@ -78,8 +78,13 @@ DecodePlan plan_decode(const DecodeShape& shape, const DecodeOptions& options) {
     if (s.window < 0)
         fail(where, "window = ", s.window, " (expected >= 0; 0: no window)");
     plan.chunk = options.chunk == 0 ? kDecodeChunk : options.chunk;
-    if (plan.chunk < kDecodeTile || plan.chunk % kDecodeTile != 0)
-        fail(where, "chunk = ", plan.chunk, " (expected a positive multiple of ", kDecodeTile, ")");
+    if (plan.chunk < kDecodeChunkStep || plan.chunk % kDecodeChunkStep != 0)
+        fail(where,
+             "chunk = ",
+             plan.chunk,
+             " (expected a positive multiple of ",
+             kDecodeChunkStep,
+             ")");
     plan.first_chunk.assign(static_cast<std::size_t>(s.batch) + 1, 0);
     for (std::int64_t b = 0; b < s.batch; ++b) {
         const std::int64_t len = s.kv_lens[static_cast<std::size_t>(b)];

@@ -18,8 +18,8 @@
 // I/O = io_cost_decode: per (b, g), c_b R d + v_b (d + d_v) + the writes above.
 // Flops: 2 (d + d_v) per allowed (row, cached row) pair. Every visible cached word is read
 // once per kv head: the compulsory traffic, so the phase runs at the memory's read bandwidth
-// when the arithmetic (2 flops per word per row of the group) keeps up. bf16 caches are widened
-// into a tile buffer once per tile; fp32 rows are read in place.
+// when the arithmetic (2 flops per word per row of the group) keeps up. Cached rows are read in
+// place; bf16 words are widened as they are loaded.
 // Tests: tests/decode/decode_test.cpp
 
 #include "decode/decode_detail.hpp"
@@ -51,14 +51,15 @@ namespace ioattn::sparse::IOATTN_ISA {
 namespace {
 
 using detail::accumulate;
-using detail::row_scores;
 using detail::tile_softmax;
 using kernels::Simd;
 using kernels::Vec;
 
 constexpr int kTile = static_cast<int>(kDecodeTile);
-constexpr int kRowBlock = 4;               // rows sharing each loaded V vector
-constexpr std::int64_t kPrefetchTiles = 2; // tiles ahead whose rows are asked for
+constexpr int kRowBlock = 4; // rows sharing each loaded V vector
+// rows ahead whose lines are asked for: 128 against 32, B = 1 fp32 0.78x against 0.75x the
+// read bandwidth, bf16 0.58x against 0.52x (`ioattn bench --suite decode`, Zen 5)
+constexpr std::int64_t kPrefetchRows = 128;
 
 /// Per-worker scratch of a chunk task.
 template <typename Scalar>
@@ -69,11 +70,9 @@ struct Scratch {
     Scalar* l;     ///< R
     Scalar* s;     ///< R x kTile scores, then probabilities
     Scalar* alpha; ///< R
-    Scalar* kbuf;  ///< kTile x d (bf16 caches: the widened tile)
-    Scalar* vbuf;  ///< kTile x d_v
 
     static std::int64_t words(std::int64_t r, std::int64_t d, std::int64_t d_v) {
-        return r * d + r * d_v + 4 * r + r * kTile + kTile * (d + d_v) + 8 * 16;
+        return r * d + r * d_v + 4 * r + r * kTile + 6 * 16;
     }
 
     Scratch(Scalar* base, std::int64_t r, std::int64_t d, std::int64_t d_v) {
@@ -84,8 +83,6 @@ struct Scratch {
         l = m + pad(r);
         s = l + pad(r);
         alpha = s + pad(r * kTile);
-        kbuf = alpha + pad(r);
-        vbuf = kbuf + pad(kTile * d);
     }
 };
 
@@ -115,8 +112,8 @@ struct PagedCursor {
     }
 };
 
-/// Pointers to the cached rows of positions [p0, p0 + n) of (b, g) as working-type rows:
-/// in place for a cache of the working type, widened into buf for bf16.
+/// Pointers to the cached rows of positions [p0, p0 + n) of (b, g), read in place (a bf16
+/// row is widened as the kernels load it).
 template <typename Scalar, typename Cache>
 void tile_rows(const DecodeArgs<Scalar, Cache>& a,
                const TensorView<const Cache>& x,
@@ -124,26 +121,18 @@ void tile_rows(const DecodeArgs<Scalar, Cache>& a,
                std::int64_t g,
                std::int64_t p0,
                std::int64_t n,
-               Scalar* buf,
-               const Scalar** rows) {
-    const std::int64_t cols = x.cols;
+               const Cache** rows) {
     PagedCursor cur(a, b, p0, x.rows);
     for (std::int64_t t = 0; t < n; ++t) {
-        const Cache* row = a.paged() ? x.row(cur.block(), g, cur.row) : x.row(b, g, p0 + t);
+        rows[t] = a.paged() ? x.row(cur.block(), g, cur.row) : x.row(b, g, p0 + t);
         cur.next();
-        if constexpr (std::is_same_v<Cache, Scalar>) {
-            rows[t] = row;
-        } else {
-            detail::widen_row(row, buf + t * cols, cols);
-            rows[t] = buf + t * cols;
-        }
     }
 }
 
 /// Asks for the cache lines of the cached rows of positions [p0, p0 + n) of (b, g), K and V.
-/// The tile kernel walks a tile's rows a vector column at a time, 16 rows apart, which the
-/// hardware's stream prefetchers do not follow: issued kPrefetchTiles tiles ahead, the rows
-/// arrive while the tiles before them compute.
+/// The tile kernel walks a few rows at a time a vector column at a time, which the hardware's
+/// stream prefetchers follow late (no prefetch: 0.48x the read bandwidth against 0.78x);
+/// issued kPrefetchRows rows ahead, the rows arrive while the tiles before them compute.
 template <typename Scalar, typename Cache>
 void prefetch_tile(const DecodeArgs<Scalar, Cache>& a,
                    std::int64_t b,
@@ -186,26 +175,46 @@ void with_rows(std::int64_t n, F&& f) {
     }
 }
 
-/// Scores of row r against the tile's n rows (s[0, kTile), kLanes keys at a time).
-template <typename Scalar>
-void tile_scores(
-    const Scalar* q, const Scalar* const* k, std::int64_t n, std::int64_t d, Scalar* s) {
+/// s[r kTile + t] = q[r] . k[t] for the NR rows q[r] (d apart) and the n keys of the tile,
+/// KB = kLanes / NR_max keys at a time (block_scores).
+template <typename Scalar, int NR, int KB, typename Cache>
+void block_row_scores(
+    const Scalar* q, const Cache* const* k, std::int64_t n, std::int64_t d, Scalar* s) {
     constexpr int kL = Simd<Scalar>::kLanes;
-    static_assert(kTile % kL == 0);
-    for (int j = 0; j * kL < n; ++j) {
-        const Scalar* const* kj = k + j * kL;
-        const std::int64_t nk = std::min<std::int64_t>(kL, n - j * kL);
-        Vec<Scalar> sv;
-        if (nk == kL) {
-            sv = row_scores<Scalar, kL>(q, kj, d);
-        } else {
-            const Scalar* rows[static_cast<std::size_t>(kL)];
-            for (int t = 0; t < kL; ++t)
-                rows[t] = kj[t < nk ? t : 0];
-            sv = row_scores<Scalar, kL>(q, rows, d);
+    for (std::int64_t j = 0; j < n; j += KB) {
+        const Cache* pad[static_cast<std::size_t>(KB)];
+        const Cache* const* kj = k + j;
+        if (j + KB > n) { // the tile's last keys: the rest of the block repeats key 0
+            for (int t = 0; t < KB; ++t)
+                pad[t] = k[j + t < n ? j + t : 0];
+            kj = pad;
         }
-        kernels::store(s + j * kL, sv);
+        alignas(64) Scalar lanes[static_cast<std::size_t>(kL)];
+        kernels::store(lanes, detail::block_scores<Scalar, NR>(q, kj, d));
+        for (int r = 0; r < NR; ++r)
+            std::copy(lanes + r * KB, lanes + (r + 1) * KB, s + r * kTile + j);
     }
+}
+
+/// s[r kTile + t] = q[r] . k[t] for every row r < rows of the group and key t < n of the tile:
+/// blocks of RB rows against KB keys, every K vector loaded once per block of rows. Keys a row
+/// does not see are computed too and masked by the softmax step.
+template <typename Scalar, typename Cache>
+void tile_scores(const Scalar* q,
+                 std::int64_t rows,
+                 const Cache* const* k,
+                 std::int64_t n,
+                 std::int64_t d,
+                 Scalar* s) {
+    constexpr int kL = Simd<Scalar>::kLanes;
+    constexpr int RB = kL < 4 ? kL : 4;
+    constexpr int KB = kL / RB;
+    static_assert(kTile % KB == 0);
+    std::int64_t r0 = 0;
+    for (; r0 + RB <= rows; r0 += RB)
+        block_row_scores<Scalar, RB, KB>(q + r0 * d, k, n, d, s + r0 * kTile);
+    for (; r0 < rows; ++r0)
+        block_row_scores<Scalar, 1, KB>(q + r0 * d, k, n, d, s + r0 * kTile);
 }
 
 /// One chunk [c0, c1) of (b, g): the online softmax over its tiles into sc.o, sc.m, sc.l.
@@ -241,29 +250,26 @@ void chunk_body(const DecodeArgs<Scalar, Cache>& a,
         return std::pair{std::clamp<std::int64_t>(first - t0, 0, n),
                          std::clamp<std::int64_t>(last - t0 + 1, 0, n)};
     };
-    const Scalar* krows[kTile];
-    const Scalar* vrows[kTile];
-    for (std::int64_t t0 = c0; t0 < std::min(c1, c0 + kPrefetchTiles * kTile); t0 += kTile)
-        prefetch_tile(a, b, g, t0, std::min<std::int64_t>(kTile, c1 - t0));
+    const Cache* krows[kTile];
+    const Cache* vrows[kTile];
+    prefetch_tile(a, b, g, c0, std::min(kPrefetchRows, c1 - c0));
     for (std::int64_t t0 = c0; t0 < c1; t0 += kTile) {
         const std::int64_t n = std::min<std::int64_t>(kTile, c1 - t0);
-        const std::int64_t ahead = t0 + kPrefetchTiles * kTile;
-        if (kPrefetchTiles > 0 && ahead < c1)
-            prefetch_tile(a, b, g, ahead, std::min<std::int64_t>(kTile, c1 - ahead));
+        const std::int64_t ahead = t0 + kPrefetchRows;
+        if (ahead < c1)
+            prefetch_tile(a, b, g, ahead, std::min<std::int64_t>(n, c1 - ahead));
         // --- S = Q K^T over the tile; the keys row r sees: tile keys [lo, hi) ---
-        tile_rows(a, a.k, b, g, t0, n, sc.kbuf, krows);
+        tile_rows(a, a.k, b, g, t0, n, krows);
+        tile_scores(sc.q, r_all, krows, n, d, sc.s);
         bool edge = false;
         for (std::int64_t r = 0; r < r_all; ++r) {
             const auto [lo, hi] = seen(r, t0, n);
             edge = edge || lo > 0 || hi < n;
-            Scalar* s = sc.s + r * kTile;
-            if (hi > 0)
-                tile_scores(sc.q + r * d, krows, hi, d, s);
             // --- m' = max(m, S); P = 2^(S - m'); l = alpha l + sum P ---
-            sc.alpha[r] = tile_softmax<Scalar, kTile>(s, lo, hi, sc.m[r], sc.l[r]);
+            sc.alpha[r] = tile_softmax<Scalar, kTile>(sc.s + r * kTile, lo, hi, sc.m[r], sc.l[r]);
         }
         // --- O = alpha O + P V ---
-        tile_rows(a, a.v, b, g, t0, n, sc.vbuf, vrows);
+        tile_rows(a, a.v, b, g, t0, n, vrows);
         if (!edge) {
             for (std::int64_t r0 = 0; r0 < r_all; r0 += kRowBlock)
                 with_rows(r_all - r0, [&](auto nr) {

@@ -1,9 +1,10 @@
 #pragma once
 // Building blocks of the decode chunk kernel (decode/decode_chunks.cpp), compiled for the ISA
 // target of the including translation unit:
-//   widen_row:    a cached row as working-type words (bf16: the exact 16-bit shift)
-//   row_scores:   the scores of one query row against kLanes cached rows (one accumulator per
-//                 cached row, one transposing reduction: kernels/element/element_ops.hpp)
+//   load_cached:  a vector of a cached row as working-type words (bf16: the exact 16-bit
+//                 shift, on load: a bf16 cache is never copied)
+//   block_scores: the scores of up to 4 query rows against kLanes / 4 cached rows (one
+//                 accumulator per pair, one transposing reduction: kernels/element/element_ops.hpp)
 //   tile_softmax: the online softmax step of one row over a tile of scores (base 2)
 //   accumulate:   O rows = alpha O rows + P V over a tile, V read once per block of rows,
 //                 several vectors of each row at once (independent multiply-add chains)
@@ -35,57 +36,82 @@ inline Vec<T> broadcast(T x) {
     return broadcast_lanes<T>(x, std::make_integer_sequence<int, Simd<T>::kLanes>{});
 }
 
-/// out[x] = in[x] for x < n, as the working type (bf16 widened exactly).
-template <typename Scalar>
-inline void widen_row(const bf16* in, Scalar* out, std::int64_t n) {
-    if constexpr (std::is_same_v<Scalar, float>) {
-        constexpr int kL = Simd<float>::kLanes;
-        using U16 = std::uint16_t __attribute__((vector_size(kL * 2)));
-        using U32 = std::uint32_t __attribute__((vector_size(kL * 4)));
-        std::int64_t x = 0;
-#if IOATTN_ISA_LEVEL == 3
-        // one zero-extending load and one shift per 16 words (the generic form below is split
-        // into 256-bit halves by the compiler)
-        for (; x + 16 <= n; x += 16) {
-            const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + x));
-            const __m512i w = _mm512_maskz_cvtepu16_epi32(0xFFFF, h); // maskz: no undefined source
-            _mm512_storeu_si512(out + x, _mm512_maskz_slli_epi32(0xFFFF, w, 16));
-        }
-#endif
-        for (; x + kL <= n; x += kL) {
-            U16 h;
-            std::memcpy(&h, in + x, sizeof(h));
-            const U32 w = __builtin_convertvector(h, U32) << 16;
-            std::memcpy(out + x, &w, sizeof(w));
-        }
-        for (; x < n; ++x)
-            out[x] = bf16::widen(in[x].bits);
+/// kLanes words of a cached row at p as a working-type vector: a load for a cache of the
+/// working type; for bf16 a load of kLanes halves, zero-extended and shifted (exact).
+template <typename T>
+inline Vec<T> load_cached(const T* p) {
+    return kernels::load(p);
+}
+
+// bf16 words of a float vector and of a double vector, as 16-bit and 32-bit integer vectors
+// (non-dependent types: GCC drops vector_size on a type that depends on a template parameter)
+using HalfF = std::uint16_t __attribute__((vector_size(Simd<float>::kLanes * 2)));
+using WordF = std::uint32_t __attribute__((vector_size(Simd<float>::kLanes * 4)));
+using HalfD = std::uint16_t __attribute__((vector_size(Simd<double>::kLanes * 2)));
+using WordD = std::uint32_t __attribute__((vector_size(Simd<double>::kLanes * 4)));
+using FloatD = float __attribute__((vector_size(Simd<double>::kLanes * 4)));
+
+template <typename T>
+inline Vec<T> load_cached(const bf16* p) {
+    if constexpr (std::is_same_v<T, float>) {
+        HalfF h;
+        std::memcpy(&h, p, sizeof(h));
+        return kernels::as<Vec<float>>(__builtin_convertvector(h, WordF) << 16);
     } else {
-        for (std::int64_t x = 0; x < n; ++x)
-            out[x] = static_cast<Scalar>(bf16::widen(in[x].bits));
+        HalfD h;
+        std::memcpy(&h, p, sizeof(h));
+        return __builtin_convertvector(kernels::as<FloatD>(__builtin_convertvector(h, WordD) << 16),
+                                       Vec<double>);
     }
 }
 
-/// Lane t of the result: (q . k[t]) for t < NK (0 past it), q and k[t] rows of d words. The
-/// tail of d is read with a partial load, so nothing past a row is touched.
-template <typename T, int NK>
-inline Vec<T> row_scores(const T* q, const T* const* k, std::int64_t d) {
+/// The first n < kLanes words of a cached row at p (zeros past them): nothing past the row is
+/// read.
+template <typename T, typename C>
+inline Vec<T> load_cached_partial(const C* p, std::int64_t n) {
+    C part[static_cast<std::size_t>(Simd<T>::kLanes)] = {};
+    std::memcpy(part, p, static_cast<std::size_t>(n) * sizeof(C));
+    return load_cached<T>(part);
+}
+
+/// Lane r KB + t of the result (r < NR, t < KB = kLanes / 4): q[r] . k[t], the NR query rows
+/// d words apart from q, the KB cached rows of d words at k[t]. One load of each K vector
+/// serves the NR rows and one of each Q vector the KB keys: half a load per multiply-add at
+/// NR = 4, against one for a row against kLanes keys. A lane's sum is the same tree whatever
+/// the blocking (transpose_sums), so a score does not depend on the rows beside it.
+template <typename T, int NR, typename C>
+inline Vec<T> block_scores(const T* q, const C* const* k, std::int64_t d) {
     constexpr int kL = Simd<T>::kLanes;
-    Vec<T> acc[static_cast<std::size_t>(kL)] = {};
+    constexpr int KB = kL / 4 > 0 ? kL / 4 : 1;
+    static_assert(NR * KB <= kL);
+    Vec<T> acc[static_cast<std::size_t>(NR * KB)] = {};
+    Vec<T> kv[static_cast<std::size_t>(KB)];
     std::int64_t x = 0;
     for (; x + kL <= d; x += kL) {
-        const Vec<T> qv = kernels::load(q + x);
         IOATTN_ELEMENT_UNROLL
-        for (int t = 0; t < NK; ++t)
-            acc[t] = kernels::fmadd(qv, kernels::load(k[t] + x), acc[t]);
-    }
-    if (x < d) {
-        const Vec<T> qv = load_partial(q + x, d - x);
+        for (int t = 0; t < KB; ++t)
+            kv[t] = load_cached<T>(k[t] + x);
         IOATTN_ELEMENT_UNROLL
-        for (int t = 0; t < NK; ++t)
-            acc[t] = kernels::fmadd(qv, load_partial(k[t] + x, d - x), acc[t]);
+        for (int r = 0; r < NR; ++r) {
+            const Vec<T> qv = kernels::load(q + r * d + x);
+            IOATTN_ELEMENT_UNROLL
+            for (int t = 0; t < KB; ++t)
+                acc[r * KB + t] = kernels::fmadd(qv, kv[t], acc[r * KB + t]);
+        }
     }
-    return transpose_sums<T, NK>(acc);
+    if (x < d) { // the tail of the rows: partial loads, so nothing past a row is touched
+        IOATTN_ELEMENT_UNROLL
+        for (int t = 0; t < KB; ++t)
+            kv[t] = load_cached_partial<T>(k[t] + x, d - x);
+        IOATTN_ELEMENT_UNROLL
+        for (int r = 0; r < NR; ++r) {
+            const Vec<T> qv = load_partial(q + r * d + x, d - x);
+            IOATTN_ELEMENT_UNROLL
+            for (int t = 0; t < KB; ++t)
+                acc[r * KB + t] = kernels::fmadd(qv, kv[t], acc[r * KB + t]);
+        }
+    }
+    return transpose_sums<T, NR * KB>(acc);
 }
 
 /// The online softmax step of one row over a tile's scores s[0, kTile) (base 2; those in
@@ -134,9 +160,9 @@ inline T tile_softmax(T* s, std::int64_t lo, std::int64_t hi, T& m, T& l) {
 /// apart, v[t] rows of d_v words). Each V vector is loaded once for the NR rows; kXB vectors of
 /// a row are updated together, so NR kXB independent multiply-add chains hide the latency.
 /// Every element sums its terms in t order, whatever the blocking.
-template <typename T, int NR, int kTile>
+template <typename T, int NR, int kTile, typename C>
 inline void accumulate(const T* p,
-                       const T* const* v,
+                       const C* const* v,
                        std::int64_t n,
                        std::int64_t d_v,
                        const T* alpha,
@@ -156,7 +182,7 @@ inline void accumulate(const T* p,
             Vec<T> vv[static_cast<std::size_t>(XB)];
             IOATTN_ELEMENT_UNROLL
             for (int b = 0; b < XB; ++b)
-                vv[b] = kernels::load(v[t] + x + b * kL);
+                vv[b] = load_cached<T>(v[t] + x + b * kL);
             IOATTN_ELEMENT_UNROLL
             for (int r = 0; r < NR; ++r) {
                 const Vec<T> pr = broadcast<T>(p[r * kTile + t]);
@@ -183,7 +209,7 @@ inline void accumulate(const T* p,
         for (int r = 0; r < NR; ++r)
             acc[r] = load_partial(o + r * ldo + x, w) * alpha[r];
         for (std::int64_t t = 0; t < n; ++t) {
-            const Vec<T> vv = load_partial(v[t] + x, w);
+            const Vec<T> vv = load_cached_partial<T>(v[t] + x, w);
             IOATTN_ELEMENT_UNROLL
             for (int r = 0; r < NR; ++r)
                 acc[r] = kernels::fmadd(broadcast<T>(p[r * kTile + t]), vv, acc[r]);
