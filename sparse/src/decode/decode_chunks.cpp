@@ -189,8 +189,23 @@ void block_row_scores(
                 pad[t] = k[j + t < n ? j + t : 0];
             kj = pad;
         }
+        const Vec<Scalar> v = detail::block_scores<Scalar, NR>(q, kj, d);
+#if IOATTN_ISA_LEVEL == 3
+        if constexpr (std::is_same_v<Scalar, float> &&
+                      KB == 4) { // row r: 128-bit lane r (maskz: no undefined source)
+            const __m512 w = kernels::as<__m512>(v);
+            _mm_storeu_ps(s + j, _mm512_maskz_extractf32x4_ps(0xF, w, 0));
+            if constexpr (NR > 1)
+                _mm_storeu_ps(s + kTile + j, _mm512_maskz_extractf32x4_ps(0xF, w, 1));
+            if constexpr (NR > 2)
+                _mm_storeu_ps(s + 2 * kTile + j, _mm512_maskz_extractf32x4_ps(0xF, w, 2));
+            if constexpr (NR > 3)
+                _mm_storeu_ps(s + 3 * kTile + j, _mm512_maskz_extractf32x4_ps(0xF, w, 3));
+            continue;
+        }
+#endif
         alignas(64) Scalar lanes[static_cast<std::size_t>(kL)];
-        kernels::store(lanes, detail::block_scores<Scalar, NR>(q, kj, d));
+        kernels::store(lanes, v);
         for (int r = 0; r < NR; ++r)
             std::copy(lanes + r * KB, lanes + (r + 1) * KB, s + r * kTile + j);
     }

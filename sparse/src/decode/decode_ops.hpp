@@ -54,9 +54,17 @@ using FloatD = float __attribute__((vector_size(Simd<double>::kLanes * 4)));
 template <typename T>
 inline Vec<T> load_cached(const bf16* p) {
     if constexpr (std::is_same_v<T, float>) {
+#if IOATTN_ISA_LEVEL == 3
+        // one zero-extending load and one shift (the generic form below is split into 256-bit
+        // halves by the compiler)
+        const __m256i half = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+        const __m512i w = _mm512_maskz_cvtepu16_epi32(0xFFFF, half); // maskz: no undefined source
+        return kernels::as<Vec<float>>(_mm512_maskz_slli_epi32(0xFFFF, w, 16));
+#else
         HalfF h;
         std::memcpy(&h, p, sizeof(h));
         return kernels::as<Vec<float>>(__builtin_convertvector(h, WordF) << 16);
+#endif
     } else {
         HalfD h;
         std::memcpy(&h, p, sizeof(h));
