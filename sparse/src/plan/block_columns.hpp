@@ -1,0 +1,45 @@
+#pragma once
+// The keys each row block of a support sees, as the variant planner prices them: shared by the
+// split (plan/structure.cpp) and the key order of the permuted variant (plan/reorder.cpp).
+
+#include "plan/structure.hpp"
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace ioattn::sparse::detail {
+
+/// Row blocks of `rows` rows over the support's query rows.
+inline std::int64_t n_blocks(const Support& s, std::int64_t rows) {
+    return (s.n_q() + rows - 1) / rows;
+}
+
+/// For block b of `rows` rows: the sorted keys its rows see and how many rows see each
+/// (count[j] left set for the block's keys; the caller's array is reset to 0 afterwards).
+/// With lane groups (group > 0, lanes: 2 n_k words, no reset needed): lanes[j] = the rows of
+/// the block's groups of `group` consecutive rows that have a row seeing j, the lanes a
+/// staggered tile computes for key j (staggered_slab.hpp, staggered_chunk.hpp).
+std::vector<std::int64_t> block_keys(const Support& s,
+                                     std::int64_t rows,
+                                     std::int64_t b,
+                                     std::int64_t* count,
+                                     std::int64_t group = 0,
+                                     std::int64_t* lanes = nullptr);
+
+/// The lanes of block b's tile that compute key column j: every row of the block, or under lane
+/// groups (CostModel::lane_group) the rows of the groups that see it (block_keys).
+struct ColumnLanes {
+    std::int64_t r = 0;
+    const std::int64_t* lanes = nullptr;
+
+    [[nodiscard]] std::int64_t operator()(std::int64_t j) const {
+        return lanes != nullptr ? lanes[j] : r;
+    }
+};
+
+/// block_keys with its lanes under the model's lane groups; `work`: 3 n_k words of the worker.
+std::pair<std::vector<std::int64_t>, ColumnLanes> block_columns(
+    const Support& s, std::int64_t rows, std::int64_t b, std::int64_t* work, const CostModel& cm);
+
+} // namespace ioattn::sparse::detail

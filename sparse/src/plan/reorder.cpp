@@ -1,0 +1,163 @@
+// ioattn::sparse::detail::find_orders, reorder, inverse: the row and key orders of the
+// permuted variant (rows and keys by residue modulo g, the gcd of i' - j over the support, then
+// keys by the last row block whose tile takes them) and the reordered support (see
+// structure.hpp). Tests: tests/sparse/variants_test.cpp
+
+#include "plan/block_columns.hpp"
+#include "support/huge_pages.hpp"
+
+#include <ioattn/kernels/workspace.hpp>
+#include <ioattn/parallel.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <limits>
+#include <numeric>
+#include <utility>
+
+namespace ioattn::sparse::detail {
+
+/// g = gcd of i' - j over Omega (0 when Omega is empty), by parts of rows in parallel; 1 as soon
+/// as any part finds it.
+std::int64_t offset_gcd(const Support& s) {
+    const std::int64_t n_q = s.n_q(), shift = s.n_k() - s.n_q();
+    const std::int64_t step = std::max<std::int64_t>(256, (n_q + 255) / 256);
+    const std::int64_t parts = (n_q + step - 1) / step;
+    std::vector<std::int64_t> part(static_cast<std::size_t>(parts), 0);
+    std::atomic<bool> one{false};
+    parallel_for_tiles(parts, [&](std::int64_t t, int) {
+        std::int64_t g = 0;
+        for (std::int64_t i = t * step; i < std::min(n_q, (t + 1) * step); ++i) {
+            if (one.load(std::memory_order_relaxed))
+                return;
+            for (const std::int64_t j : s.row(i)) {
+                g = std::gcd(g, i + shift - j);
+                if (g == 1) {
+                    one.store(true, std::memory_order_relaxed);
+                    return;
+                }
+            }
+        }
+        part[static_cast<std::size_t>(t)] = g;
+    });
+    if (one.load())
+        return 1;
+    std::int64_t g = 0;
+    for (const std::int64_t x : part)
+        g = std::gcd(g, x);
+    return g;
+}
+
+Orders find_orders(const Support& s,
+                   std::int64_t rows,
+                   const CostModel& cm,
+                   std::shared_ptr<const Support>* reordered_out) {
+    Orders o;
+    const std::int64_t n_q = s.n_q(), n_k = s.n_k(), shift = n_k - n_q;
+    // --- g = gcd of i' - j over Omega: g >= 2 means g independent residue classes ---
+    const std::int64_t g = offset_gcd(s);
+    const auto residue = [g](std::int64_t x) { return ((x % g) + g) % g; };
+    std::vector<std::int64_t> key_rank(static_cast<std::size_t>(n_k));
+    std::iota(key_rank.begin(), key_rank.end(), std::int64_t{0});
+    std::shared_ptr<const Support> reordered; // by residue
+    if (g >= 2 && g < std::max(n_q, n_k)) {
+        o.rows.resize(static_cast<std::size_t>(n_q));
+        std::iota(o.rows.begin(), o.rows.end(), std::int64_t{0});
+        std::stable_sort(o.rows.begin(), o.rows.end(), [&](std::int64_t a, std::int64_t b) {
+            return residue(a + shift) < residue(b + shift);
+        });
+        o.keys.resize(static_cast<std::size_t>(n_k));
+        std::iota(o.keys.begin(), o.keys.end(), std::int64_t{0});
+        std::stable_sort(o.keys.begin(), o.keys.end(), [&](std::int64_t a, std::int64_t b) {
+            return residue(a) < residue(b);
+        });
+        reordered = std::make_shared<const Support>(reorder(s, o));
+        key_rank = o.keys;
+    }
+    const Support& base = reordered ? *reordered : s;
+    // --- keys by (last, first) block whose tile-worthy column they are (else any block): each
+    // block's keys and their worthiness in parallel, then folded in block order ---
+    constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+    std::vector<std::int64_t> last(static_cast<std::size_t>(n_k), -1), first(last.size(), kNever);
+    std::vector<std::int64_t> any_last(last), any_first(first);
+    const std::int64_t nb = n_blocks(base, rows);
+    std::vector<std::vector<std::int64_t>> seen(static_cast<std::size_t>(nb)); // j, or -1 - j
+    const kernels::Workspace<std::int64_t> counts(max_concurrency(), 3 * n_k);
+    parallel_for_tiles(nb, [&](std::int64_t b, int w) {
+        std::int64_t* count = counts.slab(w);
+        const auto [keys, lanes] = block_columns(base, rows, b, count, cm);
+        auto& out = seen[static_cast<std::size_t>(b)];
+        out.reserve(keys.size());
+        for (const std::int64_t j : keys) {
+            const auto u = static_cast<std::size_t>(j);
+            out.push_back(cm.tile_worthy(count[u], lanes(j)) ? j : -1 - j);
+            count[u] = 0;
+        }
+    });
+    for (std::int64_t b = 0; b < nb; ++b)
+        for (const std::int64_t x : seen[static_cast<std::size_t>(b)]) {
+            const auto u = static_cast<std::size_t>(x >= 0 ? x : -1 - x);
+            any_last[u] = b;
+            any_first[u] = std::min(any_first[u], b);
+            if (x >= 0) {
+                last[u] = b;
+                first[u] = std::min(first[u], b);
+            }
+        }
+    std::vector<std::int64_t> order(static_cast<std::size_t>(n_k));
+    std::iota(order.begin(), order.end(), std::int64_t{0});
+    const auto sig = [&](std::int64_t j) {
+        const auto u = static_cast<std::size_t>(j);
+        if (last[u] >= 0)
+            return std::pair{last[u], first[u]};
+        return any_last[u] >= 0 ? std::pair{any_last[u], any_first[u]} : std::pair{kNever, kNever};
+    };
+    std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+        return sig(a) < sig(b);
+    });
+    bool moved = false;
+    for (std::int64_t b = 0; b < n_k; ++b)
+        moved = moved || order[static_cast<std::size_t>(b)] != b;
+    if (moved) {
+        std::vector<std::int64_t> keys(static_cast<std::size_t>(n_k));
+        for (std::int64_t b = 0; b < n_k; ++b) // new key b = base key order[b]
+            keys[static_cast<std::size_t>(b)] =
+                key_rank[static_cast<std::size_t>(order[static_cast<std::size_t>(b)])];
+        o.keys = std::move(keys);
+    } else if (reordered_out != nullptr && reordered) {
+        *reordered_out = std::move(reordered);
+    }
+    return o;
+}
+
+std::vector<std::int64_t> inverse(const std::vector<std::int64_t>& order) {
+    std::vector<std::int64_t> inv(order.size());
+    for (std::size_t a = 0; a < order.size(); ++a)
+        inv[static_cast<std::size_t>(order[a])] = static_cast<std::int64_t>(a);
+    return inv;
+}
+
+Support reorder(const Support& s, const Orders& o) {
+    if (o.identity())
+        return s;
+    const std::int64_t n_q = s.n_q(), n_k = s.n_k();
+    const std::vector<std::int64_t> key_new = inverse(o.keys);
+    std::vector<std::int64_t> offsets(static_cast<std::size_t>(n_q) + 1, 0);
+    const auto old_row = [&](std::int64_t a) {
+        return o.rows.empty() ? a : o.rows[static_cast<std::size_t>(a)];
+    };
+    for (std::int64_t a = 0; a < n_q; ++a)
+        offsets[static_cast<std::size_t>(a) + 1] =
+            offsets[static_cast<std::size_t>(a)] + s.row_nonzeros(old_row(a));
+    std::vector<std::int64_t> cols = zeroed_words(offsets.back());
+    parallel_for_tiles(n_q, [&](std::int64_t a, int) {
+        auto* out = cols.data() + offsets[static_cast<std::size_t>(a)];
+        std::int64_t c = 0;
+        for (const std::int64_t j : s.row(old_row(a)))
+            out[c++] = key_new.empty() ? j : key_new[static_cast<std::size_t>(j)];
+        std::sort(out, out + c);
+    });
+    return {n_q, n_k, std::move(offsets), std::move(cols)};
+}
+
+} // namespace ioattn::sparse::detail
