@@ -82,18 +82,24 @@ Orders find_orders(const Support& s,
     std::vector<std::int64_t> any_last(last), any_first(first);
     const std::int64_t nb = n_blocks(base, rows);
     std::vector<std::vector<std::int64_t>> seen(static_cast<std::size_t>(nb)); // j, or -1 - j
+    std::vector<double> floors(static_cast<std::size_t>(nb)); // each block's part of o.floor
     const kernels::Workspace<std::int64_t> counts(max_concurrency(), 3 * n_k);
     parallel_for_tiles(nb, [&](std::int64_t b, int w) {
         std::int64_t* count = counts.slab(w);
         const auto [keys, lanes] = block_columns(base, rows, b, count, cm);
         auto& out = seen[static_cast<std::size_t>(b)];
         out.reserve(keys.size());
+        double floor = 0;
         for (const std::int64_t j : keys) {
             const auto u = static_cast<std::size_t>(j);
             out.push_back(cm.tile_worthy(count[u], lanes(j)) ? j : -1 - j);
+            floor += std::min(static_cast<double>(count[u]) * cm.element_pair,
+                              static_cast<double>(lanes(j)) * cm.tile_lane);
             count[u] = 0;
         }
+        floors[static_cast<std::size_t>(b)] = floor;
     });
+    o.floor = std::accumulate(floors.begin(), floors.end(), 0.0); // in block order
     for (std::int64_t b = 0; b < nb; ++b)
         for (const std::int64_t x : seen[static_cast<std::size_t>(b)]) {
             const auto u = static_cast<std::size_t>(x >= 0 ? x : -1 - x);

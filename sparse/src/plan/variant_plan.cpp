@@ -164,10 +164,18 @@ Candidate candidate(const Problem& p,
                     const Candidate* like = nullptr) {
     const std::optional<Variant> inner_force = force == Variant::permuted ? std::nullopt : force;
     Candidate c{best_split(support, rows, pass, cm, inner_force), {}, 0, nullptr};
-    if (reorder && (!force || force == Variant::permuted)) {
+    // every pair costs at least one tile lane, so a split priced at Z_QK lanes (whole dense
+    // blocks: block:64:0.1, bigbird-block) has no cheaper reordering to look for
+    const bool floor = c.split.cost <= static_cast<double>(support.z_qk()) * cm.tile_lane;
+    if (reorder && (force == Variant::permuted || (!force && !floor))) {
         std::shared_ptr<const Support> built; // the residue reordering, when it is the orders
         detail::Orders orders = detail::find_orders(support, rows, cm, &built);
-        if (!orders.identity()) {
+        // the reordered structure is built only when its split could be priced lower than
+        // the original's (a key order keeps each block's column counts: only the gathers of
+        // short runs of tile columns can go)
+        const bool hopeless =
+            orders.floor + copied_rows(p, orders, pass) * cm.copy_row >= c.split.cost;
+        if (!orders.identity() && (force == Variant::permuted || !hopeless)) {
             // the same orders as `like`'s (dilated's residues at any height): its structure
             c.reordered = like != nullptr && like->reordered && like->orders.rows == orders.rows &&
                                   like->orders.keys == orders.keys

@@ -1,0 +1,55 @@
+// Whitebox test of the permuted variant's orders (sparse/src/plan/reorder.cpp) as the variant
+// planner prices them (sparse/src/plan/variant_plan.cpp): the floor find_orders reports is at
+// most the price of every split of the reordered structure, and at least one tile lane per pair
+// (the planner skips building a reordered structure whose floor plus copies already costs more
+// than the original's split); a support of whole dense blocks prices at exactly that many
+// lanes (the planner then looks for no reordering at all).
+
+#include "plan/structure.hpp"
+
+#include <ioattn/sparse/pattern.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace sp = ioattn::sparse;
+namespace spd = ioattn::sparse::detail;
+
+TEST_CASE("find_orders: its floor bounds every split of the reordered structure from below") {
+    for (const std::string spec : {"random:0.05",
+                                   "strided:16",
+                                   "dilated:32:4",
+                                   "bigbird:16:2:3",
+                                   "window:16",
+                                   "block:16:0.2",
+                                   "powerlaw:8"}) {
+        const sp::Support s = sp::parse_pattern(spec, 512, 512, 7);
+        const auto z = static_cast<double>(s.z_qk());
+        for (const std::int64_t rows : {16, 32}) {
+            for (const std::int64_t lane_group : {0, 16}) {
+                CAPTURE(spec, rows, lane_group);
+                spd::CostModel cm;
+                cm.lane_group = lane_group;
+                const spd::Orders o = spd::find_orders(s, rows, cm);
+                const sp::Support r = o.identity() ? s : spd::reorder(s, o);
+                CHECK(o.floor >= z * cm.tile_lane);
+                CHECK(o.floor <= z * cm.element_pair);
+                CHECK(o.floor <= spd::split_by_fill(r, rows, cm, false).cost);
+                CHECK(o.floor <= spd::split_all(r, rows, true, cm, false).cost);
+                CHECK(o.floor <= spd::split_all(r, rows, false, cm, false).cost);
+            }
+        }
+    }
+}
+
+TEST_CASE("split_by_fill: whole dense blocks price at one tile lane per pair") {
+    const sp::Support s = sp::parse_pattern("block:16:0.3", 512, 512, 3);
+    const spd::CostModel cm;
+    REQUIRE(s.z_qk() > 0);
+    CHECK(spd::split_by_fill(s, 16, cm, false).cost ==
+          static_cast<double>(s.z_qk()) * cm.tile_lane);
+    // a height that cuts the blocks masks lanes: above the floor, so the planner looks further
+    CHECK(spd::split_by_fill(s, 24, cm, false).cost > static_cast<double>(s.z_qk()) * cm.tile_lane);
+}
