@@ -48,14 +48,15 @@ std::int64_t offset_gcd(const Support& s) {
     return g;
 }
 
-Orders find_orders(const Support& s,
-                   std::int64_t rows,
-                   const CostModel& cm,
-                   std::shared_ptr<const Support>* reordered_out) {
+Orders find_orders(const Support& s, std::int64_t rows, const CostModel& cm, Residues* residues) {
     Orders o;
     const std::int64_t n_q = s.n_q(), n_k = s.n_k(), shift = n_k - n_q;
     // --- g = gcd of i' - j over Omega: g >= 2 means g independent residue classes ---
-    const std::int64_t g = offset_gcd(s);
+    Residues here;
+    Residues& known = residues != nullptr ? *residues : here;
+    if (known.g == 0)
+        known.g = offset_gcd(s);
+    const std::int64_t g = known.g;
     const auto residue = [g](std::int64_t x) { return ((x % g) + g) % g; };
     std::vector<std::int64_t> key_rank(static_cast<std::size_t>(n_k));
     std::iota(key_rank.begin(), key_rank.end(), std::int64_t{0});
@@ -71,7 +72,9 @@ Orders find_orders(const Support& s,
         std::stable_sort(o.keys.begin(), o.keys.end(), [&](std::int64_t a, std::int64_t b) {
             return residue(a) < residue(b);
         });
-        reordered = std::make_shared<const Support>(reorder(s, o));
+        if (!known.reordered)
+            known.reordered = std::make_shared<const Support>(reorder(s, o));
+        reordered = known.reordered;
         key_rank = o.keys;
     }
     const Support& base = reordered ? *reordered : s;
@@ -130,8 +133,8 @@ Orders find_orders(const Support& s,
             keys[static_cast<std::size_t>(b)] =
                 key_rank[static_cast<std::size_t>(order[static_cast<std::size_t>(b)])];
         o.keys = std::move(keys);
-    } else if (reordered_out != nullptr && reordered) {
-        *reordered_out = std::move(reordered);
+    } else {
+        o.residue_only = reordered != nullptr;
     }
     return o;
 }

@@ -102,19 +102,28 @@ struct Orders {
     /// the cheaper of their tile lanes and their element pairs, no gathers (find_orders).
     double floor = 0;
 
+    /// The orders are the residue ones alone (the keys keep their residue order): reorder(s,
+    /// orders) is Residues::reordered.
+    bool residue_only = false;
+
     [[nodiscard]] bool identity() const { return rows.empty() && keys.empty(); }
+};
+
+/// The residue classes of a support: g = gcd of i' - j over Omega (0: not yet known) and, when
+/// g >= 2, the support with rows and keys by residue.
+struct Residues {
+    std::int64_t g = 0;
+    std::shared_ptr<const Support> reordered;
 };
 
 /// The reordering of the permuted variant: rows (and keys) by residue modulo g when every
 /// allowed pair has i' - j divisible by g >= 2 (dilated patterns: g independent bands), then keys
 /// by the last and first block of `rows` rows whose tile-worthy columns they are (strided
 /// patterns' summary keys gather into whole key blocks). Identity parts are left empty.
-/// When `reordered` is given and the orders are the residue ones alone (the keys keep their
-/// residue order), it receives the structure reorder(s, orders) built on the way.
-Orders find_orders(const Support& s,
-                   std::int64_t rows,
-                   const CostModel& cm,
-                   std::shared_ptr<const Support>* reordered = nullptr);
+/// `residues` carries what does not depend on `rows` from one call on s to the next (the
+/// planner prices several tile heights): the gcd g and the structure reordered by residue.
+Orders
+find_orders(const Support& s, std::int64_t rows, const CostModel& cm, Residues* residues = nullptr);
 
 /// The support with rows and keys reordered: (a, b) allowed iff (o.rows[a], o.keys[b]) is.
 Support reorder(const Support& s, const Orders& o);

@@ -152,6 +152,7 @@ struct Candidate {
     detail::Orders orders;
     double time = 0;
     std::shared_ptr<const Support> reordered; ///< the reordered structure tried, if any
+    detail::Residues residues;                ///< the support's residue classes, once found
 };
 
 Candidate candidate(const Problem& p,
@@ -163,13 +164,14 @@ Candidate candidate(const Problem& p,
                     bool reorder,
                     const Candidate* like = nullptr) {
     const std::optional<Variant> inner_force = force == Variant::permuted ? std::nullopt : force;
-    Candidate c{best_split(support, rows, pass, cm, inner_force), {}, 0, nullptr};
+    Candidate c{best_split(support, rows, pass, cm, inner_force), {}, 0, nullptr, {}};
+    if (like != nullptr)
+        c.residues = like->residues;
     // every pair costs at least one tile lane, so a split priced at Z_QK lanes (whole dense
     // blocks: block:64:0.1, bigbird-block) has no cheaper reordering to look for
     const bool floor = c.split.cost <= static_cast<double>(support.z_qk()) * cm.tile_lane;
     if (reorder && (force == Variant::permuted || (!force && !floor))) {
-        std::shared_ptr<const Support> built; // the residue reordering, when it is the orders
-        detail::Orders orders = detail::find_orders(support, rows, cm, &built);
+        detail::Orders orders = detail::find_orders(support, rows, cm, &c.residues);
         // the reordered structure is built only when its split could be priced lower than
         // the original's (a key order keeps each block's column counts: only the gathers of
         // short runs of tile columns can go)
@@ -180,8 +182,8 @@ Candidate candidate(const Problem& p,
             c.reordered = like != nullptr && like->reordered && like->orders.rows == orders.rows &&
                                   like->orders.keys == orders.keys
                               ? like->reordered
-                          : built
-                              ? built
+                          : orders.residue_only
+                              ? c.residues.reordered
                               : std::make_shared<const Support>(detail::reorder(support, orders));
             detail::Split alt = best_split(*c.reordered, rows, pass, cm, std::nullopt);
             alt.cost += copied_rows(p, orders, pass) * cm.copy_row;
