@@ -96,8 +96,11 @@ Orders find_orders(const Support& s, std::int64_t rows, const CostModel& cm, Res
         for (const std::int64_t j : keys) {
             const auto u = static_cast<std::size_t>(j);
             out.push_back(cm.tile_worthy(count[u], lanes(j)) ? j : -1 - j);
-            floor += std::min(static_cast<double>(count[u]) * cm.element_pair,
-                              static_cast<double>(lanes(j)) * cm.tile_lane);
+            // a column through tiles takes its lanes, or one lane group's when a global row
+            // adds it (split_by_fill)
+            floor +=
+                std::min(static_cast<double>(count[u]) * cm.element_pair,
+                         static_cast<double>(std::min(lanes(j), cm.lanes(lanes.r))) * cm.tile_lane);
             count[u] = 0;
         }
         floors[static_cast<std::size_t>(b)] = floor;

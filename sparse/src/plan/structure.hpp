@@ -99,7 +99,8 @@ struct Orders {
     std::vector<std::int64_t> rows;
     std::vector<std::int64_t> keys;
     /// The least any split of the reordered structure is priced at: each block's columns at
-    /// the cheaper of their tile lanes and their element pairs, no gathers (find_orders).
+    /// the cheaper of their tile lanes (at most one lane group's) and their element pairs, no
+    /// gathers (find_orders).
     double floor = 0;
 
     /// The orders are the residue ones alone (the keys keep their residue order): reorder(s,
