@@ -4,6 +4,7 @@
 // structure.hpp). Tests: tests/sparse/variants_test.cpp
 
 #include "plan/block_columns.hpp"
+#include "support/block_keys.hpp"
 #include "support/huge_pages.hpp"
 
 #include <ioattn/kernels/workspace.hpp>
@@ -87,20 +88,24 @@ Orders find_orders(const Support& s, std::int64_t rows, const CostModel& cm, Res
     std::vector<std::vector<std::int64_t>> seen(static_cast<std::size_t>(nb)); // j, or -1 - j
     std::vector<double> floors(static_cast<std::size_t>(nb)); // each block's part of o.floor
     const kernels::Workspace<std::int64_t> counts(max_concurrency(), 3 * n_k);
+    const std::int64_t heavy_z = heavy_above(base);
     parallel_for_tiles(nb, [&](std::int64_t b, int w) {
         std::int64_t* count = counts.slab(w);
         const auto [keys, lanes] = block_columns(base, rows, b, count, cm);
         auto& out = seen[static_cast<std::size_t>(b)];
         out.reserve(keys.size());
+        // a column through tiles takes its lanes, or in a block with a global row one lane
+        // group's, as split_by_fill prices the columns a global row adds
+        bool global = false;
+        for (std::int64_t i = b * rows; i < std::min(n_q, (b + 1) * rows) && !global; ++i)
+            global = global_row(base, i, heavy_z);
         double floor = 0;
         for (const std::int64_t j : keys) {
             const auto u = static_cast<std::size_t>(j);
             out.push_back(cm.tile_worthy(count[u], lanes(j)) ? j : -1 - j);
-            // a column through tiles takes its lanes, or one lane group's when a global row
-            // adds it (split_by_fill)
-            floor +=
-                std::min(static_cast<double>(count[u]) * cm.element_pair,
-                         static_cast<double>(std::min(lanes(j), cm.lanes(lanes.r))) * cm.tile_lane);
+            const std::int64_t tile = global ? std::min(lanes(j), cm.lanes(lanes.r)) : lanes(j);
+            floor += std::min(static_cast<double>(count[u]) * cm.element_pair,
+                              static_cast<double>(tile) * cm.tile_lane);
             count[u] = 0;
         }
         floors[static_cast<std::size_t>(b)] = floor;

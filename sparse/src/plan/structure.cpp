@@ -19,15 +19,6 @@ namespace ioattn::sparse::detail {
 
 namespace {
 
-/// Whether row i is a global row: heavy (above heavy_z = heavy_above(s) pairs, as row_blocks
-/// counts it) and seeing at least half the keys (global tokens; a graph's hubs see far fewer,
-/// and alone in a tile block they would stream their keys for one row: powerlaw:32's forward
-/// runs 3.5x slower with every heavy row through tiles).
-bool global_row(const Support& s, std::int64_t i, std::int64_t heavy_z) {
-    const std::int64_t z = s.row_nonzeros(i);
-    return z > heavy_z && 2 * z >= s.n_k();
-}
-
 /// emit(j, in) for each key j of row i, in = whether j is among the sorted keys t.
 template <typename Emit>
 void walk_row(const Support& s, std::int64_t i, const std::vector<std::int64_t>& t, Emit&& emit) {
@@ -140,6 +131,7 @@ Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm, bo
     std::vector<std::int64_t> columns(static_cast<std::size_t>(nb), 0);
     std::vector<double> all_cost(static_cast<std::size_t>(nb), 0.0); // split_all's, tiles
     std::vector<std::int64_t> all_columns(static_cast<std::size_t>(nb), 0);
+    std::vector<std::int64_t> globals(static_cast<std::size_t>(nb), 0);
     parallel_for_tiles(nb, [&](std::int64_t b, int w) {
         std::int64_t* count = counts.slab(w);
         const auto [keys, lanes] = block_columns(s, rows, b, count, cm);
@@ -187,7 +179,7 @@ Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm, bo
         std::vector<std::int64_t> added; // keys of the block's global rows outside t
         const std::int64_t i1 = std::min(s.n_q(), (b + 1) * rows);
         for (std::int64_t i = b * rows; i < i1; ++i)
-            if (global_row(s, i, heavy_z))
+            if (global_row(s, i, heavy_z) && ++globals[static_cast<std::size_t>(b)] > 0)
                 walk_row(s, i, t, [&](std::int64_t j, bool in) {
                     if (in)
                         return;
@@ -214,6 +206,7 @@ Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm, bo
         out.split_blocks += k == 3 ? 1 : 0;
     }
     out.cost = std::accumulate(cost.begin(), cost.end(), 0.0);
+    out.global_rows = std::accumulate(globals.begin(), globals.end(), std::int64_t{0});
     out.tile_columns = std::accumulate(columns.begin(), columns.end(), std::int64_t{0});
     out.all_tiles_cost = std::accumulate(all_cost.begin(), all_cost.end(), 0.0);
     out.all_tiles_columns =

@@ -77,6 +77,9 @@ struct Split {
     std::int64_t tile_blocks = 0;
     std::int64_t element_blocks = 0;
     std::int64_t split_blocks = 0;
+    /// split_by_fill: the global rows it found; without them every pair is priced at least
+    /// one tile lane, so no reordering prices below Z_QK tile lanes
+    std::int64_t global_rows = 0;
     double cost = 0;
 };
 

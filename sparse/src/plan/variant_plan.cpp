@@ -93,6 +93,7 @@ detail::Split best_split(const Support& s,
             priced.kind = tiles ? detail::Split::Kind::all_tiles : detail::Split::Kind::all_element;
             priced.cost = all;
             priced.tile_columns = tiles ? best.all_tiles_columns : 0;
+            priced.global_rows = best.global_rows;
             const std::int64_t blocks = (view.n_q() + rows - 1) / rows;
             (tiles ? priced.tile_blocks : priced.element_blocks) = blocks;
             best = std::move(priced);
@@ -167,15 +168,17 @@ Candidate candidate(const Problem& p,
     Candidate c{best_split(support, rows, pass, cm, inner_force), {}, 0, nullptr, {}};
     if (like != nullptr)
         c.residues = like->residues;
-    // every pair costs at least one tile lane, so a split priced at Z_QK lanes (whole dense
-    // blocks: block:64:0.1, bigbird-block) has no cheaper reordering to look for
-    const bool floor = c.split.cost <= static_cast<double>(support.z_qk()) * cm.tile_lane;
+    // without global rows every pair costs at least one tile lane, so a split priced at Z_QK
+    // lanes (whole dense blocks: block:64:0.1) has no cheaper reordering to look for
+    const bool floor = !force && c.split.global_rows == 0 &&
+                       c.split.cost <= static_cast<double>(support.z_qk()) * cm.tile_lane;
     if (reorder && (force == Variant::permuted || (!force && !floor))) {
         detail::Orders orders = detail::find_orders(support, rows, cm, &c.residues);
         // the reordered structure is built only when its split could be priced lower than
         // the original's (a key order keeps each block's column counts: only the gathers of
-        // short runs of tile columns can go)
+        // short runs of tile columns can go); the floor is the forward orientation's
         const bool hopeless =
+            pass == Pass::forward &&
             orders.floor + copied_rows(p, orders, pass) * cm.copy_row >= c.split.cost;
         if (!orders.identity() && (force == Variant::permuted || !hopeless)) {
             // the same orders as `like`'s (dilated's residues at any height): its structure
