@@ -9,11 +9,9 @@
 
 #include "commands.hpp"
 
-#include <ioattn/attention.hpp>
 #include <ioattn/bf16.hpp>
 #include <ioattn/decode.hpp>
 #include <ioattn/isa.hpp>
-#include <ioattn/sparse/pattern.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -125,23 +123,10 @@ struct DecodeData {
         return x.data() + ((blk * kv_heads + g) * rows + p % block_size) * d;
     }
 
-    /// ioattn::attention<T> of sequence b over its cached rows (widened to T), with decode's
-    /// window as a causal-window mask: O then L.
+    /// ioattn::decode_reference<T> of sequence b over its cached rows (widened to T): O then L.
     template <typename T>
     std::pair<std::vector<T>, std::vector<T>> attention_of(std::int64_t b, int threads) const {
         const std::int64_t len = lens[static_cast<std::size_t>(b)];
-        std::vector<T> oo(static_cast<std::size_t>(heads * n_new * d), T(0));
-        std::vector<T> ll(static_cast<std::size_t>(heads * n_new),
-                          -std::numeric_limits<T>::infinity());
-        if (len == 0)
-            return {oo, ll};
-        Problem p;
-        p.heads = heads;
-        p.kv_heads = kv_heads;
-        p.n_q = n_new;
-        p.n_k = len;
-        p.d = d;
-        p.causal = true;
         std::vector<T> qq(static_cast<std::size_t>(heads * n_new * d));
         std::vector<T> kk(static_cast<std::size_t>(kv_heads * len * d)), vv(kk.size());
         for (std::size_t e = 0; e < qq.size(); ++e)
@@ -153,20 +138,15 @@ struct DecodeData {
                     kk[e] = widen<T>(row(k, b, g, j)[x]);
                     vv[e] = widen<T>(row(v, b, g, j)[x]);
                 }
-        auto a = ForwardArgs<T>::packed(p, qq.data(), kk.data(), vv.data(), oo.data(), ll.data());
-        AttentionOptions opts;
-        opts.schedule = Schedule::fused;
-        opts.threads = threads;
-        opts.where = kWhere;
-        Structure<T> st;
-        sparse::Support support;
-        if (window > 0) { // decode's window of W keys: causal-window:W-1
-            support = sparse::pattern_causal_window(n_new, len, window - 1);
-            st.support = &support;
-            a.problem.causal = false;
-        }
-        attention(a, st, opts);
-        return {oo, ll};
+        DecodeShape shape;
+        shape.batch = batch;
+        shape.heads = heads;
+        shape.kv_heads = kv_heads;
+        shape.n_new = n_new;
+        shape.d = d;
+        shape.kv_lens = lens;
+        shape.window = window;
+        return decode_reference<T>(shape, b, qq.data(), kk.data(), vv.data(), threads);
     }
 
     template <typename T>

@@ -2,16 +2,14 @@
 // A decode problem for the tests: Q, a contiguous cache of `capacity` rows per (sequence, kv
 // head) filled with seeded values (the rows past each length hold NaN: never read), the same
 // cache laid out paged behind a shuffled block table, and the oracle of each sequence:
-// ioattn::attention over its cached rows with the causal mask, bottom-right aligned (query t
-// sees key j iff j <= len - n_new + t, decode's rule; with a window of W keys, also
-// j > len - n_new + t - W: the attention grammar's causal-window:W-1).
+// ioattn::decode_reference (ioattn::attention over its cached rows with the causal mask,
+// bottom-right aligned, and the window as causal-window:W-1) on rows gathered here from the
+// contiguous arrays, not through the decode views.
 
 #include "random.hpp"
 
-#include <ioattn/attention.hpp>
 #include <ioattn/bf16.hpp>
 #include <ioattn/decode.hpp>
-#include <ioattn/sparse/pattern.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -131,24 +129,11 @@ struct DecodeCase {
         return a;
     }
 
-    /// The oracle of sequence s: ioattn::attention (fused forward) over its cached rows, in the
+    /// The oracle of sequence s: ioattn::decode_reference (the fused forward of
+    /// ioattn::attention) over its cached rows gathered from the contiguous arrays, in the
     /// working type, the cache widened; O [H][n_new][d_v] then L [H][n_new].
     std::pair<std::vector<Scalar>, std::vector<Scalar>> oracle(std::int64_t s) const {
         const std::int64_t len = lens[static_cast<std::size_t>(s)];
-        std::vector<Scalar> oo(static_cast<std::size_t>(heads * n_new * d_v), Scalar(0));
-        std::vector<Scalar> ll(static_cast<std::size_t>(heads * n_new),
-                               -std::numeric_limits<Scalar>::infinity());
-        if (len == 0)
-            return {oo, ll};
-        Problem p;
-        p.batch = 1;
-        p.heads = heads;
-        p.kv_heads = kv_heads;
-        p.n_q = n_new;
-        p.n_k = len;
-        p.d = d;
-        p.d_v = d_v;
-        p.causal = true;
         std::vector<Scalar> kk(static_cast<std::size_t>(kv_heads * len * d));
         std::vector<Scalar> vv(static_cast<std::size_t>(kv_heads * len * d_v));
         for (std::int64_t g = 0; g < kv_heads; ++g)
@@ -160,19 +145,17 @@ struct DecodeCase {
                     vv[static_cast<std::size_t>((g * len + j) * d_v + x)] =
                         widen(v[idx(s, g, j, x, d_v)]);
             }
-        const Scalar* qs = q.data() + s * heads * n_new * d;
-        auto a = ForwardArgs<Scalar>::packed(p, qs, kk.data(), vv.data(), oo.data(), ll.data());
-        AttentionOptions opts;
-        opts.schedule = Schedule::fused;
-        Structure<Scalar> st;
-        sparse::Support support;
-        if (window > 0) {
-            support = sparse::pattern_causal_window(n_new, len, window - 1);
-            st.support = &support;
-            a.problem.causal = false;
-        }
-        attention(a, st, opts);
-        return {oo, ll};
+        DecodeShape shape;
+        shape.batch = batch;
+        shape.heads = heads;
+        shape.kv_heads = kv_heads;
+        shape.n_new = n_new;
+        shape.d = d;
+        shape.d_v = d_v;
+        shape.kv_lens = lens;
+        shape.window = window;
+        return decode_reference<Scalar>(
+            shape, s, q.data() + s * heads * n_new * d, kk.data(), vv.data());
     }
 
     static Scalar widen(Cache c) {

@@ -374,3 +374,26 @@ TEST_CASE("decode of empty sequences gives O = 0 and L = -inf", "[decode]") {
     for (const float x : c.lse)
         CHECK(x == -std::numeric_limits<float>::infinity());
 }
+
+TEST_CASE("decode_reference: an empty sequence, and a sequence outside the batch", "[decode]") {
+    ioattn::DecodeShape s;
+    s.batch = 2;
+    s.heads = 2;
+    s.kv_heads = 1;
+    s.d = 4;
+    s.kv_lens = {0, 3};
+    const std::vector<double> q(8, 0.5), kv(12, 0.25);
+    const auto [o, l] = ioattn::decode_reference<double>(s, 0, q.data(), kv.data(), kv.data());
+    REQUIRE(o.size() == 8);
+    for (const double x : o)
+        CHECK(x == 0.0);
+    for (const double x : l)
+        CHECK(x == -std::numeric_limits<double>::infinity());
+    // three equal rows: O is the row, L = log 3 + the score
+    const auto [o1, l1] = ioattn::decode_reference<double>(s, 1, q.data(), kv.data(), kv.data());
+    CHECK(o1[0] == Approx(0.25));
+    CHECK(l1[0] == Approx(std::log(3.0) + 4 * 0.5 * 0.25 / 2.0));
+    const std::string error = decode_error(
+        [&] { ioattn::decode_reference<double>(s, 2, q.data(), kv.data(), kv.data()); });
+    CHECK(error.find("sequence 2 of 2") != std::string::npos);
+}

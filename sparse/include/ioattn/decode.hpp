@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ioattn {
@@ -152,6 +153,16 @@ DecodePlan plan_decode(const DecodeShape& shape, const DecodeOptions& options = 
 /// distinct outputs.
 template <typename Scalar, typename Cache = Scalar>
 DecodeReport decode(const DecodeArgs<Scalar, Cache>& args, const DecodeOptions& options = {});
+
+/// Sequence b's decode step computed by ioattn::attention (the fused forward) on packed rows:
+/// q [heads][n_new][d] (the sequence's), k [kv_heads][len_b][d], v [kv_heads][len_b][d_v], with
+/// len_b = shape.kv_lens[b]. Token t sees the cached positions j <= len_b - n_new + t, and with
+/// shape.window = W > 0 only the W latest of them. Returns O [heads][n_new][d_v] and L
+/// [heads][n_new] (len_b = 0: O = 0, L = -inf): the oracle decode() is checked against. T: float
+/// or double; throws InvalidArgument for b outside the batch and as ioattn::attention does.
+template <typename T>
+std::pair<std::vector<T>, std::vector<T>> decode_reference(
+    const DecodeShape& shape, std::int64_t b, const T* q, const T* k, const T* v, int threads = 0);
 
 /// The window of a pattern spec over the cached positions, in the grammar of `--pattern`
 /// (sparse/pattern.hpp) as decode's causal rule restricts it: "dense" and "causal" give 0 (no
