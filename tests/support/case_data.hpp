@@ -1,8 +1,8 @@
 #pragma once
 // What a case of the dense kernel suites is made of, for either pass: the shape table type, the
 // edge and random tilings of a schedule, the seeded random problem and padding, the kernel's
-// public name, and the memory an uncounted run gets. forward_suite.hpp and
-// backward_reference.hpp draw their cases from here, so both passes are set up alike.
+// public name, and the memory an uncounted run gets. The forward and
+// backward suites draw their cases from here, so both passes are set up alike.
 
 #include "attention_case.hpp"
 #include "random.hpp"

@@ -1,7 +1,7 @@
 #pragma once
 // Checks of the dense kernel suites that do not depend on the pass: running a case at several
 // thread counts (kind 5), CapacityError one word short (kind 3), and the sums and coverage of a
-// recorded I/O trace. forward_suite.hpp and backward_reference.hpp make their checks with these.
+// recorded I/O trace. the forward and backward suites make their checks with these.
 
 #include "reference.hpp"
 

@@ -3,7 +3,7 @@
 // with DryRunCounter and CapacityError (3), central finite differences (4), determinism across
 // thread counts (5), documented throws (6), and fully masked rows and hidden NaN.
 
-#include "backward_reference.hpp"
+#include "backward_suite.hpp"
 
 #include <catch2/catch.hpp>
 
