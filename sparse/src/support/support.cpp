@@ -67,6 +67,7 @@ struct Support::Cache {
     std::mutex transpose_mutex;
     std::atomic<const Support*> ready{nullptr};
     std::unique_ptr<Support> transposed;
+    std::atomic<const std::vector<std::int64_t>*> positions_ready{nullptr};
     std::vector<std::int64_t>
         transposed_positions; ///< per entry of the transpose, its position here
     Kept<std::pair<std::int64_t, std::int64_t>, BlockView> views; ///< by Br, Bc
@@ -127,8 +128,14 @@ const detail::ElementPanels& Support::cached_element_panels(std::int64_t rows,
 
 namespace {
 
-/// Omega^T and, per entry of it, the entry's position in s (Support::transposed).
-std::pair<Support, std::vector<std::int64_t>> transpose_of(const Support& s) {
+/// Omega^T's row offsets and, per entry of it, its row (the key's query) or, with `positions`,
+/// the entry's position in s instead (Support::transposed, transposed_positions).
+struct TransposeParts {
+    std::vector<std::int64_t> offsets;
+    std::vector<std::int64_t> entries; ///< rows, or positions in s
+};
+
+TransposeParts transpose_of(const Support& s, bool positions) {
     const std::int64_t n_q = s.n_q(), n_k = s.n_k(), z = s.z_qk();
     const auto from = s.row_offsets();
     const auto cols = s.col_indices();
@@ -137,11 +144,12 @@ std::pair<Support, std::vector<std::int64_t>> transpose_of(const Support& s) {
     // counts take at most max(n_k, Z_QK / 4) words
     const std::int64_t parts = std::clamp<std::int64_t>(
         z / 4 / std::max<std::int64_t>(n_k, 1), 1, std::clamp<std::int64_t>(n_q, 1, 16));
-    // offsets and the parts' cursors per key, rows and positions per entry
+    // offsets and the parts' cursors per key, rows or positions per entry
     require_memory(
-        "ioattn::sparse::Support::transposed",
+        positions ? "ioattn::sparse::Support::transposed_positions"
+                  : "ioattn::sparse::Support::transposed",
         add_bytes(bytes_of(n_k, (1 + static_cast<std::size_t>(parts)) * sizeof(std::int64_t)),
-                  add_bytes(2 * sizeof(std::int64_t), bytes_of(z, 2 * sizeof(std::int64_t)))),
+                  add_bytes(2 * sizeof(std::int64_t), bytes_of(z, sizeof(std::int64_t)))),
         "transpose");
     const std::int64_t step = (n_q + parts - 1) / parts;
     std::vector<std::int64_t> at(static_cast<std::size_t>(parts * n_k), 0); // part x key
@@ -166,22 +174,18 @@ std::pair<Support, std::vector<std::int64_t>> transpose_of(const Support& s) {
         }
         offsets[static_cast<std::size_t>(j) + 1] = next;
     }
-    std::vector<std::int64_t> rows = detail::zeroed_words(z);
-    std::vector<std::int64_t> positions = detail::zeroed_words(z);
+    std::vector<std::int64_t> entries = detail::zeroed_words(z);
     parallel_for_tiles(parts, [&](std::int64_t t, int) {
         std::int64_t* next = at.data() + t * n_k;
         const auto [i0, i1] = part_rows(t);
         for (std::int64_t i = i0; i < i1; ++i) // rows ascending
             for (std::int64_t e = from[static_cast<std::size_t>(i)];
                  e < from[static_cast<std::size_t>(i) + 1];
-                 ++e) {
-                const auto slot =
-                    static_cast<std::size_t>(next[cols[static_cast<std::size_t>(e)]]++);
-                rows[slot] = i;
-                positions[slot] = e;
-            }
+                 ++e)
+                entries[static_cast<std::size_t>(next[cols[static_cast<std::size_t>(e)]]++)] =
+                    positions ? e : i;
     });
-    return {Support(n_k, n_q, std::move(offsets), std::move(rows)), std::move(positions)};
+    return {std::move(offsets), std::move(entries)};
 }
 
 } // namespace
@@ -192,18 +196,28 @@ const Support& Support::transposed() const {
     // built unlocked (its loops run in parallel: a worker waiting on the lock could be one they
     // need); of two concurrent builds the first stored is kept; a throw stores nothing, so the
     // next call retries
-    auto [t, positions] = transpose_of(*this);
+    TransposeParts t = transpose_of(*this, false);
+    auto built =
+        std::make_unique<Support>(n_k(), n_q(), std::move(t.offsets), std::move(t.entries));
     const std::lock_guard<std::mutex> lock(cache_->transpose_mutex);
     if (cache_->transposed == nullptr) {
-        cache_->transposed_positions = std::move(positions);
-        cache_->transposed = std::make_unique<Support>(std::move(t));
+        cache_->transposed = std::move(built);
         cache_->ready.store(cache_->transposed.get(), std::memory_order_release);
     }
     return *cache_->transposed;
 }
 
 std::span<const std::int64_t> Support::transposed_positions() const {
-    static_cast<void>(transposed());
+    // a pass of its own: only the materializing backward reads the positions, so the fused
+    // backward's transpose (window:256, N = 16384: 64 MiB) does not fill them
+    if (const auto* p = cache_->positions_ready.load(std::memory_order_acquire))
+        return *p;
+    TransposeParts t = transpose_of(*this, true);
+    const std::lock_guard<std::mutex> lock(cache_->transpose_mutex);
+    if (cache_->positions_ready.load(std::memory_order_relaxed) == nullptr) {
+        cache_->transposed_positions = std::move(t.entries);
+        cache_->positions_ready.store(&cache_->transposed_positions, std::memory_order_release);
+    }
     return cache_->transposed_positions;
 }
 

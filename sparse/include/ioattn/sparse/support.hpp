@@ -121,8 +121,8 @@ public:
     [[nodiscard]] const Support& transposed() const;
 
     /// For each entry of transposed() in its CSR order, the position of the same pair in this
-    /// support's CSR order (built and kept with transposed()): how the materializing backward
-    /// walks its stored P and dS column by column.
+    /// support's CSR order (built on first use, O(n_k + Z_QK), and kept; thread-safe): how the
+    /// materializing backward walks its stored P and dS column by column.
     [[nodiscard]] std::span<const std::int64_t> transposed_positions() const;
 
     /// Same shape and same allowed pairs.
