@@ -302,6 +302,9 @@ nlohmann::json run_typed(const DistRun& r, const Setup& s) {
                                   s.tiling_one,
                                   s.memory,
                                   r.shared.threads);
+    // rank 0 ran the single-process and reference pipelines alone: the other ranks must not
+    // start the timed messages before it, or their wait for it would count as message time
+    MPI_Barrier(MPI_COMM_WORLD);
     dist::PassOptions alone; // the same messages with no compute (overwrites d's outputs)
     alone.communication_only = true;
     const Timing comm = timed(s, d, r.repeat, r.shared.threads, alone);
