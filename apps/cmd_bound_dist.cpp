@@ -116,8 +116,9 @@ Prediction predict(const Model& m, int ranks) {
     r.efficiency = total_pairs * m.flops_per_pair() / m.rate / (ranks * r.seconds);
     for (int q = 0; q < ranks; ++q) {
         busiest = std::max(busiest, rank_pairs[static_cast<std::size_t>(q)]);
-        const auto c = backward ? dist::comm_cost_ring_backward(p, keys, q)
-                                : dist::comm_cost_ring_forward(p, keys, q);
+        const dist::WireBytes wire{m.word_bytes, m.word_bytes}; // only the words are read
+        const auto c = backward ? dist::comm_cost_ring_backward(p, keys, q, wire)
+                                : dist::comm_cost_ring_forward(p, keys, q, wire);
         r.words = std::max(r.words, c.received_words);
         r.bound_words = std::max(r.bound_words, dist::comm_lower_bound(p, queries, keys, q));
     }

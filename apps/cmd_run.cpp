@@ -229,9 +229,6 @@ nlohmann::json run_json(const RunOptions& o) {
 
 void run(const RunOptions& o) {
     if (!o.dist.empty()) {
-        if (o.shared.dtype == "bf16")
-            throw UsageError(std::string(kWhere) +
-                             ": --dtype bf16 with --dist is not supported yet (float or double)");
         if (o.input_density != 1.0)
             throw UsageError(std::string(kWhere) +
                              ": --input-density with --dist is not supported");

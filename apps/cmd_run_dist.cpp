@@ -73,6 +73,7 @@ private:
 /// Everything the run needs, resolved from the options alike on every rank.
 struct Setup {
     Problem p;
+    dist::WireBytes wire; ///< bytes per word on the wire, of --dtype
     Pass pass = Pass::forward;
     dist::Layout layout = dist::Layout::contiguous;
     std::optional<sparse::Support> support;
@@ -101,6 +102,9 @@ Setup setup_of(const DistRun& r, const MpiSession& mpi) {
     Setup s;
     s.p = problem_of(r.shared, kWhere);
     s.pass = pass_of(r.shared, kWhere);
+    s.wire = r.shared.dtype == "bf16"     ? dist::wire_bytes_of<bf16>()
+             : r.shared.dtype == "double" ? dist::wire_bytes_of<double>()
+                                          : dist::wire_bytes_of<float>();
     s.ranks = mpi.ranks();
     s.rank = mpi.rank();
     s.layout = r.dist == "zigzag" ? dist::Layout::zigzag : dist::Layout::contiguous;
@@ -190,14 +194,19 @@ timed(const Setup& s, DistData<Scalar>& d, int repeat, int threads, const dist::
 
 /// Every rank's counted words on rank 0 (empty elsewhere).
 std::vector<dist::CommReport> gather_counts(const dist::CommReport& mine, int ranks) {
-    const std::int64_t x[4] = {
-        mine.sent_words, mine.received_words, mine.sent_messages, mine.received_messages};
-    std::vector<std::int64_t> all(static_cast<std::size_t>(4 * ranks));
-    MPI_Gather(x, 4, MPI_INT64_T, all.data(), 4, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    constexpr int kFields = 6;
+    const std::int64_t x[kFields] = {mine.sent_words,
+                                     mine.received_words,
+                                     mine.sent_messages,
+                                     mine.received_messages,
+                                     mine.sent_bytes,
+                                     mine.received_bytes};
+    std::vector<std::int64_t> all(static_cast<std::size_t>(kFields * ranks));
+    MPI_Gather(x, kFields, MPI_INT64_T, all.data(), kFields, MPI_INT64_T, 0, MPI_COMM_WORLD);
     std::vector<dist::CommReport> r;
     for (int i = 0; i < ranks; ++i) {
-        const auto* a = all.data() + 4 * i;
-        r.push_back({a[0], a[1], a[2], a[3]});
+        const auto* a = all.data() + kFields * i;
+        r.push_back({a[0], a[1], a[2], a[3], a[4], a[5]});
     }
     return r;
 }
@@ -209,23 +218,29 @@ comm_json(const Setup& s, const std::vector<dist::CommReport>& counted, bool per
     nlohmann::json rows = nlohmann::json::array();
     bool all_match = true;
     std::int64_t most = 0;
+    std::int64_t most_bytes = 0;
     for (int r = 0; r < s.ranks; ++r) {
         const bool backward = s.pass == Pass::backward;
         const dist::CommReport closed =
             s.support
-                ? (backward ? dist::comm_cost_sparse_backward(s.p, *s.support, queries, keys, r)
-                            : dist::comm_cost_sparse_forward(s.p, *s.support, queries, keys, r))
-                : (backward ? dist::comm_cost_ring_backward(s.p, keys, r)
-                            : dist::comm_cost_ring_forward(s.p, keys, r));
+                ? (backward
+                       ? dist::comm_cost_sparse_backward(s.p, *s.support, queries, keys, r, s.wire)
+                       : dist::comm_cost_sparse_forward(s.p, *s.support, queries, keys, r, s.wire))
+                : (backward ? dist::comm_cost_ring_backward(s.p, keys, r, s.wire)
+                            : dist::comm_cost_ring_forward(s.p, keys, r, s.wire));
         const std::int64_t bound = s.support
                                        ? dist::comm_lower_bound(s.p, *s.support, queries, keys, r)
                                        : dist::comm_lower_bound(s.p, queries, keys, r);
         const dist::CommReport& c = counted[static_cast<std::size_t>(r)];
         all_match = all_match && c == closed;
         most = std::max(most, c.received_words);
+        most_bytes = std::max(most_bytes, c.received_bytes);
         rows.push_back({{"rank", r},
                         {"sent_words", c.sent_words},
                         {"received_words", c.received_words},
+                        {"sent_bytes", c.sent_bytes},
+                        {"received_bytes", c.received_bytes},
+                        {"closed_form_received_bytes", closed.received_bytes},
                         {"sent_messages", c.sent_messages},
                         {"received_messages", c.received_messages},
                         {"closed_form_received", closed.received_words},
@@ -236,7 +251,9 @@ comm_json(const Setup& s, const std::vector<dist::CommReport>& counted, bool per
                                                     static_cast<double>(bound))
                                    : nlohmann::json(nullptr)}});
     }
-    nlohmann::json j = {{"received_words_max", most}, {"matches_closed_form", all_match}};
+    nlohmann::json j = {{"received_words_max", most},
+                        {"received_bytes_max", most_bytes},
+                        {"matches_closed_form", all_match}};
     j["per_rank"] = per_rank ? rows : nlohmann::json(nullptr);
     return j;
 }
@@ -285,6 +302,9 @@ nlohmann::json run_typed(const DistRun& r, const Setup& s) {
                                   s.tiling_one,
                                   s.memory,
                                   r.shared.threads);
+    // rank 0 ran the single-process and reference pipelines alone: the other ranks must not
+    // start the timed messages before it, or their wait for it would count as message time
+    MPI_Barrier(MPI_COMM_WORLD);
     dist::PassOptions alone; // the same messages with no compute (overwrites d's outputs)
     alone.communication_only = true;
     const Timing comm = timed(s, d, r.repeat, r.shared.threads, alone);
@@ -329,7 +349,8 @@ void print_text(const nlohmann::json& j, const DistRun& r) {
        << ", slowest rank), " << fixed(j["gflops"].get<double>(), 2) << " GFLOP/s\n";
     const auto& c = j["comm"];
     os << "  comm     received " << grouped(c["received_words_max"].get<std::int64_t>())
-       << " words (busiest rank), "
+       << " words, " << grouped(c["received_bytes_max"].get<std::int64_t>())
+       << " bytes (busiest rank), "
        << (c["matches_closed_form"].get<bool>() ? "= closed form on every rank" : "!= closed form")
        << '\n';
     os << "           waiting " << sig(c["wait_seconds"].get<double>())
@@ -350,7 +371,14 @@ void print_text(const nlohmann::json& j, const DistRun& r) {
                        : fixed(row["ratio_to_bound"].get<double>(), 3)});
         t.print(os);
     }
-    if (!j["check"].is_null()) {
+    if (!j["check"].is_null() && j["check"].contains("tolerance")) { // bf16
+        const auto& k = j["check"];
+        os << "  check    error " << sig(k["max_abs_error"].get<double>()) << ", single-process "
+           << sig(k["single_error"].get<double>()) << ", |dist - single| "
+           << sig(k["max_abs_diff"].get<double>()) << ": "
+           << (k["passed"].get<bool>() ? "passed" : "FAILED") << " (bf16 tolerance "
+           << sig(k["tolerance"].get<double>()) << ", docs/design.md section 16)\n";
+    } else if (!j["check"].is_null()) {
         const auto& k = j["check"];
         os << "  check    max_abs_error " << sig(k["max_abs_error"].get<double>())
            << ", single-process " << sig(k["single_error"].get<double>()) << ", |dist - single| "
@@ -394,8 +422,9 @@ void run_distributed(const DistRun& r) {
     const MpiSession mpi;
     try {
         const Setup s = agreed_setup(r, mpi);
-        const nlohmann::json j =
-            r.shared.dtype == "double" ? run_typed<double>(r, s) : run_typed<float>(r, s);
+        const nlohmann::json j = r.shared.dtype == "double" ? run_typed<double>(r, s)
+                                 : r.shared.dtype == "bf16" ? run_typed<bf16>(r, s)
+                                                            : run_typed<float>(r, s);
         if (mpi.rank() != 0)
             return;
         if (r.shared.json)
@@ -403,7 +432,14 @@ void run_distributed(const DistRun& r) {
         else
             print_text(j, r);
         if (!j["comm"]["matches_closed_form"].get<bool>())
-            throw CheckFailed(std::string(kWhere) + ": counted words differ from the closed form");
+            throw CheckFailed(std::string(kWhere) +
+                              ": counted words or bytes differ from the closed form");
+        if (!j["check"].is_null() && !j["check"]["passed"].get<bool>() &&
+            j["check"].contains("tolerance"))
+            throw CheckFailed(std::string(kWhere) + ": --check failed: error " +
+                              sig(j["check"]["max_abs_error"].get<double>()) +
+                              " above the bf16 tolerance " +
+                              sig(j["check"]["tolerance"].get<double>()));
         if (!j["check"].is_null() && !j["check"]["passed"].get<bool>())
             throw CheckFailed(std::string(kWhere) + ": --check failed: max_abs_error " +
                               sig(j["check"]["max_abs_error"].get<double>()) +

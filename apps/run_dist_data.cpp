@@ -3,6 +3,8 @@
 #include "run_dist_data.hpp"
 
 #include <algorithm>
+#include <type_traits>
+#include <utility>
 
 #include <measure.hpp>
 
@@ -16,7 +18,22 @@ std::size_t sz(std::int64_t n) {
 
 template <typename Scalar>
 MPI_Datatype mpi_scalar() {
-    return sizeof(Scalar) == sizeof(float) ? MPI_FLOAT : MPI_DOUBLE;
+    if constexpr (std::is_same_v<Scalar, bf16>)
+        return MPI_UINT16_T; // the bits as they are
+    else
+        return sizeof(Scalar) == sizeof(float) ? MPI_FLOAT : MPI_DOUBLE;
+}
+
+/// The generated values in the storage type: as they are, or rounded to bf16.
+template <typename Scalar, typename Source>
+std::vector<Scalar> stored(std::vector<Source>&& x) {
+    if constexpr (std::is_same_v<Scalar, Source>) {
+        return std::move(x);
+    } else {
+        std::vector<Scalar> out(x.size());
+        narrow(x.data(), out.data(), static_cast<std::int64_t>(x.size()));
+        return out;
+    }
 }
 
 } // namespace
@@ -88,12 +105,14 @@ DistData<Scalar>::DistData(
     , queries(layout_, p.n_q, ranks)
     , keys(layout_, p.n_k, ranks)
     , rank(rank_) {
-    measure::ForwardData<Scalar> data(p, seed);
-    q = std::move(data.q);
-    k = std::move(data.k);
-    v = std::move(data.v);
-    d_o.resize(sz(p.batch_heads() * p.n_q * p.d_v));
-    measure::fill_uniform(d_o, seed + 3);
+    using Source = Accumulator<Scalar>; // bf16: drawn in float, then rounded
+    measure::ForwardData<Source> data(p, seed);
+    q = stored<Scalar>(std::move(data.q));
+    k = stored<Scalar>(std::move(data.k));
+    v = stored<Scalar>(std::move(data.v));
+    std::vector<Source> grad(sz(p.batch_heads() * p.n_q * p.d_v));
+    measure::fill_uniform(grad, seed + 3);
+    d_o = stored<Scalar>(std::move(grad));
     lq = shard_rows(q, p.batch, p.heads, p.d, queries, rank);
     lk = shard_rows(k, p.batch, p.kv_heads, p.d, keys, rank);
     lv = shard_rows(v, p.batch, p.kv_heads, p.d_v, keys, rank);
@@ -101,7 +120,7 @@ DistData<Scalar>::DistData(
     const std::int64_t rq = queries.rows(rank);
     const std::int64_t rk = keys.rows(rank);
     lo.assign(sz(p.batch_heads() * rq * p.d_v), Scalar(0));
-    llse.assign(sz(p.batch_heads() * rq), Scalar(0));
+    llse.assign(sz(p.batch_heads() * rq), Accumulator<Scalar>(0));
     ldq.assign(sz(p.batch_heads() * rq * p.d), Scalar(0));
     ldk.assign(sz(p.batch * p.kv_heads * rk * p.d), Scalar(0));
     ldv.assign(sz(p.batch * p.kv_heads * rk * p.d_v), Scalar(0));
@@ -119,7 +138,7 @@ dist::ShardForwardArgs<Scalar> DistData<Scalar>::forward() {
             In::packed(lk.data(), p.batch, p.kv_heads, rk, p.d),
             In::packed(lv.data(), p.batch, p.kv_heads, rk, p.d_v),
             Out::packed(lo.data(), p.batch, p.heads, rq, p.d_v),
-            Out::packed(llse.data(), p.batch, p.heads, rq, 1)};
+            TensorView<Accumulator<Scalar>>::packed(llse.data(), p.batch, p.heads, rq, 1)};
 }
 
 template <typename Scalar>
@@ -138,6 +157,13 @@ dist::ShardBackwardArgs<Scalar> DistData<Scalar>::backward() {
 
 template struct DistData<float>;
 template struct DistData<double>;
+template struct DistData<bf16>;
+template std::vector<bf16> gather_rows(MPI_Comm,
+                                       const std::vector<bf16>&,
+                                       std::int64_t,
+                                       std::int64_t,
+                                       std::int64_t,
+                                       const dist::Sharding&);
 template std::vector<float> gather_rows(MPI_Comm,
                                         const std::vector<float>&,
                                         std::int64_t,

@@ -1,7 +1,9 @@
 #pragma once
 // The data of `ioattn run --dist`: the global seeded inputs (every rank generates the same),
-// this rank's shards and outputs, and the gather of shards to rank 0 for --check.
+// this rank's shards and outputs, and the gather of shards to rank 0 for --check. bf16: the
+// float run's inputs (same seed) rounded to bf16, L in fp32.
 
+#include <ioattn/bf16.hpp>
 #include <ioattn/dist/shard.hpp>
 #include <ioattn/dist/sharding.hpp>
 #include <ioattn/problem.hpp>
@@ -41,9 +43,10 @@ struct DistData {
     dist::Sharding queries;
     dist::Sharding keys;
     int rank = 0;
-    std::vector<Scalar> q, k, v, d_o;            ///< global
-    std::vector<Scalar> lq, lk, lv, ld_o;        ///< this rank's shards
-    std::vector<Scalar> lo, llse, ldq, ldk, ldv; ///< this rank's outputs
+    std::vector<Scalar> q, k, v, d_o;      ///< global
+    std::vector<Scalar> lq, lk, lv, ld_o;  ///< this rank's shards
+    std::vector<Scalar> lo, ldq, ldk, ldv; ///< this rank's outputs
+    std::vector<Accumulator<Scalar>> llse; ///< and its L (fp32 for bf16)
 
     DistData(const Problem& problem, dist::Layout layout, int ranks, int rank, std::uint64_t seed);
 
@@ -53,5 +56,6 @@ struct DistData {
 
 extern template struct DistData<float>;
 extern template struct DistData<double>;
+extern template struct DistData<bf16>;
 
 } // namespace ioattn::app

@@ -24,6 +24,17 @@ MPI_Datatype mpi_type<double>() {
     return MPI_DOUBLE;
 }
 
+template <>
+MPI_Datatype mpi_type<bf16>() {
+    return MPI_UINT16_T; // the 16 bits as they are: MPI has no bfloat16 type, and none is needed
+}
+
+std::int64_t type_bytes(MPI_Datatype type) {
+    int size = 0;
+    MPI_Type_size(type, &size);
+    return size;
+}
+
 void require_mpi(std::string_view where) {
     int initialized = 0;
     int finalized = 0;
@@ -108,6 +119,7 @@ void Channel::send(int slot, const Scalar* data, std::int64_t words, int to, int
     MPI_Request r = MPI_REQUEST_NULL;
     MPI_Isend(data, static_cast<int>(words), mpi_type<Scalar>(), to, tag, comm_, &r);
     report_.sent_words += words;
+    report_.sent_bytes += words * static_cast<std::int64_t>(sizeof(Scalar));
     report_.sent_messages += 1;
     post(slot, r, mpi_type<Scalar>(), false);
 }
@@ -132,6 +144,7 @@ void Channel::completed(Slot& s, const MPI_Status& status) {
         int count = 0;
         MPI_Get_count(&status, s.type, &count);
         report_.received_words += count;
+        report_.received_bytes += count * type_bytes(s.type);
         report_.received_messages += 1;
     }
     s.receive = false;
@@ -167,13 +180,12 @@ void Channel::wait(int slot) {
     completed(s, status);
 }
 
+// every storage type travels (bf16 K/V rows and finished sums, fp32 partial sums with it)
 #define IOATTN_INSTANTIATE(Scalar)                                                                 \
-    template void Channel::send<Scalar>(int, const Scalar*, std::int64_t, int, int);
-IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
-#undef IOATTN_INSTANTIATE
-#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template void Channel::send<Scalar>(int, const Scalar*, std::int64_t, int, int);               \
     template void Channel::receive<Scalar>(int, Scalar*, std::int64_t, int, int);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+IOATTN_INSTANTIATE(bf16)
 #undef IOATTN_INSTANTIATE
 
 } // namespace ioattn::dist::detail

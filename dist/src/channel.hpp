@@ -3,6 +3,7 @@
 // rank learns that some rank rejected its arguments, so none waits for a message that will never
 // come), and Channel, the counted and timed nonblocking messages of one pass.
 
+#include <ioattn/bf16.hpp>
 #include <ioattn/dist/comm_cost.hpp>
 #include <ioattn/dist/shard.hpp>
 #include <ioattn/parallel.hpp>
@@ -18,8 +19,13 @@
 
 namespace ioattn::dist::detail {
 
+/// The MPI datatype of a scalar on the wire: MPI_FLOAT, MPI_DOUBLE, and MPI_UINT16_T for bf16
+/// (its bits, moved as they are).
 template <typename Scalar>
 MPI_Datatype mpi_type();
+
+/// Bytes of one element of an MPI datatype.
+std::int64_t type_bytes(MPI_Datatype type);
 
 /// Throws InvalidArgument naming `where` unless MPI is initialised (and not finalised) with at
 /// least MPI_THREAD_FUNNELED and the caller is the main thread.
@@ -41,8 +47,8 @@ void require_same(MPI_Comm comm,
 void require_message_size(std::int64_t words, std::string_view where);
 
 /// Counted, timed nonblocking messages of one pass, in a fixed set of request slots. Sent
-/// words are counted when a send is posted; received words when a receive completes, from its
-/// status (what arrived). Waiting time is the communication that compute did not hide.
+/// words and bytes are counted when a send is posted; received ones when a receive completes,
+/// from its status (what arrived, at its datatype's size). Waiting time is the communication that compute did not hide.
 class Channel {
 public:
     static constexpr int kSlots = 6;

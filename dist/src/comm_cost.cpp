@@ -10,16 +10,17 @@
 namespace ioattn::dist {
 
 std::ostream& operator<<(std::ostream& os, const CommReport& r) {
-    return os << "{sent " << r.sent_words << " words in " << r.sent_messages
-              << " messages, received " << r.received_words << " words in " << r.received_messages
-              << " messages}";
+    return os << "{sent " << r.sent_words << " words in " << r.sent_messages << " messages, "
+              << r.sent_bytes << " bytes; received " << r.received_words << " words in "
+              << r.received_messages << " messages, " << r.received_bytes << " bytes}";
 }
 
 std::int64_t kv_row_words(const Problem& problem) {
     return problem.batch * problem.kv_heads * (problem.d + problem.d_v);
 }
 
-CommReport comm_cost_ring_forward(const Problem& problem, const Sharding& keys, int rank) {
+CommReport
+comm_cost_ring_forward(const Problem& problem, const Sharding& keys, int rank, WireBytes bytes) {
     const int p = keys.ranks();
     if (p == 1)
         return {};
@@ -27,19 +28,29 @@ CommReport comm_cost_ring_forward(const Problem& problem, const Sharding& keys, 
     const int next = (rank + 1) % p;
     // K/V blocks visit every rank: rank r receives every block but its own and forwards every
     // block but the one of r + 1, which would only return to its owner
-    return {(keys.n() - keys.rows(next)) * w, (keys.n() - keys.rows(rank)) * w, p - 1, p - 1};
+    const std::int64_t sent = (keys.n() - keys.rows(next)) * w;
+    const std::int64_t received = (keys.n() - keys.rows(rank)) * w;
+    return {sent, received, p - 1, p - 1, sent * bytes.operand, received * bytes.operand};
 }
 
-CommReport comm_cost_ring_backward(const Problem& problem, const Sharding& keys, int rank) {
+CommReport
+comm_cost_ring_backward(const Problem& problem, const Sharding& keys, int rank, WireBytes bytes) {
     const int p = keys.ranks();
     if (p == 1)
         return {};
-    CommReport r = comm_cost_ring_forward(problem, keys, rank);
-    const std::int64_t all = keys.n() * kv_row_words(problem);
+    CommReport r = comm_cost_ring_forward(problem, keys, rank, bytes);
+    const std::int64_t w = kv_row_words(problem);
+    const std::int64_t all = keys.n() * w;
     r.sent_words += all; // dK, dV of every block leave every rank once, the last hop home
     r.received_words += all;
     r.sent_messages += p;
     r.received_messages += p;
+    // the last hop carries a finished sum (the block of rank + 1 out, the own block in), rounded
+    // to the storage type; the other P - 1 hops carry partial sums in the accumulator type
+    const std::int64_t home_out = keys.rows((rank + 1) % p) * w;
+    const std::int64_t home_in = keys.rows(rank) * w;
+    r.sent_bytes += home_out * bytes.operand + (all - home_out) * bytes.sum;
+    r.received_bytes += home_in * bytes.operand + (all - home_in) * bytes.sum;
     return r;
 }
 
@@ -88,7 +99,8 @@ CommReport comm_cost_sparse_forward(const Problem& problem,
                                     const sparse::Support& support,
                                     const Sharding& queries,
                                     const Sharding& keys,
-                                    int rank) {
+                                    int rank,
+                                    WireBytes bytes) {
     const std::int64_t w = kv_row_words(problem);
     CommReport r;
     // received: the keys of other ranks the rank's queries see, counted per owner
@@ -116,6 +128,8 @@ CommReport comm_cost_sparse_forward(const Problem& problem,
         r.sent_words += mine[static_cast<std::size_t>(s)] * w;
         r.sent_messages += mine[static_cast<std::size_t>(s)] > 0 ? 1 : 0;
     }
+    r.sent_bytes = r.sent_words * bytes.operand;
+    r.received_bytes = r.received_words * bytes.operand;
     return r;
 }
 
@@ -123,11 +137,18 @@ CommReport comm_cost_sparse_backward(const Problem& problem,
                                      const sparse::Support& support,
                                      const Sharding& queries,
                                      const Sharding& keys,
-                                     int rank) {
-    const CommReport f = comm_cost_sparse_forward(problem, support, queries, keys, rank);
+                                     int rank,
+                                     WireBytes bytes) {
+    const CommReport f = comm_cost_sparse_forward(problem, support, queries, keys, rank, bytes);
     const std::int64_t words = f.sent_words + f.received_words;
     const std::int64_t messages = f.sent_messages + f.received_messages;
-    return {words, words, messages, messages};
+    // K/V rows out in the storage type, their dK, dV partial sums back in the accumulator type
+    return {words,
+            words,
+            messages,
+            messages,
+            f.sent_words * bytes.operand + f.received_words * bytes.sum,
+            f.received_words * bytes.operand + f.sent_words * bytes.sum};
 }
 
 std::int64_t comm_lower_bound(const Problem& problem,

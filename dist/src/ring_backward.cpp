@@ -14,9 +14,16 @@
 // Communication = comm_cost_ring_backward: the forward's rotation plus n_k W each way.
 // dK, dV of block b sum the ranks' parts in ring order b, b+1, ..., b+P-1; dQ sums the steps
 // in order; no atomics: bitwise identical for a fixed P and sharding, any thread count.
-// Tests: tests/dist/ring_test.cpp
+// bf16 (docs/design.md section 16): K/V blocks travel in bf16 and are widened exactly before
+// their kernels; Q, O, dO are widened once; dQ and the dK, dV sums are fp32, and the sums'
+// hops between ranks carry fp32 words, so no partial is ever rounded. Each sum is rounded once,
+// when it is finished: on rank r - 1 before its last hop home, which therefore carries bf16 (the
+// same value as rounding at home, half the bytes); dQ is rounded once after the last step.
+// Bit for bit the float ring's on the widened inputs, rounded.
+// Tests: tests/dist/ring_test.cpp, tests/dist/bf16_test.cpp
 
 #include "channel.hpp"
+#include "compute_shard.hpp"
 #include "ring_plan.hpp"
 
 #include <ioattn/dense/backward.hpp>
@@ -137,6 +144,7 @@ PassStats ring_backward(MPI_Comm comm,
                         const MemoryModel& memory,
                         Counter& counter,
                         const PassOptions& options) {
+    using Compute = Accumulator<Scalar>;
     constexpr const char* kWhere = "ioattn::dist::ring_backward";
     const double t0 = MPI_Wtime();
     const PassShape s =
@@ -146,16 +154,22 @@ PassStats ring_backward(MPI_Comm comm,
     const int threads = max_concurrency(); // the caller's arena
     const std::int64_t w = kv_row_words(p);
     const auto words = static_cast<std::size_t>(s.keys.max_rows() * w);
+    const detail::ComputeShard<Scalar> shard(args, &args);
+    const ShardBackwardArgs<Compute>& a = shard.backward();
     std::vector<Scalar> kv[2] = {std::vector<Scalar>(words), std::vector<Scalar>(words)};
-    std::vector<Scalar> sums[2] = {std::vector<Scalar>(words), std::vector<Scalar>(words)};
-    std::vector<Scalar> part(words);
+    std::vector<Compute> widened(detail::ComputeShard<Scalar>::kWidened ? words : 0);
+    std::vector<Compute> sums[2] = {std::vector<Compute>(words), std::vector<Compute>(words)};
+    std::vector<Compute> part(words);
+    // a finished sum on its last hop, rounded to the storage type: out to r + 1, in from r - 1
+    std::vector<Scalar> finished_out(ranks > 1 ? words : 0);
+    std::vector<Scalar> finished_in(ranks > 1 ? words : 0);
     const auto own = KvBlock<Scalar>::over(kv[0].data(), p, s.keys.rows(s.rank));
     detail::copy_view(args.k, own.k);
     detail::copy_view(args.v, own.v);
-    detail::fill_view(args.d_q, Scalar(0));
+    detail::fill_view(a.d_q, Compute(0));
     Channel channel(comm); // after the buffers: its destructor waits for their messages
 
-    BackwardRunner<Scalar, Counter> runner{s, args, tiling, memory, counter, channel};
+    BackwardRunner<Compute, Counter> runner{s, a, tiling, memory, counter, channel};
     runner.piece = std::min(
         s.keys.max_rows(), detail::piece_rows(p, tiling, s.queries.max_rows(), options.poll_flops));
     runner.dq.resize(static_cast<std::size_t>(p.batch_heads() * s.queries.max_rows() * p.d));
@@ -165,41 +179,49 @@ PassStats ring_backward(MPI_Comm comm,
         const int src = (s.rank - step + ranks) % ranks;
         const std::int64_t rows = s.keys.rows(src);
         Scalar* current = kv[step % 2].data();
-        Scalar* sum = sums[step % 2].data();
+        Compute* sum = sums[step % 2].data();
         detail::post_rotation(channel, s, step, current, kv[(step + 1) % 2].data(), kTagKv);
         if (step > 0) {
             channel.wait(kSumSend + step % 2); // the buffer's send of two steps ago
             channel.receive(kSumReceive, sum, rows * w, channel.prev(), kTagSum);
         }
-        std::fill_n(part.data(), rows * w, Scalar(0));
+        std::fill_n(part.data(), rows * w, Compute(0));
         if (!options.communication_only)
             channel.overlap(options.progress_beside, threads, [&](bool poll) {
                 runner.poll = poll;
-                runner.block(src, current, part.data());
+                runner.block(src, detail::compute_block(current, widened, rows * w), part.data());
             });
         if (step == 0) {
             std::copy_n(part.data(), rows * w, sum);
         } else {
             channel.wait(kSumReceive);
-            detail::add_view<Scalar>(flat(part.data(), rows, w), flat(sum, rows, w));
+            detail::add_view<Compute>(flat(part.data(), rows, w), flat(sum, rows, w));
         }
-        if (ranks > 1)
+        if (ranks > 1 && step == ranks - 1) { // block r + 1's sum is finished: round it, send home
+            detail::copy_view<Compute>(flat(sum, rows, w), flat(finished_out.data(), rows, w));
+            channel.send(
+                kSumSend + step % 2, finished_out.data(), rows * w, channel.next(), kTagSum);
+        } else if (ranks > 1) {
             channel.send(kSumSend + step % 2, sum, rows * w, channel.next(), kTagSum);
+        }
         channel.wait(detail::kRotateReceive);
         channel.wait(detail::kRotateSend);
     }
-    Scalar* home = sums[0].data();
+    const std::int64_t mine = s.keys.rows(s.rank);
     if (ranks > 1) {
-        home = sums[ranks % 2].data();
-        channel.wait(kSumSend + ranks % 2);
-        channel.receive(kSumReceive, home, s.keys.rows(s.rank) * w, channel.prev(), kTagSum);
+        channel.receive(kSumReceive, finished_in.data(), mine * w, channel.prev(), kTagSum);
         channel.wait(kSumReceive);
+        const auto done = KvBlock<Scalar>::over(finished_in.data(), p, mine);
+        detail::copy_view<Scalar>(done.k, args.d_k);
+        detail::copy_view<Scalar>(done.v, args.d_v);
+    } else { // one rank: the sum never leaves, rounded here
+        const auto done = KvBlock<Compute>::over(sums[0].data(), p, mine);
+        detail::copy_view<Compute>(done.k, args.d_k);
+        detail::copy_view<Compute>(done.v, args.d_v);
     }
     channel.wait(kSumSend);
     channel.wait(kSumSend + 1);
-    const auto done = KvBlock<Scalar>::over(home, p, s.keys.rows(s.rank));
-    detail::copy_view<Scalar>(done.k, args.d_k);
-    detail::copy_view<Scalar>(done.v, args.d_v);
+    shard.round_dq(); // bf16: the one rounding of dQ, after every step
     return channel.stats(runner.calls, t0);
 }
 
@@ -215,6 +237,8 @@ IOATTN_DIST_INSTANTIATE(float, NullCounter)
 IOATTN_DIST_INSTANTIATE(float, IoCounter)
 IOATTN_DIST_INSTANTIATE(double, NullCounter)
 IOATTN_DIST_INSTANTIATE(double, IoCounter)
+IOATTN_DIST_INSTANTIATE(bf16, NullCounter)
+IOATTN_DIST_INSTANTIATE(bf16, IoCounter)
 #undef IOATTN_DIST_INSTANTIATE
 
 } // namespace ioattn::dist

@@ -11,9 +11,15 @@
 // W = batch * kv_heads * (d + d_v): GQA sends key/value heads only.
 // Communication = comm_cost_ring_forward: received (n_k - rows_k(r)) W in P-1 messages.
 // Merges are in step order, element-wise: bitwise identical for a fixed P and sharding, any
-// thread count. Tests: tests/dist/ring_test.cpp
+// thread count.
+// bf16 (docs/design.md section 16): the blocks travel in bf16 (2 bytes a word) and each is
+// widened exactly to fp32 before its kernels; Q is widened once; (O, L) and every partial stay
+// fp32 through all merges, and O is rounded to the caller's bf16 once, after the last step
+// (compute_shard.hpp). The result is bit for bit the float ring's on the widened inputs, O
+// rounded. Tests: tests/dist/ring_test.cpp, tests/dist/bf16_test.cpp
 
 #include "channel.hpp"
+#include "compute_shard.hpp"
 #include "ring_plan.hpp"
 
 #include <ioattn/dense/forward.hpp>
@@ -114,6 +120,7 @@ PassStats ring_forward(MPI_Comm comm,
                        const MemoryModel& memory,
                        Counter& counter,
                        const PassOptions& options) {
+    using Compute = Accumulator<Scalar>;
     constexpr const char* kWhere = "ioattn::dist::ring_forward";
     const double t0 = MPI_Wtime();
     const PassShape s = detail::validate_pass<Scalar>(
@@ -122,17 +129,19 @@ PassStats ring_forward(MPI_Comm comm,
     const int ranks = s.keys.ranks();
     const int threads = max_concurrency(); // the caller's arena
     const std::int64_t w = kv_row_words(p);
-    std::vector<Scalar> buffers[2];
-    for (auto& b : buffers)
-        b.resize(static_cast<std::size_t>(s.keys.max_rows() * w));
+    const auto words = static_cast<std::size_t>(s.keys.max_rows() * w);
+    const detail::ComputeShard<Scalar> shard(args, nullptr);
+    const ShardForwardArgs<Compute>& a = shard.forward();
+    std::vector<Scalar> buffers[2] = {std::vector<Scalar>(words), std::vector<Scalar>(words)};
+    std::vector<Compute> widened(detail::ComputeShard<Scalar>::kWidened ? words : 0);
     const auto own = KvBlock<Scalar>::over(buffers[0].data(), p, s.keys.rows(s.rank));
     detail::copy_view(args.k, own.k);
     detail::copy_view(args.v, own.v);
-    detail::fill_view(args.o, Scalar(0));
-    detail::fill_view(args.lse, -std::numeric_limits<Scalar>::infinity());
+    detail::fill_view(a.o, Compute(0));
+    detail::fill_view(a.lse, -std::numeric_limits<Compute>::infinity());
     Channel channel(comm); // after the buffers: its destructor waits for their messages
 
-    ForwardRunner<Scalar, Counter> runner{s, args, tiling, memory, counter, channel};
+    ForwardRunner<Compute, Counter> runner{s, a, tiling, memory, counter, channel};
     runner.piece = std::min(s.queries.max_rows(),
                             detail::piece_rows(p, tiling, s.keys.max_rows(), options.poll_flops));
     runner.o_part.resize(static_cast<std::size_t>(p.batch_heads() * runner.piece * p.d_v));
@@ -144,11 +153,12 @@ PassStats ring_forward(MPI_Comm comm,
         if (!options.communication_only)
             channel.overlap(options.progress_beside, threads, [&](bool poll) {
                 runner.poll = poll;
-                runner.block(src, current);
+                runner.block(src, detail::compute_block(current, widened, s.keys.rows(src) * w));
             });
         channel.wait(detail::kRotateReceive);
         channel.wait(detail::kRotateSend);
     }
+    shard.round_o(); // bf16: the one rounding of O, after every merge
     return channel.stats(runner.calls, t0);
 }
 
@@ -164,6 +174,8 @@ IOATTN_DIST_INSTANTIATE(float, NullCounter)
 IOATTN_DIST_INSTANTIATE(float, IoCounter)
 IOATTN_DIST_INSTANTIATE(double, NullCounter)
 IOATTN_DIST_INSTANTIATE(double, IoCounter)
+IOATTN_DIST_INSTANTIATE(bf16, NullCounter)
+IOATTN_DIST_INSTANTIATE(bf16, IoCounter)
 #undef IOATTN_DIST_INSTANTIATE
 
 } // namespace ioattn::dist

@@ -3,6 +3,7 @@
 
 #include "ring_plan.hpp"
 
+#include <ioattn/bf16.hpp>
 #include <ioattn/error.hpp>
 #include <ioattn/parallel.hpp>
 
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace ioattn::dist::detail {
@@ -62,11 +64,18 @@ piece_rows(const Problem& problem, const Tiling& tiling, std::int64_t other, dou
     return std::max(tiling.rows, rows / tiling.rows * tiling.rows);
 }
 
-template <typename Scalar>
-void copy_view(const TensorView<const Scalar>& from, const TensorView<Scalar>& to) {
+template <typename From, typename To>
+void copy_view(const TensorView<const From>& from, const TensorView<To>& to) {
     for_rows(
         from.batch, from.heads, from.rows, [&](std::int64_t b, std::int64_t h, std::int64_t i) {
-            std::copy_n(from.row(b, h, i), from.cols, to.row(b, h, i));
+            const From* x = from.row(b, h, i);
+            To* y = to.row(b, h, i);
+            if constexpr (std::is_same_v<From, To>)
+                std::copy_n(x, from.cols, y);
+            else if constexpr (std::is_same_v<From, bf16>)
+                widen(x, y, from.cols);
+            else
+                narrow(x, y, from.cols);
         });
 }
 
@@ -249,7 +258,7 @@ PassShape validate_pass(MPI_Comm comm,
 }
 
 #define IOATTN_DIST_INSTANTIATE(T)                                                                 \
-    template void copy_view<T>(const TensorView<const T>&, const TensorView<T>&);                  \
+    template void copy_view<T, T>(const TensorView<const T>&, const TensorView<T>&);               \
     template void add_view<T>(const TensorView<const T>&, const TensorView<T>&);                   \
     template void fill_view<T>(const TensorView<T>&, T);                                           \
     template void merge_partial<T>(const TensorView<const T>&,                                     \
@@ -268,5 +277,18 @@ PassShape validate_pass(MPI_Comm comm,
 IOATTN_DIST_INSTANTIATE(float)
 IOATTN_DIST_INSTANTIATE(double)
 #undef IOATTN_DIST_INSTANTIATE
+
+// bf16: storage only (the arithmetic, merges and sums are fp32)
+template void copy_view<bf16, bf16>(const TensorView<const bf16>&, const TensorView<bf16>&);
+template void copy_view<bf16, float>(const TensorView<const bf16>&, const TensorView<float>&);
+template void copy_view<float, bf16>(const TensorView<const float>&, const TensorView<bf16>&);
+template PassShape validate_pass<bf16>(MPI_Comm,
+                                       const ShardForwardArgs<bf16>&,
+                                       const ShardBackwardArgs<bf16>*,
+                                       const sparse::Support*,
+                                       const Tiling&,
+                                       const MemoryModel&,
+                                       const PassOptions&,
+                                       const char*);
 
 } // namespace ioattn::dist::detail

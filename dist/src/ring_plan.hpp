@@ -68,9 +68,10 @@ struct KvBlock {
     }
 };
 
-/// Copies a strided view into a packed one of the same shape (parallel over rows).
-template <typename Scalar>
-void copy_view(const TensorView<const Scalar>& from, const TensorView<Scalar>& to);
+/// Copies a view into one of the same shape (parallel over rows), converting each element:
+/// float and double as they are, bf16 -> float exactly, float -> bf16 rounded to nearest even.
+template <typename From, typename To>
+void copy_view(const TensorView<const From>& from, const TensorView<To>& to);
 
 /// to += from, element-wise over views of the same shape (parallel over rows).
 template <typename Scalar>

@@ -10,9 +10,16 @@
 // W = batch * kv_heads * (d + d_v). Communication = comm_cost_sparse_forward / _backward; the
 // forward receives exactly comm_lower_bound words: every row it gets is needed, once.
 // Sums in a fixed order, no atomics: bitwise identical for a fixed P and sharding, any thread
-// count. Tests: tests/dist/sparse_exchange_test.cpp
+// count.
+// bf16 (docs/design.md section 16): the K/V rows travel in bf16 (2 bytes a word) and are widened
+// exactly into the fp32 local key set; Q (O, dO) are widened once; the dK, dV rows going home
+// are partial sums and travel in fp32 (4 bytes), their owner adds them in fp32 and rounds d_k,
+// d_v once; O and dQ are rounded once after the kernel. Bit for bit the float pass's on the
+// widened inputs, rounded. Tests: tests/dist/sparse_exchange_test.cpp,
+// tests/dist/bf16_test.cpp
 
 #include "channel.hpp"
+#include "compute_shard.hpp"
 #include "ring_plan.hpp"
 
 #include <ioattn/dist/sparse_exchange.hpp>
@@ -21,6 +28,7 @@
 #include <ioattn/sparse/forward.hpp>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 namespace ioattn::dist {
@@ -76,29 +84,47 @@ void row_io(const TensorView<T>& k, const TensorView<T>& v, std::int64_t row, Wo
             op(v.row(b, h, row), words, v.cols);
 }
 
-constexpr auto kToWords = [](const auto* t, auto* w, std::int64_t n) { std::copy_n(t, n, w); };
-constexpr auto kFromWords = [](auto* t, const auto* w, std::int64_t n) { std::copy_n(w, n, t); };
+/// Element-wise conversion (bf16 <-> float: exact widening; the exchange never narrows).
+template <typename To, typename From>
+void convert_n(const From* from, std::int64_t n, To* to) {
+    if constexpr (std::is_same_v<From, To>)
+        std::copy_n(from, n, to);
+    else
+        for (std::int64_t c = 0; c < n; ++c)
+            to[c] = static_cast<To>(from[c]);
+}
+
+constexpr auto kToWords = [](const auto* t, auto* w, std::int64_t n) {
+    convert_n<std::remove_cv_t<std::remove_pointer_t<decltype(w)>>>(t, n, w);
+};
+constexpr auto kFromWords = [](auto* t, const auto* w, std::int64_t n) {
+    convert_n<std::remove_cv_t<std::remove_pointer_t<decltype(t)>>>(w, n, t);
+};
 constexpr auto kAddWords = [](auto* t, const auto* w, std::int64_t n) {
     for (std::int64_t c = 0; c < n; ++c)
         t[c] += w[c];
 };
 
-/// One pass's exchange: the plan, the local key set's K/V, and the counted words.
+/// One pass's exchange: the plan, the local key set's K/V (in Compute), and the counted words.
+/// K/V rows travel in Scalar, dK, dV rows (partial sums) in Compute.
 template <typename Scalar>
 class Exchange {
 public:
+    using Compute = Accumulator<Scalar>;
+
     Exchange(MPI_Comm comm, const PassShape& s, const sparse::Support& support)
         : comm_(comm)
         , s_(s)
         , plan_(ExchangePlan::build(support, s.queries, s.keys, s.rank))
         , w_(kv_row_words(s.problem))
         , row_type_(w_, detail::mpi_type<Scalar>())
+        , sum_type_(w_, detail::mpi_type<Compute>())
         , kv_(plan_.keys.size() * static_cast<std::size_t>(w_)) {}
 
     [[nodiscard]] const ExchangePlan& plan() const { return plan_; }
 
-    [[nodiscard]] KvBlock<Scalar> local() {
-        return KvBlock<Scalar>::over(kv_.data(), s_.problem, key_count());
+    [[nodiscard]] KvBlock<Compute> local() {
+        return KvBlock<Compute>::over(kv_.data(), s_.problem, key_count());
     }
 
     [[nodiscard]] std::int64_t key_count() const {
@@ -118,8 +144,8 @@ public:
         for_each_row(plan_.send_rows, to, [&](std::int64_t j, std::int64_t at) {
             row_io(a.k, a.v, s_.keys.local_row(s_.rank, j), out.data() + at * w_, kToWords);
         });
-        alltoall(out.data(), to, in.data(), from);
-        const KvBlock<Scalar> local = this->local();
+        alltoall(out.data(), to, in.data(), from, row_type_.get(), sizeof(Scalar));
+        const KvBlock<Compute> local = this->local();
         for_each_row(plan_.receive_rows, from, [&](std::int64_t j, std::int64_t at) {
             row_io(local.k, local.v, position(j), in.data() + at * w_, kFromWords);
         });
@@ -127,26 +153,27 @@ public:
             const std::int64_t at = position(s_.keys.global_row(s_.rank, l));
             for (std::int64_t b = 0; b < s_.problem.batch; ++b)
                 for (std::int64_t h = 0; h < s_.problem.kv_heads; ++h) {
-                    std::copy_n(a.k.row(b, h, l), a.k.cols, local.k.row(b, h, at));
-                    std::copy_n(a.v.row(b, h, l), a.v.cols, local.v.row(b, h, at));
+                    convert_n(a.k.row(b, h, l), a.k.cols, local.k.row(b, h, at));
+                    convert_n(a.v.row(b, h, l), a.v.cols, local.v.row(b, h, at));
                 }
         });
     }
 
-    /// The received rows' dK, dV back to their owners; d_k, d_v of own rows = the contributions
-    /// (`grads` over the local key set here, the received ones from other ranks) in rank order.
-    void scatter(const KvBlock<Scalar>& grads, const ShardBackwardArgs<Scalar>& a) {
+    /// The received rows' dK, dV back to their owners (partial sums, in Compute); d_k, d_v of
+    /// own rows (`a`'s, in Compute) = the contributions (`grads` over the local key set here,
+    /// the received ones from other ranks) in rank order.
+    void scatter(const KvBlock<Compute>& grads, const ShardBackwardArgs<Compute>& a) {
         const Counts to(plan_.receive_rows);
         const Counts from(plan_.send_rows);
-        std::vector<Scalar> out(static_cast<std::size_t>(to.total * w_));
-        std::vector<Scalar> in(static_cast<std::size_t>(from.total * w_));
-        const KvBlock<const Scalar> g{grads.k, grads.v};
+        std::vector<Compute> out(static_cast<std::size_t>(to.total * w_));
+        std::vector<Compute> in(static_cast<std::size_t>(from.total * w_));
+        const KvBlock<const Compute> g{grads.k, grads.v};
         for_each_row(plan_.receive_rows, to, [&](std::int64_t j, std::int64_t at) {
             row_io(g.k, g.v, position(j), out.data() + at * w_, kToWords);
         });
-        alltoall(out.data(), to, in.data(), from);
-        detail::fill_view(a.d_k, Scalar(0));
-        detail::fill_view(a.d_v, Scalar(0));
+        alltoall(out.data(), to, in.data(), from, sum_type_.get(), sizeof(Compute));
+        detail::fill_view(a.d_k, Compute(0));
+        detail::fill_view(a.d_v, Compute(0));
         for (int src = 0; src < s_.keys.ranks(); ++src) {
             if (src != s_.rank) {
                 for_each_row(
@@ -195,17 +222,23 @@ private:
         }
     }
 
-    /// MPI_Alltoallv of whole rows, counted: W words per row, a message per nonzero count.
-    void alltoall(const Scalar* out, const Counts& to, Scalar* in, const Counts& from) {
+    /// MPI_Alltoallv of whole rows of `row` (W words of `word_bytes`), counted: a message per
+    /// nonzero count.
+    void alltoall(const void* out,
+                  const Counts& to,
+                  void* in,
+                  const Counts& from,
+                  MPI_Datatype row,
+                  std::size_t word_bytes) {
         const double t0 = MPI_Wtime();
         MPI_Alltoallv(out,
                       to.count.data(),
                       to.displ.data(),
-                      row_type_.get(),
+                      row,
                       in,
                       from.count.data(),
                       from.displ.data(),
-                      row_type_.get(),
+                      row,
                       comm_);
         wait_seconds_ += MPI_Wtime() - t0;
         for (std::size_t r = 0; r < to.count.size(); ++r) {
@@ -213,6 +246,9 @@ private:
             report_.sent_messages += to.count[r] > 0 ? 1 : 0;
             report_.received_words += from.count[r] * w_;
             report_.received_messages += from.count[r] > 0 ? 1 : 0;
+            const auto bytes = static_cast<std::int64_t>(word_bytes);
+            report_.sent_bytes += to.count[r] * w_ * bytes;
+            report_.received_bytes += from.count[r] * w_ * bytes;
         }
     }
 
@@ -220,8 +256,9 @@ private:
     const PassShape& s_;
     ExchangePlan plan_;
     std::int64_t w_;
-    RowType row_type_;
-    std::vector<Scalar> kv_;
+    RowType row_type_; ///< a K/V row in Scalar
+    RowType sum_type_; ///< a dK, dV row in Compute
+    std::vector<Compute> kv_;
     CommReport report_;
     double wait_seconds_ = 0;
 };
@@ -248,21 +285,25 @@ PassStats sparse_forward(MPI_Comm comm,
                          const PassOptions& options) {
     constexpr const char* kWhere = "ioattn::dist::sparse_forward";
     const double t0 = MPI_Wtime();
+    using Compute = Accumulator<Scalar>;
     const PassShape s = detail::validate_pass<Scalar>(
         comm, args, nullptr, &support, tiling, memory, options, kWhere);
+    const detail::ComputeShard<Scalar> shard(args, nullptr);
+    const ShardForwardArgs<Compute>& a = shard.forward();
     Exchange<Scalar> x(comm, s, support);
     x.gather(args);
     if (options.communication_only)
         return stats_of(x, t0, 0);
-    const KvBlock<Scalar> local = x.local();
-    const ForwardArgs<Scalar> f{
+    const KvBlock<Compute> local = x.local();
+    const ForwardArgs<Compute> f{
         detail::local_problem(s.problem, s.queries.rows(s.rank), x.key_count()),
-        args.q,
+        a.q,
         local.k,
         local.v,
-        args.o,
-        args.lse};
+        a.o,
+        a.lse};
     sparse::forward(f, x.plan().support, tiling, memory, counter);
+    shard.round_o(); // bf16: the one rounding of O
     return stats_of(x, t0, 1);
 }
 
@@ -276,29 +317,34 @@ PassStats sparse_backward(MPI_Comm comm,
                           const PassOptions& options) {
     constexpr const char* kWhere = "ioattn::dist::sparse_backward";
     const double t0 = MPI_Wtime();
+    using Compute = Accumulator<Scalar>;
     const PassShape s =
         detail::validate_pass<Scalar>(comm, args, &args, &support, tiling, memory, options, kWhere);
+    const detail::ComputeShard<Scalar> shard(args, &args);
+    const ShardBackwardArgs<Compute>& a = shard.backward();
     Exchange<Scalar> x(comm, s, support);
     x.gather(args);
-    std::vector<Scalar> grads(static_cast<std::size_t>(x.key_count() * kv_row_words(s.problem)));
-    const auto g = KvBlock<Scalar>::over(grads.data(), s.problem, x.key_count());
+    std::vector<Compute> grads(static_cast<std::size_t>(x.key_count() * kv_row_words(s.problem)));
+    const auto g = KvBlock<Compute>::over(grads.data(), s.problem, x.key_count());
     if (!options.communication_only) {
-        const KvBlock<Scalar> local = x.local();
-        BackwardArgs<Scalar> b;
-        static_cast<ForwardArgs<Scalar>&>(b) = {
+        const KvBlock<Compute> local = x.local();
+        BackwardArgs<Compute> b;
+        static_cast<ForwardArgs<Compute>&>(b) = {
             detail::local_problem(s.problem, s.queries.rows(s.rank), x.key_count()),
-            args.q,
+            a.q,
             local.k,
             local.v,
-            args.o,
-            args.lse};
-        b.d_o = args.d_o;
-        b.d_q = args.d_q;
+            a.o,
+            a.lse};
+        b.d_o = a.d_o;
+        b.d_q = a.d_q;
         b.d_k = g.k;
         b.d_v = g.v;
         sparse::backward(b, x.plan().support, tiling, memory, counter);
     }
-    x.scatter(g, args);
+    x.scatter(g, a);
+    shard.round_dq(); // bf16: the one rounding of dQ, and of d_k, d_v after every contribution
+    shard.round_dkv();
     return stats_of(x, t0, options.communication_only ? 0 : 1);
 }
 
@@ -322,6 +368,8 @@ IOATTN_DIST_INSTANTIATE(float, NullCounter)
 IOATTN_DIST_INSTANTIATE(float, IoCounter)
 IOATTN_DIST_INSTANTIATE(double, NullCounter)
 IOATTN_DIST_INSTANTIATE(double, IoCounter)
+IOATTN_DIST_INSTANTIATE(bf16, NullCounter)
+IOATTN_DIST_INSTANTIATE(bf16, IoCounter)
 #undef IOATTN_DIST_INSTANTIATE
 
 } // namespace ioattn::dist

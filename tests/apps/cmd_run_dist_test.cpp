@@ -3,13 +3,15 @@
 // every rank count, its counted words match the closed forms on every rank, the ring forward and
 // the sparse forward receive exactly the sharding's lower bound, the text output has the
 // per-rank table and the share not hidden, and bad combinations are usage errors (exit 2) with
-// one message. No timing is asserted.
+// one message. --dtype bf16 (ring, zigzag, sparse; forward and backward) passes the bf16 --check
+// and its K/V words travel in 2 bytes. No timing is asserted.
 
 #include "cli.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -90,6 +92,34 @@ TEST_CASE("run --dist passes --check with counted words = closed form on 1-3 ran
          "4",
          "--dtype",
          "double"},
+        {"--dist", "ring", "--N", "67", "--d", "16", "--heads", "2", "--dtype", "bf16"},
+        {"--dist",
+         "zigzag",
+         "--causal",
+         "--N",
+         "70",
+         "--d",
+         "8",
+         "--heads",
+         "4",
+         "--kv-heads",
+         "2",
+         "--pass",
+         "backward",
+         "--dtype",
+         "bf16"},
+        {"--dist",
+         "sparse",
+         "--pattern",
+         "window:4",
+         "--N",
+         "61",
+         "--d",
+         "8",
+         "--pass",
+         "backward",
+         "--dtype",
+         "bf16"},
     };
     for (int ranks = 1; ranks <= 3; ++ranks)
         for (std::vector<std::string> args : runs) {
@@ -103,9 +133,19 @@ TEST_CASE("run --dist passes --check with counted words = closed form on 1-3 ran
             CHECK(j.at("comm").at("matches_closed_form") == true);
             const json& rows = j.at("comm").at("per_rank");
             REQUIRE(rows.size() == static_cast<std::size_t>(ranks));
+            const bool bf16 = j.at("dtype") == "bf16";
+            if (bf16)
+                CHECK(j.at("check").contains("tolerance"));
             for (const json& row : rows) {
                 CHECK(row.at("matches_closed_form") == true);
                 CHECK(row.at("received_words") == row.at("closed_form_received"));
+                CHECK(row.at("received_bytes") == row.at("closed_form_received_bytes"));
+                const auto words = row.at("received_words").get<std::int64_t>();
+                const auto bytes = row.at("received_bytes").get<std::int64_t>();
+                if (j.at("pass") == "forward") // K/V rows only: 2 bytes a word in bf16
+                    CHECK(bytes == (bf16 ? 2 : j.at("dtype") == "double" ? 8 : 4) * words);
+                else if (bf16) // the dK, dV partial sums travel in fp32
+                    CHECK(((bytes > 2 * words && bytes < 4 * words) || words == 0));
                 const bool forward = j.at("pass") == "forward";
                 const bool exact = forward && (j.at("dist") == "sparse" || j.at("causal") == false);
                 if (ranks > 1 && exact) // the ring forward and the sparse forward are optimal

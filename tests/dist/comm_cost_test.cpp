@@ -1,6 +1,7 @@
 // Tests of the communication closed forms (no messages): the ring forms for n divisible
-// by P, the lower bounds of contiguous and zigzag causal shards, and the sparse forms against a
-// brute-force count over (query row, key) pairs.
+// by P, the lower bounds of contiguous and zigzag causal shards, the sparse forms against a
+// brute-force count over (query row, key) pairs, and the bytes of each dtype (bf16: 2 bytes per
+// K/V word and finished dK, dV word, 4 per partial-sum word).
 
 #include <ioattn/dist/comm_cost.hpp>
 #include <ioattn/sparse/pattern.hpp>
@@ -34,12 +35,12 @@ TEST_CASE("ring forward receives 2(P-1)(n/P) H_kv d words, the backward about tw
         const Problem p = problem(n, 8, 2, false); // GQA: K/V heads only
         const Sharding s(Layout::contiguous, n, ranks);
         for (int r = 0; r < ranks; ++r) {
-            const CommReport f = comm_cost_ring_forward(p, s, r);
+            const CommReport f = comm_cost_ring_forward(p, s, r, WireBytes{});
             const std::int64_t expected = 2 * (ranks - 1) * (n / ranks) * 2 * 16;
             CHECK(f.received_words == expected);
             CHECK(f.sent_words == expected);
             CHECK(f.received_messages == ranks - 1);
-            const CommReport b = comm_cost_ring_backward(p, s, r);
+            const CommReport b = comm_cost_ring_backward(p, s, r, WireBytes{});
             CHECK(b.received_words == (ranks == 1 ? 0 : expected + n * 64)); // W = 2 (16 + 16)
             CHECK(b.received_messages == (ranks == 1 ? 0 : 2 * ranks - 1));
             // dense: the ring forward receives exactly the lower bound
@@ -85,13 +86,67 @@ TEST_CASE("sparse closed forms equal a brute-force count of needed rows", "[cost
                                 out.insert({sh.owner(i), j});
                         }
                     const auto w = kv_row_words(p);
-                    const CommReport f = comm_cost_sparse_forward(p, s, sh, sh, r);
+                    const CommReport f = comm_cost_sparse_forward(p, s, sh, sh, r, WireBytes{});
                     CHECK(f.received_words == static_cast<std::int64_t>(in.size()) * w);
                     CHECK(f.sent_words == static_cast<std::int64_t>(out.size()) * w);
                     CHECK(comm_lower_bound(p, s, sh, sh, r) == f.received_words);
-                    const CommReport b = comm_cost_sparse_backward(p, s, sh, sh, r);
+                    const CommReport b = comm_cost_sparse_backward(p, s, sh, sh, r, WireBytes{});
                     CHECK(b.received_words == f.received_words + f.sent_words);
                 }
             }
+    }
+}
+
+TEST_CASE("closed-form bytes weigh each word at the size it travels in", "[cost]") {
+    CHECK(wire_bytes_of<float>() == WireBytes{4, 4});
+    CHECK(wire_bytes_of<double>() == WireBytes{8, 8});
+    CHECK(wire_bytes_of<bf16>() == WireBytes{2, 4});
+    const WireBytes half = wire_bytes_of<bf16>();
+    for (int ranks = 1; ranks <= 5; ++ranks) {
+        const std::int64_t n = 12 * ranks;
+        const std::int64_t rows = n / ranks;
+        const Problem p = problem(n, 4, 2, true);
+        const std::int64_t w = kv_row_words(p);
+        for (const Layout layout : {Layout::contiguous, Layout::zigzag}) {
+            const Sharding s(layout, n, ranks);
+            for (int r = 0; r < ranks; ++r) {
+                CAPTURE(ranks, r, to_string(layout));
+                const CommReport f = comm_cost_ring_forward(p, s, r, half);
+                const CommReport f32 = comm_cost_ring_forward(p, s, r, wire_bytes_of<float>());
+                const CommReport f64 = comm_cost_ring_forward(p, s, r, wire_bytes_of<double>());
+                // the words do not depend on the dtype; the forward's bytes are 2, 4, 8 per word
+                CHECK(f.sent_words == f32.sent_words);
+                CHECK(f.sent_bytes == 2 * f.sent_words);
+                CHECK(f.received_bytes == 2 * f.received_words);
+                CHECK(f32.received_bytes == 4 * f.received_words);
+                CHECK(f64.received_bytes == 8 * f.received_words);
+                // backward: the rotation and the last hop home in bf16, the P - 1 partial hops
+                // in fp32: 2 (P - 1) rows W + 2 rows W + 4 (P - 1) rows W each way
+                const CommReport b = comm_cost_ring_backward(p, s, r, half);
+                const CommReport b32 = comm_cost_ring_backward(p, s, r, wire_bytes_of<float>());
+                CHECK(b.received_words == b32.received_words);
+                CHECK(b32.sent_bytes == 4 * b32.sent_words);
+                const std::int64_t expected =
+                    ranks == 1 ? 0 : (2 * (ranks - 1) + 2 + 4 * (ranks - 1)) * rows * w;
+                CHECK(b.sent_bytes == expected);
+                CHECK(b.received_bytes == expected);
+            }
+        }
+    }
+    const std::int64_t n = 41;
+    const Problem p = problem(n, 2, 1, false);
+    const sparse::Support s = sparse::parse_pattern("bigbird:2:1:2", n, n, 5);
+    for (int ranks = 1; ranks <= 4; ++ranks) {
+        const Sharding sh(Layout::zigzag, n, ranks);
+        for (int r = 0; r < ranks; ++r) {
+            CAPTURE(ranks, r);
+            const CommReport f = comm_cost_sparse_forward(p, s, sh, sh, r, half);
+            CHECK(f.sent_bytes == 2 * f.sent_words);
+            CHECK(f.received_bytes == 2 * f.received_words);
+            // backward: K/V rows out and in at 2 bytes, the dK, dV partials back at 4
+            const CommReport b = comm_cost_sparse_backward(p, s, sh, sh, r, half);
+            CHECK(b.sent_bytes == 2 * f.sent_words + 4 * f.received_words);
+            CHECK(b.received_bytes == 2 * f.received_words + 4 * f.sent_words);
+        }
     }
 }

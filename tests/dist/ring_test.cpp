@@ -166,7 +166,7 @@ TEMPLATE_TEST_CASE("ring_forward agrees with the single-process kernel", "[ring]
                       << static_cast<double>(el.allowed));
         CHECK(eo.passed());
         CHECK(el.passed());
-        CHECK(run.stats.comm == comm_cost_ring_forward(p, ks, r));
+        CHECK(run.stats.comm == comm_cost_ring_forward(p, ks, r, wire_bytes_of<T>()));
         CHECK(all_ranks(eo.passed() && el.passed()));
     }
 }
@@ -212,7 +212,7 @@ TEMPLATE_TEST_CASE("ring_backward agrees with the single-process kernel", "[ring
         CHECK(eq.passed());
         CHECK(ek.passed());
         CHECK(ev.passed());
-        CHECK(run.stats.comm == comm_cost_ring_backward(p, ks, r));
+        CHECK(run.stats.comm == comm_cost_ring_backward(p, ks, r, wire_bytes_of<T>()));
         CHECK(all_ranks(eq.passed() && ek.passed() && ev.passed()));
     }
 }
@@ -286,7 +286,7 @@ TEST_CASE("communication_only walks the same messages without kernels", "[ring]"
         const auto b = run_backward(g, c, comm_only);
         CHECK(f.stats.kernel_calls == 0);
         CHECK(b.stats.kernel_calls == 0);
-        CHECK(f.stats.comm == comm_cost_ring_forward(g.p, ks, r));
-        CHECK(b.stats.comm == comm_cost_ring_backward(g.p, ks, r));
+        CHECK(f.stats.comm == comm_cost_ring_forward(g.p, ks, r, wire_bytes_of<float>()));
+        CHECK(b.stats.comm == comm_cost_ring_backward(g.p, ks, r, wire_bytes_of<float>()));
     }
 }

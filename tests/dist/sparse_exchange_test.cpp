@@ -150,8 +150,8 @@ TEMPLATE_TEST_CASE("sparse exchange agrees with the single-process sparse kernel
             CHECK(x.passed());
             ok = ok && x.passed();
         }
-        CHECK(run.forward.comm == comm_cost_sparse_forward(p, s, qs, ks, r));
-        CHECK(run.backward.comm == comm_cost_sparse_backward(p, s, qs, ks, r));
+        CHECK(run.forward.comm == comm_cost_sparse_forward(p, s, qs, ks, r, wire_bytes_of<T>()));
+        CHECK(run.backward.comm == comm_cost_sparse_backward(p, s, qs, ks, r, wire_bytes_of<T>()));
         CHECK(run.forward.comm.received_words == comm_lower_bound(p, s, qs, ks, r));
         CHECK(all_ranks(ok));
     }

@@ -17,6 +17,8 @@ namespace ioattn::dist {
 /// k: [batch][kv_heads][rows_k][d], v: [batch][kv_heads][rows_k][d_v], o: [batch][heads][rows_q]
 /// [d_v], lse: [batch][heads][rows_q][1], with rows_q = Sharding(layout, n_q, P).rows(rank) and
 /// rows_k likewise over n_k, in the sharding's local order. Outputs must not overlap inputs.
+/// Scalar is float, double or bf16; lse is Accumulator<Scalar> (fp32 for bf16, as in
+/// ForwardArgs).
 template <typename Scalar>
 struct ShardForwardArgs {
     Problem problem;
@@ -25,7 +27,7 @@ struct ShardForwardArgs {
     TensorView<const Scalar> k;
     TensorView<const Scalar> v;
     TensorView<Scalar> o;
-    TensorView<Scalar> lse;
+    TensorView<Accumulator<Scalar>> lse;
 };
 
 /// One rank's shard of a backward pass: the forward's shard with o and lse as the distributed
