@@ -176,6 +176,37 @@ bool all_finite(const bf16* a, std::int64_t ld, std::int64_t n, std::int64_t w) 
     return bad == 0;
 }
 
+/// O^T = alpha O^T + V_j^T P^T over the pairs of P (in place over St) and of V_j (packed).
+void pv_pairs(const Scratch& w,
+              const bf16* v,
+              std::int64_t ldv,
+              std::int64_t c,
+              std::int64_t d_v,
+              std::int64_t n_vec) {
+    pack_v(v, ldv, c, d_v, w.vp);
+    dp_rows(PairCols{w.vp, d_v}, d_v, w.st, w.rp, pairs(c), n_vec, w.alpha, 1.0F, w.ot, w.rp);
+}
+
+/// pv_pairs lane by lane, lane r over its first min(seen0 + r, c) keys only (kernels::pvt_lane
+/// with P as stored in its pairs): a hidden key's non-finite V row is never touched.
+void pv_lanes(const Scratch& w,
+              const bf16* v,
+              std::int64_t ldv,
+              std::int64_t c,
+              std::int64_t d_v,
+              std::int64_t seen0,
+              std::int64_t rows) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const std::int64_t seen = std::clamp<std::int64_t>(seen0 + r, 0, c);
+        for (std::int64_t x = 0; x < d_v; ++x) {
+            float acc = w.ot[x * w.rp + r] * w.alpha[r];
+            for (std::int64_t y = 0; y < seen; ++y)
+                acc += p_at(w.st, w.rp, y, r) * static_cast<float>(v[y * ldv + x]);
+            w.ot[x * w.rp + r] = acc;
+        }
+    }
+}
+
 /// O_i / l_i rounded to bf16 and L_i (kernels::finish_rows, with bf16 rows of O).
 void finish(const Scratch& w,
             const ForwardArgs<bf16>& a,
@@ -264,31 +295,10 @@ void row_block(const ForwardArgs<bf16>& a,
             // --- O_i^T = alpha O_i^T + V_j^T P^T, pairs over keys (hidden keys have P = 0:
             // exact while V_j is finite; otherwise each lane on the mask edge stops at its last
             // visible key) ---
-            if (!diagonal || all_finite(v, a.v.stride_row, c, p.d_v)) {
-                pack_v(v, a.v.stride_row, c, p.d_v, w.vp);
-                dp_rows(PairCols{w.vp, p.d_v},
-                        p.d_v,
-                        w.st,
-                        w.rp,
-                        pairs(c),
-                        n_vec,
-                        w.alpha,
-                        1.0F,
-                        w.ot,
-                        w.rp);
-            } else {
-                for (std::int64_t r = 0; r < rows; ++r) {
-                    const std::int64_t seen =
-                        std::clamp<std::int64_t>(i0 + r + p.causal_offset() + 1 - j0, 0, c);
-                    for (std::int64_t x = 0; x < p.d_v; ++x) {
-                        float acc = w.ot[x * w.rp + r] * w.alpha[r];
-                        for (std::int64_t y = 0; y < seen; ++y)
-                            acc += p_at(w.st, w.rp, y, r) *
-                                   static_cast<float>(v[y * a.v.stride_row + x]);
-                        w.ot[x * w.rp + r] = acc;
-                    }
-                }
-            }
+            if (!diagonal || all_finite(v, a.v.stride_row, c, p.d_v))
+                pv_pairs(w, v, a.v.stride_row, c, p.d_v, n_vec);
+            else
+                pv_lanes(w, v, a.v.stride_row, c, p.d_v, i0 + p.causal_offset() + 1 - j0, rows);
         }
     }
 
