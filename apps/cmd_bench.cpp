@@ -4,10 +4,12 @@
 // threading modes, OpenBLAS SGEMM 2048^3 as the roofline (with the OpenBLAS core that ran it) and
 // the FMA peak of the kernels' instruction set, all on the same thread count; medians of --repeat
 // runs after a warm-up. Every row also shows its time over this machine's time lower bound (bound
-// --preset this-machine), which must never fall below 1. --suite sparse: bench_sparse.cpp;
+// --preset this-machine), which must never fall below 1. Then the bf16 fused forward of each
+// shape against its fp32 row and the bf16 dot-product peak (bench_dense_bf16.cpp). --suite sparse: bench_sparse.cpp;
 // --suite decode: bench_decode.cpp.
 
 #include "bench_decode.hpp"
+#include "bench_dense_bf16.hpp"
 #include "bench_sparse.hpp"
 #include "commands.hpp"
 #include "machine.hpp"
@@ -85,8 +87,15 @@ private:
     bool tty_;
 };
 
+/// The fp32 rows and the bf16 rows with the bf16 dot peak.
+struct DenseRows {
+    std::vector<Result> rows;
+    std::vector<Bf16Row> bf16;
+    double bf16_peak = 0;
+};
+
 void print_dense(const BenchOptions& o,
-                 const std::vector<Result>& rows,
+                 const DenseRows& all,
                  const Roofline& roof,
                  const Machine& machine,
                  const std::string& faster,
@@ -127,8 +136,9 @@ void run(const BenchOptions& o) {
         o.quick ? std::vector<std::int64_t>{1024} : std::vector<std::int64_t>{1024, 4096};
     const std::vector<std::int64_t> ds{64, 128};
     const int threads = o.threads;
-    Progress progress(2 + 5 * static_cast<int>(ns.size() * ds.size()));
-    std::vector<Result> rows;
+    Progress progress(2 + 6 * static_cast<int>(ns.size() * ds.size()));
+    DenseRows all;
+    std::vector<Result>& rows = all.rows;
 
     progress.step("sgemm 2048^3 and the FMA peak (roofline)");
     const Roofline roof = measure_roofline(threads, o.repeat);
@@ -144,6 +154,7 @@ void run(const BenchOptions& o) {
     progress.step("this machine's bandwidth (time bound)");
     const Machine machine = this_machine(threads);
     const MemoryModel l2{machine.fast_bytes > 0 ? machine.fast_bytes / 4 : std::int64_t{1} << 18};
+    all.bf16_peak = bf16_peak_or_zero(threads);
 
     double naive_wins[2] = {0, 0};
     for (std::int64_t n : ns)
@@ -206,6 +217,8 @@ void run(const BenchOptions& o) {
                             forward_bound});
             for (std::size_t i = rows.size() - 3; i < rows.size() - 1; ++i)
                 rows[i].speedup = best_naive / rows[i].seconds;
+            progress.step("fused bf16 N=" + std::to_string(n) + " d=" + std::to_string(d));
+            all.bf16.push_back(bench_bf16_forward(data, opts, o.repeat, fused_s, all.bf16_peak));
 
             // --- backward: fused (dQ in partial sums) against naive OpenBLAS (P in memory) ---
             const double bflops = flop_count_convention(p, Pass::backward);
@@ -261,18 +274,19 @@ void run(const BenchOptions& o) {
         below_bound = below_bound || (r.bound_seconds > 0 && r.seconds < r.bound_seconds);
     }
     const std::string faster = naive_wins[0] >= naive_wins[1] ? "heads-parallel" : "blas-threads";
-    print_dense(o, rows, roof, machine, faster, below_bound);
+    print_dense(o, all, roof, machine, faster, below_bound);
     if (files)
         render_bench_plot(dense_plot(rows, threads), roof, *files);
 }
 
 /// The dense suite's table (or JSON, CSV).
 void print_dense(const BenchOptions& o,
-                 const std::vector<Result>& rows,
+                 const DenseRows& all,
                  const Roofline& roof,
                  const Machine& machine,
                  const std::string& faster,
                  bool below_bound) {
+    const std::vector<Result>& rows = all.rows;
     const int threads = o.threads;
     if (o.json) {
         nlohmann::json j;
@@ -303,6 +317,7 @@ void print_dense(const BenchOptions& o,
                  {"time_over_bound",
                   r.bound_seconds > 0 ? nlohmann::json(r.seconds / r.bound_seconds)
                                       : nlohmann::json(nullptr)}});
+        j["bf16"] = bf16_rows_json(all.bf16, all.bf16_peak);
         std::cout << j.dump(2) << '\n';
         return;
     }
@@ -344,6 +359,7 @@ void print_dense(const BenchOptions& o,
     if (below_bound)
         std::cout << "WARNING: a row ran faster than this machine's time lower bound: the bound "
                      "is wrong (its beta or P is below what this machine does)\n";
+    print_bf16_rows(std::cout, all.bf16, all.bf16_peak);
 }
 
 } // namespace

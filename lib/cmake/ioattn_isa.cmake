@@ -32,10 +32,23 @@ elseif(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_SYSTEM_PROCESSOR MATCHES "
     endif()
   endforeach()
   list(APPEND IOATTN_ISAS sse2)
+  # The native bf16 kernels (AVX512_BF16: vdpbf16ps) are one more target region over the
+  # avx512 target, for the few sources that use them (ioattn_add_bf16_kernels); the library
+  # runs them when the CPU has the extension (ioattn/isa.hpp: bf16_kernels_native).
+  include(CheckCXXCompilerFlag)
+  check_cxx_compiler_flag(-mavx512bf16 IOATTN_COMPILER_HAS_AVX512BF16)
+  if("avx512" IN_LIST IOATTN_ISAS AND IOATTN_COMPILER_HAS_AVX512BF16)
+    set(IOATTN_BF16_KERNELS ON)
+    target_compile_definitions(ioattn_isa INTERFACE IOATTN_BUILT_AVX512BF16)
+  endif()
 else()
   set(IOATTN_ISAS sse2)
 endif()
-message(STATUS "ioattn: ISA targets: ${IOATTN_ISAS}")
+if(IOATTN_BF16_KERNELS)
+  message(STATUS "ioattn: ISA targets: ${IOATTN_ISAS}, native bf16 kernels (avx512bf16)")
+else()
+  message(STATUS "ioattn: ISA targets: ${IOATTN_ISAS}")
+endif()
 
 # ioattn_kernel_sources(<var> <dir>...): the .cpp files under the dirs (recursively) that open
 # an ISA-target region, `#include <ioattn/kernels/target_begin.hpp>` at the start of a line.
@@ -54,6 +67,8 @@ function(ioattn_kernel_sources var)
     endforeach()
   endforeach()
   list(SORT found)
+  # <name>_bf16.cpp sources build for the avx512bf16 region only (ioattn_add_bf16_kernels)
+  list(FILTER found EXCLUDE REGEX "_bf16\\.cpp$")
   set(${var} ${found} PARENT_SCOPE)
 endfunction()
 
@@ -84,4 +99,25 @@ function(ioattn_add_kernels target)
                           $<BUILD_INTERFACE:ioattn_isa>)
     target_sources(${target} PRIVATE $<TARGET_OBJECTS:${obj}>)
   endforeach()
+endfunction()
+
+# ioattn_add_bf16_kernels(<target> INCLUDE <dir>... LINK <lib>... SOURCES <file>...)
+# Compiles SOURCES once, for the avx512 target with AVX512_BF16 (IOATTN_TARGET_AVX512BF16:
+# kernels/target_begin.hpp adds avx512bf16 to the region, kernels/target.hpp names the
+# namespace isa_avx512bf16), when IOATTN_BF16_KERNELS; nothing otherwise.
+function(ioattn_add_bf16_kernels target)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "INCLUDE;LINK;SOURCES")
+  if(NOT IOATTN_BF16_KERNELS)
+    return()
+  endif()
+  set(obj ${target}_avx512bf16)
+  add_library(${obj} OBJECT ${arg_SOURCES})
+  set_target_properties(${obj} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_compile_features(${obj} PRIVATE cxx_std_20)
+  target_compile_definitions(${obj} PRIVATE IOATTN_TARGET_AVX512BF16)
+  target_compile_options(${obj} PRIVATE $<$<CXX_COMPILER_ID:GNU>:-falign-functions=64>)
+  target_include_directories(${obj} PRIVATE ${arg_INCLUDE})
+  target_link_libraries(${obj} PRIVATE ${arg_LINK} $<BUILD_INTERFACE:ioattn_warnings>
+                        $<BUILD_INTERFACE:ioattn_isa>)
+  target_sources(${target} PRIVATE $<TARGET_OBJECTS:${obj}>)
 endfunction()

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -26,11 +27,25 @@ namespace detail {
     }
 IOATTN_FOR_EACH_BUILT_ISA(IOATTN_DECLARE_PEAK)
 #undef IOATTN_DECLARE_PEAK
+#if defined(IOATTN_BUILT_AVX512BF16)
+namespace isa_avx512bf16 {
+double dot_peak_loop_bf16(std::int64_t iterations, std::int64_t& flops); // dot_peak_bf16.cpp
+}
+#endif
 } // namespace detail
 
 namespace {
 
 constexpr const char* kNames = "avx512, avx2 or sse2";
+/// The IOATTN_ISA name of the avx512 target with the native bf16 kernels (bf16_kernels_native).
+constexpr std::string_view kBf16Name = "avx512bf16";
+
+constexpr bool kBuiltBf16 =
+#if defined(IOATTN_BUILT_AVX512BF16)
+    true;
+#else
+    false;
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -126,11 +141,20 @@ Isa choose() {
         return usable.front();
     }
     Isa want{};
+    if (env == kBf16Name) {
+        if (!kBuiltBf16)
+            throw InvalidArgument(std::string(kWhere) + ": IOATTN_ISA = " + env +
+                                  ", but this library holds no native bf16 kernels");
+        if (!cpu_has_avx512_bf16())
+            throw InvalidArgument(std::string(kWhere) + ": IOATTN_ISA = " + env +
+                                  ", but this CPU cannot execute AVX512_BF16");
+        return Isa::avx512;
+    }
     try {
         want = parse_isa(env);
     } catch (const InvalidArgument&) {
         throw InvalidArgument(std::string(kWhere) + ": IOATTN_ISA = '" + env +
-                              "' is not an instruction set (expected " + kNames + ")");
+                              "' is not an instruction set (expected avx512bf16, " + kNames + ")");
     }
     const std::vector<Isa> built = built_isas();
     if (std::find(built.begin(), built.end(), want) == built.end())
@@ -191,40 +215,27 @@ Isa active_isa() {
     return active;
 }
 
-double measure_fma_peak(Isa isa, int threads, bool double_precision, double seconds) {
-    constexpr const char* kWhere = "ioattn::measure_fma_peak";
+bool bf16_kernels_native() {
+    if (!kBuiltBf16 || !cpu_supports_avx512_bf16() || active_isa() != Isa::avx512)
+        return false;
+    const char* env = std::getenv("IOATTN_ISA");
+    return env == nullptr || *env == '\0' || env == kBf16Name;
+}
+
+namespace {
+
+void check_seconds(const char* where, double seconds) {
     if (!(seconds > 0.0))
-        throw InvalidArgument(std::string(kWhere) + ": seconds = " + std::to_string(seconds) +
+        throw InvalidArgument(std::string(where) + ": seconds = " + std::to_string(seconds) +
                               " (expected > 0)");
-    const std::vector<Isa> built = built_isas();
-    if (std::find(built.begin(), built.end(), isa) == built.end() || !cpu_has(isa))
-        throw InvalidArgument(std::string(kWhere) + ": " + std::string(to_string(isa)) +
-                              " is not built into this library or not supported by this CPU");
-    // One worker's loop of `iterations`, as the target of `isa` compiles it.
-    const auto loop = [&](std::int64_t iterations, std::int64_t& flops) -> double {
-        const auto run = [&](auto tag) -> double {
-            using T = decltype(tag);
-            (void)tag;
-#if defined(IOATTN_SINGLE_ISA)
-            return detail::IOATTN_ISA::fma_peak_loop<T>(iterations, flops);
-#else
-            switch (isa) {
-                IOATTN_IF_BUILT_AVX512(
-                    case Isa::avx512
-                    : return detail::isa_avx512::fma_peak_loop<T>(iterations, flops);)
-                IOATTN_IF_BUILT_AVX2(
-                    case Isa::avx2
-                    : return detail::isa_avx2::fma_peak_loop<T>(iterations, flops);)
-            default:
-                return detail::isa_sse2::fma_peak_loop<T>(iterations, flops);
-            }
-#endif
-        };
-        return double_precision ? run(0.0) : run(0.0F);
-    };
+}
+
+/// GFLOP/s of `loop(iterations, flops)` (one worker's register-only loop) on `threads`
+/// workers: calibrated on one worker, then every worker runs for about `seconds`, best of
+/// three (noise only ever lowers a peak).
+template <typename Loop>
+double timed_peak(const Loop& loop, int threads, double seconds) {
     using Clock = std::chrono::steady_clock;
-    // Calibrate on one worker, then run every worker for about `seconds`, best of three (noise
-    // only ever lowers a peak).
     std::int64_t iterations = 1 << 16, flops = 0;
     for (;;) {
         const auto t0 = Clock::now();
@@ -259,6 +270,59 @@ double measure_fma_peak(Isa isa, int threads, bool double_precision, double seco
         (void)keep;
     });
     return best;
+}
+
+} // namespace
+
+double measure_bf16_dot_peak(int threads, double seconds) {
+    constexpr const char* kWhere = "ioattn::measure_bf16_dot_peak";
+    check_seconds(kWhere, seconds);
+#if defined(IOATTN_BUILT_AVX512BF16)
+    if (cpu_supports_avx512_bf16())
+        return timed_peak(
+            [](std::int64_t iterations, std::int64_t& flops) {
+                return detail::isa_avx512bf16::dot_peak_loop_bf16(iterations, flops);
+            },
+            threads,
+            seconds);
+#else
+    (void)threads;
+#endif
+    throw InvalidArgument(std::string(kWhere) +
+                          ": this library holds no native bf16 kernels or this CPU lacks "
+                          "AVX512_BF16");
+}
+
+double measure_fma_peak(Isa isa, int threads, bool double_precision, double seconds) {
+    constexpr const char* kWhere = "ioattn::measure_fma_peak";
+    check_seconds(kWhere, seconds);
+    const std::vector<Isa> built = built_isas();
+    if (std::find(built.begin(), built.end(), isa) == built.end() || !cpu_has(isa))
+        throw InvalidArgument(std::string(kWhere) + ": " + std::string(to_string(isa)) +
+                              " is not built into this library or not supported by this CPU");
+    // One worker's loop of `iterations`, as the target of `isa` compiles it.
+    const auto loop = [&](std::int64_t iterations, std::int64_t& flops) -> double {
+        const auto run = [&](auto tag) -> double {
+            using T = decltype(tag);
+            (void)tag;
+#if defined(IOATTN_SINGLE_ISA)
+            return detail::IOATTN_ISA::fma_peak_loop<T>(iterations, flops);
+#else
+            switch (isa) {
+                IOATTN_IF_BUILT_AVX512(
+                    case Isa::avx512
+                    : return detail::isa_avx512::fma_peak_loop<T>(iterations, flops);)
+                IOATTN_IF_BUILT_AVX2(
+                    case Isa::avx2
+                    : return detail::isa_avx2::fma_peak_loop<T>(iterations, flops);)
+            default:
+                return detail::isa_sse2::fma_peak_loop<T>(iterations, flops);
+            }
+#endif
+        };
+        return double_precision ? run(0.0) : run(0.0F);
+    };
+    return timed_peak(loop, threads, seconds);
 }
 
 } // namespace ioattn

@@ -1,7 +1,8 @@
 """bfloat16 through ioattn.torch: attention, the autograd Function and the SDPA drop-in take
 torch.bfloat16 tensors without copies and return bfloat16 outputs and gradients (lse
-float32); the results are torch's float32 computation on the same bf16 inputs, rounded, within
-the derived tolerance of docs/design.md section 16 against float64; mixed dtypes are a
+float32); the results are the float32 computation on the same bf16 inputs, rounded (and with
+P rounded to bf16 where the native AVX512_BF16 kernel runs), within the derived tolerance of
+docs/design.md section 16 against float64; mixed dtypes are a
 TypeError, numpy arrays stay float32/float64 and say so; SDPA's enable_gqa."""
 
 import numpy as np
@@ -48,19 +49,23 @@ def test_bf16_attention_matches_float64_within_the_derived_tolerance(mask):
         allowed = torch.from_numpy(ioattn.Mask(mask, (256, 256)).to_scipy().toarray())
     want, grads = reference(q, k, v, dout, allowed)
     n_k, d = 256, 64
-    tol = (U16 + 2 * (n_k + d) * 2.0 ** -24) * float(want.abs().max())
+    # + u max|V|: the native bf16 kernel (AVX512_BF16) rounds P to bf16 before P V
+    tol = ((U16 + 2 * (n_k + d) * 2.0 ** -24) * float(want.abs().max())
+           + U16 * float(v.detach().float().abs().max()))
     assert float((out.double() - want).abs().max()) <= tol
     for t, g in zip((q, k, v), grads):
         assert t.grad.dtype == torch.bfloat16
         assert rel_frobenius(t.grad, g) <= 2.5 * U16
 
 
-def test_bf16_is_the_float32_run_on_the_same_inputs_rounded():
+def test_bf16_is_the_float32_run_on_the_same_inputs_within_the_rounding_of_p_and_o():
     q, k, v = randn((2, 2, 100, 32), 5), randn((2, 2, 90, 32), 6), randn((2, 2, 90, 16), 7)
     out = ioattn.torch.attention(q, k, v, causal=True)
     out32 = ioattn.torch.attention(q.detach().float(), k.detach().float(), v.detach().float(),
                                    causal=True)
-    assert torch.equal(out, out32.to(torch.bfloat16))
+    # widened: out32 rounded to bf16; native (AVX512_BF16): P rounded to bf16 too, u max|V|
+    tol = U16 * float(out32.abs().max()) + U16 * float(v.detach().float().abs().max())
+    assert float((out.float() - out32).abs().max()) <= tol
     # and torch's own bf16 SDPA-by-definition agrees to bf16 rounding
     s = (q.float() @ k.float().transpose(-2, -1)) / 32 ** 0.5
     causal = torch.ones(100, 90, dtype=torch.bool).tril(diagonal=-10)

@@ -1,6 +1,7 @@
 // Accuracy of bf16 attention (docs/design.md section 16) on randn inputs rounded to bf16,
 // against the double reference on the same rounded inputs: max|O - O_ref| <= (2^-8 +
-// 2 (n_k + d) 2^-24) max|O_ref| and, per gradient, ||G - G_ref||_F / ||G_ref||_F <= 2.5 * 2^-8.
+// 2 (n_k + d) 2^-24) max|O_ref| (plus 2^-8 max|V| where the native bf16 fused forward rounds
+// P to bf16) and, per gradient, ||G - G_ref||_F / ||G_ref||_F <= 2.5 * 2^-8.
 // At N = 4096, d = 64 and 128: every forced variant of the sparse fused schedule and the
 // materializing schedule on a window-plus-random support, and the dense fused forward on
 // sampled rows (the whole double reference would take seconds); the dense backward and both
@@ -9,6 +10,7 @@
 #include <ioattn/attention.hpp>
 #include <ioattn/bf16.hpp>
 #include <ioattn/dense.hpp>
+#include <ioattn/isa.hpp>
 #include <ioattn/sparse/backward.hpp>
 #include <ioattn/sparse/forward.hpp>
 #include <ioattn/sparse/pattern.hpp>
@@ -122,6 +124,12 @@ double o_tolerance(const Problem& p, const std::vector<double>& o_ref) {
     return (kU16 + 2.0 * static_cast<double>(p.n_k + p.d) * kU32) * max_abs(o_ref);
 }
 
+/// The native bf16 kernel's one extra rounding (P to bf16 before P V) adds at most u max|V| to
+/// O (docs/design.md section 16); the widening path does not round P.
+double p_rounding(const std::vector<double>& v, bool dense_fused) {
+    return dense_fused && ioattn::bf16_kernels_native() ? kU16 * max_abs(v) : 0.0;
+}
+
 double max_error(const std::vector<bf16>& x, const std::vector<double>& ref) {
     double e = 0;
     for (std::size_t i = 0; i < x.size(); ++i) {
@@ -150,7 +158,8 @@ void check_run(Run& r,
     (void)ioattn::attention<bf16>(a, s, o);
     const double tol = o_tolerance(r.p, ref.o);
     CHECK(tol <= 5e-3 * max_abs(ref.o));
-    CHECK(max_error(r.o16, ref.o) <= tol);
+    const bool dense_fused = s.support == nullptr && o.schedule == Schedule::fused;
+    CHECK(max_error(r.o16, ref.o) <= tol + p_rounding(r.v, dense_fused));
     (void)ioattn::attention_backward<bf16>(a, s, o);
     CHECK(relative_frobenius(r.dq16, ref.d_q) <= 2.5 * kU16);
     CHECK(relative_frobenius(r.dk16, ref.d_k) <= 2.5 * kU16);
@@ -235,7 +244,7 @@ TEST_CASE("bf16 accuracy at N = 4096: the dense fused forward on sampled rows",
         double err = 0;
         for (std::size_t x = 0; x < o_ref.size(); ++x)
             err = std::max(err, std::fabs(o_got[x] - o_ref[x]));
-        CHECK(err <= o_tolerance(p, o_ref));
+        CHECK(err <= o_tolerance(p, o_ref) + p_rounding(r.v, true));
     }
 }
 

@@ -1,9 +1,14 @@
 // ioattn::dense::forward: routes by tiling.schedule to the forward kernels, and the dry run that
-// walks a schedule without data. bf16 views run the float kernels on fp32 copies
+// walks a schedule without data. bf16 views run the native bf16 fused kernel where
+// bf16_kernels_native() (dense/kernels_bf16.hpp), otherwise the float kernels on fp32 copies
 // (ioattn/widen.hpp). No algorithm lives here.
+
+#include "dense/kernels_bf16.hpp"
 
 #include <ioattn/dense/forward.hpp>
 #include <ioattn/error.hpp>
+#include <ioattn/isa.hpp>
+#include <ioattn/kernels/dispatch.hpp>
 #include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/widen.hpp>
 
@@ -18,6 +23,15 @@ void forward(const ForwardArgs<Scalar>& args,
              const MemoryModel& memory,
              Counter& counter) {
     if constexpr (std::is_same_v<Scalar, bf16>) {
+#if defined(IOATTN_BUILT_AVX512BF16)
+        // the native kernel: its own dry run counts, its timed run computes
+        if (tiling.schedule == Schedule::fused && bf16_kernels_native()) {
+            kernels::counted(counter, [&](auto& c) {
+                isa_avx512bf16::forward_fused_bf16(args, tiling, memory, c);
+            });
+            return;
+        }
+#endif
         // a dry run walks shapes only: its views may hold no data
         const WidenedForward w(args, "ioattn::dense::forward", !Counter::kComputes);
         forward(w.args(), tiling, memory, counter);

@@ -1,10 +1,15 @@
 // ioattn::attention and friends for bf16 views (ioattn/attention.hpp, docs/design.md section
-// 16): the one place the entry point meets bf16. Each call widens the bf16 operands (dense
-// views: ioattn/widen.hpp; sparse operands: fp32 copies of their values, sharing nothing) and
-// runs the float entry on the copies in the same arena, then rounds the outputs back; plans
-// and counts are those of the float problem. No algorithm lives here.
+// 16): the one place the entry point meets bf16. A dense fused forward goes to dense::forward
+// on the bf16 views when the native bf16 kernel runs (bf16_kernels_native). Every other call
+// widens the bf16 operands (dense views: ioattn/widen.hpp; sparse operands: fp32 copies of
+// their values, sharing nothing) and runs the float entry on the copies in the same arena,
+// then rounds the outputs back. Plans and counts are those of the float problem. No algorithm
+// lives here.
 
 #include <ioattn/attention.hpp>
+#include <ioattn/dense.hpp>
+#include <ioattn/error.hpp>
+#include <ioattn/isa.hpp>
 #include <ioattn/parallel.hpp>
 #include <ioattn/resources.hpp>
 #include <ioattn/sparse/sparse_rows.hpp>
@@ -64,6 +69,39 @@ bool has_sparse_operand(const Structure<bf16>& s) {
     return s.inputs.q != nullptr || s.inputs.k != nullptr || s.inputs.v != nullptr;
 }
 
+/// Whether `plan` is the dense fused forward and the native bf16 kernel runs it: then the bf16
+/// views go to dense::forward as they are, without fp32 copies (ioattn/isa.hpp:
+/// bf16_kernels_native).
+bool runs_native(const AttentionPlan& plan, const Structure<bf16>& s) {
+    return plan.pass == Pass::forward && plan.schedule == Schedule::fused && !plan.sparse &&
+           !plan.variants && s.support == nullptr && !has_sparse_operand(s) &&
+           bf16_kernels_native();
+}
+
+/// The plan run by the native kernel, as the float entry runs a plan (attention.cpp): views
+/// checked naming the caller, counted if asked, in the arena of options.threads.
+AttentionReport
+run_native(const ForwardArgs<bf16>& args, const AttentionPlan& plan, const AttentionOptions& o) {
+    const std::string where(o.where);
+    ForwardArgs<bf16> a = args;
+    a.validate(where);
+    if (!(plan.problem == a.problem))
+        throw InvalidArgument(where + ": the plan was made for another problem, pass or "
+                                      "structure than these views");
+    AttentionReport report{plan, std::nullopt, std::nullopt};
+    if (!o.count_io && o.counter == nullptr) {
+        NullCounter c;
+        with_threads(o.threads, [&] { dense::forward(a, plan.tiling, plan.memory, c); });
+        return report;
+    }
+    IoCounter local(plan.memory.fast_words);
+    IoCounter& c = o.counter != nullptr ? *o.counter : local;
+    with_threads(o.threads, [&] { dense::forward(a, plan.tiling, plan.memory, c); });
+    report.io = c.report();
+    report.closed_form = io_cost<float>(plan, Structure<float>{});
+    return report;
+}
+
 /// Widens, runs `run(float args, float structure)` in the arena of options.threads, narrows.
 template <typename Widened, typename Args, typename Run>
 AttentionReport
@@ -99,6 +137,13 @@ template <>
 AttentionReport attention<bf16>(const ForwardArgs<bf16>& args,
                                 const Structure<bf16>& structure,
                                 const AttentionOptions& options) {
+    if (structure.support == nullptr && !has_sparse_operand(structure) &&
+        bf16_kernels_native()) { // a dense plan, O(1)
+        const AttentionPlan plan =
+            plan_attention<bf16>(args.problem, Pass::forward, structure, options);
+        if (runs_native(plan, structure))
+            return run_native(args, plan, options);
+    }
     return widened<WidenedForward>(
         args, structure, options, [&](const ForwardArgs<float>& a, const Structure<float>& s) {
             return attention<float>(a, s, options);
@@ -110,6 +155,8 @@ AttentionReport attention<bf16>(const ForwardArgs<bf16>& args,
                                 const Structure<bf16>& structure,
                                 const AttentionPlan& plan,
                                 const AttentionOptions& options) {
+    if (runs_native(plan, structure))
+        return run_native(args, plan, options);
     return widened<WidenedForward>(
         args, structure, options, [&](const ForwardArgs<float>& a, const Structure<float>& s) {
             return attention<float>(a, s, plan, options);

@@ -1,5 +1,6 @@
 // Tests of dense::forward / backward with bf16 views (lib/src/dense/forward.cpp, backward.cpp,
-// lib/src/widen.cpp; docs/design.md section 16): the outputs are bit for bit the float schedule
+// lib/src/widen.cpp; docs/design.md section 16) on the widening path (IOATTN_ISA naming the
+// active target, so the native bf16 fused forward stays off): the outputs are bit for bit the float schedule
 // on the widened inputs, rounded to nearest even (L: the float schedule's), for every schedule,
 // with strided views and one thread or all; counted and dry-run I/O are the float schedule's
 // and equal io_cost; the fp32 copies are checked against the memory limit; bad views throw.
@@ -8,6 +9,7 @@
 
 #include <ioattn/bf16.hpp>
 #include <ioattn/dense.hpp>
+#include <ioattn/isa.hpp>
 #include <ioattn/resources.hpp>
 #include <ioattn/widen.hpp>
 
@@ -108,8 +110,15 @@ Problem shape(bool causal) {
     return p.resolved("test");
 }
 
+/// IOATTN_ISA naming the active target: the widening path, with the native bf16 fused forward
+/// off (tested in forward_fused_bf16_test.cpp).
+ioattn::test::ScopedEnv widening_path() {
+    return {"IOATTN_ISA", std::string(ioattn::to_string(ioattn::active_isa()))};
+}
+
 TEST_CASE("dense bf16: each schedule is the float schedule on widened inputs, rounded",
           "[bf16][dense]") {
+    const auto widening = widening_path();
     const MemoryModel m{1 << 13};
     for (const bool causal : {false, true})
         for (const Schedule s : {Schedule::fused, Schedule::materialized}) {
@@ -174,6 +183,7 @@ TEST_CASE("dense bf16: the reference schedule, the convenience call and the dry 
 
 TEST_CASE("dense bf16: fp32 copies are checked against the memory limit; bad views throw",
           "[bf16][dense]") {
+    const auto widening = widening_path();
     Data x(shape(false));
     const MemoryModel m{1 << 13};
     const Tiling t = Tiling::for_memory(Schedule::fused, m, x.p);

@@ -15,11 +15,13 @@
 /// `inline namespace IOATTN_ISA`: otherwise an AVX-512 copy of an inline function could be the
 /// one the linker keeps for the baseline callers too (an illegal instruction on older CPUs).
 
-#if defined(IOATTN_TARGET_AVX512) + defined(IOATTN_TARGET_AVX2) + defined(IOATTN_TARGET_SSE2) > 1
+#if defined(IOATTN_TARGET_AVX512) + defined(IOATTN_TARGET_AVX512BF16) +                            \
+        defined(IOATTN_TARGET_AVX2) + defined(IOATTN_TARGET_SSE2) >                                \
+    1
 #error "ioattn: at most one IOATTN_TARGET_* macro per translation unit"
 #endif
 
-#if defined(IOATTN_TARGET_AVX512)
+#if defined(IOATTN_TARGET_AVX512) || defined(IOATTN_TARGET_AVX512BF16)
 #define IOATTN_ISA_LEVEL 3
 #elif defined(IOATTN_TARGET_AVX2)
 #define IOATTN_ISA_LEVEL 2
@@ -34,11 +36,18 @@
 #define IOATTN_ISA_LEVEL 1
 #endif
 
-#if (defined(IOATTN_TARGET_AVX512) || defined(IOATTN_TARGET_AVX2)) && !defined(IOATTN_TARGET_REGION)
+#if (defined(IOATTN_TARGET_AVX512) || defined(IOATTN_TARGET_AVX512BF16) ||                         \
+     defined(IOATTN_TARGET_AVX2)) &&                                                               \
+    !defined(IOATTN_TARGET_REGION)
 #error "ioattn: include <ioattn/kernels/target_begin.hpp> before the kernel headers"
 #endif
 
-#if IOATTN_ISA_LEVEL == 3
+// The avx512 target with AVX512_BF16 (the native bf16 kernels) keeps its inline code in a
+// namespace of its own: its copies of the shared kernel headers may use those instructions.
+#if defined(IOATTN_TARGET_AVX512BF16)
+#define IOATTN_ISA isa_avx512bf16
+#define IOATTN_ISA_NAME "avx512bf16"
+#elif IOATTN_ISA_LEVEL == 3
 #define IOATTN_ISA isa_avx512
 #define IOATTN_ISA_NAME "avx512"
 #elif IOATTN_ISA_LEVEL == 2

@@ -1,5 +1,6 @@
 // Opens the `#pragma GCC target` region of an ISA target: everything after this include in the
-// translation unit is compiled for IOATTN_TARGET_AVX512 or IOATTN_TARGET_AVX2 (nothing changes
+// translation unit is compiled for IOATTN_TARGET_AVX512, IOATTN_TARGET_AVX512BF16 (the avx512
+// target plus AVX512_BF16, for the native bf16 kernels) or IOATTN_TARGET_AVX2 (nothing changes
 // for the baseline target or an IOATTN_NATIVE build). Include it once, after every header whose
 // code is not in `inline namespace IOATTN_ISA` (the standard library, oneTBB, the non-kernel
 // ioattn headers) and before the kernel headers: templates and inline functions keep the target
@@ -36,7 +37,10 @@
 
 #define IOATTN_TARGET_REGION 1
 
-#if defined(IOATTN_TARGET_AVX512)
+#if defined(IOATTN_TARGET_AVX512BF16)
+#pragma GCC target(                                                                                \
+    "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,bmi,bmi2,f16c,lzcnt,popcnt")
+#elif defined(IOATTN_TARGET_AVX512)
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,bmi,bmi2,f16c,lzcnt,popcnt")
 #elif defined(IOATTN_TARGET_AVX2)
 #pragma GCC target("avx2,fma,bmi,bmi2,f16c,lzcnt,popcnt")
