@@ -1,7 +1,8 @@
 // ioattn::sparse::backward_materialized: materializing sparse backward (SDDMM over Omega, P and
 // dS stored, SpMM and transposed SpMM). Per (batch, kv head) in turn, for its group of query
 // heads, square tiles of side b = tiling.rows, only the non-empty tiles of Omega (of Omega^T per
-// key tile); P, then dS over it, in slow memory (group * Z_QK values in Omega's CSR order).
+// key tile); P, then dS over it, in slow memory (group * Z_QK values, tile-major: a tile's
+// values as one run, so that dV and dK, which walk Omega^T, gather within it).
 // Feature chunks of width w = tiling.feature_chunk(). A tile (i, j) reads only its touched
 // rows: the keys of K_j, V_j some row of i pairs with, the queries of Q_i, dO_i in dV and dK
 // with a key in j (u_ij keys, u'_ij queries; a dense tile packs the others as zero rows).
@@ -25,7 +26,7 @@
 //   + Z + dch Z + U d + dch Z + R d + iw ((2 + dch + 2 (vch + dch)) Z + (dch + vch) Z_pp),
 //   T' = 1 if d <= w else T, T'' = 0 if d_v <= w else T; writes 2 Z, plus n_q d per head and
 //   n_k (d + d_v) per kv slice. Indices, iw words each: a pass over a tile's values reads their
-//   keys (P, dS, each d chunk of dQ) or Omega^T's queries and positions (each chunk of dV, dK);
+//   keys (P, dS, each d chunk of dQ) or Omega^T's queries and places (each chunk of dV, dK);
 //   a per-pair tile's SDDMMs read its keys per chunk (tile_rule.hpp, Z_pp its pairs).
 // Sparse inputs count their stored words (nnz(Q_i), nnz of the touched rows) and are
 //   scattered into the same buffers, or multiplied as stored on a tile with few pairs. Pairs
@@ -42,6 +43,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -83,6 +85,8 @@ void probs_tile(const Slice<Scalar>& w, std::int64_t k, std::int64_t blk, int wo
         io.acquire(r * p.d);
         detail::read_rows(io, Operand::q, qs, w.src->q, w.bb, h, i0, r);
     }
+    [[maybe_unused]] std::int64_t at =
+        w.s->row_offsets()[static_cast<std::size_t>(i0)]; // the tile's P
     for (const BlockTile& t : tiles) {
         const std::int64_t j0 = t.col_block * w.b, c = w.cols(j0);
         const auto keys = w.touched_keys(i0, j0, c);
@@ -127,7 +131,8 @@ void probs_tile(const Slice<Scalar>& w, std::int64_t k, std::int64_t blk, int wo
             for (std::int64_t x = 0; x < r; ++x) {
                 const Scalar l2 = kernels::lse2(*a.lse.row(w.bb, h, i0 + x));
                 const auto [lo, hi] = w.segment(i0 + x, j0, c);
-                Scalar* out = &w.store(k, lo);
+                Scalar* out = &w.store(k, at);
+                at += hi - lo;
                 for (std::int64_t e = lo; e < hi; ++e)
                     out[e - lo] = std::min(s[x * ld + w.key(e) - j0] * scale, l2); // P <= 1
                 if (l2 == std::numeric_limits<Scalar>::infinity())
@@ -177,6 +182,8 @@ void d_scores_tile(
                                          xw);
         io.release(r * xw + d_o_words);
     }
+    [[maybe_unused]] std::int64_t at =
+        w.s->row_offsets()[static_cast<std::size_t>(i0)]; // the tile's P, dS
     for (const BlockTile& t : tiles) {
         const std::int64_t j0 = t.col_block * w.b, c = w.cols(j0);
         const auto keys = w.touched_keys(i0, j0, c);
@@ -219,13 +226,45 @@ void d_scores_tile(
             for (std::int64_t x = 0; x < r; ++x) { // --- dS_ij = P_ij o (dP_ij - D_i) ---
                 const auto [lo, hi] = w.segment(i0 + x, j0, c);
                 for (std::int64_t e = lo; e < hi; ++e)
-                    w.store(k, e) *= dp[x * ld + w.key(e) - j0] - delta[x];
+                    w.store(k, at + e - lo) *= dp[x * ld + w.key(e) - j0] - delta[x];
+                at += hi - lo;
             }
         }
         io.write({Operand::d_scores, qs, i0, t.nonzeros, j0, 1});
         io.release(2 * r * c);
     }
     io.release(r + (held ? r * p.d_v : 0));
+}
+
+/// The P/dS store is tile-major (each non-empty tile's values together, row by row, in the
+/// order of Omega's b x b tiles per row tile), so that every phase reads a tile's values as one
+/// run. Per entry of Omega^T, its place there (dV and dK gather by it): built once per (support,
+/// b) and kept with the support, as its transpose is.
+inline std::shared_ptr<const std::vector<std::int64_t>> tile_places(const Support& s,
+                                                                    const BlockView& view) {
+    const std::int64_t b = view.rows;
+    const auto kept = s.cached_value("materialized-places:" + std::to_string(b), [&] {
+        std::vector<std::int64_t> at(static_cast<std::size_t>(s.z_qk()));
+        for (std::int64_t i = 0; i < view.row_blocks; ++i) {
+            const std::int64_t i0 = i * b, r = view.block_rows(i);
+            std::int64_t next = s.row_offsets()[static_cast<std::size_t>(i0)];
+            for (const BlockTile& t : view.tiles_of(i)) {
+                const std::int64_t j0 = t.col_block * b, c = view.block_cols(t.col_block);
+                for (std::int64_t x = 0; x < r; ++x) {
+                    const std::int64_t base = s.row_offsets()[static_cast<std::size_t>(i0 + x)];
+                    const auto [lo, hi] = detail::keys_in(s.row(i0 + x), j0, c);
+                    for (std::int64_t e = lo; e < hi; ++e)
+                        at[static_cast<std::size_t>(base + e)] = next++;
+                }
+            }
+        }
+        const auto positions = s.transposed_positions();
+        auto of_t = std::make_shared<std::vector<std::int64_t>>(positions.size());
+        for (std::size_t e = 0; e < positions.size(); ++e)
+            (*of_t)[e] = at[static_cast<std::size_t>(positions[e])];
+        return std::shared_ptr<const void>(std::move(of_t));
+    });
+    return std::static_pointer_cast<const std::vector<std::int64_t>>(kept);
 }
 
 } // namespace
@@ -250,7 +289,7 @@ void backward_materialized(const BackwardArgs<Scalar>& args,
     const std::int64_t row_tiles = rows_view.row_blocks, key_tiles = keys_view.row_blocks;
     const std::int64_t chunk = tiling.feature_chunk();
     const std::int64_t dch = (p.d + chunk - 1) / chunk, vch = (p.d_v + chunk - 1) / chunk;
-    // fast memory: D_i, one tile and one chunk per worker; slow memory: P, then dS (CSR order)
+    // fast memory: D_i, one tile and one chunk per worker; slow memory: P, then dS (tile-major)
     const bool computes = Counter::kComputes;
     const int workers = computes ? max_concurrency() : 0;
     CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
@@ -258,7 +297,9 @@ void backward_materialized(const BackwardArgs<Scalar>& args,
     const kernels::Workspace<Scalar> slow(computes ? 1 : 0, p.group() * support.z_qk());
     alloc.allocate();
     Scalar* const pds = computes ? slow.slab(0) : nullptr;
-    Slice<Scalar> w{&a, &src, &support, &rows_view, &keys_view, b, 0, 0, pds, &fast, chunk};
+    const auto places = computes ? tile_places(support, rows_view) : nullptr;
+    const std::int64_t* const at_t = places ? places->data() : nullptr;
+    Slice<Scalar> w{&a, &src, &support, &rows_view, &keys_view, b, 0, 0, pds, &fast, chunk, at_t};
     for (int worker = 0; worker < workers; ++worker) {
         std::fill(w.ones(worker), w.ones(worker) + w.ld(), Scalar(1));
         std::fill(w.zeros(worker), w.zeros(worker) + w.chunk_width(), Scalar(0));

@@ -24,7 +24,7 @@ inline namespace IOATTN_ISA {
 
 /// One kv slice (batch bb, kv head g) and its group of query heads, tiles of side b, feature
 /// chunks of width w (Tiling::feature_chunk). `pds` is the slow-memory P/dS store
-/// [group][Z_QK] in CSR order; `fast` the per-worker scratch: D (rb), a dense tile (rb x ld),
+/// [group][Z_QK], tile-major (a tile's values as one run, row by row); `fast` the per-worker scratch: D (rb), a dense tile (rb x ld),
 /// an accumulator (max(rb, cb) x wb), the scattered chunks of sparse operands (rb x wb for Q,
 /// cb x wb for K or V), the B^T of a dense tile (wb x ld), ones (ld), one key's values down a
 /// row tile (rb) and zeros (wb: the untouched keys of a dense tile),
@@ -40,6 +40,8 @@ struct Slice {
     Scalar* pds;
     const kernels::Workspace<Scalar>* fast;
     std::int64_t w; ///< the feature chunk
+    /// per entry of Omega^T, its place in the tile-major P/dS store (tile_places)
+    const std::int64_t* at_t;
 
     [[nodiscard]] static std::int64_t lanes(const Problem& p, std::int64_t b) {
         constexpr int kL = kernels::Simd<Scalar>::kLanes;
@@ -138,7 +140,7 @@ struct Slice {
         return s->col_indices()[static_cast<std::size_t>(e)];
     }
 
-    /// The stored P/dS value of head k at CSR position e.
+    /// The stored P/dS value of head k at place e of the tile-major store.
     [[nodiscard]] Scalar& store(std::int64_t k, std::int64_t e) const {
         return pds[k * s->z_qk() + e];
     }

@@ -37,6 +37,8 @@ void d_q_chunk(const Slice<Scalar>& w,
         std::fill(acc, acc + r * kw, Scalar(0));
     }
     io.acquire(r * kw);
+    [[maybe_unused]] std::int64_t at =
+        w.s->row_offsets()[static_cast<std::size_t>(i0)]; // the tile's dS
     for (const BlockTile& t : w.rows_view->tiles_of(blk)) {
         const std::int64_t j0 = t.col_block * w.b, c = w.cols(j0);
         const auto keys = w.touched_keys(i0, j0, c);
@@ -58,11 +60,12 @@ void d_q_chunk(const Slice<Scalar>& w,
             for (std::int64_t x = 0; x < r; ++x) { // --- dQ_ik += dS_ij K_j[:,k] on Omega ---
                 const auto [lo, hi] = w.segment(i0 + x, j0, c);
                 kernels::spmm_row(
-                    &w.store(k, lo),
+                    &w.store(k, at),
                     hi - lo,
                     [&, lo = lo](std::int64_t e) { return kj.row(w.key(lo + e) - j0); },
                     acc + x * kw,
                     kw);
+                at += hi - lo;
             }
         }
         io.release(r * c + c * kw);
@@ -97,7 +100,7 @@ void d_kv_chunk(const Slice<Scalar>& w,
         std::fill(acc, acc + c * zw, Scalar(0));
     }
     const Support& st = w.s->transposed(); // keys' columns, and each entry's place in Omega
-    const auto positions = w.s->transposed_positions();
+
     io.acquire(c * zw);
     for (std::int64_t k = 0; k < p.group(); ++k) {
         const std::int64_t qs = w.q_slice(k), h = w.head(k);
@@ -130,7 +133,7 @@ void d_kv_chunk(const Slice<Scalar>& w,
                     const std::int64_t base = st.row_offsets()[static_cast<std::size_t>(j0 + y)];
                     const auto [lo, hi] = keys_in(col, i0, r);
                     for (std::int64_t e = lo; e < hi; ++e)
-                        pv[e - lo] = w.store(k, positions[static_cast<std::size_t>(base + e)]);
+                        pv[e - lo] = w.store(k, w.at_t[base + e]);
                     kernels::spmm_row(
                         pv,
                         hi - lo,
