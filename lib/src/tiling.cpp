@@ -90,22 +90,27 @@ fused_backward_resident(const Problem& p, std::int64_t res, std::int64_t str, Ke
     return std::max({pass0, scratch + stream, rb * (p.d + dw)});
 }
 
-/// Materialized backward residency (see backward_materialized.cpp), the largest phase:
-/// P (L_i resident), dV = P^T dO, dS = P o (dO V^T - D) (D_i resident), dQ = dS K, dK = dS^T Q.
-/// r is the tallest row tile with a visible key (under causal masking with n_q > n_k the full
-/// row tiles may see nothing); every row tile, visible or not, writes its dQ chunks (rf x kd).
-std::int64_t materialized_backward_resident(const Problem& p, std::int64_t b) {
+/// Materialized backward residency (see backward_materialized.cpp), feature chunks of width
+/// w, the largest phase: P (L_i resident), dV = P^T dO, dS = P o (dO V^T - D) (D_i resident),
+/// dQ = dS K, dK = dS^T Q. r is the tallest row tile with a visible key (under causal masking
+/// with n_q > n_k the full row tiles may see nothing); every row tile, visible or not, writes
+/// its dQ chunks (rf x kd). The sparse kernels keep dO_i over a row tile's dS tiles when
+/// d_v <= w (sparse/src/kernels/materialized/backward_materialized.cpp), beside both S tiles.
+std::int64_t
+materialized_backward_resident(const Problem& p, std::int64_t b, std::int64_t w, Kernels st) {
     const std::int64_t rf = std::min(b, p.n_q);
     const std::int64_t last0 = (p.n_q - 1) / b * b; // first row of the last row tile
     const std::int64_t r = last0 == 0 || p.visible_keys(last0 - 1) > 0 ? rf : p.n_q - last0;
     const std::int64_t c = std::min(b, p.n_k);
-    const std::int64_t kd = std::min(b, p.d);
-    const std::int64_t kv = std::min(b, p.d_v);
-    return std::max({r + r * c + r * kd + c * kd,                                    // P
-                     c * kv + r * c + r * kv,                                        // dV
-                     r + std::max({2 * r * kv, r * c + r * kv + c * kv, 2 * r * c}), // dS
-                     rf * kd,                                                        // dQ (zeros)
-                     r * kd + r * c + c * kd});                                      // dQ, dK
+    const std::int64_t kd = std::min(w, p.d);
+    const std::int64_t kv = std::min(w, p.d_v);
+    const std::int64_t held = st == Kernels::sparse && p.d_v <= w ? r * kv : 0; // dO_i kept
+    const std::int64_t d_s = r + std::max({2 * r * kv, r * c + r * kv + c * kv, held + 2 * r * c});
+    return std::max({r + r * c + r * kd + c * kd, // P
+                     c * kv + r * c + r * kv,     // dV
+                     d_s,                         // dS
+                     rf * kd,                     // dQ (zeros)
+                     r * kd + r * c + c * kd});   // dQ, dK
 }
 
 std::int64_t resident(const Problem& p,
@@ -118,8 +123,9 @@ std::int64_t resident(const Problem& p,
     if (s == Schedule::fused)
         return pass == Pass::forward ? fused_forward_resident(p, rows, cols, st)
                                      : fused_backward_resident(p, rows, cols, st);
-    return pass == Pass::forward ? materialized_forward_resident(p, rows, depth > 0 ? depth : rows)
-                                 : materialized_backward_resident(p, rows);
+    const std::int64_t w = depth > 0 ? depth : rows;
+    return pass == Pass::forward ? materialized_forward_resident(p, rows, w)
+                                 : materialized_backward_resident(p, rows, w, st);
 }
 
 /// The largest x in [1, n] with fits(x) (residency grows with x), or 0 if fits(1) is false.
@@ -176,15 +182,16 @@ materialized_for_memory(const MemoryModel& m, const Problem& p, Pass pass, Kerne
     if (b < 1)
         return std::nullopt;
     Tiling t{Schedule::materialized, b, b};
-    if (resident(p, Schedule::materialized, pass, b, b) > m.fast_words)
+    if (resident(p, Schedule::materialized, pass, b, b, kernels) > m.fast_words)
         return std::nullopt;
-    // The dense forward gives the words 4 b^2 leaves over (b is rounded down) to whole
-    // feature rows when they fit: Q_i is then read once per row block and O_i formed in one
-    // pass over the stored scores. Only possible for M > d^2, where fused is the schedule
-    // of choice; it keeps the materialized schedule's count what a cache of M words moves
-    // (d = 64, M = 8192: LRU at 4M moved 0.75x the count with chunks of b = 32, section 8).
+    // The forward, and the sparse kernels' backward, give the words 4 b^2 leaves over (b is
+    // rounded down) to whole feature rows when they fit: Q_i (and in the backward dO_i) is
+    // then read once per row block and every pass over the stored scores is one chunk. Only
+    // possible for M > d^2, where fused is the schedule of choice; it keeps the materialized
+    // schedule's count what a cache of M words moves (d = 64, M = 8192: LRU at 4M moved 0.75x
+    // the dense forward's count with chunks of b = 32, section 8).
     const std::int64_t full = std::max(p.d, p.d_v);
-    if (pass == Pass::forward && kernels == Kernels::dense && full > b &&
+    if ((pass == Pass::forward || kernels == Kernels::sparse) && full > b &&
         resident(p, Schedule::materialized, pass, b, b, kernels, full) <= m.fast_words)
         t.depth = full;
     return t;
@@ -302,10 +309,11 @@ void Tiling::validate(std::string_view where,
     if (schedule == Schedule::materialized && rows != cols)
         throw InvalidArgument(w + ": materialized tiling " + std::to_string(rows) + " x " +
                               std::to_string(cols) + " is not square");
-    if (depth < 0 || (depth > 0 && (schedule != Schedule::materialized || pass != Pass::forward ||
-                                    kernels != Kernels::dense)))
+    if (depth < 0 || (depth > 0 && (schedule != Schedule::materialized ||
+                                    (pass == Pass::backward && kernels == Kernels::dense))))
         throw InvalidArgument(w + ": tiling depth " + std::to_string(depth) +
-                              " (expected 0, or >= 1 for the dense materialized forward only)");
+                              " (expected 0, or >= 1 for the materialized schedule, not the dense "
+                              "backward)");
     memory.validate(w.c_str());
     const std::int64_t need = resident_words(problem, pass, kernels);
     if (need > memory.fast_words)

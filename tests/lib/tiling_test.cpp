@@ -149,13 +149,24 @@ TEST_CASE("Tiling::for_memory materialized: b = floor(sqrt(M/4)), whole lines fr
         CHECK(t->depth == (fits ? full : 0));
         CHECK(ioattn::io_cost_forward(p, *t).total() <=
               ioattn::io_cost_forward(p, chunked).total());
-        // the backward and the sparse kernels keep chunks of b
-        for (const auto& [pass, kernels] :
-             {std::pair{ioattn::Pass::backward, ioattn::Kernels::dense},
-              std::pair{ioattn::Pass::forward, ioattn::Kernels::sparse}}) {
-            const auto other = Tiling::try_for_memory(Schedule::materialized, m, p, pass, kernels);
-            if (other)
-                CHECK(other->depth == 0);
+        // the dense backward keeps chunks of b; the sparse kernels take whole feature rows
+        // exactly when they fit their footprint, both ways
+        const auto dense_back =
+            Tiling::try_for_memory(Schedule::materialized, m, p, ioattn::Pass::backward);
+        if (dense_back)
+            CHECK(dense_back->depth == 0);
+        for (const auto pass : {ioattn::Pass::forward, ioattn::Pass::backward}) {
+            const auto sp =
+                Tiling::try_for_memory(Schedule::materialized, m, p, pass, ioattn::Kernels::sparse);
+            if (!sp)
+                continue;
+            Tiling sp_whole = *sp;
+            sp_whole.depth = full;
+            CHECK(sp->depth == (full > b && sp_whole.resident_words(
+                                                p, pass, ioattn::Kernels::sparse) <= m.fast_words
+                                    ? full
+                                    : 0));
+            CHECK(sp->resident_words(p, pass, ioattn::Kernels::sparse) <= m.fast_words);
         }
     }
 }
@@ -252,17 +263,17 @@ TEST_CASE("Tiling::validate", "[tiling][throws]") {
     CHECK_THROWS_AS((Tiling{Schedule::fused, -3, 4}.validate("v", big, p)), InvalidArgument);
     CHECK_THROWS_AS((Tiling{Schedule::materialized, 4, 5}.validate("v", big, p)), InvalidArgument);
     CHECK_NOTHROW((Tiling{Schedule::materialized, 5, 5}.validate("v", big, p)));
-    // a feature-chunk depth is the dense materialized forward's alone
+    // a feature-chunk depth is the materialized schedule's, but not the dense backward's
     CHECK_NOTHROW((Tiling{Schedule::materialized, 5, 5, 8}.validate("v", big, p)));
     CHECK_THROWS_AS((Tiling{Schedule::materialized, 5, 5, -1}.validate("v", big, p)),
                     InvalidArgument);
     CHECK_THROWS_AS((Tiling{Schedule::fused, 8, 4, 8}.validate("v", big, p)), InvalidArgument);
-    CHECK_THROWS_AS(
+    CHECK_THROWS_WITH(
         (Tiling{Schedule::materialized, 5, 5, 8}.validate("v", big, p, ioattn::Pass::backward)),
-        InvalidArgument);
-    CHECK_THROWS_WITH((Tiling{Schedule::materialized, 5, 5, 8}.validate(
-                          "v", big, p, ioattn::Pass::forward, ioattn::Kernels::sparse)),
-                      Catch::Contains("depth 8"));
+        Catch::Contains("depth 8"));
+    for (const auto pass : {ioattn::Pass::forward, ioattn::Pass::backward})
+        CHECK_NOTHROW((Tiling{Schedule::materialized, 5, 5, 8}.validate(
+            "v", big, p, pass, ioattn::Kernels::sparse)));
     CHECK_THROWS_AS(f.validate("v", MemoryModel{0}, p), InvalidArgument);
 }
 

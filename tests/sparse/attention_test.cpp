@@ -170,8 +170,10 @@ TEST_CASE("auto selects as the libraries' selectors", "[sparse][attention]") {
         CHECK(plan(Pass::forward, &band) ==
               ioattn::sparse::select_schedule(p, band, mem, select, z_in));
         // the sparse backward: cost compares the exact words; theory the crossover
-        const auto f = Tiling::try_for_memory(Schedule::fused, mem, p, Pass::backward);
-        const auto t = Tiling::try_for_memory(Schedule::materialized, mem, p, Pass::backward);
+        const auto f = Tiling::try_for_memory(
+            Schedule::fused, mem, p, Pass::backward, ioattn::Kernels::sparse);
+        const auto t = Tiling::try_for_memory(
+            Schedule::materialized, mem, p, Pass::backward, ioattn::Kernels::sparse);
         Schedule want = f ? Schedule::fused : Schedule::materialized;
         if (f && t) {
             const std::int64_t zb = ioattn::sparse::z_input(p, Pass::backward);

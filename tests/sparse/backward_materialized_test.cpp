@@ -106,14 +106,24 @@ TEST_CASE("sparse backward_materialized: counted I/O equals the cost, the dry ru
                 if (spec == "dense") {
                     // the dense kernel's words, plus the index reads: keys in P, dS and each d
                     // chunk of dQ, Omega^T's queries and positions in each chunk of dV and dK
-                    // (full tiles: no per-pair SDDMM), two float words per int64
+                    // (full tiles: no per-pair SDDMM), two float words per int64; less Q_i
+                    // re-read per tile of P when d <= b and dO_i per tile of dS when d_v <= b
+                    // (kept over the row tile: every row tile sees all T key tiles)
                     const auto dense = ioattn::io_cost_backward_materialized(p, t);
                     const Problem q = p.resolved("test");
                     const std::int64_t dch = (q.d + b - 1) / b, vch = (q.d_v + b - 1) / b;
                     const std::int64_t index = 2 * (2 + dch + 2 * (vch + dch)) * s.z_qk();
-                    CHECK(cost.reads == dense.reads + index * q.batch_heads());
+                    const std::int64_t tiles = (n_k + b - 1) / b;
+                    const bool q_held = q.d <= b, d_o_held = q.d_v <= b;
+                    const std::int64_t kept = (q_held ? (tiles - 1) * n_q * q.d : 0) +
+                                              (d_o_held ? tiles * n_q * q.d_v : 0);
+                    CHECK(cost.reads == dense.reads + (index - kept) * q.batch_heads());
                     CHECK(cost.writes == dense.writes);
-                    CHECK(cost.peak == dense.peak);
+                    // dO_i kept beside dS's two tiles
+                    CHECK(cost.peak == (d_o_held ? t.resident_words(p,
+                                                                    ioattn::Pass::backward,
+                                                                    ioattn::Kernels::sparse)
+                                                 : dense.peak));
                 }
                 const MemoryModel short_m{m.fast_words - 1};
                 NullCounter none;

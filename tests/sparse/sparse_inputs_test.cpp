@@ -251,7 +251,8 @@ TEST_CASE("sparse inputs: counted I/O equals the cost and the dry run, below the
         for (const Tiling& t : {kFused,
                                 Tiling{Schedule::fused, 7, 16},
                                 kMaterialized,
-                                Tiling{Schedule::materialized, 5, 5}})
+                                Tiling{Schedule::materialized, 5, 5},
+                                Tiling{Schedule::materialized, 5, 5, 7}}) // whole rows
             for (const Pass pass : {Pass::forward, Pass::backward})
                 for (const double cut : {0.0, -2.0}) { // ReLU zeros, or every entry stored
                     CAPTURE(spec, ioattn::to_string(t.schedule), t.rows, t.cols, cut);

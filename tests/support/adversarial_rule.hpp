@@ -151,8 +151,11 @@ void run_cases(
         for (const Schedule s : {Schedule::fused, Schedule::materialized}) {
             for (const Pass pass : {Pass::forward, Pass::backward}) {
                 Tiling t = ioattn::test::random_tiling(rng, s, c.p, pass);
-                if (sparse)
-                    t.depth = 0; // feature chunks are the dense materialized forward's alone
+                if (sparse && s == Schedule::materialized && pass == Pass::backward &&
+                    rng.uniform_int(0, 1) == 1) { // the sparse backward's feature chunks too
+                    const auto rp = c.p.resolved("adversarial");
+                    t.depth = rng.uniform_int(1, std::max(rp.d, rp.d_v) + 2);
+                }
                 CAPTURE(t, ioattn::to_string(pass));
                 const MemoryModel m{t.resident_words(
                     c.p, pass, sparse ? ioattn::Kernels::sparse : ioattn::Kernels::dense)};

@@ -67,10 +67,11 @@ struct Tiling {
     Schedule schedule = Schedule::fused;
     std::int64_t rows = 0;
     std::int64_t cols = 0;
-    /// The dense materialized forward's feature chunk: Q K^T and P V run over d and d_v in
-    /// chunks of this width (0: rows, the tile side). A depth of at least d keeps Q_i resident
-    /// across its row block's tiles, and of at least d_v makes O_i one pass over the stored
-    /// scores (docs/design.md section 3.2). 0 for every other schedule and kernel family.
+    /// The materialized schedule's feature chunk: products over d and d_v run in chunks of
+    /// this width (0: rows, the tile side). A depth of at least d keeps Q_i resident across
+    /// its row block's tiles, and of at least d_v makes O_i one pass over the stored scores
+    /// (docs/design.md sections 3.2, 6.4); the sparse kernels' backward takes it too, the
+    /// dense backward does not. 0 for the fused schedule.
     std::int64_t depth = 0;
 
     /// The width of the feature chunks: depth, or rows when depth is 0.
@@ -108,7 +109,7 @@ struct Tiling {
                                               Kernels kernels = Kernels::dense) const;
 
     /// Throws InvalidArgument for non-positive sizes, a non-square materialized tiling or a
-    /// depth outside the dense materialized forward, and CapacityError when
+    /// depth outside the materialized schedule (or on the dense backward), and CapacityError when
     /// resident_words(problem) > M. `where` names the caller.
     void validate(std::string_view where,
                   const MemoryModel& memory,

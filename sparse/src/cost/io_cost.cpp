@@ -81,10 +81,10 @@ IoReport io_cost_forward_materialized(const Problem& problem,
         detail::shape_operands(p, inputs, "ioattn::sparse::io_cost_forward_materialized");
     // dense operands cost the same in every slice: count one and multiply
     const std::int64_t slices = detail::any_sparse(inputs) ? p.batch_heads() : 1;
-    const std::int64_t b = tiling.rows;
+    const std::int64_t b = tiling.rows, w = tiling.feature_chunk();
     const BlockView& view = support.cached_block_view(b, b);
-    const std::int64_t kd = std::min(b, p.d), kv = std::min(b, p.d_v);
-    const std::int64_t vch = (p.d_v + b - 1) / b, dch = (p.d + b - 1) / b;
+    const std::int64_t kd = std::min(w, p.d), kv = std::min(w, p.d_v);
+    const std::int64_t vch = (p.d_v + w - 1) / w, dch = (p.d + w - 1) / w;
     std::int64_t reads = 0, writes = 0, peak = 0;
     for (std::int64_t i = 0; i < view.row_blocks; ++i) {
         const std::int64_t r = view.block_rows(i), i0 = i * b;
@@ -97,15 +97,16 @@ IoReport io_cost_forward_materialized(const Problem& problem,
             per_pair += detail::per_pair_tile(t.nonzeros, r, c) ? t.nonzeros : 0;
         }
         const auto n_tiles = static_cast<std::int64_t>(tiles.size());
+        // Q_i once when d <= w (held over the tiles), else once per tile
+        const std::int64_t q_reads = p.d <= w ? std::min<std::int64_t>(n_tiles, 1) : n_tiles;
         for (std::int64_t slice = 0; slice < slices; ++slice) {
             const std::int64_t bb = slice / p.heads, h = slice % p.heads, g = h / p.group();
-            reads += n_tiles * q.words(bb, h, i0, r) + vch * nnz; // Q_i per tile, scores
+            reads += q_reads * q.words(bb, h, i0, r) + vch * nnz; // Q_i, scores
             // keys: the keep step, each SpMM chunk, each SDDMM chunk of a per-pair tile
             reads += kIndexReadWords<Scalar> * ((1 + vch) * nnz + dch * per_pair);
-            for (const BlockTile& t : tiles) { // K_j, V_j
-                const std::int64_t j0 = t.col_block * b, c = view.block_cols(t.col_block);
-                reads += k.words(bb, g, j0, c) + v.words(bb, g, j0, c);
-            }
+            // K_j, V_j: the rows of the keys the row block sees (each tile's touched keys)
+            for (const std::int64_t j : view.keys_of(i))
+                reads += k.words(bb, g, j) + v.words(bb, g, j);
         }
         writes += nnz + r * p.d_v + r;
         peak = std::max({peak,

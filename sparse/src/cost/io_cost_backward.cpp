@@ -135,14 +135,15 @@ IoReport io_cost_backward_materialized(const Problem& problem,
     const auto [q, k, v] = detail::shape_operands(p, inputs, kWhere);
     // dense operands cost the same in every slice: count one and multiply
     const std::int64_t slices = detail::any_sparse(inputs) ? p.batch_heads() : 1;
-    const std::int64_t b = tiling.rows;
+    const std::int64_t b = tiling.rows, w = tiling.feature_chunk();
     const BlockView& view = support.cached_block_view(b, b);
-    const std::int64_t vch = (p.d_v + b - 1) / b, dch = (p.d + b - 1) / b;
-    const std::int64_t kd = std::min(b, p.d), kv = std::min(b, p.d_v);
+    const std::int64_t vch = (p.d_v + w - 1) / w, dch = (p.d + w - 1) / w;
+    const std::int64_t kd = std::min(w, p.d), kv = std::min(w, p.d_v);
+    const bool q_held = p.d <= w, d_o_held = p.d_v <= w; // over a row tile's tiles (P, dS)
     std::vector<std::int64_t> tallest(static_cast<std::size_t>(view.col_blocks), 0);
     std::int64_t reads = 0, writes = p.n_q * p.d, peak = 0; // writes per query head; dQ written
     for (std::int64_t i = 0; i < view.row_blocks; ++i) {
-        const std::int64_t r = view.block_rows(i);
+        const std::int64_t r = view.block_rows(i), i0 = i * b;
         peak = std::max(peak, r * kd); // dQ of a row tile without pairs: zeros
         std::int64_t tiles = 0, nnz = 0, cmax = 0, per_pair = 0; // pairs of per-pair tiles
         for (const BlockTile& t : view.tiles_of(i)) {
@@ -156,29 +157,49 @@ IoReport io_cost_backward_materialized(const Problem& problem,
         }
         if (tiles == 0)
             continue;
-        // L (P), P (dV), dO (dV), O and dO (D), dO (dS), P (dS), dS (dQ, dK)
+        // per row, the key tiles it has a pair in: the tiles of Omega^T whose dV and dK read
+        // its dO and Q row
+        std::vector<std::int64_t> row_tiles(static_cast<std::size_t>(r), 0);
+        std::int64_t row_tile_pairs = 0;
+        for (std::int64_t x = 0; x < r; ++x) {
+            std::int64_t last = -1, n = 0;
+            for (const std::int64_t j : support.row(i0 + x))
+                if (j / b != last) {
+                    last = j / b;
+                    ++n;
+                }
+            row_tiles[static_cast<std::size_t>(x)] = n;
+            row_tile_pairs += n;
+        }
+        // L (P), P (dV), dO (dV: touched rows), O and dO (D; dO kept for dS when d_v <= w),
+        // dO (dS, per tile unless kept), P (dS), dS (dQ, dK)
         // keys (P, dS, dQ per d chunk; the SDDMMs of P and dS per chunk of a per-pair tile),
         // Omega^T's queries and each entry's position in Omega (dV, dK per chunk)
         const std::int64_t index = nnz * (2 + dch + 2 * (vch + dch)) + per_pair * (dch + vch);
-        const std::int64_t fixed = r + vch * nnz + tiles * r * p.d_v + 2 * r * p.d_v +
-                                   tiles * r * p.d_v + nnz + 2 * dch * nnz +
+        const std::int64_t fixed = r + vch * nnz + row_tile_pairs * p.d_v + 2 * r * p.d_v +
+                                   (d_o_held ? 0 : tiles * r * p.d_v) + nnz + 2 * dch * nnz +
                                    kIndexReadWords<Scalar> * index;
         for (std::int64_t slice = 0; slice < slices; ++slice) {
             const std::int64_t bb = slice / p.heads, h = slice % p.heads, g = h / p.group();
-            std::int64_t k_words = 0, v_words = 0; // K_j, V_j over the row tile's tiles
-            for (const BlockTile& t : view.tiles_of(i)) {
-                const std::int64_t j0 = t.col_block * b, c = view.block_cols(t.col_block);
-                k_words += k.words(bb, g, j0, c);
-                v_words += v.words(bb, g, j0, c);
+            std::int64_t k_words = 0, v_words = 0; // the rows of the keys the row tile sees
+            for (const std::int64_t j : view.keys_of(i)) {
+                k_words += k.words(bb, g, j);
+                v_words += v.words(bb, g, j);
             }
-            // Q_i per tile in P and dK, K_j in P and dQ, V_j in dS
-            reads += fixed + 2 * tiles * q.words(bb, h, i * b, r) + 2 * k_words + v_words;
+            std::int64_t q_rows = 0; // Q rows in dK: each row once per key tile it has a pair in
+            for (std::int64_t x = 0; x < r; ++x)
+                q_rows += row_tiles[static_cast<std::size_t>(x)] * q.words(bb, h, i0 + x);
+            // Q_i in P (once when kept, else per tile), K in P and dQ, V in dS, Q rows in dK
+            reads += fixed + (q_held ? 1 : tiles) * q.words(bb, h, i0, r) + 2 * k_words + v_words +
+                     q_rows;
         }
         writes += 2 * nnz; // P, dS
         peak = std::max({peak,
-                         r + r * cmax + (r + cmax) * kd,                                       // P
-                         r + std::max({2 * r * kv, r * cmax + (r + cmax) * kv, 2 * r * cmax}), // dS
-                         r * kd + r * cmax + cmax * kd});                                      // dQ
+                         r + r * cmax + (r + cmax) * kd, // P
+                         r + std::max({2 * r * kv,
+                                       r * cmax + (r + cmax) * kv,
+                                       (d_o_held ? r * kv : 0) + 2 * r * cmax}), // dS
+                         r * kd + r * cmax + cmax * kd});                        // dQ
     }
     for (std::int64_t j = 0; j < view.col_blocks; ++j) {
         const std::int64_t c = view.block_cols(j), r = tallest[static_cast<std::size_t>(j)];

@@ -166,6 +166,22 @@ struct RowSource {
             copy(b, h, i0 + x, c0, cw, Scalar(1), buf + x * cw, 1);
         return {buf, cw};
     }
+
+    /// As rows, for the rows `only` (absolute, >= i0) of the block at i0: a sparse operand
+    /// scatters just those, each to its place in buf; the other rows of buf are not set.
+    RowBlock<Scalar> rows(std::int64_t b,
+                          std::int64_t h,
+                          std::int64_t i0,
+                          std::int64_t c0,
+                          std::int64_t cw,
+                          Scalar* buf,
+                          std::span<const std::int64_t> only) const {
+        if (sparse == nullptr)
+            return {dense.row(b, h, i0) + c0, dense.stride_row};
+        for (const std::int64_t i : only)
+            copy(b, h, i, c0, cw, Scalar(1), buf + (i - i0) * cw, 1);
+        return {buf, cw};
+    }
 };
 
 /// The three operands of a pass (dO, when there is one, is always dense).
@@ -248,9 +264,37 @@ void read_cols(Counter& io,
     io.read({op, slice, i0, n, c0, cw}, words);
 }
 
-/// Counts the read of the gathered rows idx[0, c) (ascending): c rows of d words (dense), or
-/// their nonzeros. A recording counter gets one event per run of consecutive rows, so the trace
-/// says which rows were read.
+/// Counts the read of columns [c0, c0 + cw) of the gathered rows idx[0, c) (ascending): cw
+/// words a row (dense), or the nonzeros stored there. A recording counter gets one event per
+/// run of consecutive rows, so the trace says which rows were read.
+template <typename Scalar, typename Counter>
+void read_gathered(Counter& io,
+                   Operand op,
+                   std::int64_t slice,
+                   const RowSource<Scalar>& src,
+                   std::int64_t b,
+                   std::int64_t h,
+                   const std::int64_t* idx,
+                   std::int64_t c,
+                   std::int64_t c0,
+                   std::int64_t cw) {
+    if constexpr (Counter::kCounts) {
+        for (std::int64_t y0 = 0, y = 1; y <= c; ++y) {
+            if (y < c && (!io.recording() || idx[y] == idx[y - 1] + 1))
+                continue;
+            std::int64_t words = (y - y0) * cw; // rows idx[y0, y), one run when recording
+            if (src.sparse != nullptr) {
+                words = 0;
+                for (std::int64_t x = y0; x < y; ++x)
+                    words += src.words(b, h, idx[x], 1, c0, cw);
+            }
+            io.read({op, slice, idx[y0], y - y0, c0, cw}, words);
+            y0 = y;
+        }
+    }
+}
+
+/// read_gathered of whole rows (d words a dense row).
 template <typename Scalar, typename Counter>
 void read_gathered(Counter& io,
                    Operand op,
@@ -260,21 +304,7 @@ void read_gathered(Counter& io,
                    std::int64_t h,
                    const std::int64_t* idx,
                    std::int64_t c) {
-    const std::int64_t cols = src.dense.cols;
-    if constexpr (Counter::kCounts) {
-        for (std::int64_t y0 = 0, y = 1; y <= c; ++y) {
-            if (y < c && (!io.recording() || idx[y] == idx[y - 1] + 1))
-                continue;
-            std::int64_t words = (y - y0) * cols; // rows idx[y0, y), one run when recording
-            if (src.sparse != nullptr) {
-                words = 0;
-                for (std::int64_t x = y0; x < y; ++x)
-                    words += src.words(b, h, idx[x]);
-            }
-            io.read({op, slice, idx[y0], y - y0, 0, cols}, words);
-            y0 = y;
-        }
-    }
+    read_gathered(io, op, slice, src, b, h, idx, c, 0, src.dense.cols);
 }
 
 /// Packs rows [row0, row0 + n) transposed and scaled into t (cols x ld), zero-padded: as

@@ -16,17 +16,19 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <utility>
 
 namespace ioattn::sparse::detail {
 inline namespace IOATTN_ISA {
 
-/// One kv slice (batch bb, kv head g) and its group of query heads. `pds` is the slow-memory
-/// P/dS store [group][Z_QK] in CSR order; `fast` the per-worker scratch: D (rb), a dense tile
-/// (rb x ld), an accumulator (max(rb, cb) x wb), the scattered chunks of sparse operands
-/// (rb x wb for Q, cb x wb for K or V), the B^T of a dense tile (wb x ld), ones (ld) and one
-/// key's values down a row tile (rb),
-/// rb = min(b, n_q), cb = min(b, n_k), wb = min(b, max(d, d_v)), ld = cb padded to vectors.
+/// One kv slice (batch bb, kv head g) and its group of query heads, tiles of side b, feature
+/// chunks of width w (Tiling::feature_chunk). `pds` is the slow-memory P/dS store
+/// [group][Z_QK], tile-major (a tile's values as one run, row by row); `fast` the per-worker scratch: D (rb), a dense tile (rb x ld),
+/// an accumulator (max(rb, cb) x wb), the scattered chunks of sparse operands (rb x wb for Q,
+/// cb x wb for K or V), the B^T of a dense tile (wb x ld), ones (ld), one key's values down a
+/// row tile (rb) and zeros (wb: the untouched keys of a dense tile),
+/// rb = min(b, n_q), cb = min(b, n_k), wb = min(w, max(d, d_v)), ld = cb padded to vectors.
 template <typename Scalar>
 struct Slice {
     const BackwardArgs<Scalar>* a;
@@ -37,16 +39,20 @@ struct Slice {
     std::int64_t b, bb, g;
     Scalar* pds;
     const kernels::Workspace<Scalar>* fast;
+    std::int64_t w; ///< the feature chunk
+    /// per entry of Omega^T, its place in the tile-major P/dS store (tile_places)
+    const std::int64_t* at_t;
 
     [[nodiscard]] static std::int64_t lanes(const Problem& p, std::int64_t b) {
         constexpr int kL = kernels::Simd<Scalar>::kLanes;
         return (std::min(b, p.n_k) + kL - 1) / kL * kL;
     }
 
-    [[nodiscard]] static std::int64_t scratch_words(const Problem& p, std::int64_t b) {
+    [[nodiscard]] static std::int64_t
+    scratch_words(const Problem& p, std::int64_t b, std::int64_t chunk) {
         const std::int64_t rb = std::min(b, p.n_q), cb = std::min(b, p.n_k);
-        const std::int64_t wb = std::min(b, std::max(p.d, p.d_v)), ld = lanes(p, b);
-        return rb + rb * ld + std::max(rb, cb) * wb + (rb + cb) * wb + wb * ld + ld + rb;
+        const std::int64_t wb = std::min(chunk, std::max(p.d, p.d_v)), ld = lanes(p, b);
+        return rb + rb * ld + std::max(rb, cb) * wb + (rb + cb) * wb + wb * ld + ld + rb + wb;
     }
 
     [[nodiscard]] const Problem& p() const { return a->problem; }
@@ -61,7 +67,7 @@ struct Slice {
         return tile(worker) + std::min(b, p().n_q) * ld();
     }
 
-    [[nodiscard]] std::int64_t chunk_width() const { return std::min(b, std::max(p().d, p().d_v)); }
+    [[nodiscard]] std::int64_t chunk_width() const { return std::min(w, std::max(p().d, p().d_v)); }
 
     /// Scattered Q chunk (rows x chunk_width) of a sparse Q.
     [[nodiscard]] Scalar* q_chunk(int worker) const {
@@ -83,14 +89,32 @@ struct Slice {
     /// One key's stored values down a row tile (rb).
     [[nodiscard]] Scalar* column(int worker) const { return ones(worker) + ld(); }
 
-    /// Where S_ij of rect (i0, r, j0, c) with nnz pairs goes in worker's scratch.
+    /// Zeros (chunk_width, set by the kernel's driver with ones).
+    [[nodiscard]] Scalar* zeros(int worker) const { return column(worker) + std::min(b, p().n_q); }
+
+    /// Where S_ij of rect (i0, r, j0, c) with nnz pairs and touched keys `keys` goes in
+    /// worker's scratch.
     [[nodiscard]] TileTarget<Scalar> target(int worker,
                                             std::int64_t i0,
                                             std::int64_t r,
                                             std::int64_t j0,
                                             std::int64_t c,
-                                            std::int64_t nnz) const {
-        return {i0, r, j0, c, nnz, tile(worker), ld(), kt(worker), ones(worker)};
+                                            std::int64_t nnz,
+                                            std::span<const std::int64_t> keys) const {
+        return {
+            i0, r, j0, c, nnz, tile(worker), ld(), kt(worker), ones(worker), keys, zeros(worker)};
+    }
+
+    /// The keys of row tile i0 with a pair in key tile [j0, j0 + c), ascending.
+    [[nodiscard]] std::span<const std::int64_t>
+    touched_keys(std::int64_t i0, std::int64_t j0, std::int64_t c) const {
+        return keys_within(rows_view->keys_of(i0 / b), j0, c);
+    }
+
+    /// The queries of key tile j0 with a pair in row tile [i0, i0 + r), ascending.
+    [[nodiscard]] std::span<const std::int64_t>
+    touched_queries(std::int64_t j0, std::int64_t i0, std::int64_t r) const {
+        return keys_within(keys_view->keys_of(j0 / b), i0, r);
     }
 
     [[nodiscard]] std::int64_t head(std::int64_t k) const { return g * p().group() + k; }
@@ -116,7 +140,7 @@ struct Slice {
         return s->col_indices()[static_cast<std::size_t>(e)];
     }
 
-    /// The stored P/dS value of head k at CSR position e.
+    /// The stored P/dS value of head k at place e of the tile-major store.
     [[nodiscard]] Scalar& store(std::int64_t k, std::int64_t e) const {
         return pds[k * s->z_qk() + e];
     }

@@ -1,25 +1,34 @@
 // ioattn::sparse::forward_materialized: materializing sparse forward (SDDMM, row softmax, SpMM)
 // Per (batch, head), square tiles of side b = tiling.rows over the n_q x n_k grid; only tiles
-// with an allowed pair are touched (Support::block_view(b, b)). Reference: forward_reference.cpp.
+// with an allowed pair are touched (Support::block_view(b, b)); feature chunks of width
+// w = tiling.feature_chunk() (b, or max(d, d_v) when whole rows fit M: Tiling::for_memory).
+// A tile's touched keys are those some row of the block pairs with (BlockView::keys_of).
+// Reference: forward_reference.cpp.
 //   parallel for each row block i (b rows), stats m_i, l_i resident (2r):
-//     phase 1 (SDDMM), for each non-empty tile j: for each d-chunk: read Q_i, K_j chunks
-//       (r + c)*kw; S_ij = scale Q_i K_j^T; keep the allowed entries, update m_i, l_i (online,
-//       base 2); write them to the score array (CSR order)                  nnz_ij
+//     when d <= w: read Q_i once and keep it                                r*d
+//     phase 1 (SDDMM), for each non-empty tile j: for each d-chunk: read Q_i (unless kept) and
+//       the touched keys' K rows (r + u_ij)*kw; S_ij = scale Q_i K_j^T; keep the allowed
+//       entries, update m_i, l_i (online, base 2); write them (CSR order)  nnz_ij
 //     phase 2 (SpMM), for each d_v chunk x: for each non-empty tile j: read its nnz_ij scores
-//       and V_j[:,x]; O_ix += exp(S - m)/l V                               nnz_ij + c*xw
+//       and the touched keys' V_j[:,x]; O_ix += exp(S - m)/l V             nnz_ij + u_ij*xw
 //       write O_ix                                                          r*xw
 //     write L_i                                                             r
-// Resident: as dense::forward_materialized (a dense b x b tile buffer in both phases) <= 4b^2.
-// I/O = io_cost_forward_materialized (per row block: T tiles of total width C, Z nonzeros):
-//   T*r*d + C*d + Z  +  ceil(d_v/b)*Z + C*d_v + r*d_v + r
-//   + iw*((1 + ceil(d_v/b))*Z + ceil(d/b)*Z_pp); with the full pattern this is
+// Resident: as dense::forward_materialized (a dense b x c tile buffer, c x kw K chunk although
+//   u_ij rows move) <= 4b^2 for w = b.
+// I/O = io_cost_forward_materialized (per row block: T tiles, Z nonzeros, U = sum of u_ij =
+//   the keys the block sees, vch = ceil(d_v/w), dch = ceil(d/w)):
+//   T'*r*d + U*d + Z  +  vch*Z + U*d_v + r*d_v + r  +  iw*((1 + vch)*Z + dch*Z_pp),
+//   T' = 1 when d <= w (Q_i kept), else T; with the full pattern this is
 //   dense::io_cost_forward_materialized plus the index words. Stored scores: Z_QK words per head.
+// A dense tile packs untouched keys as zero rows (their columns are never kept), so neither
+//   product reads a K or V row no pair needs: what a cache would keep of Q_i and skip of K_j,
+//   V_j is what the count leaves out (docs/design.md section 8).
 // Indices (iw = kIndexReadWords<Scalar> words per int64): every pass over a tile's stored scores
 //   reads their keys: the keep step, each d_v chunk of phase 2, and each d chunk of a tile
 //   computed pair by pair (tile_rule.hpp; Z_pp: its pairs). Row offsets, run searches and the
 //   rows' cursors and per-tile lists (tile_rows.hpp) are not counted.
 // Sparse inputs (CSR rows over d): a chunk of a sparse operand is read as its stored nonzeros
-//   (r*d, C*d, C*d_v become nnz(Q_i) and the sums of nnz(K_j), nnz(V_j) over the tiles) and
+//   (r*d, U*d, U*d_v become nnz(Q_i) and the sums of nnz over the touched K, V rows) and
 //   scattered into the same dense buffers, or multiplied as stored on a tile with few pairs.
 // Arithmetic: a tile with at least 1/kDenseTileFill of its pairs allowed runs S_ij in the
 //   broadcast micro-kernel, a sparser one a dot product per allowed pair (tile_ops.hpp); the row
@@ -57,34 +66,38 @@ template <typename Scalar>
 constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
 
 /// Per-worker buffers: dense b x bp tile (bp: b padded to whole vectors), scattered Q and K
-/// chunks of sparse inputs (b x b each), K^T for a dense tile (b x bp), stats, probabilities of
-/// one row's run (bp), ones (bp), the block's score strip; the rows with keys per tile.
+/// chunks of sparse inputs (b x w each, w the feature chunk up to max(d, d_v); the Q buffer
+/// also holds the O chunk), K^T for a dense tile (w x bp), stats, probabilities of one row's run
+/// (bp), ones (bp), zeros (w: the untouched keys of a dense tile), the block's score strip; the
+/// rows with keys per tile.
 template <typename Scalar>
 struct Buffers {
-    Scalar *tile, *q, *kr, *kt, *m, *l, *probs, *ones, *strip;
+    Scalar *tile, *q, *kr, *kt, *m, *l, *probs, *ones, *zeros, *strip;
     detail::TileRows rows;
     std::int64_t bp;
 
-    static std::int64_t words(std::int64_t b, std::int64_t strip) {
+    static std::int64_t words(std::int64_t b, std::int64_t w, std::int64_t strip) {
         const std::int64_t bp = padded(b);
-        return 2 * b * bp + 2 * b * b + 2 * b + 2 * bp + strip;
+        return b * bp + 2 * b * w + w * bp + 2 * b + 2 * bp + w + strip;
     }
 
     Buffers() = default;
 
-    Buffers(Scalar* base, std::int64_t b, const detail::TileRows& tile_rows)
+    Buffers(Scalar* base, std::int64_t b, std::int64_t w, const detail::TileRows& tile_rows)
         : rows(tile_rows)
         , bp(padded(b)) {
         tile = base;
         q = tile + b * bp;
-        kr = q + b * b;
-        kt = kr + b * b;
-        m = kt + b * bp;
+        kr = q + b * w;
+        kt = kr + b * w;
+        m = kt + w * bp;
         l = m + b;
         probs = l + b;
         ones = probs + bp;
-        strip = ones + bp;
+        zeros = ones + bp;
+        strip = zeros + w;
         std::fill(ones, ones + bp, Scalar(1));
+        std::fill(zeros, zeros + w, Scalar(0));
     }
 
     static std::int64_t padded(std::int64_t n) {
@@ -93,8 +106,11 @@ struct Buffers {
     }
 };
 
+/// One row block: slice (b, h; kv slice, head g), rows [i0, i0 + r), view row block blk; its
+/// feature chunks of width w, Q_i held over its tiles when d <= w (q_held).
 struct Task {
-    std::int64_t slice, b, h, g, kv, i0, r, blk;
+    std::int64_t slice, b, h, g, kv, i0, r, blk, w;
+    bool q_held;
 };
 
 template <typename Scalar, typename Counter>
@@ -102,35 +118,48 @@ void sddmm_tile(const ForwardArgs<Scalar>& a,
                 const detail::Operands<Scalar>& src,
                 const Support& s,
                 Buffers<Scalar>& w,
-                std::int64_t bs,
                 const Task& t,
                 std::int64_t j0,
                 std::int64_t c,
                 std::int64_t nnz,
+                std::span<const std::int64_t> keys,
                 Counter& io) {
     const Problem& p = a.problem;
     const std::int64_t ld = w.bp;
     io.acquire(t.r * c);
-    for (std::int64_t k0 = 0; k0 < p.d; k0 += bs) {
-        const std::int64_t kw = std::min(bs, p.d - k0);
-        io.acquire((t.r + c) * kw);
-        detail::read_cols(io, Operand::q, t.slice, src.q, t.b, t.h, t.i0, t.r, k0, kw);
-        detail::read_cols(io, Operand::k, t.kv, src.k, t.b, t.g, j0, c, k0, kw);
+    for (std::int64_t k0 = 0; k0 < p.d; k0 += t.w) {
+        const std::int64_t kw = std::min(t.w, p.d - k0);
+        const std::int64_t q_words = t.q_held ? 0 : t.r * kw;
+        io.acquire(q_words + c * kw);
+        if (!t.q_held)
+            detail::read_cols(io, Operand::q, t.slice, src.q, t.b, t.h, t.i0, t.r, k0, kw);
+        detail::read_gathered( // the touched keys' rows only
+            io,
+            Operand::k,
+            t.kv,
+            src.k,
+            t.b,
+            t.g,
+            keys.data(),
+            static_cast<std::int64_t>(keys.size()),
+            k0,
+            kw);
         if (detail::per_pair_tile(nnz, t.r, c)) // the pairs' keys, once per chunk
             io.read({Operand::index, t.slice, t.i0, 1, j0, kIndexReadWords<Scalar> * nnz});
         if constexpr (Counter::kComputes) {
             // --- S_ij (+)= Q_i[:,k] K_j[:,k]^T on Omega ---
             detail::sddmm_chunk(
                 s,
-                detail::TileTarget<Scalar>{t.i0, t.r, j0, c, nnz, w.tile, w.bp, w.kt, w.ones},
+                detail::TileTarget<Scalar>{
+                    t.i0, t.r, j0, c, nnz, w.tile, w.bp, w.kt, w.ones, keys, w.zeros},
                 detail::ChunkRows<Scalar>{&src.q, t.b, t.h, t.i0, t.r, w.q},
-                detail::ChunkRows<Scalar>{&src.k, t.b, t.g, j0, c, w.kr},
+                detail::ChunkRows<Scalar>{&src.k, t.b, t.g, j0, c, w.kr, keys},
                 k0,
                 kw,
                 k0 == 0,
                 [&](const auto& f) { w.rows.visit(j0, c, false, f); });
         }
-        io.release((t.r + c) * kw);
+        io.release(q_words + c * kw);
     }
     io.complete({Operand::scores, t.slice, t.i0, t.r, j0, c}); // the tile's entries of Omega
     io.read({Operand::index, t.slice, t.i0, 1, j0, kIndexReadWords<Scalar> * nnz}); // its keys
@@ -177,9 +206,9 @@ void spmm_chunk(const ForwardArgs<Scalar>& a,
                 std::int64_t x0,
                 Counter& io) {
     const Problem& p = a.problem;
-    const std::int64_t xw = std::min(bs, p.d_v - x0);
+    const std::int64_t xw = std::min(t.w, p.d_v - x0);
     io.acquire(t.r * xw);
-    Scalar* o = w.q; // the O chunk reuses the Q buffer (r x xw <= b x b)
+    Scalar* o = w.q; // the O chunk reuses the Q buffer (r x xw <= b x w)
     if constexpr (Counter::kComputes) {
         std::fill(o, o + t.r * xw, Scalar(0));
         w.rows.start();
@@ -187,13 +216,25 @@ void spmm_chunk(const ForwardArgs<Scalar>& a,
     const std::int64_t base = s.row_offsets()[static_cast<std::size_t>(t.i0)];
     for (const BlockTile& tile : view.tiles_of(t.blk)) {
         const std::int64_t j0 = tile.col_block * bs, c = view.block_cols(tile.col_block);
+        const auto keys = detail::keys_within(view.keys_of(t.blk), j0, c);
         io.acquire(t.r * c + c * xw);
         io.read({Operand::scores, t.slice, t.i0, tile.nonzeros, j0, 1});
         io.read({Operand::index, t.slice, t.i0, 1, j0, kIndexReadWords<Scalar> * tile.nonzeros});
-        detail::read_cols(io, Operand::v, t.kv, src.v, t.b, t.g, j0, c, x0, xw);
+        detail::read_gathered( // the touched keys' rows only
+            io,
+            Operand::v,
+            t.kv,
+            src.v,
+            t.b,
+            t.g,
+            keys.data(),
+            static_cast<std::int64_t>(keys.size()),
+            x0,
+            xw);
         if constexpr (Counter::kComputes) {
-            // V_j[:,x] in place, or scattered into the K^T buffer when V is stored sparse
-            const detail::RowBlock<Scalar> vj = src.v.rows(t.b, t.g, j0, c, x0, xw, w.kt);
+            // V_j[:,x] in place, or its touched rows scattered into the K^T buffer when V is
+            // stored sparse
+            const detail::RowBlock<Scalar> vj = src.v.rows(t.b, t.g, j0, x0, xw, w.kt, keys);
             w.rows.visit(j0, c, true, [&](std::int64_t x, std::int64_t a0, std::int64_t e) {
                 const auto row = s.row(t.i0 + x);
                 const std::int64_t off = s.row_offsets()[static_cast<std::size_t>(t.i0 + x)] - base;
@@ -239,18 +280,26 @@ void row_block(const ForwardArgs<Scalar>& a,
         w.rows.start();
     }
     io.acquire(2 * t.r);
-    for (const BlockTile& tile : view.tiles_of(t.blk))
+    if (t.q_held) { // Q_i read once, kept over the row block's tiles
+        io.acquire(t.r * p.d);
+        detail::read_rows(io, Operand::q, t.slice, src.q, t.b, t.h, t.i0, t.r);
+    }
+    for (const BlockTile& tile : view.tiles_of(t.blk)) {
+        const std::int64_t j0 = tile.col_block * bs, c = view.block_cols(tile.col_block);
         sddmm_tile(a,
                    src,
                    s,
                    w,
-                   bs,
                    t,
-                   tile.col_block * bs,
-                   view.block_cols(tile.col_block),
+                   j0,
+                   c,
                    tile.nonzeros,
+                   detail::keys_within(view.keys_of(t.blk), j0, c),
                    io);
-    for (std::int64_t x0 = 0; x0 < p.d_v; x0 += bs)
+    }
+    if (t.q_held)
+        io.release(t.r * p.d);
+    for (std::int64_t x0 = 0; x0 < p.d_v; x0 += t.w)
         spmm_chunk(a, src, s, view, w, bs, t, x0, io);
     if constexpr (Counter::kComputes) {
         for (std::int64_t x = 0; x < t.r; ++x) {
@@ -283,6 +332,8 @@ void forward_materialized(const ForwardArgs<Scalar>& args,
     const Problem& p = a.problem;
     const std::int64_t bs = tiling.rows;
     const BlockView& view = support.cached_block_view(bs, bs);
+    const std::int64_t chunk = tiling.feature_chunk();
+    const std::int64_t cw = std::min(chunk, std::max(p.d, p.d_v)); // buffers' chunk width
     std::int64_t strip = 0;
     for (std::int64_t i = 0; i < view.row_blocks; ++i) {
         const std::int64_t i0 = i * bs, i1 = std::min(p.n_q, i0 + bs);
@@ -292,7 +343,7 @@ void forward_materialized(const ForwardArgs<Scalar>& args,
     }
     const int workers = Counter::kComputes ? max_concurrency() : 0;
     CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
-    const kernels::Workspace<Scalar> ws(workers, Buffers<Scalar>::words(bs, strip));
+    const kernels::Workspace<Scalar> ws(workers, Buffers<Scalar>::words(bs, cw, strip));
     const std::int64_t row_words = detail::TileRows::words(bs, p.n_k, bs);
     const kernels::Workspace<std::int64_t> tile_rows(workers, row_words);
     alloc.allocate();
@@ -301,12 +352,23 @@ void forward_materialized(const ForwardArgs<Scalar>& args,
         p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker, Counter& io) {
             const std::int64_t slice = task / blocks, blk = task % blocks;
             const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
-            const Task t{slice, b, h, g, b * p.kv_heads + g, blk * bs, view.block_rows(blk), blk};
+            const bool q_held = p.d <= chunk && !view.tiles_of(blk).empty();
+            const Task t{slice,
+                         b,
+                         h,
+                         g,
+                         b * p.kv_heads + g,
+                         blk * bs,
+                         view.block_rows(blk),
+                         blk,
+                         chunk,
+                         q_held};
             Buffers<Scalar> w{};
             if constexpr (Counter::kComputes)
                 w = Buffers<Scalar>(
                     ws.slab(worker),
                     bs,
+                    cw,
                     detail::TileRows(support,
                                      t.i0,
                                      t.r,

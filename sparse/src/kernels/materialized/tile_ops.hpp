@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <utility>
 
@@ -59,8 +60,21 @@ keys_from(std::span<const std::int64_t> row, std::int64_t j0, std::int64_t c, st
 /// --input-density 0.25 --schedule materialized --threads 2 --repeat 3).
 inline constexpr std::int64_t kScatterPairs = 4;
 
+/// The keys of `keys` (ascending) in [j0, j0 + c): a tile's touched keys when `keys` are the
+/// keys its row block sees (BlockView::keys_of), a tile's touched queries on Omega^T.
+inline std::span<const std::int64_t>
+keys_within(std::span<const std::int64_t> keys, std::int64_t j0, std::int64_t c) {
+    const auto lo = std::lower_bound(keys.begin(), keys.end(), j0);
+    const auto hi = std::lower_bound(lo, keys.end(), j0 + c);
+    return keys.subspan(static_cast<std::size_t>(lo - keys.begin()),
+                        static_cast<std::size_t>(hi - lo));
+}
+
 /// Where a tile's product goes: rows [i0, i0 + r) x keys [j0, j0 + c) of Omega with nnz pairs;
 /// tile[x * ld + y], ld a whole number of vectors >= c; kt (zw x ld) and ones (ld) are scratch.
+/// `keys`: the tile's touched keys (ascending, some pair has them); a dense tile packs the
+/// others as rows of `zeros` (zw words), so that only touched key rows are read (their columns
+/// of the tile are never kept).
 template <typename Scalar>
 struct TileTarget {
     std::int64_t i0, r, j0, c, nnz;
@@ -68,18 +82,23 @@ struct TileTarget {
     std::int64_t ld;
     Scalar* kt;
     const Scalar* ones;
+    std::span<const std::int64_t> keys;
+    const Scalar* zeros;
 };
 
 /// Rows [row0, row0 + n) of one operand of slice (b, h), as a tile product reads them: in
-/// place when dense, scattered into buf (n x chunk width) when a dense product needs them.
+/// place when dense, scattered into buf (n x chunk width) when a dense product needs them
+/// (with `only`, just those rows, absolute and ascending; the others are never read).
 template <typename Scalar>
 struct ChunkRows {
     const RowSource<Scalar>* src;
     std::int64_t b, h, row0, n;
     Scalar* buf;
+    std::optional<std::span<const std::int64_t>> only{};
 
     [[nodiscard]] RowBlock<Scalar> block(std::int64_t c0, std::int64_t cw) const {
-        return src->rows(b, h, row0, n, c0, cw, buf);
+        return only ? src->rows(b, h, row0, c0, cw, buf, *only)
+                    : src->rows(b, h, row0, n, c0, cw, buf);
     }
 };
 
@@ -104,8 +123,17 @@ void sddmm_chunk(const Support& s,
                  const Rows& rows) {
     if (!per_pair_tile(t.nnz, t.r, t.c)) { // B^T lanes zero-padded to ld
         const RowBlock<Scalar> ra = a.block(c0, zw), rb = b.block(c0, zw);
+        const bool all = static_cast<std::int64_t>(t.keys.size()) == t.c;
         kernels::pack_rows_transposed(
-            [&](std::int64_t y) { return rb.row(y); }, t.c, zw, Scalar(1), t.kt, t.ld);
+            [&](std::int64_t y) {
+                return all || std::binary_search(t.keys.begin(), t.keys.end(), t.j0 + y) ? rb.row(y)
+                                                                                         : t.zeros;
+            },
+            t.c,
+            zw,
+            Scalar(1),
+            t.kt,
+            t.ld);
         kernels::broadcast_block(ra.p,
                                  ra.ld,
                                  1,
