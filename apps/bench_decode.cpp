@@ -21,19 +21,19 @@ namespace ioattn::app {
 
 namespace {
 
-struct Row {
+struct DecodeRow {
     const char* what;
     const char* dtype;
     std::int64_t page_size;
     bool ragged;
 };
 
-constexpr Row kRows[] = {{"B=1 contiguous", "float", 0, false},
-                         {"B=1 contiguous", "bf16", 0, false},
-                         {"B=8 ragged, paged 16", "float", 16, true},
-                         {"B=8 ragged, paged 128", "float", 128, true}};
+constexpr DecodeRow kDecodeRows[] = {{"B=1 contiguous", "float", 0, false},
+                                     {"B=1 contiguous", "bf16", 0, false},
+                                     {"B=8 ragged, paged 16", "float", 16, true},
+                                     {"B=8 ragged, paged 128", "float", 128, true}};
 
-std::vector<std::int64_t> lengths(bool ragged, bool quick) {
+std::vector<std::int64_t> decode_lengths(bool ragged, bool quick) {
     const std::int64_t div = quick ? 4 : 1;
     if (!ragged)
         return {65536 / div};
@@ -47,9 +47,9 @@ std::vector<std::int64_t> lengths(bool ragged, bool quick) {
 
 void run_decode_suite(const DecodeSuiteOptions& o) {
     nlohmann::json rows = nlohmann::json::array();
-    for (const Row& r : kRows) {
+    for (const DecodeRow& r : kDecodeRows) {
         DecodeSetup s;
-        s.kv_lens = lengths(r.ragged, o.quick);
+        s.kv_lens = decode_lengths(r.ragged, o.quick);
         s.page_size = r.page_size;
         s.dtype = r.dtype;
         s.repeat = o.repeat;

@@ -36,7 +36,7 @@ namespace ioattn::app {
 
 namespace {
 
-constexpr const char* kWhere = "bench";
+constexpr const char* kBenchWhere = "bench";
 
 struct BenchOptions {
     std::string suite = "dense";
@@ -116,7 +116,7 @@ BarPlot dense_plot(const std::vector<Result>& rows, int threads) {
 
 void run(const BenchOptions& o) {
     const std::optional<PlotFiles> files =
-        o.plot.empty() ? std::nullopt : std::optional(plot_files(o.plot, kWhere));
+        o.plot.empty() ? std::nullopt : std::optional(plot_files(o.plot, kBenchWhere));
     if (o.suite == "sparse") {
         run_sparse_suite(
             {o.quick, o.json, o.csv, o.count_io, o.repeat, o.seed, o.plot, o.ns, o.ds, o.patterns});
@@ -124,13 +124,13 @@ void run(const BenchOptions& o) {
     }
     if (o.suite == "decode") {
         if (files)
-            throw UsageError(std::string(kWhere) +
+            throw UsageError(std::string(kBenchWhere) +
                              ": --plot draws the dense and sparse suites, not decode");
         run_decode_suite({o.quick, o.json, o.csv, o.threads, o.repeat, o.seed});
         return;
     }
     if (o.suite != "dense")
-        throw UsageError(std::string(kWhere) + ": --suite " + o.suite +
+        throw UsageError(std::string(kBenchWhere) + ": --suite " + o.suite +
                          " is unknown (expected dense, sparse or decode)");
     const std::vector<std::int64_t> ns =
         o.quick ? std::vector<std::int64_t>{1024} : std::vector<std::int64_t>{1024, 4096};
@@ -165,7 +165,7 @@ void run(const BenchOptions& o) {
             p.n_q = n;
             p.n_k = n;
             p.d = d;
-            p = p.resolved(kWhere);
+            p = p.resolved(kBenchWhere);
             const double flops = flop_count_convention(p, Pass::forward);
             const double forward_bound = time_bound(p, Pass::forward, l2, machine).seconds();
             const double backward_bound = time_bound(p, Pass::backward, l2, machine).seconds();

@@ -32,7 +32,7 @@ namespace ioattn::app {
 
 namespace {
 
-constexpr const char* kWhere = "bound";
+constexpr const char* kBoundWhere = "bound";
 
 /// Documented figures of well-known parts (see the --preset help for sources).
 struct Preset {
@@ -119,7 +119,7 @@ Machine machine_of(const BoundOptions& o) {
     if (o.peak > 0)
         m.peak_gflops = o.peak;
     if (m.bandwidth_gbs <= 0 || m.peak_gflops <= 0)
-        throw UsageError(std::string(kWhere) +
+        throw UsageError(std::string(kBoundWhere) +
                          ": give --bandwidth GB/s and --peak GFLOP/s, or a --preset "
                          "(this-machine, a100, h100, h200, m1-max)");
     return m;
@@ -127,7 +127,7 @@ Machine machine_of(const BoundOptions& o) {
 
 MemoryModel fast_memory(const BoundOptions& o, const Machine& m) {
     if (o.shared.m_words != kUnset)
-        return memory_of(o.shared, kWhere);
+        return memory_of(o.shared, kBoundWhere);
     std::int64_t bytes = o.shared.m_bytes != kUnset ? o.shared.m_bytes : m.fast_bytes;
     if (o.shared.m_bytes == kUnset && bytes <= 0) {
         bytes = l2_cache_bytes();
@@ -135,9 +135,9 @@ MemoryModel fast_memory(const BoundOptions& o, const Machine& m) {
             bytes = std::int64_t{1} << 20;
     }
     if (bytes < m.word_bytes)
-        throw InvalidArgument(std::string(kWhere) + ": fast memory of " + std::to_string(bytes) +
-                              " bytes is less than one word of " + std::to_string(m.word_bytes) +
-                              " bytes");
+        throw InvalidArgument(std::string(kBoundWhere) + ": fast memory of " +
+                              std::to_string(bytes) + " bytes is less than one word of " +
+                              std::to_string(m.word_bytes) + " bytes");
     return MemoryModel{bytes / m.word_bytes};
 }
 
@@ -155,11 +155,11 @@ nlohmann::json words_or_null(const std::optional<IoReport>& r) {
 void run(const BoundOptions& o) {
 #ifndef IOATTN_WITH_MPI
     if (!o.ranks.empty())
-        throw_built_without_mpi(kWhere, "--ranks", o.ranks);
+        throw_built_without_mpi(kBoundWhere, "--ranks", o.ranks);
 #endif
-    require_dense_pattern(o.shared, kWhere);
-    const Problem p = problem_of(o.shared, kWhere);
-    const Pass pass = pass_of(o.shared, kWhere);
+    require_dense_pattern(o.shared, kBoundWhere);
+    const Problem p = problem_of(o.shared, kBoundWhere);
+    const Pass pass = pass_of(o.shared, kBoundWhere);
     const Machine mach = machine_of(o);
     if (o.decode) {
         print_decode_bound(p, mach, o.shared.json);
@@ -187,7 +187,7 @@ void run(const BoundOptions& o) {
     const auto fixed_schedule = schedule_of(o.shared);
     if (fixed_schedule == Schedule::reference)
         throw UsageError(
-            std::string(kWhere) +
+            std::string(kBoundWhere) +
             ": --schedule reference has no I/O model; use auto, fused or materialized");
     if (fixed_schedule) {
         chosen = std::string(to_string(*fixed_schedule));

@@ -28,7 +28,7 @@ namespace ioattn::app {
 
 namespace {
 
-constexpr const char* kWhere = "bound";
+constexpr const char* kBoundDistWhere = "bound";
 
 /// sum over x in [x0, x0 + count) of clamp(x, 0, n).
 double clamped_sum(std::int64_t x0, std::int64_t count, std::int64_t n) {
@@ -231,7 +231,7 @@ void run_dist_bound(const DistBoundOptions& o,
                     const LocalMachine& machine,
                     bool json) {
     if (o.link_gbs <= 0)
-        throw UsageError(std::string(kWhere) + ": --ranks needs --link-bandwidth GB/s");
+        throw UsageError(std::string(kBoundDistWhere) + ": --ranks needs --link-bandwidth GB/s");
     Model m;
     m.p = problem;
     m.pass = pass;

@@ -26,7 +26,7 @@ namespace ioattn::app {
 
 namespace {
 
-constexpr const char* kWhere = "decode";
+constexpr const char* kDecodeWhere = "decode";
 
 struct DecodeCliOptions {
     std::int64_t batch = 1;
@@ -65,13 +65,14 @@ std::vector<std::int64_t> lengths_of(const DecodeCliOptions& o) {
             used = 0;
         }
         if (used != item.size() || item.empty())
-            throw UsageError(std::string(kWhere) + ": --kv-lens '" + o.kv_lens +
+            throw UsageError(std::string(kDecodeWhere) + ": --kv-lens '" + o.kv_lens +
                              "' is not a comma-separated list of lengths");
         lens.push_back(v);
     }
     if (static_cast<std::int64_t>(lens.size()) != o.batch && o.batch != 1)
-        throw UsageError(std::string(kWhere) + ": --kv-lens has " + std::to_string(lens.size()) +
-                         " lengths but --batch is " + std::to_string(o.batch));
+        throw UsageError(std::string(kDecodeWhere) + ": --kv-lens has " +
+                         std::to_string(lens.size()) + " lengths but --batch is " +
+                         std::to_string(o.batch));
     return lens;
 }
 
@@ -161,7 +162,7 @@ void register_decode(CLI::App& app) {
             o->batch = static_cast<std::int64_t>(lengths_of(*o).size());
         if (o->batch < 1 || o->heads < 1 || o->kv_heads < 1 || o->d < 1 || o->page_size < 0)
             throw UsageError(
-                std::string(kWhere) +
+                std::string(kDecodeWhere) +
                 ": --batch, --heads, --kv-heads, --d must be >= 1 and --page-size >= 0");
         DecodeSetup s;
         s.heads = o->heads;
@@ -172,7 +173,7 @@ void register_decode(CLI::App& app) {
         s.page_size = o->page_size;
         s.chunk = o->chunk;
         s.pattern = o->pattern;
-        s.window = ioattn::decode_window_of(o->pattern, kWhere);
+        s.window = ioattn::decode_window_of(o->pattern, kDecodeWhere);
         s.dtype = o->dtype;
         s.check = o->check;
         s.count_io = o->count_io;
@@ -187,6 +188,6 @@ void register_decode(CLI::App& app) {
         else
             print_text(j);
         if (j.contains("check") && !j["check"]["passed"].get<bool>())
-            throw CheckFailed(std::string(kWhere) + ": check failed");
+            throw CheckFailed(std::string(kDecodeWhere) + ": check failed");
     });
 }

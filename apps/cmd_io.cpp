@@ -28,7 +28,7 @@ namespace ioattn::app {
 
 namespace {
 
-constexpr const char* kWhere = "io";
+constexpr const char* kIoWhere = "io";
 
 struct IoOptions {
     SharedOptions shared;
@@ -85,18 +85,18 @@ double best_ratio(const std::vector<SweepRow>& rows) {
 }
 
 void run(const IoOptions& o) {
-    const Problem p = problem_of(o.shared, kWhere);
-    const Pass pass = pass_of(o.shared, kWhere);
+    const Problem p = problem_of(o.shared, kIoWhere);
+    const Pass pass = pass_of(o.shared, kIoWhere);
     std::int64_t lo = 4 * p.d;
     std::int64_t hi = std::max(p.n_q, p.n_k) * p.d;
     if (!o.range.empty())
         std::tie(lo, hi) = parse_range(o.range, "--M-range");
     hi = std::max(hi, lo);
     if (!o.plot.empty())
-        (void)plot_files(o.plot, kWhere); // a bad name fails before the sweep
-    if (o.shared.pattern != "dense") {    // each variant of the sparse fused schedule
+        (void)plot_files(o.plot, kIoWhere); // a bad name fails before the sweep
+    if (o.shared.pattern != "dense") {      // each variant of the sparse fused schedule
         if (p.causal)
-            throw UsageError(std::string(kWhere) +
+            throw UsageError(std::string(kIoWhere) +
                              ": --pattern does not take --causal (use the 'causal' pattern)");
         run_sparse_io(o.shared, p, pass, lo, hi, o.dry_run, o.plot);
         return;
@@ -192,13 +192,14 @@ void run(const IoOptions& o) {
         }
     }
     if (!o.plot.empty()) {
-        const PlotFiles files = plot_files(o.plot, kWhere);
-        render(io_sweep_plot(p, pass, rows, crossover), files, kWhere);
+        const PlotFiles files = plot_files(o.plot, kIoWhere);
+        render(io_sweep_plot(p, pass, rows, crossover), files, kIoWhere);
         std::cerr << "ioattn io: wrote " << files.svg << " (data " << files.csv << ", script "
                   << files.script << ")\n";
     }
     if (disagree)
-        throw CheckFailed(std::string(kWhere) + ": a dry run differs from its io_cost closed form");
+        throw CheckFailed(std::string(kIoWhere) +
+                          ": a dry run differs from its io_cost closed form");
 }
 
 } // namespace

@@ -35,7 +35,7 @@ namespace ioattn::app {
 
 namespace {
 
-constexpr const char* kWhere = "run";
+constexpr const char* kRunWhere = "run";
 
 struct RunOptions {
     SharedOptions shared;
@@ -54,7 +54,7 @@ std::pair<std::optional<MemoryModel>, std::optional<std::int64_t>>
 memory_request(const SharedOptions& o) {
     if (o.cache_bytes != kUnset)
         return {std::nullopt, o.cache_bytes};
-    return {memory_of(o, kWhere), std::nullopt};
+    return {memory_of(o, kRunWhere), std::nullopt};
 }
 
 /// --objective, by default io for a counted run (it plans for the fewest words) and speed.
@@ -74,7 +74,7 @@ AttentionOptions attention_options(const RunOptions& o) {
     a.objective = objective_of(o);
     std::tie(a.memory, a.cache_bytes) = memory_request(o.shared);
     a.threads = o.shared.threads;
-    a.where = kWhere;
+    a.where = kRunWhere;
     return a;
 }
 
@@ -92,11 +92,11 @@ nlohmann::json problem_json(const Problem& p) {
 
 template <typename Scalar>
 nlohmann::json run_typed(const RunOptions& o) {
-    const Problem problem = problem_of(o.shared, kWhere);
+    const Problem problem = problem_of(o.shared, kRunWhere);
     const AttentionOptions opts = attention_options(o);
     const AttentionPlan plan = plan_attention<Scalar>(problem, Pass::forward, {}, opts);
     if (o.count_io && plan.schedule == Schedule::reference)
-        throw UsageError(std::string(kWhere) +
+        throw UsageError(std::string(kRunWhere) +
                          ": --count-io needs --schedule fused, materialized or auto (the "
                          "reference schedule has no I/O model)");
     measure::ForwardData<Scalar> data(plan.problem, o.shared.seed);
@@ -189,26 +189,26 @@ void require_operand_memory(const RunOptions& o, const Problem& p, bool dense_fo
         need = ioattn::add_bytes(need, bytes(fwd, wb));
     if (o.check) // a double reference and a naive copy in --dtype
         need = ioattn::add_bytes(need, bytes(held, 8 + wb));
-    require_memory(kWhere, need, "operands (inputs, outputs, copies)");
+    require_memory(kRunWhere, need, "operands (inputs, outputs, copies)");
 }
 
 nlohmann::json run_json(const RunOptions& o) {
-    const Pass pass = pass_of(o.shared, kWhere);
+    const Pass pass = pass_of(o.shared, kRunWhere);
     if (!(o.input_density > 0.0 && o.input_density <= 1.0)) // NaN too
-        throw UsageError(std::string(kWhere) + ": --input-density " + sig(o.input_density) +
+        throw UsageError(std::string(kRunWhere) + ": --input-density " + sig(o.input_density) +
                          " (expected 0 < density <= 1)");
     if (o.variant != "auto" && o.shared.pattern == "dense")
-        throw UsageError(std::string(kWhere) + ": --variant " + o.variant +
+        throw UsageError(std::string(kRunWhere) + ": --variant " + o.variant +
                          " needs a sparse --pattern (the variants are the sparse fused kernels')");
     const bool is_bf16 = o.shared.dtype == "bf16";
     if (!is_bf16 && pass == Pass::forward && o.shared.pattern == "dense" &&
         o.input_density == 1.0) {
-        require_operand_memory(o, problem_of(o.shared, kWhere), true);
+        require_operand_memory(o, problem_of(o.shared, kRunWhere), true);
         return o.shared.dtype == "double" ? run_typed<double>(o) : run_typed<float>(o);
     }
-    require_operand_memory(o, problem_of(o.shared, kWhere), false);
+    require_operand_memory(o, problem_of(o.shared, kRunWhere), false);
     VariantRun r;
-    r.problem = problem_of(o.shared, kWhere);
+    r.problem = problem_of(o.shared, kRunWhere);
     std::tie(r.memory, r.cache_bytes) = memory_request(o.shared);
     r.pass = pass;
     r.pattern = o.shared.pattern;
@@ -230,13 +230,13 @@ nlohmann::json run_json(const RunOptions& o) {
 void run(const RunOptions& o) {
     if (!o.dist.empty()) {
         if (o.input_density != 1.0)
-            throw UsageError(std::string(kWhere) +
+            throw UsageError(std::string(kRunWhere) +
                              ": --input-density with --dist is not supported");
 #ifdef IOATTN_WITH_MPI
         run_distributed({o.shared, o.dist, o.check, o.count_io, o.repeat});
         return;
 #else
-        throw_built_without_mpi(kWhere, "--dist", o.dist);
+        throw_built_without_mpi(kRunWhere, "--dist", o.dist);
 #endif
     }
     nlohmann::json j = run_json(o);
@@ -251,15 +251,15 @@ void run(const RunOptions& o) {
     else
         print_run_text(j, o.shared, o.repeat);
     if (!j["io"].is_null() && !j["io"]["matches_closed_form"].get<bool>())
-        throw CheckFailed(std::string(kWhere) + ": counted I/O differs from io_cost_" +
+        throw CheckFailed(std::string(kRunWhere) + ": counted I/O differs from io_cost_" +
                           j["pass"].get<std::string>());
     if (!j["check"].is_null() && !j["check"]["passed"].get<bool>()) {
         const auto& c = j["check"];
         if (c.contains("tolerance")) // bf16
-            throw CheckFailed(std::string(kWhere) + ": --check failed: error " +
+            throw CheckFailed(std::string(kRunWhere) + ": --check failed: error " +
                               sig(c.value("max_abs_error", c.value("max_relative_error", 0.0))) +
                               " above the bf16 tolerance " + sig(c["tolerance"].get<double>()));
-        throw CheckFailed(std::string(kWhere) + ": --check failed: max_abs_error " +
+        throw CheckFailed(std::string(kRunWhere) + ": --check failed: max_abs_error " +
                           sig(c["max_abs_error"].get<double>()) + " > 2 * naive " +
                           sig(c["naive_error"].get<double>()) + " + tiny");
     }

@@ -36,7 +36,7 @@ namespace ioattn::app {
 
 namespace {
 
-constexpr const char* kWhere = "run";
+constexpr const char* kRunDistWhere = "run";
 
 /// Initialises MPI (MPI_THREAD_FUNNELED) unless the caller did; finalises what it initialised.
 class MpiSession {
@@ -92,7 +92,7 @@ struct Setup {
 Tiling
 tuned_tiling(Schedule schedule, const MemoryModel& m, const Problem& p, Pass pass, Kernels k) {
     if (!Tiling::try_for_memory(schedule, m, p, pass, k))
-        throw InvalidArgument(std::string(kWhere) + ": M = " + std::to_string(m.fast_words) +
+        throw InvalidArgument(std::string(kRunDistWhere) + ": M = " + std::to_string(m.fast_words) +
                               " words is below the smallest " + std::string(to_string(schedule)) +
                               " tiling for d = " + std::to_string(p.d) + " (needs M >= " +
                               std::to_string(smallest_memory(p, pass, schedule, k)) + ")");
@@ -101,8 +101,8 @@ tuned_tiling(Schedule schedule, const MemoryModel& m, const Problem& p, Pass pas
 
 Setup setup_of(const DistRun& r, const MpiSession& mpi) {
     Setup s;
-    s.p = problem_of(r.shared, kWhere);
-    s.pass = pass_of(r.shared, kWhere);
+    s.p = problem_of(r.shared, kRunDistWhere);
+    s.pass = pass_of(r.shared, kRunDistWhere);
     s.wire = r.shared.dtype == "bf16"     ? dist::wire_bytes_of<bf16>()
              : r.shared.dtype == "double" ? dist::wire_bytes_of<double>()
                                           : dist::wire_bytes_of<float>();
@@ -112,21 +112,21 @@ Setup setup_of(const DistRun& r, const MpiSession& mpi) {
     if (r.dist == "sparse") {
         if (s.p.causal)
             throw UsageError(
-                std::string(kWhere) +
+                std::string(kRunDistWhere) +
                 ": --causal with --dist sparse: use the 'causal' pattern (or '&causal')");
         s.support = sparse::parse_pattern(r.shared.pattern, s.p.n_q, s.p.n_k, r.shared.seed);
     } else if (r.shared.pattern != "dense") {
-        throw UsageError(std::string(kWhere) + ": --dist " + r.dist +
+        throw UsageError(std::string(kRunDistWhere) + ": --dist " + r.dist +
                          " runs dense attention; --pattern " + r.shared.pattern +
                          " runs with --dist sparse");
     }
     const auto schedule = schedule_of(r.shared);
     if (schedule == Schedule::reference)
         throw UsageError(
-            std::string(kWhere) +
+            std::string(kRunDistWhere) +
             ": --schedule reference with --dist (expected fused, materialized or auto: fused)");
     s.schedule = schedule.value_or(Schedule::fused);
-    s.memory = memory_of(r.shared, kWhere);
+    s.memory = memory_of(r.shared, kRunDistWhere);
     const dist::Sharding queries(s.layout, s.p.n_q, s.ranks);
     const dist::Sharding keys(s.layout, s.p.n_k, s.ranks);
     Problem block = s.p;
@@ -378,16 +378,16 @@ void run_distributed(const DistRun& r) {
         else
             print_dist_text(j, r);
         if (!j["comm"]["matches_closed_form"].get<bool>())
-            throw CheckFailed(std::string(kWhere) +
+            throw CheckFailed(std::string(kRunDistWhere) +
                               ": counted words or bytes differ from the closed form");
         if (!j["check"].is_null() && !j["check"]["passed"].get<bool>() &&
             j["check"].contains("tolerance"))
-            throw CheckFailed(std::string(kWhere) + ": --check failed: error " +
+            throw CheckFailed(std::string(kRunDistWhere) + ": --check failed: error " +
                               sig(j["check"]["max_abs_error"].get<double>()) +
                               " above the bf16 tolerance " +
                               sig(j["check"]["tolerance"].get<double>()));
         if (!j["check"].is_null() && !j["check"]["passed"].get<bool>())
-            throw CheckFailed(std::string(kWhere) + ": --check failed: max_abs_error " +
+            throw CheckFailed(std::string(kRunDistWhere) + ": --check failed: max_abs_error " +
                               sig(j["check"]["max_abs_error"].get<double>()) +
                               " > 2 * single-process " +
                               sig(j["check"]["single_error"].get<double>()) + " + tiny");

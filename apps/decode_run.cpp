@@ -28,7 +28,7 @@ namespace ioattn::app {
 
 namespace {
 
-constexpr const char* kWhere = "decode";
+constexpr const char* kDecodeRunWhere = "decode";
 
 /// The operands of one decode problem, owned.
 template <typename Scalar, typename Cache>
@@ -202,7 +202,7 @@ nlohmann::json run_typed(const DecodeSetup& c) {
     DecodeOptions opts;
     opts.chunk = c.chunk;
     opts.threads = c.threads;
-    opts.where = kWhere;
+    opts.where = kDecodeRunWhere;
     const DecodeArgs<Scalar, Cache> args = data.args();
     DecodeReport report = decode(args, opts); // validates; the warm-up
     std::vector<double> t;
@@ -256,7 +256,8 @@ nlohmann::json run_typed(const DecodeSetup& c) {
             {"ratio_to_lower_bound",
              static_cast<double>(r.io->total()) / static_cast<double>(lower.total())}};
         if (!(*r.io == *r.closed_form))
-            throw CheckFailed(std::string(kWhere) + ": counted I/O differs from the closed form");
+            throw CheckFailed(std::string(kDecodeRunWhere) +
+                              ": counted I/O differs from the closed form");
     }
     if (c.check) {
         decode(args, opts);

@@ -30,7 +30,7 @@ namespace ioattn::app {
 
 namespace {
 
-constexpr const char* kWhere = "run";
+constexpr const char* kRunVariantsWhere = "run";
 
 } // namespace
 
@@ -43,7 +43,7 @@ AttentionOptions attention_options(const VariantRun& r) {
     a.memory = r.memory;
     a.cache_bytes = r.cache_bytes;
     a.threads = r.threads;
-    a.where = kWhere;
+    a.where = kRunVariantsWhere;
     if (r.variant != "auto")
         a.variant = sparse::parse_variant(r.variant);
     return a;
@@ -162,12 +162,12 @@ nlohmann::json run_variant(const VariantRun& r) {
     // --- the schedule and its tiling: the library's plan ---
     if (r.variant != "auto" &&
         (r.input_density < 1.0 || (r.schedule != "fused" && r.schedule != "auto")))
-        throw UsageError(std::string(kWhere) + ": --variant " + r.variant +
+        throw UsageError(std::string(kRunVariantsWhere) + ": --variant " + r.variant +
                          " needs the fused schedule, a sparse --pattern and dense inputs");
     const AttentionOptions opts = attention_options(r);
     const AttentionPlan plan = plan_attention(p, r.pass, structure, opts);
     if (r.count_io && plan.schedule == Schedule::reference)
-        throw UsageError(std::string(kWhere) +
+        throw UsageError(std::string(kRunVariantsWhere) +
                          ": --count-io needs a fused or materialized schedule");
     const auto run = [&](const AttentionOptions& o) {
         return backward ? attention_backward(data.backward(), structure, plan, o)

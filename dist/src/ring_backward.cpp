@@ -45,7 +45,7 @@ using detail::rows_of;
 
 constexpr int kSumReceive = 2; // 0 and 1: the K/V rotation (ring_plan.hpp)
 constexpr int kSumSend = 3;    // and 4: one slot per sum buffer
-constexpr int kTagKv = 1611;
+constexpr int kTagBackwardKv = 1611;
 constexpr int kTagSum = 1612;
 
 template <typename Scalar, typename Counter>
@@ -180,7 +180,7 @@ PassStats ring_backward(MPI_Comm comm,
         const std::int64_t rows = s.keys.rows(src);
         Scalar* current = kv[step % 2].data();
         Compute* sum = sums[step % 2].data();
-        detail::post_rotation(channel, s, step, current, kv[(step + 1) % 2].data(), kTagKv);
+        detail::post_rotation(channel, s, step, current, kv[(step + 1) % 2].data(), kTagBackwardKv);
         if (step > 0) {
             channel.wait(kSumSend + step % 2); // the buffer's send of two steps ago
             channel.receive(kSumReceive, sum, rows * w, channel.prev(), kTagSum);

@@ -40,7 +40,7 @@ using detail::PassShape;
 using detail::Rect;
 using detail::rows_of;
 
-constexpr int kTagKv = 1601;
+constexpr int kTagForwardKv = 1601;
 
 /// The compute of the steps: one block's pairs, pieces and rectangles.
 template <typename Scalar, typename Counter>
@@ -149,7 +149,8 @@ PassStats ring_forward(MPI_Comm comm,
     for (int step = 0; step < ranks; ++step) {
         const int src = (s.rank - step + ranks) % ranks;
         Scalar* current = buffers[step % 2].data();
-        detail::post_rotation(channel, s, step, current, buffers[(step + 1) % 2].data(), kTagKv);
+        detail::post_rotation(
+            channel, s, step, current, buffers[(step + 1) % 2].data(), kTagForwardKv);
         if (!options.communication_only)
             channel.overlap(options.progress_beside, threads, [&](bool poll) {
                 runner.poll = poll;

@@ -19,7 +19,7 @@ namespace ioattn::ff {
 
 namespace {
 
-struct Instance {
+struct BinaryInstance {
     std::int64_t code = 0; // index into keys
     std::vector<std::int64_t> rows;
 };
@@ -35,7 +35,7 @@ Result experiment_binary(const Config& given) {
     const Prime two{2};
     std::vector<Matrix> keys;
     std::vector<std::string> names;
-    std::vector<Instance> inst;
+    std::vector<BinaryInstance> inst;
     for (int m = 3; m <= 6; ++m)
         for (int t = 1; t <= 3 && 2 * t + 1 <= (1 << m) - 1; ++t) {
             keys.push_back(bch_parity_check(m, t));
@@ -62,7 +62,7 @@ Result experiment_binary(const Config& given) {
     detail::tally(
         result,
         detail::run_instances(config, static_cast<std::int64_t>(inst.size()), [&](std::int64_t i) {
-            const Instance& in = inst[static_cast<std::size_t>(i)];
+            const BinaryInstance& in = inst[static_cast<std::size_t>(i)];
             const Matrix& k = keys[static_cast<std::size_t>(in.code)];
             detail::Outcome o;
             const std::int64_t r = rank(k.select_rows(in.rows), two);

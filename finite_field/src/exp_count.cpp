@@ -21,7 +21,7 @@ namespace ioattn::ff {
 
 namespace {
 
-struct Instance {
+struct CountInstance {
     std::int64_t p = 0;
     std::int64_t d = 0;
     NamedSet set;
@@ -53,7 +53,7 @@ sets_for(std::int64_t p, std::int64_t n, std::int64_t d, std::uint64_t seed, std
     return sets;
 }
 
-detail::Outcome count_one(const Instance& in) {
+detail::Outcome count_one(const CountInstance& in) {
     const Prime p{in.p};
     const std::int64_t n = in.set.set.n_rows();
     // --- the transposed direction: (Q K^T)|_I with K varying is (K Q^T)|_{I^T} ---
@@ -104,7 +104,7 @@ Result experiment_count(const Config& given) {
     config.validate("ioattn::ff::experiment_count");
     const detail::Stopwatch clock;
     const std::int64_t trials = detail::trials_or(config, 24);
-    std::vector<Instance> inst;
+    std::vector<CountInstance> inst;
     for (std::int64_t p : {5, 7})
         for (std::int64_t n : {2, 3})
             for (std::int64_t d = 1; d <= std::min<std::int64_t>(2, config.d) && n <= config.n; ++d)

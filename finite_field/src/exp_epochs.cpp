@@ -40,7 +40,7 @@ namespace ioattn::ff {
 
 namespace {
 
-struct Instance {
+struct EpochInstance {
     detail::ScheduleKind kind;
     std::string spec; // the support (sparse kinds)
     std::int64_t n = 0;
@@ -66,7 +66,7 @@ operand(const std::optional<RowPattern>& pat, Matrix dense, const Prime& p, std:
     return out;
 }
 
-std::string where(const Instance& in, const Tiling& t) {
+std::string where(const EpochInstance& in, const Tiling& t) {
     std::ostringstream w;
     w << "epochs " << detail::label(in.kind) << (in.spec.empty() ? "" : " pattern " + in.spec)
       << " N=" << in.n << " d=" << in.d << " M=" << in.m << " tiling " << t << ":";
@@ -74,7 +74,7 @@ std::string where(const Instance& in, const Tiling& t) {
 }
 
 // The checks of one instance on its recorded run (nullopt: no tiling fit, a failure).
-detail::Outcome check_one(const Instance& in,
+detail::Outcome check_one(const EpochInstance& in,
                           const std::optional<detail::Recorded>& rec,
                           const Prime& p,
                           bool repeated_points) {
@@ -118,8 +118,10 @@ detail::Outcome check_one(const Instance& in,
 }
 
 // Records the instance's run into a reused buffer and checks it.
-detail::Outcome
-run_one(const Instance& in, const Prime& p, bool repeated_points, detail::TraceBuffers& buffers) {
+detail::Outcome run_one(const EpochInstance& in,
+                        const Prime& p,
+                        bool repeated_points,
+                        detail::TraceBuffers& buffers) {
     auto rec =
         in.kind.sparse
             ? detail::record_sparse(in.kind, in.spec, in.n, in.d, in.m, in.seed, buffers.take())
@@ -218,7 +220,7 @@ Result experiment_epochs(const Config& given) {
     for (const auto& kind : kinds)
         result.rows.push_back({detail::label(kind)});
     result.rows.push_back({"controls (must fail)"});
-    std::vector<Instance> inst;
+    std::vector<EpochInstance> inst;
     detail::TraceBuffers buffers;
     std::int64_t skipped = 0; // (shape, schedule, M) with no tiling that fits M
     const std::vector<std::int64_t> ns = sweep(config.n, {16, 64, 256, 1024}, config.n);

@@ -23,7 +23,7 @@ namespace ioattn::ff {
 
 namespace {
 
-struct Instance {
+struct FoolingInstance {
     std::int64_t n = 0;
     std::int64_t d = 0;
     std::uint64_t seed = 0;
@@ -38,7 +38,7 @@ Matrix column(const Matrix& q) {
     return c;
 }
 
-detail::Outcome run_one(const Instance& in, const Prime& p, bool repeated_points) {
+detail::Outcome run_one(const FoolingInstance& in, const Prime& p, bool repeated_points) {
     std::mt19937_64 rng(in.seed);
     const Matrix k = vandermonde(in.n, in.d, p, repeated_points);
     const std::int64_t size = std::uniform_int_distribution<std::int64_t>(1, in.n * in.n)(rng);
@@ -94,7 +94,7 @@ Result experiment_fooling(const Config& given) {
     const Prime p = Prime::for_size(
         config.prime(), std::min<std::int64_t>(16, config.n), config.negative_control);
     const std::int64_t trials = detail::trials_or(config, 8);
-    std::vector<Instance> inst;
+    std::vector<FoolingInstance> inst;
     for (std::int64_t n : {4, 8, 16})
         for (std::int64_t d : {1, 2, 4})
             if (n <= config.n && d <= config.d && d <= n)

@@ -16,7 +16,7 @@ namespace ioattn::ff {
 
 namespace {
 
-struct Instance {
+struct VandermondeInstance {
     std::int64_t shape = 0; // index into keys
     std::vector<std::int64_t> rows;
 };
@@ -34,7 +34,7 @@ Result experiment_vandermonde(const Config& given) {
     // --- instances: (shape, row subset), built serially from the seed ---
     const auto grid = detail::shape_grid(config.n, config.d);
     std::vector<Matrix> keys;
-    std::vector<Instance> inst;
+    std::vector<VandermondeInstance> inst;
     for (std::size_t s = 0; s < grid.size(); ++s) {
         const auto [n, d] = grid[s];
         keys.push_back(vandermonde(n, d, p, config.negative_control));
@@ -52,7 +52,7 @@ Result experiment_vandermonde(const Config& given) {
 
     const auto outcomes =
         detail::run_instances(config, static_cast<std::int64_t>(inst.size()), [&](std::int64_t i) {
-            const Instance& in = inst[static_cast<std::size_t>(i)];
+            const VandermondeInstance& in = inst[static_cast<std::size_t>(i)];
             const Matrix& k = keys[static_cast<std::size_t>(in.shape)];
             detail::Outcome o;
             const std::int64_t r = rank(k.select_rows(in.rows), p); // Lemma 4.7: = d

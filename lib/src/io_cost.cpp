@@ -2,6 +2,8 @@
 // selection between schedules. Every formula here mirrors the loop structure of the kernel named
 // in its comment; tests hold the kernels' counted I/O equal to it.
 
+#include "io_cost_util.hpp"
+
 #include <ioattn/error.hpp>
 #include <ioattn/io_cost.hpp>
 
@@ -11,11 +13,10 @@
 
 namespace ioattn {
 
-namespace {
+using detail::ceil_div;
+using detail::require_schedule;
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
-    return (a + b - 1) / b;
-}
+namespace {
 
 /// Keys visible to some row of the row block [i0, i0 + r): the block reads K/V rows [0, end).
 std::int64_t block_kv_end(const Problem& p, std::int64_t i0, std::int64_t r) {
@@ -25,12 +26,6 @@ std::int64_t block_kv_end(const Problem& p, std::int64_t i0, std::int64_t r) {
 /// Total over all slices: per-query-head cost times batch*heads.
 IoReport scale_slices(const Problem& p, IoReport per_slice, std::int64_t peak) {
     return {per_slice.reads * p.batch_heads(), per_slice.writes * p.batch_heads(), peak};
-}
-
-void require_schedule(const Tiling& t, Schedule s, const char* where) {
-    if (t.schedule != s)
-        throw InvalidArgument(std::string(where) + ": tiling is for the " +
-                              std::string(to_string(t.schedule)) + " schedule");
 }
 
 } // namespace

@@ -1,6 +1,8 @@
 // Closed-form I/O of the dense backward schedules. Each formula mirrors the loop structure of
 // the kernel named in its comment; tests hold the kernels' counted I/O equal to it.
 
+#include "io_cost_util.hpp"
+
 #include <ioattn/error.hpp>
 #include <ioattn/io_cost.hpp>
 #include <ioattn/tiling.hpp>
@@ -10,17 +12,10 @@
 
 namespace ioattn {
 
+using detail::ceil_div;
+using detail::require_schedule;
+
 namespace {
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
-    return (a + b - 1) / b;
-}
-
-void require_schedule(const Tiling& t, Schedule s, const char* where) {
-    if (t.schedule != s)
-        throw InvalidArgument(std::string(where) + ": tiling is for the " +
-                              std::string(to_string(t.schedule)) + " schedule");
-}
 
 /// First query row that sees key j (n_q if none): j <= i + n_k - n_q.
 std::int64_t first_row(const Problem& p, std::int64_t j) {

@@ -1,6 +1,8 @@
 // ioattn::Tiling: residency of each schedule, the I/O-optimal tiling for a memory size, and the
 // tuned tiling for this CPU.
 
+#include "io_cost_util.hpp"
+
 #include <ioattn/error.hpp>
 #include <ioattn/tiling.hpp>
 
@@ -11,11 +13,9 @@
 
 namespace ioattn {
 
-namespace {
+using detail::ceil_div;
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
-    return (a + b - 1) / b;
-}
+namespace {
 
 std::int64_t isqrt(std::int64_t x) {
     auto r = static_cast<std::int64_t>(std::sqrt(static_cast<double>(x)));

@@ -1,8 +1,8 @@
 # ioattn_add_header_check(<target> <include dir> <library>): an OBJECT library of one generated
 # TU per public header under <include dir>/ioattn (oneTBB's test_tbb_header.cpp idea), each
 # including its header twice, compiled with <library>'s usage requirements and the project's
-# warnings: every public header compiles alone and has an include guard. The header globs are
-# the only globs of the build.
+# warnings, at -O0: every public header compiles alone and has an include guard. The header
+# globs are the only globs of the build.
 function(ioattn_add_header_check target include_dir library)
   get_filename_component(root ${include_dir} ABSOLUTE)
   file(GLOB_RECURSE headers CONFIGURE_DEPENDS ${root}/ioattn/*.hpp)
@@ -17,4 +17,5 @@ function(ioattn_add_header_check target include_dir library)
   endforeach()
   add_library(${target} OBJECT ${tus})
   target_link_libraries(${target} PRIVATE ${library} $<BUILD_INTERFACE:ioattn_warnings>)
+  target_compile_options(${target} PRIVATE -O0) # compiled, never run
 endfunction()

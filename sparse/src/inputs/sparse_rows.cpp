@@ -21,7 +21,7 @@ namespace ioattn::sparse {
 
 namespace {
 
-constexpr std::string_view kWhere = "ioattn::sparse::SparseRows";
+constexpr std::string_view kSparseRowsWhere = "ioattn::sparse::SparseRows";
 
 template <typename Scalar>
 void check_dense(std::string_view where,
@@ -65,26 +65,27 @@ SparseRows<Scalar>::SparseRows(std::int64_t rows,
     , idx_(std::move(indices))
     , val_(std::move(values)) {
     if (rows_ < 0)
-        detail::fail(kWhere, "rows = ", rows_, " (expected >= 0)");
+        detail::fail(kSparseRowsWhere, "rows = ", rows_, " (expected >= 0)");
     if (cols_ < 0)
-        detail::fail(kWhere, "cols = ", cols_, " (expected >= 0)");
+        detail::fail(kSparseRowsWhere, "cols = ", cols_, " (expected >= 0)");
     if (static_cast<std::int64_t>(offsets_.size()) != rows_ + 1)
-        detail::fail(kWhere,
+        detail::fail(kSparseRowsWhere,
                      "offsets has ",
                      offsets_.size(),
                      " entries (expected rows + 1 = ",
                      rows_ + 1,
                      ")");
     if (val_.size() != idx_.size())
-        detail::fail(kWhere, "values has ", val_.size(), " entries but indices has ", idx_.size());
+        detail::fail(
+            kSparseRowsWhere, "values has ", val_.size(), " entries but indices has ", idx_.size());
     if (offsets_[0] != 0)
-        detail::fail(kWhere, "offsets[0] = ", offsets_[0], " (expected 0)");
+        detail::fail(kSparseRowsWhere, "offsets[0] = ", offsets_[0], " (expected 0)");
     const auto nnz = static_cast<std::int64_t>(idx_.size());
     for (std::int64_t i = 0; i < rows_; ++i) {
         const std::int64_t lo = offsets_[static_cast<std::size_t>(i)];
         const std::int64_t hi = offsets_[static_cast<std::size_t>(i) + 1];
         if (hi < lo || hi > nnz)
-            detail::fail(kWhere,
+            detail::fail(kSparseRowsWhere,
                          "row ",
                          i,
                          ": offsets[",
@@ -101,9 +102,10 @@ SparseRows<Scalar>::SparseRows(std::int64_t rows,
         for (std::int64_t p = lo; p < hi; ++p) {
             const std::int64_t j = idx_[static_cast<std::size_t>(p)];
             if (j < 0 || j >= cols_)
-                detail::fail(kWhere, "row ", i, ": column ", j, " out of range [0, ", cols_, ")");
+                detail::fail(
+                    kSparseRowsWhere, "row ", i, ": column ", j, " out of range [0, ", cols_, ")");
             if (p > lo && j <= idx_[static_cast<std::size_t>(p) - 1])
-                detail::fail(kWhere,
+                detail::fail(kSparseRowsWhere,
                              "row ",
                              i,
                              ": column ",
@@ -114,7 +116,7 @@ SparseRows<Scalar>::SparseRows(std::int64_t rows,
         }
     }
     if (offsets_[static_cast<std::size_t>(rows_)] != nnz)
-        detail::fail(kWhere,
+        detail::fail(kSparseRowsWhere,
                      "offsets[rows] = ",
                      offsets_[static_cast<std::size_t>(rows_)],
                      " but there are ",

@@ -22,7 +22,7 @@ namespace ioattn::sparse {
 
 namespace {
 
-constexpr std::string_view kWhere = "ioattn::sparse::parse_pattern";
+constexpr std::string_view kParseWhere = "ioattn::sparse::parse_pattern";
 
 struct Term {
     std::string_view name;
@@ -68,12 +68,18 @@ public:
 
     Support parse() {
         if (trim(spec_).empty())
-            detail::fail(kWhere, "empty pattern spec");
+            detail::fail(kParseWhere, "empty pattern spec");
         Support s = expr();
         skip_spaces();
         if (pos_ < spec_.size())
-            detail::fail(
-                kWhere, "unexpected '", spec_[pos_], "' at position ", pos_, " in '", spec_, "'");
+            detail::fail(kParseWhere,
+                         "unexpected '",
+                         spec_[pos_],
+                         "' at position ",
+                         pos_,
+                         " in '",
+                         spec_,
+                         "'");
         return s;
     }
 
@@ -102,7 +108,7 @@ private:
             return atom();
         const std::size_t open = pos_++;
         if (++depth_ > kMaxDepth) // each level is three frames of this recursive descent
-            detail::fail(kWhere,
+            detail::fail(kParseWhere,
                          "parentheses nested deeper than ",
                          kMaxDepth,
                          " at position ",
@@ -112,7 +118,7 @@ private:
                          spec_.size() > 64 ? "...'" : "'");
         Support s = expr();
         if (peek() != ')')
-            detail::fail(kWhere, "'(' at position ", open, " is not closed in '", spec_, "'");
+            detail::fail(kParseWhere, "'(' at position ", open, " is not closed in '", spec_, "'");
         ++pos_;
         --depth_;
         return s;
@@ -125,7 +131,7 @@ private:
             ++pos_;
         const std::string_view token = trim(spec_.substr(start, pos_ - start));
         if (token.empty())
-            detail::fail(kWhere, "empty term at position ", start, " in '", spec_, "'");
+            detail::fail(kParseWhere, "empty term at position ", start, " in '", spec_, "'");
         return build(token);
     }
 
@@ -149,7 +155,7 @@ private:
             if (t.name == name)
                 term = &t;
         if (term == nullptr)
-            detail::fail(kWhere,
+            detail::fail(kParseWhere,
                          "unknown pattern '",
                          name,
                          "' in '",
@@ -158,7 +164,7 @@ private:
                          "bigbird, bigbird-block, strided, block, random, powerlaw, varlen, "
                          "causal-varlen, window-varlen, causal-window-varlen, file)");
         if (args.size() != term->args)
-            detail::fail(kWhere,
+            detail::fail(kParseWhere,
                          "'",
                          token,
                          "' has ",
@@ -219,15 +225,15 @@ private:
 
     Support file(std::string_view token, std::string_view path) {
         if (path.empty())
-            detail::fail(kWhere, "'", token, "': missing PATH (expected file:PATH)");
+            detail::fail(kParseWhere, "'", token, "': missing PATH (expected file:PATH)");
         Support s;
         try {
             s = read_matrix_market(path);
         } catch (const InvalidArgument& e) {
-            detail::fail(kWhere, "'", token, "': ", e.what());
+            detail::fail(kParseWhere, "'", token, "': ", e.what());
         }
         if (s.n_q() != n_q_ || s.n_k() != n_k_)
-            detail::fail(kWhere,
+            detail::fail(kParseWhere,
                          "'",
                          token,
                          "' is ",
@@ -259,7 +265,7 @@ private:
         try {
             return pattern_varlen(n_q_, n_k_, lengths, causal, window);
         } catch (const InvalidArgument& e) {
-            detail::fail(kWhere, "'", token, "': ", e.what());
+            detail::fail(kParseWhere, "'", token, "': ", e.what());
         }
     }
 
@@ -271,11 +277,11 @@ private:
                                 std::int64_t min) {
         if (arg.empty())
             detail::fail(
-                kWhere, "'", token, "': missing value of ", what, " (expected ", t.usage, ")");
+                kParseWhere, "'", token, "': missing value of ", what, " (expected ", t.usage, ")");
         std::int64_t v = 0;
         const auto [end, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), v);
         if (ec != std::errc() || end != arg.data() + arg.size())
-            detail::fail(kWhere,
+            detail::fail(kParseWhere,
                          "'",
                          token,
                          "': ",
@@ -286,7 +292,8 @@ private:
                          t.usage,
                          ")");
         if (v < min)
-            detail::fail(kWhere, "'", token, "': ", what, " = ", v, " (expected >= ", min, ")");
+            detail::fail(
+                kParseWhere, "'", token, "': ", what, " = ", v, " (expected >= ", min, ")");
         return v;
     }
 
@@ -295,11 +302,11 @@ private:
     real(const Term& t, std::string_view token, std::string_view arg, const char* what) {
         if (arg.empty())
             detail::fail(
-                kWhere, "'", token, "': missing value of ", what, " (expected ", t.usage, ")");
+                kParseWhere, "'", token, "': missing value of ", what, " (expected ", t.usage, ")");
         double v = 0.0;
         const auto [end, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), v);
         if (ec != std::errc() || end != arg.data() + arg.size() || !std::isfinite(v))
-            detail::fail(kWhere,
+            detail::fail(kParseWhere,
                          "'",
                          token,
                          "': ",
@@ -316,7 +323,7 @@ private:
     fraction(const Term& t, std::string_view token, std::string_view arg, const char* what) {
         const double v = real(t, token, arg, what);
         if (v < 0.0 || v > 1.0)
-            detail::fail(kWhere, "'", token, "': ", what, " = ", arg, " (expected in [0, 1])");
+            detail::fail(kParseWhere, "'", token, "': ", what, " = ", arg, " (expected in [0, 1])");
         return v;
     }
 
@@ -324,7 +331,7 @@ private:
     positive(const Term& t, std::string_view token, std::string_view arg, const char* what) {
         const double v = real(t, token, arg, what);
         if (v <= 0.0)
-            detail::fail(kWhere, "'", token, "': ", what, " = ", arg, " (expected > 0)");
+            detail::fail(kParseWhere, "'", token, "': ", what, " = ", arg, " (expected > 0)");
         return v;
     }
 
@@ -361,7 +368,7 @@ private:
 
 Support
 parse_pattern(std::string_view spec, std::int64_t n_q, std::int64_t n_k, std::uint64_t seed) {
-    detail::check_shape(kWhere, n_q, n_k);
+    detail::check_shape(kParseWhere, n_q, n_k);
     return Parser(spec, n_q, n_k, seed).parse();
 }
 

@@ -14,14 +14,8 @@
 
 namespace ioattn::sparse {
 
-namespace {
-
-void check_at_least(std::string_view where, const char* name, std::int64_t v, std::int64_t min) {
-    if (v < min)
-        detail::fail(where, name, " = ", v, " (expected >= ", min, ")");
-}
-
-} // namespace
+using detail::check_at_least;
+using detail::floor_div;
 
 Support pattern_dense(std::int64_t n_q, std::int64_t n_k) {
     constexpr std::string_view kWhere = "ioattn::sparse::pattern_dense";
@@ -89,11 +83,7 @@ Support pattern_causal_window(std::int64_t n_q, std::int64_t n_k, std::int64_t w
 
 namespace {
 
-/// floor(a / b) and ceil(a / b) for b >= 1.
-std::int64_t floor_div(std::int64_t a, std::int64_t b) {
-    return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
-
+/// ceil(a / b) for b >= 1.
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
     return -floor_div(-a, b);
 }

@@ -34,10 +34,7 @@ void check_density(std::string_view where, double density) {
         detail::fail(where, "DENSITY = ", density, " (expected in [0, 1])");
 }
 
-void check_at_least(std::string_view where, const char* name, std::int64_t v, std::int64_t min) {
-    if (v < min)
-        detail::fail(where, name, " = ", v, " (expected >= ", min, ")");
-}
+using detail::check_at_least;
 
 /// r distinct values of [0, avail), r < avail, ascending (Floyd's algorithm).
 std::vector<std::int64_t> sample_ranks(detail::RowRng& rng, std::int64_t avail, std::int64_t r) {

@@ -35,9 +35,7 @@ constexpr std::uint64_t kSaltRanks = 0x72616e6b73ULL;    // "ranks"
 constexpr std::uint64_t kSaltPowerlaw = 0x706f776572ULL; // "power"
 constexpr double kWeightExponent = 1.0 / (2.5 - 1.0);    // gamma = 2.5
 
-std::int64_t floor_div(std::int64_t a, std::int64_t b) {
-    return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
+using detail::floor_div;
 
 /// The blocks of [0, n_blocks) not in `taken` (sorted), r of them drawn uniformly without
 /// replacement (all of them when fewer remain), appended to `out` unsorted.

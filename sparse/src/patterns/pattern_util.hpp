@@ -18,6 +18,18 @@
 
 namespace ioattn::sparse::detail {
 
+/// Throws unless v >= min, naming the parameter.
+inline void
+check_at_least(std::string_view where, const char* name, std::int64_t v, std::int64_t min) {
+    if (v < min)
+        fail(where, name, " = ", v, " (expected >= ", min, ")");
+}
+
+/// floor(a / b) for b >= 1.
+inline std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
 /// Throws unless n_q >= 0 and n_k >= 0.
 inline void check_shape(std::string_view where, std::int64_t n_q, std::int64_t n_k) {
     if (n_q < 0)

@@ -223,7 +223,7 @@ std::span<const std::int64_t> Support::transposed_positions() const {
 
 namespace {
 
-constexpr std::string_view kWhere = "ioattn::sparse::Support";
+constexpr std::string_view kSupportWhere = "ioattn::sparse::Support";
 
 /// Whether rows [i0, i1) have offsets that do not decrease and stay within cols, and sorted
 /// unique columns in [0, n_k).
@@ -259,7 +259,7 @@ void name_bad_row(std::span<const std::int64_t> offsets,
         const std::int64_t lo = offsets[static_cast<std::size_t>(i)];
         const std::int64_t hi = offsets[static_cast<std::size_t>(i) + 1];
         if (hi < lo)
-            detail::fail(kWhere,
+            detail::fail(kSupportWhere,
                          "row ",
                          i,
                          ": row_offsets[",
@@ -272,7 +272,7 @@ void name_bad_row(std::span<const std::int64_t> offsets,
                          lo,
                          " (offsets must not decrease)");
         if (hi > z)
-            detail::fail(kWhere,
+            detail::fail(kSupportWhere,
                          "row ",
                          i,
                          ": row_offsets[",
@@ -284,13 +284,14 @@ void name_bad_row(std::span<const std::int64_t> offsets,
         for (std::int64_t p = lo; p < hi; ++p) {
             const std::int64_t j = cols[static_cast<std::size_t>(p)];
             if (j < 0 || j >= n_k)
-                detail::fail(kWhere, "row ", i, ": column ", j, " out of range [0, ", n_k, ")");
+                detail::fail(
+                    kSupportWhere, "row ", i, ": column ", j, " out of range [0, ", n_k, ")");
             if (p > lo) {
                 const std::int64_t prev = cols[static_cast<std::size_t>(p) - 1];
                 if (j == prev)
-                    detail::fail(kWhere, "row ", i, ": duplicate column ", j);
+                    detail::fail(kSupportWhere, "row ", i, ": duplicate column ", j);
                 if (j < prev)
-                    detail::fail(kWhere,
+                    detail::fail(kSupportWhere,
                                  "row ",
                                  i,
                                  ": column ",
@@ -314,18 +315,18 @@ Support::Support(std::int64_t n_q,
     , offsets_(std::move(row_offsets))
     , cols_(std::move(col_indices)) {
     if (n_q_ < 0)
-        detail::fail(kWhere, "n_q = ", n_q_, " (expected >= 0)");
+        detail::fail(kSupportWhere, "n_q = ", n_q_, " (expected >= 0)");
     if (n_k_ < 0)
-        detail::fail(kWhere, "n_k = ", n_k_, " (expected >= 0)");
+        detail::fail(kSupportWhere, "n_k = ", n_k_, " (expected >= 0)");
     if (static_cast<std::int64_t>(offsets_.size()) != n_q_ + 1)
-        detail::fail(kWhere,
+        detail::fail(kSupportWhere,
                      "row_offsets has ",
                      offsets_.size(),
                      " entries (expected n_q + 1 = ",
                      n_q_ + 1,
                      ")");
     if (offsets_[0] != 0)
-        detail::fail(kWhere, "row_offsets[0] = ", offsets_[0], " (expected 0)");
+        detail::fail(kSupportWhere, "row_offsets[0] = ", offsets_[0], " (expected 0)");
     const auto z = static_cast<std::int64_t>(cols_.size());
     // the rows checked in parallel; the first bad row, if any, found and named serially
     const std::int64_t step = std::max<std::int64_t>(1024, (n_q_ + 255) / 256);
@@ -337,7 +338,7 @@ Support::Support(std::int64_t n_q,
     if (bad.load())
         name_bad_row(offsets_, cols_, n_k_);
     if (offsets_[static_cast<std::size_t>(n_q_)] != z)
-        detail::fail(kWhere,
+        detail::fail(kSupportWhere,
                      "row_offsets[n_q] = ",
                      offsets_[static_cast<std::size_t>(n_q_)],
                      " but there are ",
