@@ -100,7 +100,7 @@ Machine machine_of(const BoundOptions& o) {
     Machine m;
     m.word_bytes = word_bytes(o.shared);
     if (o.preset == "this-machine") {
-        m = this_machine(o.shared.threads);
+        m = this_machine(o.shared.threads, o.shared.dtype);
     } else if (!o.preset.empty()) {
         for (const Preset& p : kPresets)
             if (o.preset == p.name) {
@@ -310,7 +310,9 @@ void register_bound(CLI::App& app) {
                   o->decode,
                   "One decode step: --batch sequences of --n-k cached rows, --n-q new tokens, "
                   "--heads over --kv-heads (the decode schedule, ioattn decode)");
-    cmd->add_option("--word-bytes", o->word_bytes, "Bytes per word w (default: --dtype or preset)")
+    cmd->add_option("--word-bytes",
+                    o->word_bytes,
+                    "Bytes per word w (default: the preset's; this-machine or none: --dtype's)")
         ->check(CLI::Range(1, 64));
     cmd->add_option("--bandwidth", o->bandwidth, "Slow-memory bandwidth beta in GB/s")
         ->check(CLI::Range(1e-6, 1e12));

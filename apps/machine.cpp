@@ -50,20 +50,28 @@ void add_roofline_json(nlohmann::json& j, const Roofline& r) {
     j["roofline_suspect"] = r.gemm_suspect();
 }
 
-Machine this_machine(int threads) {
+Machine this_machine(int threads, const std::string& dtype) {
     Machine m;
     m.preset = "this-machine";
     m.fast_bytes = l2_cache_bytes();
-    m.word_bytes = 4;
+    m.word_bytes = dtype == "double" ? 8 : dtype == "bf16" ? 2 : 4;
     const int t = with_threads(threads, [] { return max_concurrency(); });
     m.bandwidth_gbs = measure::measure_read_bandwidth(std::int64_t{512} << 20, t);
     const Isa isa = active_isa();
-    m.peak_gflops = measure_fma_peak(isa, t, false);
-    m.source = "this machine, fp32: M = per-core L2 from sysfs (" +
-               std::to_string(m.fast_bytes / 1024) +
+    const std::string on = " measured now (register-only, " + std::to_string(t) + " threads)";
+    std::string peak;
+    if (dtype == "bf16" && cpu_supports_avx512_bf16() && bf16_kernels_native()) {
+        m.peak_gflops = measure_bf16_dot_peak(t);
+        peak = "the bf16 dot-product peak (vdpbf16ps)" + on;
+    } else {
+        m.peak_gflops = measure_fma_peak(isa, t, dtype == "double");
+        peak = "the " + std::string(dtype == "double" ? "fp64" : "fp32") + " FMA peak of " +
+               std::string(to_string(isa)) + on;
+    }
+    m.source = "this machine, " + dtype + " operands (" + std::to_string(m.word_bytes) +
+               " bytes): M = per-core L2 from sysfs (" + std::to_string(m.fast_bytes / 1024) +
                " KiB); beta measured now (sum over 512 MiB, " + std::to_string(t) +
-               " threads); P = FMA peak of " + std::string(to_string(isa)) +
-               " measured now (register-only multiply-adds, " + std::to_string(t) + " threads)";
+               " threads); P = " + peak;
     return m;
 }
 

@@ -52,10 +52,13 @@ struct Machine {
     double peak_gflops = 0;
 };
 
-/// This machine, fp32, measured now on `threads` threads: M = per-core L2 (sysfs), beta = a
-/// 512 MiB read, P = the FMA peak of the active instruction set (a register-only loop: no
-/// fp32 code can run faster, so F / P never exceeds a measured run).
-Machine this_machine(int threads);
+/// This machine for operands of `dtype` (float, double or bf16), measured now on `threads`
+/// threads: M = per-core L2 (sysfs), w = the operand's bytes (4, 8, 2), beta = a 512 MiB read,
+/// P = the peak of the multiply-adds the kernels run: the FMA peak of the active instruction
+/// set in fp32 or fp64, for bf16 the bf16 dot-product peak when the native bf16 kernels run
+/// (else the fp32 FMA peak: the widened kernels compute in fp32). Each is a register-only loop:
+/// no code of that precision runs faster, so F / P never exceeds a measured run.
+Machine this_machine(int threads, const std::string& dtype = "float");
 
 /// max(w L / beta, F / P) of a pass: L = max(compulsory, leading) words of the bound at M, F the
 /// pass's flops (forward 2 pairs (d + d_v), backward 2.5x).

@@ -101,3 +101,34 @@ TEST_CASE("bound --preset h200 and m1-max carry their documented figures and sou
     for (const char* piece : {"h200", "4.8 TB/s", "m1-max", "10.4 TFLOP/s", "32 KiB threadgroup"})
         CHECK(help.out.find(piece) != std::string::npos);
 }
+
+TEST_CASE("bound --preset this-machine takes the word of --dtype: bf16 halves the bytes",
+          "[apps][bound]") {
+    const auto run = [](const char* dtype) {
+        const auto r = run_ioattn({"bound",
+                                   "--N",
+                                   "1024",
+                                   "--d",
+                                   "64",
+                                   "--preset",
+                                   "this-machine",
+                                   "--M-bytes",
+                                   "262144",
+                                   "--dtype",
+                                   dtype,
+                                   "--json"});
+        INFO("stderr: " << r.err);
+        REQUIRE(r.status == 0);
+        return json::parse(r.out);
+    };
+    const json f = run("float"), b = run("bf16"), d = run("double");
+    CHECK(f.at("word_bytes") == 4);
+    CHECK(b.at("word_bytes") == 2);
+    CHECK(d.at("word_bytes") == 8);
+    // the same fast memory holds twice the bf16 words and half the double words
+    CHECK(f.at("M") == 262144 / 4);
+    CHECK(b.at("M") == 262144 / 2);
+    CHECK(d.at("M") == 262144 / 8);
+    CHECK(b.at("source").get<std::string>().find("bf16 operands") != std::string::npos);
+    CHECK(d.at("source").get<std::string>().find("fp64 FMA peak") != std::string::npos);
+}
