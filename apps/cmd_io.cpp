@@ -50,6 +50,7 @@ nlohmann::json point_json(const SweepPoint& pt, const Bound& b) {
              pt.dry == "="    ? "agrees"
              : pt.dry == "!=" ? "differs"
                               : "skipped"},
+            {"bytes", pt.bytes >= 0 ? nlohmann::json(pt.bytes) : nlohmann::json(nullptr)},
             {"ratio_to_bound", static_cast<double>(pt.cost.total()) / b.asymptotic()},
             {"ratio_to_explicit",
              b.explicit_bound > 0
@@ -101,7 +102,8 @@ void run(const IoOptions& o) {
         run_sparse_io(o.shared, p, pass, lo, hi, o.dry_run, o.plot);
         return;
     }
-    const std::vector<SweepRow> rows = io_sweep(p, pass, lo, hi, o.dry_run);
+    const ElementBytes sizes{word_bytes(o.shared), fast_word_bytes(o.shared)};
+    const std::vector<SweepRow> rows = io_sweep(p, pass, lo, hi, o.dry_run, sizes);
     const std::int64_t d2 = p.d * p.d;
     const std::int64_t crossover = measured_crossover(p, pass, lo, hi);
     const bool disagree = any_dry_run_differs(rows);
@@ -118,6 +120,8 @@ void run(const IoOptions& o) {
                         {"d_v", p.d_v},
                         {"causal", p.causal}};
         j["objective"] = "io";
+        j["dtype"] = o.shared.dtype;
+        j["element_bytes"] = {{"operands", sizes.operand}, {"other", sizes.word}};
         j["best_ratio_to_bound"] = best_ratio(rows);
         j["d_squared"] = d2;
         j["crossover"] = crossover == 0 ? nlohmann::json(nullptr) : nlohmann::json(crossover);
@@ -136,44 +140,62 @@ void run(const IoOptions& o) {
                  {"choice", {{"cost", r.cost_choice}, {"theory", r.theory_choice}}}});
         std::cout << j.dump(2) << '\n';
     } else {
-        Table t({"M",
-                 "M/d^2",
-                 "regime",
-                 "fused BrxBc",
-                 "fused io",
-                 "fused dry",
-                 "mat b",
-                 "mat io",
-                 "mat dry",
-                 "bound",
-                 "explicit",
-                 "fused/bound",
-                 "mat/bound",
-                 "cost picks",
-                 "theory picks"});
-        for (const SweepRow& r : rows)
-            t.add({std::to_string(r.m),
-                   sig(static_cast<double>(r.m) / static_cast<double>(d2)),
-                   std::string(r.bound.regime),
-                   tile_or_dash(r.fused),
-                   total_or_dash(r.fused),
-                   r.fused.dry,
-                   tile_or_dash(r.mat),
-                   total_or_dash(r.mat),
-                   r.mat.dry,
-                   fixed(r.bound.asymptotic(), 0),
-                   fixed(r.bound.explicit_bound, 0),
-                   ratio_or_dash(r.fused, r.bound),
-                   ratio_or_dash(r.mat, r.bound),
-                   r.cost_choice,
-                   r.theory_choice});
+        // bytes differ from 4 x words only when the element sizes do (bf16, double)
+        const bool bytes = o.shared.dtype != "float";
+        const auto bytes_or_dash = [](const SweepPoint& pt) {
+            return pt.bytes >= 0 ? std::to_string(pt.bytes) : std::string("-");
+        };
+        std::vector<std::string> head = {"M",
+                                         "M/d^2",
+                                         "regime",
+                                         "fused BrxBc",
+                                         "fused io",
+                                         "fused dry",
+                                         "mat b",
+                                         "mat io",
+                                         "mat dry",
+                                         "bound",
+                                         "explicit",
+                                         "fused/bound",
+                                         "mat/bound",
+                                         "cost picks",
+                                         "theory picks"};
+        if (bytes)
+            head.insert(head.begin() + 9, {"fused bytes", "mat bytes"});
+        Table t(head);
+        for (const SweepRow& r : rows) {
+            std::vector<std::string> cells = {
+                std::to_string(r.m),
+                sig(static_cast<double>(r.m) / static_cast<double>(d2)),
+                std::string(r.bound.regime),
+                tile_or_dash(r.fused),
+                total_or_dash(r.fused),
+                r.fused.dry,
+                tile_or_dash(r.mat),
+                total_or_dash(r.mat),
+                r.mat.dry,
+                fixed(r.bound.asymptotic(), 0),
+                fixed(r.bound.explicit_bound, 0),
+                ratio_or_dash(r.fused, r.bound),
+                ratio_or_dash(r.mat, r.bound),
+                r.cost_choice,
+                r.theory_choice};
+            if (bytes)
+                cells.insert(cells.begin() + 9, {bytes_or_dash(r.fused), bytes_or_dash(r.mat)});
+            t.add(cells);
+        }
         if (o.shared.csv) {
             t.print_csv(std::cout);
         } else {
             std::cout << "ioattn io: " << to_string(pass) << ", B=" << p.batch << " H=" << p.heads
                       << " (kv " << p.kv_heads << ") n_q=" << p.n_q << " n_k=" << p.n_k
                       << " d=" << p.d << " d_v=" << p.d_v << (p.causal ? " causal" : "")
-                      << "; I/O in words\n";
+                      << "; I/O in words"
+                      << (bytes ? "; bytes: the dry run's, " + o.shared.dtype + " operands at " +
+                                      std::to_string(sizes.operand) + " bytes, L, statistics " +
+                                      "and stored scores at " + std::to_string(sizes.word)
+                                : std::string())
+                      << "\n";
             t.print(std::cout);
             std::cout << "bound = max(compulsory, min(N^2 d^2/M, N^2 d/sqrt(M))) (Saha & Ye Thm "
                          "3.1/3.7); explicit = M (ceil(N^2/B_max) - 1) (Thm 4.8); dry: '=' the "

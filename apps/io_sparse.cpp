@@ -5,6 +5,7 @@
 #include "io_sparse.hpp"
 
 #include "commands.hpp"
+#include "io_sweep.hpp"
 #include "output.hpp"
 #include "plot.hpp"
 
@@ -35,6 +36,7 @@ constexpr std::array<sparse::Variant, 4> kVariants = {sparse::Variant::tile,
 struct Cell {
     std::optional<IoReport> io; ///< empty: no plan fits M
     std::string dry = "-";
+    std::int64_t bytes = -1; ///< the dry run's counted bytes (ElementBytes); -1: none
 };
 
 /// A forced variant's io-objective plan (sparse::plan_fewest_words), dry-run when asked.
@@ -44,7 +46,8 @@ Cell variant_cell(const Problem& p,
                   const MemoryModel& m,
                   Pass pass,
                   sparse::Variant v,
-                  bool dry_run) {
+                  bool dry_run,
+                  ElementBytes sizes) {
     Cell c;
     try {
         const sparse::VariantPlan plan = sparse::plan_fewest_words<Scalar>(p, s, m, pass, v);
@@ -56,6 +59,7 @@ Cell variant_cell(const Problem& p,
             else
                 sparse::backward(BackwardArgs<Scalar>::shape_only(p), s, plan, m, counter);
             c.dry = counter.report() == *c.io ? "=" : "!=";
+            c.bytes = counter.bytes(sizes.operand, sizes.word);
         }
     } catch (const CapacityError&) {
         c.io.reset();
@@ -123,6 +127,7 @@ SparseRow sweep_row(const Problem& p,
                     const Structure<Scalar>& st,
                     std::int64_t mw,
                     bool dry_run,
+                    ElementBytes sizes,
                     Findings& f) {
     const sparse::Support& s = *st.support;
     const MemoryModel m{mw};
@@ -140,8 +145,11 @@ SparseRow sweep_row(const Problem& p,
     std::string dry = dry_run ? "=" : "-";
     std::optional<std::int64_t> fused_best;
     for (const auto v : kVariants) {
-        const Cell c = variant_cell<Scalar>(p, s, m, pass, v, dry_run);
-        r.json[std::string(sparse::to_string(v))] = words_json(c.io);
+        const Cell c = variant_cell<Scalar>(p, s, m, pass, v, dry_run, sizes);
+        nlohmann::json cell = words_json(c.io);
+        if (c.io)
+            cell["bytes"] = c.bytes >= 0 ? nlohmann::json(c.bytes) : nlohmann::json(nullptr);
+        r.json[std::string(sparse::to_string(v))] = cell;
         r.cells.push_back(c.io ? grouped(c.io->total()) : "-");
         dry = c.dry == "!=" ? "!=" : dry;
         if (c.io && (!fused_best || c.io->total() < *fused_best))
@@ -262,7 +270,8 @@ void sweep(const SharedOptions& o,
     bool disagree = false;
     Findings f;
     for (std::int64_t mw = lo; mw <= hi; mw *= 2) {
-        SparseRow r = sweep_row<Scalar>(p, pass, st, mw, dry_run, f);
+        SparseRow r = sweep_row<Scalar>(
+            p, pass, st, mw, dry_run, ElementBytes{word_bytes(o), fast_word_bytes(o)}, f);
         disagree = disagree || r.disagree;
         rows.push_back(std::move(r.json));
         t.add(r.cells);
@@ -279,6 +288,9 @@ void sweep(const SharedOptions& o,
                                     {"z_qk", s.z_qk()},
                                     {"z_input", f.z_input},
                                     {"objective", "io"},
+                                    {"dtype", o.dtype},
+                                    {"element_bytes",
+                                     {{"operands", word_bytes(o)}, {"other", fast_word_bytes(o)}}},
                                     {"best_ratio_to_bound", f.best_ratio},
                                     {"best_ratio_M", f.best_m},
                                     {"crossover",

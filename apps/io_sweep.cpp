@@ -25,16 +25,26 @@ double steps_of(const Problem& p, const Tiling& t) {
     return bh * cd(p.n_q, t.rows) * cd(p.n_k, t.rows) * (cd(p.d, t.rows) + cd(p.d_v, t.rows) + 1);
 }
 
-SweepPoint point_of(Schedule s, const Problem& p, const MemoryModel& m, bool dry_run, Pass pass) {
+SweepPoint point_of(Schedule s,
+                    const Problem& p,
+                    const MemoryModel& m,
+                    bool dry_run,
+                    Pass pass,
+                    ElementBytes sizes) {
     SweepPoint pt;
     pt.tiling = Tiling::try_for_memory(s, m, p, pass);
     if (!pt.tiling)
         return pt;
     pt.cost = io_cost(p, *pt.tiling, pass);
     if (dry_run && steps_of(p, *pt.tiling) <= kDryRunSteps) {
-        const IoReport dry = pass == Pass::forward ? dense::dry_run_forward(p, *pt.tiling, m)
-                                                   : dense::dry_run_backward(p, *pt.tiling, m);
-        pt.dry = dry == pt.cost ? "=" : "!=";
+        // the walk of every scalar type is the same: its streams give the bytes at `sizes`
+        DryRunCounter counter(m.fast_words);
+        if (pass == Pass::forward)
+            dense::forward(ForwardArgs<float>::shape_only(p), *pt.tiling, m, counter);
+        else
+            dense::backward(BackwardArgs<float>::shape_only(p), *pt.tiling, m, counter);
+        pt.dry = counter.report() == pt.cost ? "=" : "!=";
+        pt.bytes = counter.bytes(sizes.operand, sizes.word);
     }
     return pt;
 }
@@ -58,16 +68,20 @@ double fewest_or_nan(const SweepRow& r) {
     return std::isnan(f) ? m : std::isnan(m) ? f : std::min(f, m);
 }
 
-std::vector<SweepRow>
-io_sweep(const Problem& problem, Pass pass, std::int64_t lo, std::int64_t hi, bool dry_run) {
+std::vector<SweepRow> io_sweep(const Problem& problem,
+                               Pass pass,
+                               std::int64_t lo,
+                               std::int64_t hi,
+                               bool dry_run,
+                               ElementBytes sizes) {
     std::vector<SweepRow> rows;
     for (std::int64_t m = lo;; m *= 2) {
         const MemoryModel mem{m};
         SweepRow r;
         r.m = m;
         r.bound = bound(problem, mem, pass);
-        r.fused = point_of(Schedule::fused, problem, mem, dry_run, pass);
-        r.mat = point_of(Schedule::materialized, problem, mem, dry_run, pass);
+        r.fused = point_of(Schedule::fused, problem, mem, dry_run, pass, sizes);
+        r.mat = point_of(Schedule::materialized, problem, mem, dry_run, pass, sizes);
         r.cost_choice = choice(problem, mem, Select::cost, pass);
         r.theory_choice = choice(problem, mem, Select::theory, pass);
         rows.push_back(r);

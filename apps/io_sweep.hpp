@@ -17,11 +17,20 @@
 
 namespace ioattn::app {
 
+/// Bytes of an element (docs/design.md section 16): of the operand streams (Q, K, V, O and
+/// their gradients) and of every other stream (L, statistics, stored S and P, partial sums).
+/// float: 4, 4; double: 8, 8; bf16: 2, 4.
+struct ElementBytes {
+    std::int64_t operand = 4;
+    std::int64_t word = 4;
+};
+
 /// One schedule at one M.
 struct SweepPoint {
     std::optional<Tiling> tiling; ///< nullopt: no tiling of the schedule fits M
     IoReport cost;                ///< io_cost of the tiling
     std::string dry = "-";        ///< "=" the dry run agrees, "!=" it differs, "-" skipped
+    std::int64_t bytes = -1;      ///< the dry run's counted bytes; -1 when skipped
 };
 
 /// One M of the sweep.
@@ -33,9 +42,13 @@ struct SweepRow {
 };
 
 /// The sweep over M = lo, 2 lo, ... <= hi (at least lo). A dry run checks each point whose walk
-/// visits at most 2e7 tiles when `dry_run`.
-std::vector<SweepRow>
-io_sweep(const Problem& problem, Pass pass, std::int64_t lo, std::int64_t hi, bool dry_run);
+/// visits at most 2e7 tiles when `dry_run`, and counts its bytes at `sizes`.
+std::vector<SweepRow> io_sweep(const Problem& problem,
+                               Pass pass,
+                               std::int64_t lo,
+                               std::int64_t hi,
+                               bool dry_run,
+                               ElementBytes sizes = {});
 
 /// The io objective's words at a row: the fewer of the two schedules' (NaN: neither fits). The
 /// schedules' I/O-optimal tilings (Tiling::for_memory) are non-increasing in M already.

@@ -243,3 +243,43 @@ TEST_CASE("io --pattern counts each variant of the sparse fused schedule", "[app
         CHECK(r.out.find(variant) != std::string::npos);
     }
 }
+
+TEST_CASE("io --dtype counts bytes at the element sizes: bf16 operands 2, L 4", "[apps][io]") {
+    // the fused forward moves Q, K, V, O (operands) and writes L once per query row: bytes =
+    // operand bytes x (words - n_q) + L's bytes x n_q
+    const std::int64_t n = 512;
+    const std::string dtype = GENERATE("float", "double", "bf16");
+    CAPTURE(dtype);
+    const std::int64_t operand = dtype == "double" ? 8 : dtype == "bf16" ? 2 : 4;
+    const std::int64_t other = dtype == "double" ? 8 : 4;
+    const json j = json::parse(
+        run_ok({"io", "--N", std::to_string(n), "--d", "32", "--dtype", dtype, "--json"}).out);
+    CHECK(j.at("dtype") == dtype);
+    CHECK(j.at("element_bytes").at("operands") == operand);
+    int fused_rows = 0;
+    for (const json& r : j.at("rows")) {
+        const json& f = r.at("fused");
+        if (f.is_null() || f.at("bytes").is_null())
+            continue;
+        ++fused_rows;
+        const std::int64_t words = f.at("total").get<std::int64_t>();
+        CHECK(f.at("bytes").get<std::int64_t>() == operand * (words - n) + other * n);
+    }
+    CHECK(fused_rows > 0);
+    // the sparse sweep's variants carry the same bytes
+    const json s = json::parse(run_ok({"io",
+                                       "--N",
+                                       std::to_string(n),
+                                       "--d",
+                                       "32",
+                                       "--pattern",
+                                       "window:32",
+                                       "--dtype",
+                                       dtype,
+                                       "--json"})
+                                   .out);
+    const json& tile = s.at("rows").back().at("tile");
+    REQUIRE_FALSE(tile.is_null());
+    CHECK(tile.at("bytes").get<std::int64_t>() ==
+          operand * (tile.at("total").get<std::int64_t>() - n) + other * n);
+}
