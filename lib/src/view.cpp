@@ -3,17 +3,13 @@
 #include <ioattn/error.hpp>
 #include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/view.hpp>
+#include <ioattn/view_checks.hpp>
 
 #include <string>
 
 namespace ioattn {
 
 namespace {
-
-std::string dims(std::int64_t b, std::int64_t h, std::int64_t r, std::int64_t c) {
-    return "[" + std::to_string(b) + "][" + std::to_string(h) + "][" + std::to_string(r) + "][" +
-           std::to_string(c) + "]";
-}
 
 template <typename T>
 void check_view(std::string_view where,
@@ -24,32 +20,8 @@ void check_view(std::string_view where,
                 std::int64_t r,
                 std::int64_t c,
                 bool shape_only) {
-    const std::string w(where);
-    if (v.batch != b || v.heads != h || v.rows != r || v.cols != c)
-        throw InvalidArgument(w + ": " + name + " has shape " +
-                              dims(v.batch, v.heads, v.rows, v.cols) + ", expected " +
-                              dims(b, h, r, c));
-    if (v.stride_batch < 0 || v.stride_head < 0 || v.stride_row < c)
-        throw InvalidArgument(w + ": " + name + " strides (" + std::to_string(v.stride_batch) +
-                              ", " + std::to_string(v.stride_head) + ", " +
-                              std::to_string(v.stride_row) + ") are negative or overlap rows of " +
-                              std::to_string(c) + " elements");
-    if (v.span() > v.extent)
-        throw InvalidArgument(w + ": " + name + " addresses " + std::to_string(v.span()) +
-                              " elements but its extent is " + std::to_string(v.extent));
-    if (v.data == nullptr && !shape_only)
-        throw InvalidArgument(w + ": " + name + " has null data");
-}
-
-template <typename A, typename B>
-bool overlaps(const TensorView<A>& a, const TensorView<B>& b) {
-    if (a.data == nullptr || b.data == nullptr || a.span() == 0 || b.span() == 0)
-        return false;
-    const auto* a0 = reinterpret_cast<const char*>(a.data);
-    const auto* b0 = reinterpret_cast<const char*>(b.data);
-    const auto* a1 = a0 + static_cast<std::size_t>(a.span()) * sizeof(A);
-    const auto* b1 = b0 + static_cast<std::size_t>(b.span()) * sizeof(B);
-    return a0 < b1 && b0 < a1;
+    detail::check_view_shape(where, name, v, b, h, r, c);
+    detail::check_view_layout(where, name, v, shape_only);
 }
 
 template <typename Out, typename In>
@@ -58,7 +30,7 @@ void check_disjoint(std::string_view where,
                     const TensorView<Out>& out,
                     const char* in_name,
                     const TensorView<In>& in) {
-    if (overlaps(out, in))
+    if (detail::views_overlap(out, in))
         throw InvalidArgument(std::string(where) + ": output " + out_name + " overlaps " + in_name);
 }
 

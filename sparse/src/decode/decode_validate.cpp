@@ -9,6 +9,7 @@
 #include <ioattn/decode.hpp>
 #include <ioattn/error.hpp>
 #include <ioattn/kernels/instantiate.hpp>
+#include <ioattn/view_checks.hpp>
 
 #include <cstdint>
 #include <string>
@@ -17,79 +18,24 @@ namespace ioattn::sparse::detail {
 
 namespace {
 
-std::string dims(std::int64_t b, std::int64_t h, std::int64_t r, std::int64_t c) {
-    return "[" + std::to_string(b) + "][" + std::to_string(h) + "][" + std::to_string(r) + "][" +
-           std::to_string(c) + "]";
-}
-
-/// The view's own consistency: non-negative strides, rows not overlapping, span within extent,
-/// data unless shape_only.
-template <typename T>
-void check_strides(std::string_view where,
-                   const char* name,
-                   const TensorView<T>& v,
-                   bool shape_only) {
-    if (v.batch < 0 || v.heads < 0 || v.rows < 0 || v.cols < 0)
-        fail(where, name, " has shape ", dims(v.batch, v.heads, v.rows, v.cols));
-    if (v.stride_batch < 0 || v.stride_head < 0 || v.stride_row < v.cols)
-        fail(where,
-             name,
-             " strides (",
-             v.stride_batch,
-             ", ",
-             v.stride_head,
-             ", ",
-             v.stride_row,
-             ") are negative or overlap rows of ",
-             v.cols,
-             " elements");
-    if (v.span() > v.extent)
-        fail(where, name, " addresses ", v.span(), " elements but its extent is ", v.extent);
-    if (v.data == nullptr && !shape_only && v.span() > 0)
-        fail(where, name, " has null data");
-}
-
-template <typename T>
-void check_shape(std::string_view where,
-                 const char* name,
-                 const TensorView<T>& v,
-                 std::int64_t b,
-                 std::int64_t h,
-                 std::int64_t r,
-                 std::int64_t c) {
-    if (v.batch != b || v.heads != h || v.rows != r || v.cols != c)
-        fail(where,
-             name,
-             " has shape ",
-             dims(v.batch, v.heads, v.rows, v.cols),
-             ", expected ",
-             dims(b, h, r, c));
-}
-
-template <typename A, typename B>
-bool overlaps(const TensorView<A>& a, const TensorView<B>& b) {
-    if (a.data == nullptr || b.data == nullptr || a.span() == 0 || b.span() == 0)
-        return false;
-    const auto* a0 = reinterpret_cast<const char*>(a.data);
-    const auto* b0 = reinterpret_cast<const char*>(b.data);
-    const auto* a1 = a0 + static_cast<std::size_t>(a.span()) * sizeof(A);
-    const auto* b1 = b0 + static_cast<std::size_t>(b.span()) * sizeof(B);
-    return a0 < b1 && b0 < a1;
-}
+using ioattn::detail::check_view_layout;
+using ioattn::detail::check_view_shape;
+using ioattn::detail::view_dims;
+using ioattn::detail::views_overlap;
 
 template <typename Scalar, typename Cache>
 void check_disjoint(std::string_view where, const DecodeArgs<Scalar, Cache>& a) {
     const auto check = [&](const char* out_name, const auto& out) {
-        if (overlaps(out, a.q))
+        if (views_overlap(out, a.q))
             fail(where, "output ", out_name, " overlaps q");
-        if (overlaps(out, a.k))
+        if (views_overlap(out, a.k))
             fail(where, "output ", out_name, " overlaps k_cache");
-        if (overlaps(out, a.v))
+        if (views_overlap(out, a.v))
             fail(where, "output ", out_name, " overlaps v_cache");
     };
     check("o", a.o);
     check("lse", a.lse);
-    if (overlaps(a.o, a.lse))
+    if (views_overlap(a.o, a.lse))
         fail(where, "outputs o and lse overlap");
 }
 
@@ -150,11 +96,11 @@ void check_table(std::string_view where, const DecodeArgs<Scalar, Cache>& a, std
 template <typename Scalar, typename Cache>
 DecodeShape
 validate_decode(const DecodeArgs<Scalar, Cache>& a, std::string_view where, bool shape_only) {
-    check_strides(where, "q", a.q, shape_only);
-    check_strides(where, "k_cache", a.k, shape_only);
-    check_strides(where, "v_cache", a.v, shape_only);
-    check_strides(where, "o", a.o, shape_only);
-    check_strides(where, "lse", a.lse, shape_only);
+    check_view_layout(where, "q", a.q, shape_only, true); // null data: only if empty
+    check_view_layout(where, "k_cache", a.k, shape_only, true);
+    check_view_layout(where, "v_cache", a.v, shape_only, true);
+    check_view_layout(where, "o", a.o, shape_only, true);
+    check_view_layout(where, "lse", a.lse, shape_only, true);
     DecodeShape s;
     s.batch = a.q.batch;
     s.heads = a.q.heads;
@@ -167,16 +113,16 @@ validate_decode(const DecodeArgs<Scalar, Cache>& a, std::string_view where, bool
     if (s.batch < 1 || s.heads < 1 || s.n_new < 1 || s.d < 1)
         fail(where,
              "q has shape ",
-             dims(s.batch, s.heads, s.n_new, s.d),
+             view_dims(s.batch, s.heads, s.n_new, s.d),
              " (expected every size >= 1)");
     if (s.kv_heads < 1 || s.heads % s.kv_heads != 0)
         fail(where, "heads = ", s.heads, " is not a multiple of kv_heads = ", s.kv_heads);
     if (s.d_v < 1)
         fail(where, "v_cache has d_v = ", s.d_v, " (expected >= 1)");
-    check_shape(where, "k_cache", a.k, a.k.batch, s.kv_heads, a.k.rows, s.d);
-    check_shape(where, "v_cache", a.v, a.k.batch, s.kv_heads, a.k.rows, s.d_v);
-    check_shape(where, "o", a.o, s.batch, s.heads, s.n_new, s.d_v);
-    check_shape(where, "lse", a.lse, s.batch, s.heads, s.n_new, 1);
+    check_view_shape(where, "k_cache", a.k, a.k.batch, s.kv_heads, a.k.rows, s.d);
+    check_view_shape(where, "v_cache", a.v, a.k.batch, s.kv_heads, a.k.rows, s.d_v);
+    check_view_shape(where, "o", a.o, s.batch, s.heads, s.n_new, s.d_v);
+    check_view_shape(where, "lse", a.lse, s.batch, s.heads, s.n_new, 1);
     check_disjoint(where, a);
     if (a.kv_lens == nullptr)
         fail(where, "kv_lens is null");
