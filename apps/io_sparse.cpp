@@ -114,10 +114,16 @@ struct Findings {
     std::int64_t z_input = 0;   ///< per (batch, head), of the pass
 };
 
-/// One M of the sweep: its table cells and JSON row; updates the findings.
+/// The curves of the sweep's plot: each variant's words, the materializing schedule's, the io
+/// objective's and the bound.
+constexpr std::size_t kCurves = 7;
+
+/// One M of the sweep: its table cells, JSON row and plot points (NaN: none fits M); updates
+/// the findings.
 struct SparseRow {
     std::vector<std::string> cells;
     nlohmann::json json;
+    std::array<double, kCurves> words{};
     bool disagree = false;
 };
 
@@ -144,6 +150,11 @@ SparseRow sweep_row(const Problem& p,
     r.cells = {std::to_string(mw), std::string(b.regime), fixed(b.asymptotic(), 0)};
     std::string dry = dry_run ? "=" : "-";
     std::optional<std::int64_t> fused_best;
+    constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
+    const auto words_or_none = [](const std::optional<IoReport>& io) {
+        return io ? static_cast<double>(io->total()) : kNone;
+    };
+    std::size_t curve = 0;
     for (const auto v : kVariants) {
         const Cell c = variant_cell<Scalar>(p, s, m, pass, v, dry_run, sizes);
         nlohmann::json cell = words_json(c.io);
@@ -151,6 +162,7 @@ SparseRow sweep_row(const Problem& p,
             cell["bytes"] = c.bytes >= 0 ? nlohmann::json(c.bytes) : nlohmann::json(nullptr);
         r.json[std::string(sparse::to_string(v))] = cell;
         r.cells.push_back(c.io ? grouped(c.io->total()) : "-");
+        r.words[curve++] = words_or_none(c.io);
         dry = c.dry == "!=" ? "!=" : dry;
         if (c.io && (!fused_best || c.io->total() < *fused_best))
             fused_best = c.io->total();
@@ -161,6 +173,9 @@ SparseRow sweep_row(const Problem& p,
     const auto mat = words_of(mat_plan), speed_io = words_of(speed_plan), io_io = words_of(io_plan);
     r.json["materialized"] = mat ? nlohmann::json(mat->total()) : nlohmann::json(nullptr);
     r.cells.push_back(mat ? grouped(mat->total()) : "-");
+    r.words[curve++] = words_or_none(mat);
+    r.words[curve++] = words_or_none(io_io);
+    r.words[curve] = b.asymptotic();
     // --- what each objective picks ---
     const auto pick_json = [&](const std::optional<AttentionPlan>& plan,
                                const std::optional<IoReport>& io) {
@@ -202,19 +217,11 @@ SparseRow sweep_row(const Problem& p,
     return r;
 }
 
-/// A row's words at `key` (a variant's {"total"}, or a number), NaN when it has none.
-double words_at(const nlohmann::json& row, const nlohmann::json::json_pointer& key) {
-    if (!row.contains(key) || row.at(key).is_null())
-        return std::numeric_limits<double>::quiet_NaN();
-    const nlohmann::json& v = row.at(key);
-    return v.is_number() ? v.get<double>() : v.at("total").get<double>();
-}
-
 /// The sweep's rows as curves over M, with M* and the crossover marked.
 LinePlot sparse_io_plot(const Problem& p,
                         Pass pass,
                         const std::string& pattern,
-                        const nlohmann::json& rows,
+                        const std::vector<SparseRow>& rows,
                         double m_star,
                         std::int64_t crossover) {
     LinePlot plot;
@@ -230,13 +237,11 @@ LinePlot sparse_io_plot(const Problem& p,
                    {"materialized", "#c03030", 1},
                    {"objective io (fewest words)", "#2a9d3a", 2},
                    {"bound max(compulsory, leading) (Li et al. Thm 4.5)", "#000000", 2}};
-    const std::array<const char*, 7> keys = {
-        "/tile", "/element", "/split", "/permuted", "/materialized", "/io", "/bound"};
     plot.y.resize(plot.series.size());
-    for (const nlohmann::json& r : rows) {
-        plot.x.push_back(r.at("M").get<double>());
-        for (std::size_t s = 0; s < keys.size(); ++s)
-            plot.y[s].push_back(words_at(r, nlohmann::json::json_pointer(keys[s])));
+    for (const SparseRow& r : rows) {
+        plot.x.push_back(r.json.at("M").get<double>());
+        for (std::size_t s = 0; s < kCurves; ++s)
+            plot.y[s].push_back(r.words[s]);
     }
     const std::string star = "M* = Z_input^2/Z_QK = " + fixed(m_star, 0);
     if (!plot.x.empty() && m_star >= plot.x.front() && m_star <= plot.x.back())
@@ -260,7 +265,8 @@ void sweep(const SharedOptions& o,
     const sparse::Support s = sparse::parse_pattern(o.pattern, p.n_q, p.n_k, o.seed);
     Structure<Scalar> st;
     st.support = &s;
-    nlohmann::json rows = nlohmann::json::array();
+    std::vector<SparseRow> rows;
+    nlohmann::json json_rows = nlohmann::json::array();
     std::vector<std::string> head{"M", "regime", "bound"};
     for (const auto v : kVariants)
         head.push_back(std::string(sparse::to_string(v)) + " io");
@@ -273,8 +279,9 @@ void sweep(const SharedOptions& o,
         SparseRow r = sweep_row<Scalar>(
             p, pass, st, mw, dry_run, ElementBytes{word_bytes(o), fast_word_bytes(o)}, f);
         disagree = disagree || r.disagree;
-        rows.push_back(std::move(r.json));
+        json_rows.push_back(r.json);
         t.add(r.cells);
+        rows.push_back(std::move(r));
         if (mw > hi / 2)
             break;
     }
@@ -297,7 +304,7 @@ void sweep(const SharedOptions& o,
                                      f.crossover == 0 ? nlohmann::json(nullptr)
                                                       : nlohmann::json(f.crossover)},
                                     {"m_star", m_star},
-                                    {"rows", rows}}
+                                    {"rows", json_rows}}
                          .dump(2)
                   << '\n';
     } else if (o.csv) {
