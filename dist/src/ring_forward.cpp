@@ -171,12 +171,7 @@ PassStats ring_forward(MPI_Comm comm,
                                           C&,                                                      \
                                           const PassOptions&);
 
-IOATTN_DIST_INSTANTIATE(float, NullCounter)
-IOATTN_DIST_INSTANTIATE(float, IoCounter)
-IOATTN_DIST_INSTANTIATE(double, NullCounter)
-IOATTN_DIST_INSTANTIATE(double, IoCounter)
-IOATTN_DIST_INSTANTIATE(bf16, NullCounter)
-IOATTN_DIST_INSTANTIATE(bf16, IoCounter)
+IOATTN_DIST_FOR_EACH_PASS_TYPE(IOATTN_DIST_INSTANTIATE)
 #undef IOATTN_DIST_INSTANTIATE
 
 } // namespace ioattn::dist

@@ -14,6 +14,16 @@
 #include <cstdint>
 #include <vector>
 
+/// X(T, C) for every pass type the distributed library compiles: float and double, and bf16
+/// (storage; fp32 arithmetic), each timed (NullCounter) and counted (IoCounter).
+#define IOATTN_DIST_FOR_EACH_PASS_TYPE(X)                                                          \
+    X(float, NullCounter)                                                                          \
+    X(float, IoCounter)                                                                            \
+    X(double, NullCounter)                                                                         \
+    X(double, IoCounter)                                                                           \
+    X(bf16, NullCounter)                                                                           \
+    X(bf16, IoCounter)
+
 namespace ioattn::dist::detail {
 
 /// Query rows [q0, q1) against keys [k0, k1) of a block pair: every pair visible, or causal
