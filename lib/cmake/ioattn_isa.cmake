@@ -84,6 +84,8 @@ function(ioattn_add_kernels target)
   if(IOATTN_ISAS STREQUAL "native")
     target_sources(${target} PRIVATE ${arg_SOURCES})
     target_compile_options(${target} PRIVATE ${align}) # the whole target here
+    # one object per kernel, as in the dispatched build (ioattn_unity.cmake)
+    set_source_files_properties(${arg_SOURCES} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
     return()
   endif()
   foreach(isa IN LISTS IOATTN_ISAS)
