@@ -2,6 +2,7 @@
 // backward_element from their plans (kernels/element/panels.hpp), their peaks, and the tuned
 // tiling.
 
+#include "kernels/element/panel_fill.hpp"
 #include "kernels/element/panels.hpp"
 
 #include <ioattn/error.hpp>
@@ -177,14 +178,40 @@ Tiling widened_element_tiling(const Problem& p,
     if (support.z_qk() == 0)
         return base;
     const auto w = ElementWords::of(sizeof(Scalar));
-    const auto fits = [&](const Tiling& t) {
-        const ElementPanels& rows = support.cached_element_panels(t.rows, t.cols);
-        const std::int64_t peak =
-            pass == Pass::forward
-                ? forward_element_peak(p, rows, w)
-                : backward_element_peak(
-                      p, rows, support.transposed().cached_element_panels(t.rows, t.cols), w);
-        return peak <= memory.fast_words;
+    const bool fwd = pass == Pass::forward;
+
+    // --- each height's fill at base.cols, once (panel_fill.hpp): a width's plan follows from
+    // it but for the rows' runs, whose bounds bracket the peak; only a peak the bounds leave
+    // undecided builds that width's plan (walking Omega once per width tried was most of the
+    // planning of random:0.02, 22 walks for its forward and backward) ---
+    struct Fills {
+        PanelFill rows;
+        PanelFill keys; ///< Omega^T's, for the backward's sweep K
+    };
+
+    const auto peak = [&](const ElementPanels& rows, const ElementPanels* keys) {
+        return fwd ? forward_element_peak(p, rows, w) : backward_element_peak(p, rows, *keys, w);
+    };
+    const auto at_width = [](const PanelFill& f, const Support& s, const Tiling& t) {
+        return f.panel == t.cols     ? f
+               : f.widens_to(t.cols) ? f.widened(t.cols)
+                                     : PanelFill::build(s, t.rows, t.cols);
+    };
+    const auto fits = [&](const Fills& fills, const Tiling& t) {
+        const PanelFill rows = at_width(fills.rows, support, t);
+        const PanelFill keys = fwd ? PanelFill{} : at_width(fills.keys, support.transposed(), t);
+        const auto bounded = [&](RunBound b) {
+            const ElementPanels r = rows.plan(b);
+            const ElementPanels k = fwd ? ElementPanels{} : keys.plan(b);
+            return peak(r, &k);
+        };
+        if (bounded(RunBound::upper) <= memory.fast_words)
+            return true;
+        if (bounded(RunBound::lower) > memory.fast_words)
+            return false;
+        return peak(support.cached_element_panels(t.rows, t.cols),
+                    fwd ? nullptr : &support.transposed().cached_element_panels(t.rows, t.cols)) <=
+               memory.fast_words;
     };
     constexpr std::int64_t kRowVisit = 7; // key rows a (row, visit) costs
     const auto plan_cost = [&](const ElementPanels& plan) {
@@ -197,11 +224,12 @@ Tiling widened_element_tiling(const Problem& p,
         }
         return c;
     };
-    const auto cost = [&](const Tiling& t) { // the backward's sweep K walks Omega^T's plan
-        const std::int64_t rows = plan_cost(support.cached_element_panels(t.rows, t.cols));
-        return pass == Pass::forward
-                   ? rows
-                   : rows + plan_cost(support.transposed().cached_element_panels(t.rows, t.cols));
+    const auto cost = [&](const Fills& fills, const Tiling& t) { // the backward's sweep K too
+        const std::int64_t rows = plan_cost(at_width(fills.rows, support, t).plan(RunBound::lower));
+        return fwd ? rows
+                   : rows +
+                         plan_cost(
+                             at_width(fills.keys, support.transposed(), t).plan(RunBound::lower));
     };
     // the widest panels for blocks of base.rows, base.rows / 2 and / 4 rows (fewer rows see
     // fewer keys per panel); the cheapest wins, the first (more rows) of equals
@@ -209,15 +237,17 @@ Tiling widened_element_tiling(const Problem& p,
     std::int64_t best_cost = -1;
     const std::int64_t widest = std::max(support.n_q(), support.n_k()); // the backward's keys
     for (std::int64_t r = base.rows; r >= std::max<std::int64_t>(1, base.rows / 4); r /= 2) {
+        const Fills fills{PanelFill::build(support, r, base.cols),
+                          fwd ? PanelFill{} : PanelFill::build(support.transposed(), r, base.cols)};
         Tiling t{Schedule::fused, r, base.cols};
         while (t.cols < widest) {
             const Tiling wider{Schedule::fused, r, std::min(2 * t.cols, widest)};
-            if (!fits(wider))
+            if (!fits(fills, wider))
                 break;
             t = wider;
         }
-        if (fits(t)) {
-            const std::int64_t c = cost(t);
+        if (fits(fills, t)) {
+            const std::int64_t c = cost(fills, t);
             if (best_cost < 0 || c < best_cost) {
                 best = t;
                 best_cost = c;
