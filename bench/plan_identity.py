@@ -20,8 +20,8 @@ import sys
 
 PATTERNS = ["window:256", "causal-window:256", "window:64", "bigbird:64:2:3",
             "bigbird-block:64:3:2:3", "strided:64", "dilated:256:4", "block:64:0.1",
-            "random:0.02", "powerlaw:32", "causal-varlen:1024,512,1536,1024",
-            "window:256+global:4", "global:256"]
+            "random:0.02", "powerlaw:32", "causal-varlen:{a},{b},{c},{a}",
+            "window:256+global:4", "global:256"]  # the lengths: n/4, n/8, 3n/8, n/4
 IO_PATTERNS = ["window:256", "bigbird:64:2:3", "random:0.02", "powerlaw:32", "strided:64"]
 FIELDS = ["schedule", "variant", "tiling", "variant_plan", "output_digest", "io"]
 
@@ -48,7 +48,9 @@ def main():
     p.add_argument("--io-patterns", nargs="*", default=IO_PATTERNS)
     args = p.parse_args()
     differ = 0
-    for spec in args.patterns + [s + " (io)" for s in args.io_patterns]:
+    n = args.n
+    specs = [s.format(a=n // 4, b=n // 8, c=n - 2 * (n // 4) - n // 8) for s in args.patterns]
+    for spec in specs + [s + " (io)" for s in args.io_patterns]:
         count_io = spec.endswith(" (io)")
         spec = spec.removesuffix(" (io)")
         for pass_ in ["forward", "backward"]:
