@@ -2,6 +2,7 @@
 // backward_element from their plans (kernels/element/panels.hpp), their peaks, and the tuned
 // tiling.
 
+#include "kernels/element/panel_fill.hpp"
 #include "kernels/element/panels.hpp"
 
 #include <ioattn/error.hpp>
@@ -161,6 +162,72 @@ IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 
 namespace detail {
 
+namespace {
+
+/// The element plans of one block height at every panel width, from the fills of Omega (and
+/// of Omega^T for the backward) at the base width (panel_fill.hpp): a width's plan follows from
+/// them but for the rows' runs, whose bounds bracket its peak; only a peak the bounds leave
+/// undecided builds that width's plan (walking Omega once per width tried was most of the
+/// planning of random:0.02, 22 walks for its forward and backward).
+struct WidthSearch {
+    const Problem& p;
+    const Support& support;
+    const MemoryModel& memory;
+    ElementWords w;
+    bool fwd;
+    PanelFill rows;
+    PanelFill keys; ///< Omega^T's, for the backward's sweep K
+
+    static PanelFill at_width(const PanelFill& f, const Support& s, const Tiling& t) {
+        return f.panel == t.cols     ? f
+               : f.widens_to(t.cols) ? f.widened(t.cols)
+                                     : PanelFill::build(s, t.rows, t.cols);
+    }
+
+    [[nodiscard]] std::int64_t peak(const ElementPanels& r, const ElementPanels* k) const {
+        return fwd ? forward_element_peak(p, r, w) : backward_element_peak(p, r, *k, w);
+    }
+
+    /// Whether the element kernels' peak under tiling t fits M.
+    [[nodiscard]] bool fits(const Tiling& t) const {
+        const PanelFill r = at_width(rows, support, t);
+        const PanelFill k = fwd ? PanelFill{} : at_width(keys, support.transposed(), t);
+        const auto bounded = [&](RunBound b) {
+            const ElementPanels rp = r.plan(b);
+            const ElementPanels kp = fwd ? ElementPanels{} : k.plan(b);
+            return peak(rp, &kp);
+        };
+        if (bounded(RunBound::upper) <= memory.fast_words)
+            return true;
+        if (bounded(RunBound::lower) > memory.fast_words)
+            return false;
+        return peak(support.cached_element_panels(t.rows, t.cols),
+                    fwd ? nullptr : &support.transposed().cached_element_panels(t.rows, t.cols)) <=
+               memory.fast_words;
+    }
+
+    /// kRowVisit * (rows x visits) + (key rows read) of the plan under t (the backward's sweep
+    /// K walks Omega^T's plan too).
+    [[nodiscard]] std::int64_t cost(const Tiling& t) const {
+        constexpr std::int64_t kRowVisit = 7; // key rows a (row, visit) costs
+        const auto plan_cost = [](const ElementPanels& plan) {
+            std::int64_t c = 0;
+            for (std::int64_t b = 0; b < plan.blocks(); ++b) {
+                const auto visits = plan.visits_of(b);
+                c += kRowVisit * plan.rows(b) * static_cast<std::int64_t>(visits.size());
+                for (const PanelVisit& v : visits)
+                    c += v.keys;
+            }
+            return c;
+        };
+        const std::int64_t r = plan_cost(at_width(rows, support, t).plan(RunBound::lower));
+        return fwd ? r
+                   : r + plan_cost(at_width(keys, support.transposed(), t).plan(RunBound::lower));
+    }
+};
+
+} // namespace
+
 template <typename Scalar>
 Tiling widened_element_tiling(const Problem& p,
                               const Support& support,
@@ -177,47 +244,30 @@ Tiling widened_element_tiling(const Problem& p,
     if (support.z_qk() == 0)
         return base;
     const auto w = ElementWords::of(sizeof(Scalar));
-    const auto fits = [&](const Tiling& t) {
-        const ElementPanels& rows = support.cached_element_panels(t.rows, t.cols);
-        const std::int64_t peak =
-            pass == Pass::forward
-                ? forward_element_peak(p, rows, w)
-                : backward_element_peak(
-                      p, rows, support.transposed().cached_element_panels(t.rows, t.cols), w);
-        return peak <= memory.fast_words;
-    };
-    constexpr std::int64_t kRowVisit = 7; // key rows a (row, visit) costs
-    const auto plan_cost = [&](const ElementPanels& plan) {
-        std::int64_t c = 0;
-        for (std::int64_t b = 0; b < plan.blocks(); ++b) {
-            const auto visits = plan.visits_of(b);
-            c += kRowVisit * plan.rows(b) * static_cast<std::int64_t>(visits.size());
-            for (const PanelVisit& v : visits)
-                c += v.keys;
-        }
-        return c;
-    };
-    const auto cost = [&](const Tiling& t) { // the backward's sweep K walks Omega^T's plan
-        const std::int64_t rows = plan_cost(support.cached_element_panels(t.rows, t.cols));
-        return pass == Pass::forward
-                   ? rows
-                   : rows + plan_cost(support.transposed().cached_element_panels(t.rows, t.cols));
-    };
+    const bool fwd = pass == Pass::forward;
     // the widest panels for blocks of base.rows, base.rows / 2 and / 4 rows (fewer rows see
     // fewer keys per panel); the cheapest wins, the first (more rows) of equals
     Tiling best = base;
     std::int64_t best_cost = -1;
     const std::int64_t widest = std::max(support.n_q(), support.n_k()); // the backward's keys
     for (std::int64_t r = base.rows; r >= std::max<std::int64_t>(1, base.rows / 4); r /= 2) {
+        const WidthSearch search{p,
+                                 support,
+                                 memory,
+                                 w,
+                                 fwd,
+                                 PanelFill::build(support, r, base.cols),
+                                 fwd ? PanelFill{}
+                                     : PanelFill::build(support.transposed(), r, base.cols)};
         Tiling t{Schedule::fused, r, base.cols};
         while (t.cols < widest) {
             const Tiling wider{Schedule::fused, r, std::min(2 * t.cols, widest)};
-            if (!fits(wider))
+            if (!search.fits(wider))
                 break;
             t = wider;
         }
-        if (fits(t)) {
-            const std::int64_t c = cost(t);
+        if (search.fits(t)) {
+            const std::int64_t c = search.cost(t);
             if (best_cost < 0 || c < best_cost) {
                 best = t;
                 best_cost = c;

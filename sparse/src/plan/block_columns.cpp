@@ -1,12 +1,66 @@
 // ioattn::sparse::detail::block_keys, block_columns: the keys each row block of a support sees,
 // with how many rows (or lanes) see each, in parallel-safe per-worker arrays (see
-// block_columns.hpp). Tests: tests/sparse/variants_test.cpp
+// block_columns.hpp). Tests: tests/sparse/variants_test.cpp,
+// plan_shortcuts_whitebox_test.cpp
 
 #include "plan/block_columns.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace ioattn::sparse::detail {
+
+namespace {
+
+/// block_keys of a block whose rows are intervals of keys (windows, bands, causal), when their
+/// range [lo, hi] holds no more keys than the block's pairs: counts by a difference array over
+/// the range and each lane group's lanes by the union of its rows' intervals, in O(rows + range
+/// per group) instead of O(pairs). The same keys, counts and lanes as the walk.
+std::vector<std::int64_t> interval_keys(const Support& s,
+                                        std::int64_t i0,
+                                        std::int64_t i1,
+                                        std::int64_t lo,
+                                        std::int64_t hi,
+                                        std::int64_t* count,
+                                        std::int64_t group,
+                                        std::int64_t* lanes) {
+    for (std::int64_t i = i0; i < i1; ++i) { // count: +1 at a row's first key, -1 past its last
+        const auto row = s.row(i);
+        if (row.empty())
+            continue;
+        ++count[row.front()];
+        if (row.back() < hi)
+            --count[row.back() + 1];
+    }
+    std::vector<std::int64_t> keys;
+    for (std::int64_t j = lo, c = 0; j <= hi; ++j) {
+        c += count[j];
+        count[j] = c;
+        if (c > 0)
+            keys.push_back(j);
+    }
+    if (lanes == nullptr)
+        return keys;
+    std::fill(lanes + lo, lanes + hi + 1, std::int64_t{0});
+    std::vector<std::pair<std::int64_t, std::int64_t>> spans; // a group's rows' intervals
+    for (std::int64_t g0 = i0; g0 < i1; g0 += group) {
+        const std::int64_t g1 = std::min(i1, g0 + group);
+        spans.clear();
+        for (std::int64_t i = g0; i < g1; ++i)
+            if (const auto row = s.row(i); !row.empty())
+                spans.emplace_back(row.front(), row.back());
+        std::sort(spans.begin(), spans.end());
+        std::int64_t next = lo; // the first key of the group's union not yet counted
+        for (const auto& [front, back] : spans) {
+            for (std::int64_t j = std::max(front, next); j <= back; ++j)
+                lanes[j] += g1 - g0;
+            next = std::max(next, back + 1);
+        }
+    }
+    return keys;
+}
+
+} // namespace
 
 std::vector<std::int64_t> block_keys(const Support& s,
                                      std::int64_t rows,
@@ -14,8 +68,23 @@ std::vector<std::int64_t> block_keys(const Support& s,
                                      std::int64_t* count,
                                      std::int64_t group,
                                      std::int64_t* lanes) {
-    std::vector<std::int64_t> keys;
     const std::int64_t i0 = b * rows, i1 = std::min(s.n_q(), (b + 1) * rows);
+    {
+        std::int64_t lo = s.n_k(), hi = -1, pairs = 0;
+        bool intervals = lanes == nullptr || group > 0;
+        for (std::int64_t i = i0; i < i1 && intervals; ++i) {
+            const auto row = s.row(i);
+            if (row.empty())
+                continue;
+            intervals = row.back() - row.front() + 1 == static_cast<std::int64_t>(row.size());
+            lo = std::min(lo, row.front());
+            hi = std::max(hi, row.back());
+            pairs += static_cast<std::int64_t>(row.size());
+        }
+        if (intervals && pairs > 0 && hi - lo + 1 <= pairs)
+            return interval_keys(s, i0, i1, lo, hi, count, group, lanes);
+    }
+    std::vector<std::int64_t> keys;
     std::int64_t* mark = lanes != nullptr ? lanes + s.n_k() : nullptr; // the last group seeing j
     std::int64_t lo = s.n_k(), hi = -1;                                // the keys' range
     for (std::int64_t i = i0; i < i1; ++i) {

@@ -32,7 +32,9 @@ std::int64_t offset_gcd(const Support& s) {
             if (one.load(std::memory_order_relaxed))
                 return;
             for (const std::int64_t j : s.row(i)) {
-                g = std::gcd(g, i + shift - j);
+                const std::int64_t x = i + shift - j;
+                if (g == 0 || x % g != 0) // else gcd(g, x) = g: a division, not a gcd
+                    g = std::gcd(g, x);
                 if (g == 1) {
                     one.store(true, std::memory_order_relaxed);
                     return;
@@ -172,7 +174,8 @@ Support reorder(const Support& s, const Orders& o) {
         std::int64_t c = 0;
         for (const std::int64_t j : s.row(old_row(a)))
             out[c++] = key_new.empty() ? j : key_new[static_cast<std::size_t>(j)];
-        std::sort(out, out + c);
+        if (!std::is_sorted(out, out + c)) // a residue order keeps each row's keys in order
+            std::sort(out, out + c);
     });
     return {n_q, n_k, std::move(offsets), std::move(cols)};
 }

@@ -1,5 +1,5 @@
 // ioattn::sparse row blocks and their keys, BlockKeys (see block_keys.hpp).
-// Tests: tests/sparse/forward_test.cpp
+// Tests: tests/sparse/forward_test.cpp, plan_shortcuts_whitebox_test.cpp
 
 #include "support/block_keys.hpp"
 
@@ -83,7 +83,9 @@ BlockKeys BlockKeys::build(const Support& support, std::int64_t max_rows) {
             const auto at = static_cast<std::size_t>(i);
             const auto len = static_cast<std::int64_t>(row.size());
             std::int64_t best = 0, best_at = 0;
-            for (std::int64_t a = 0, e = 1; a < len; a = e, e = a + 1) {
+            if (len > 0 && row.back() - row.front() + 1 == len) // an interval: one run
+                best = len;
+            for (std::int64_t a = best > 0 ? len : 0, e = a + 1; a < len; a = e, e = a + 1) {
                 while (e < len &&
                        row[static_cast<std::size_t>(e)] == row[static_cast<std::size_t>(e - 1)] + 1)
                     ++e;
@@ -166,15 +168,22 @@ BlockKeys BlockKeys::build(const Support& support, std::int64_t max_rows) {
         const auto at = static_cast<std::size_t>(b);
         const auto block_keys = plan.keys_of(b);
         const auto count = static_cast<std::int64_t>(block_keys.size());
-        bool simple = count == 0 || block_keys.back() - block_keys.front() + 1 == count;
+        const bool keys_interval = count > 0 && block_keys.back() - block_keys.front() + 1 == count;
+        bool simple = count == 0 || keys_interval;
         std::int64_t words = 0;
         for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i) {
             const auto row = support.row(i);
             const auto len = static_cast<std::int64_t>(row.size());
-            const auto differ =
-                std::mismatch(row.begin(), row.begin() + std::min(len, count), block_keys.begin())
-                    .first;
-            const auto prefix = static_cast<std::int64_t>(differ - row.begin());
+            // an interval row of a block whose keys are an interval: all of the shorter list
+            // when they start together, else none
+            const bool both = keys_interval && interval_row(i);
+            const auto prefix =
+                both ? (len > 0 && row.front() == block_keys.front() ? std::min(len, count) : 0)
+                     : static_cast<std::int64_t>(std::mismatch(row.begin(),
+                                                               row.begin() + std::min(len, count),
+                                                               block_keys.begin())
+                                                     .first -
+                                                 row.begin());
             plan.row_prefix[static_cast<std::size_t>(i)] = prefix;
             if (!interval_row(i)) { // its keys outside the run
                 const auto r = static_cast<std::size_t>(i);

@@ -1,0 +1,284 @@
+// Whitebox tests of the planner's shortcuts, each against the walk it stands for:
+// PanelFill (sparse/src/kernels/element/panel_fill.cpp) against ElementPanels::build, and
+// widened_element_tiling through fills against the search that built every width's plan; the
+// interval rows of block_keys (sparse/src/plan/block_columns.cpp) and of BlockKeys::build
+// (sparse/src/support/block_keys.cpp) against a reference walk of the pairs.
+
+#include "kernels/element/panel_fill.hpp"
+#include "kernels/element/panels.hpp"
+#include "plan/block_columns.hpp"
+#include "support/block_keys.hpp"
+
+#include <ioattn/sparse/element.hpp>
+#include <ioattn/sparse/pattern.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace sp = ioattn::sparse;
+namespace spd = ioattn::sparse::detail;
+
+namespace {
+
+/// The patterns the shortcuts are checked on, at n rows and keys.
+std::vector<std::string> shortcut_specs(std::int64_t n) {
+    return {"random:0.05",
+            "powerlaw:8",
+            "bigbird:16:2:3",
+            "window:16",
+            "causal-window:24",
+            "strided:16",
+            "block:16:0.2",
+            "dilated:32:4",
+            "causal-varlen:" + std::to_string(n / 2) + "," + std::to_string(n / 4) + "," +
+                std::to_string(n - n / 2 - n / 4),
+            "global:4"};
+}
+
+/// widened_element_tiling as it was before the fills: every width's plan built and walked.
+ioattn::Tiling widened_by_builds(const ioattn::Problem& p,
+                                 const sp::Support& s,
+                                 const ioattn::Tiling& base,
+                                 const ioattn::MemoryModel& m,
+                                 ioattn::Pass pass) {
+    if (s.z_qk() == 0)
+        return base;
+    const auto w = spd::ElementWords::of(sizeof(float));
+    const bool fwd = pass == ioattn::Pass::forward;
+    const auto fits = [&](const ioattn::Tiling& t) {
+        const spd::ElementPanels rows = spd::ElementPanels::build(s, t.rows, t.cols);
+        const std::int64_t peak =
+            fwd ? spd::forward_element_peak(p, rows, w)
+                : spd::backward_element_peak(
+                      p, rows, spd::ElementPanels::build(s.transposed(), t.rows, t.cols), w);
+        return peak <= m.fast_words;
+    };
+    const auto plan_cost = [](const spd::ElementPanels& plan) {
+        std::int64_t c = 0;
+        for (std::int64_t b = 0; b < plan.blocks(); ++b) {
+            c += 7 * plan.rows(b) * static_cast<std::int64_t>(plan.visits_of(b).size());
+            for (const spd::PanelVisit& v : plan.visits_of(b))
+                c += v.keys;
+        }
+        return c;
+    };
+    const auto cost = [&](const ioattn::Tiling& t) {
+        const std::int64_t r = plan_cost(spd::ElementPanels::build(s, t.rows, t.cols));
+        return fwd ? r : r + plan_cost(spd::ElementPanels::build(s.transposed(), t.rows, t.cols));
+    };
+    ioattn::Tiling best = base;
+    std::int64_t best_cost = -1;
+    const std::int64_t widest = std::max(s.n_q(), s.n_k());
+    for (std::int64_t r = base.rows; r >= std::max<std::int64_t>(1, base.rows / 4); r /= 2) {
+        ioattn::Tiling t{ioattn::Schedule::fused, r, base.cols};
+        while (t.cols < widest) {
+            const ioattn::Tiling wider{ioattn::Schedule::fused, r, std::min(2 * t.cols, widest)};
+            if (!fits(wider))
+                break;
+            t = wider;
+        }
+        if (fits(t)) {
+            const std::int64_t c = cost(t);
+            if (best_cost < 0 || c < best_cost) {
+                best = t;
+                best_cost = c;
+            }
+        }
+        if (r == 1)
+            break;
+    }
+    return best;
+}
+
+/// Per key of rows [i0, i1): how many rows see it, and the lanes of the groups of `group` rows
+/// (0: none) that have a row seeing it.
+struct Seen {
+    std::map<std::int64_t, std::int64_t> count, lanes;
+};
+
+Seen seen_by(const sp::Support& s, std::int64_t i0, std::int64_t i1, std::int64_t group) {
+    Seen out;
+    for (std::int64_t g0 = i0; g0<i1; g0 += group> 0 ? group : i1 - i0) {
+        const std::int64_t g1 = group > 0 ? std::min(i1, g0 + group) : i1;
+        std::set<std::int64_t> any;
+        for (std::int64_t i = g0; i < g1; ++i)
+            for (const std::int64_t j : s.row(i)) {
+                ++out.count[j];
+                any.insert(j);
+            }
+        for (const std::int64_t j : any)
+            out.lanes[j] += g1 - g0;
+    }
+    return out;
+}
+
+} // namespace
+
+TEST_CASE("PanelFill: the visits of the built plan, runs between the bounds, exact widening",
+          "[sparse][element][whitebox]") {
+    for (const std::string& spec : shortcut_specs(600)) {
+        const sp::Support s = sp::parse_pattern(spec, 600, 600, 3);
+        for (const sp::Support* o : {&s, &s.transposed()}) {
+            for (const std::int64_t rows : {1, 7, 64}) {
+                for (const std::int64_t panel : {1, 16, 50}) {
+                    CAPTURE(spec, o == &s, rows, panel);
+                    const spd::PanelFill fill = spd::PanelFill::build(*o, rows, panel);
+                    for (const std::int64_t wider :
+                         {panel, 2 * panel, 8 * panel, std::int64_t{600}, std::int64_t{1024}}) {
+                        CAPTURE(wider);
+                        REQUIRE(fill.widens_to(wider));
+                        const spd::PanelFill f = wider == panel ? fill : fill.widened(wider);
+                        const spd::PanelFill direct = spd::PanelFill::build(*o, rows, wider);
+                        CHECK(f.cells == direct.cells);
+                        CHECK(f.offsets == direct.offsets);
+                        CHECK(f.bounds == direct.bounds);
+                        const spd::ElementPanels built = spd::ElementPanels::build(*o, rows, wider);
+                        const spd::ElementPanels lo = f.plan(spd::RunBound::lower);
+                        const spd::ElementPanels hi = f.plan(spd::RunBound::upper);
+                        REQUIRE(lo.offsets == built.offsets);
+                        REQUIRE(hi.offsets == built.offsets);
+                        CHECK(lo.bounds == built.bounds);
+                        for (std::size_t v = 0; v < built.visits.size(); ++v) {
+                            const spd::PanelVisit& b = built.visits[v];
+                            CHECK(lo.visits[v].panel == b.panel);
+                            CHECK(lo.visits[v].span == b.span);
+                            CHECK(lo.visits[v].keys == b.keys);
+                            CHECK(lo.visits[v].run <= b.run);
+                            CHECK(hi.visits[v].run >= b.run);
+                        }
+                    }
+                    CHECK_FALSE(fill.widens_to(panel + 1 < 600 && panel > 1 ? panel + 1 : 0));
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("widened_element_tiling through fills: the tiling of the search over built plans",
+          "[sparse][element][whitebox]") {
+    ioattn::Problem p;
+    p.n_q = p.n_k = 1024;
+    p.d = 16;
+    p = p.resolved();
+    std::int64_t undecided = 0; // memories the run bounds leave to a built plan
+    for (const std::string& spec : shortcut_specs(p.n_q)) {
+        const sp::Support s = sp::parse_pattern(spec, p.n_q, p.n_k, 5);
+        for (const ioattn::Pass pass : {ioattn::Pass::forward, ioattn::Pass::backward}) {
+            // memories from the smallest element tiling's up, some on a peak's edge
+            for (const std::int64_t m :
+                 {1 << 12, 5000, 1 << 13, 12345, 1 << 14, 1 << 15, 1 << 17}) {
+                CAPTURE(spec, pass == ioattn::Pass::forward, m);
+                const ioattn::MemoryModel memory{m};
+                const ioattn::Tiling base = sp::element_tiling<float>(p, memory, pass);
+                const ioattn::Tiling fast =
+                    spd::widened_element_tiling<float>(p, s, base, memory, pass);
+                CHECK(fast == widened_by_builds(p, s, base, memory, pass));
+            }
+        }
+        // a memory between the bounds of some width's peak: decided by its built plan
+        const spd::PanelFill f = spd::PanelFill::build(s, 64, 64);
+        const auto w = spd::ElementWords::of(sizeof(float));
+        const std::int64_t lo = spd::forward_element_peak(p, f.plan(spd::RunBound::lower), w);
+        const std::int64_t hi = spd::forward_element_peak(p, f.plan(spd::RunBound::upper), w);
+        if (hi > lo) {
+            ++undecided;
+            for (const std::int64_t m : {lo, (lo + hi) / 2, hi - 1}) {
+                const ioattn::MemoryModel memory{m};
+                const ioattn::Tiling base{ioattn::Schedule::fused, 64, 32};
+                CAPTURE(spec, m);
+                CHECK(
+                    spd::widened_element_tiling<float>(p, s, base, memory, ioattn::Pass::forward) ==
+                    widened_by_builds(p, s, base, memory, ioattn::Pass::forward));
+            }
+        }
+    }
+    CHECK(undecided > 0);
+}
+
+TEST_CASE("block_keys of interval rows: the keys, counts and lanes of the walk",
+          "[sparse][variants][whitebox]") {
+    for (const std::string spec : {"window:16",
+                                   "causal-window:24",
+                                   "causal",
+                                   "causal-varlen:200,100,212",
+                                   "window:3",
+                                   "block:16:0.2",
+                                   "random:0.05",
+                                   "global:4+window:8"}) {
+        const sp::Support s = sp::parse_pattern(spec, 512, 512, 3);
+        std::vector<std::int64_t> work(3 * 512, 0);
+        for (const std::int64_t rows : {1, 16, 40, 64}) {
+            for (const std::int64_t group : {0, 16}) {
+                CAPTURE(spec, rows, group);
+                for (std::int64_t b = 0; b < spd::n_blocks(s, rows); ++b) {
+                    const std::int64_t i1 = std::min(s.n_q(), (b + 1) * rows);
+                    const bool grouped = group > 0 && group < i1 - b * rows;
+                    std::int64_t* lanes = grouped ? work.data() + 512 : nullptr;
+                    const auto keys = spd::block_keys(s, rows, b, work.data(), group, lanes);
+                    const Seen want = seen_by(s, b * rows, i1, grouped ? group : 0);
+                    REQUIRE(keys.size() == want.count.size());
+                    std::size_t at = 0;
+                    for (const auto& [j, c] : want.count) {
+                        CHECK(keys[at++] == j);
+                        CHECK(work[static_cast<std::size_t>(j)] == c);
+                        if (grouped)
+                            CHECK(lanes[j] == want.lanes.at(j));
+                    }
+                    for (const std::int64_t j : keys)
+                        work[static_cast<std::size_t>(j)] = 0;
+                    // every count outside the keys stayed 0
+                    CHECK(std::all_of(
+                        work.begin(), work.begin() + 512, [](std::int64_t x) { return x == 0; }));
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("BlockKeys of interval rows: each row's run and prefix as a walk finds them",
+          "[sparse][whitebox]") {
+    for (const std::string spec : {"window:16",
+                                   "causal-varlen:200,100,212",
+                                   "strided:16",
+                                   "random:0.05",
+                                   "causal-window:24+global:2"}) {
+        const sp::Support s = sp::parse_pattern(spec, 512, 512, 3);
+        for (const std::int64_t rows : {16, 64}) {
+            CAPTURE(spec, rows);
+            const spd::BlockKeys& plan = s.cached_block_keys(rows);
+            for (std::int64_t b = 0; b < plan.blocks(); ++b) {
+                const auto keys = plan.keys_of(b);
+                for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i) {
+                    const auto row = s.row(i);
+                    const auto u = static_cast<std::size_t>(i);
+                    std::int64_t best = 0, lo = 0, hi = -1; // the first longest run
+                    for (std::size_t a = 0; a < row.size();) {
+                        std::size_t e = a + 1;
+                        while (e < row.size() && row[e] == row[e - 1] + 1)
+                            ++e;
+                        if (static_cast<std::int64_t>(e - a) > best) {
+                            best = static_cast<std::int64_t>(e - a);
+                            lo = row[a];
+                            hi = row[e - 1];
+                        }
+                        a = e;
+                    }
+                    CHECK(plan.row_lo[u] == lo);
+                    CHECK(plan.row_hi[u] == hi);
+                    std::int64_t prefix = 0;
+                    while (prefix < static_cast<std::int64_t>(std::min(row.size(), keys.size())) &&
+                           row[static_cast<std::size_t>(prefix)] ==
+                               keys[static_cast<std::size_t>(prefix)])
+                        ++prefix;
+                    CHECK(plan.row_prefix[u] == prefix);
+                }
+            }
+        }
+    }
+}
