@@ -214,8 +214,9 @@ nlohmann::json run_bf16(const VariantRun& r) {
                                      : flop_count_convention(p, r.pass);
     nlohmann::json j = plan_json(r, plan);
     j["dtype"] = "bf16";
-    // which kernels ran: the native bf16 one (the dense fused forward) or the float ones widened
-    const bool native = !backward && plan.schedule == Schedule::fused && !plan.sparse &&
+    // which kernels ran: the native bf16 ones (the dense fused forward and backward) or the
+    // float ones widened
+    const bool native = plan.schedule == Schedule::fused && !plan.sparse &&
                         structure.support == nullptr && !h.sq && bf16_kernels_native();
     j["bf16_kernels"] = native ? "native" : "widened";
     j["seconds"] = seconds;

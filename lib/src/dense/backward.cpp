@@ -1,9 +1,14 @@
 // ioattn::dense::backward: routes by tiling.schedule to the backward kernels, and the dry run that
-// walks a schedule without data. bf16 views run the float kernels on fp32 copies
+// walks a schedule without data. bf16 views run the native bf16 fused kernel where
+// bf16_kernels_native() (dense/kernels_bf16.hpp), otherwise the float kernels on fp32 copies
 // (ioattn/widen.hpp). No algorithm lives here.
+
+#include "dense/kernels_bf16.hpp"
 
 #include <ioattn/dense/backward.hpp>
 #include <ioattn/error.hpp>
+#include <ioattn/isa.hpp>
+#include <ioattn/kernels/dispatch.hpp>
 #include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/widen.hpp>
 
@@ -17,6 +22,15 @@ void backward(const BackwardArgs<Scalar>& args,
               const MemoryModel& memory,
               Counter& counter) {
     if constexpr (std::is_same_v<Scalar, bf16>) {
+#if defined(IOATTN_BUILT_AVX512BF16)
+        // the native kernel: its own dry run counts, its timed run computes
+        if (tiling.schedule == Schedule::fused && bf16_kernels_native()) {
+            kernels::counted(counter, [&](auto& c) {
+                isa_avx512bf16::backward_fused_bf16(args, tiling, memory, c);
+            });
+            return;
+        }
+#endif
         // a dry run walks shapes only: its views may hold no data
         const WidenedBackward w(args, "ioattn::dense::backward", !Counter::kComputes);
         backward(w.args(), tiling, memory, counter);

@@ -34,6 +34,7 @@
 // The rest of this file is compiled for the avx512bf16 region (kernels/target_begin.hpp).
 #include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
+#include "dense/pack_bf16.hpp"
 #include "dense/tile_bf16.hpp"
 
 #include <ioattn/kernels/online_softmax.hpp>
@@ -44,10 +45,6 @@ namespace ioattn::dense::IOATTN_ISA {
 namespace {
 
 constexpr std::int64_t kLanes = 16;
-
-std::int64_t pairs(std::int64_t n) {
-    return (n + 1) / 2;
-}
 
 /// Per-worker scratch of one row block, in fp32 words: forward_fused's Qt (d x rp, of which
 /// the Q pairs take ceil(d/2) x rp), St (c x rp; P's pairs overwrite its first ceil(c/2) rows),
@@ -90,17 +87,6 @@ struct Scratch {
     }
 };
 
-/// The pair (x[2p], x[2p + 1]) of a bf16 row of n elements, zero past n.
-std::uint32_t pair_word(const bf16* x, std::int64_t p, std::int64_t n) {
-    const std::uint32_t lo = x[2 * p].bits;
-    const std::uint32_t hi = 2 * p + 1 < n ? std::uint32_t{x[2 * p + 1].bits} : 0U;
-    return lo | (hi << 16U);
-}
-
-void put_word(float* at, std::uint32_t w) {
-    std::memcpy(at, &w, sizeof(w));
-}
-
 // --- Qp[p][r] = (Q[r][2p], Q[r][2p + 1]), lanes past `rows` zero ---
 void pack_q(const ForwardArgs<bf16>& a,
             std::int64_t b,
@@ -116,66 +102,6 @@ void pack_q(const ForwardArgs<bf16>& a,
     }
 }
 
-// --- Vp[p][x] = (V[2p][x], V[2p + 1][x]) of the block's c keys, 16 columns at a time (a
-// scalar pack would cost about one instruction per pair against 1/n_vec of a vdpbf16ps) ---
-void pack_v(const bf16* v, std::int64_t ldv, std::int64_t c, std::int64_t d_v, float* vp) {
-    for (std::int64_t p = 0; p < pairs(c); ++p) {
-        const bf16* v0 = v + 2 * p * ldv;
-        const bf16* v1 = 2 * p + 1 < c ? v0 + ldv : nullptr;
-        float* out = vp + p * d_v;
-        std::int64_t x = 0;
-        using Half = std::uint16_t __attribute__((vector_size(32)));
-        using Word = std::uint32_t __attribute__((vector_size(64)));
-        for (; x + kLanes <= d_v; x += kLanes) {
-            Half a{}, b{};
-            std::memcpy(&a, v0 + x, sizeof(a));
-            if (v1 != nullptr)
-                std::memcpy(&b, v1 + x, sizeof(b));
-            const Word w =
-                __builtin_convertvector(a, Word) | (__builtin_convertvector(b, Word) << 16U);
-            std::memcpy(out + x, &w, sizeof(w));
-        }
-        for (; x < d_v; ++x) {
-            const std::uint32_t lo = v0[x].bits;
-            const std::uint32_t hi = v1 != nullptr ? std::uint32_t{v1[x].bits} : 0U;
-            put_word(out + x, lo | (hi << 16U));
-        }
-    }
-}
-
-// --- Pp[p][r] = bf16(P[2p][r], P[2p + 1][r]), in place over St's first ceil(c/2) rows ---
-void pack_p(float* st, std::int64_t rp, std::int64_t c, std::int64_t n_vec) {
-    alignas(64) static constexpr std::int16_t kInterleave[32] = {
-        0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
-        8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-    const __m512i idx = _mm512_load_si512(kInterleave);
-    for (std::int64_t p = 0; p < pairs(c); ++p)
-        for (std::int64_t v = 0; v < n_vec; ++v) {
-            const __m512 p0 = _mm512_loadu_ps(st + 2 * p * rp + v * kLanes);
-            const __m512 p1 = 2 * p + 1 < c ? _mm512_loadu_ps(st + (2 * p + 1) * rp + v * kLanes)
-                                            : _mm512_setzero_ps();
-            // words 0..15: P[2p][lanes], 16..31: P[2p + 1][lanes]; then pairs per lane
-            const auto both = kernels::as<__m512i>(_mm512_cvtne2ps_pbh(p1, p0));
-            _mm512_storeu_si512(st + p * rp + v * kLanes, _mm512_permutexvar_epi16(idx, both));
-        }
-}
-
-/// P[key][r] as stored in the pairs (rounded to bf16), for the lane-by-lane path.
-float p_at(const float* pp, std::int64_t rp, std::int64_t key, std::int64_t r) {
-    std::uint32_t w = 0;
-    std::memcpy(&w, pp + key / 2 * rp + r, sizeof(w));
-    return bf16::widen(static_cast<std::uint16_t>(key % 2 == 0 ? w : w >> 16U));
-}
-
-/// Whether the bf16 rows [0, n) of width w at stride ld are all finite (exponent not all ones).
-bool all_finite(const bf16* a, std::int64_t ld, std::int64_t n, std::int64_t w) {
-    unsigned bad = 0;
-    for (std::int64_t i = 0; i < n; ++i)
-        for (std::int64_t x = 0; x < w; ++x)
-            bad |= static_cast<unsigned>((std::uint32_t{a[i * ld + x].bits} & 0x7F80U) == 0x7F80U);
-    return bad == 0;
-}
-
 /// O^T = alpha O^T + V_j^T P^T over the pairs of P (in place over St) and of V_j (packed).
 void pv_pairs(const Scratch& w,
               const bf16* v,
@@ -183,7 +109,7 @@ void pv_pairs(const Scratch& w,
               std::int64_t c,
               std::int64_t d_v,
               std::int64_t n_vec) {
-    pack_v(v, ldv, c, d_v, w.vp);
+    pack_pairs(v, ldv, c, d_v, w.vp, d_v);
     dp_rows(PairCols{w.vp, d_v}, d_v, w.st, w.rp, pairs(c), n_vec, w.alpha, 1.0F, w.ot, w.rp);
 }
 

@@ -1,6 +1,7 @@
 // ioattn::attention and friends for bf16 views (ioattn/attention.hpp, docs/design.md section
-// 16): the one place the entry point meets bf16. A dense fused forward goes to dense::forward
-// on the bf16 views when the native bf16 kernel runs (bf16_kernels_native). Every other call
+// 16): the one place the entry point meets bf16. A dense fused forward or backward goes to
+// dense::forward or dense::backward on the bf16 views when the native bf16 kernels run
+// (bf16_kernels_native). Every other call
 // widens the bf16 operands (dense views: ioattn/widen.hpp; sparse operands: fp32 copies of
 // their values, sharing nothing) and runs the float entry on the copies in the same arena,
 // then rounds the outputs back. Plans and counts are those of the float problem. No algorithm
@@ -69,21 +70,29 @@ bool has_sparse_operand(const Structure<bf16>& s) {
     return s.inputs.q != nullptr || s.inputs.k != nullptr || s.inputs.v != nullptr;
 }
 
-/// Whether `plan` is the dense fused forward and the native bf16 kernel runs it: then the bf16
-/// views go to dense::forward as they are, without fp32 copies (ioattn/isa.hpp:
-/// bf16_kernels_native).
-bool runs_native(const AttentionPlan& plan, const Structure<bf16>& s) {
-    return plan.pass == Pass::forward && plan.schedule == Schedule::fused && !plan.sparse &&
+/// Whether `plan` is the dense fused forward or backward and the native bf16 kernels run it:
+/// then the bf16 views go to dense::forward or dense::backward as they are, without fp32 copies
+/// (ioattn/isa.hpp: bf16_kernels_native).
+bool runs_native(const AttentionPlan& plan, const Structure<bf16>& s, Pass pass) {
+    return plan.pass == pass && plan.schedule == Schedule::fused && !plan.sparse &&
            !plan.variants && s.support == nullptr && !has_sparse_operand(s) &&
            bf16_kernels_native();
 }
 
+void run_dense(const ForwardArgs<bf16>& a, const AttentionPlan& plan, auto& counter) {
+    dense::forward(a, plan.tiling, plan.memory, counter);
+}
+
+void run_dense(const BackwardArgs<bf16>& a, const AttentionPlan& plan, auto& counter) {
+    dense::backward(a, plan.tiling, plan.memory, counter);
+}
+
 /// The plan run by the native kernel, as the float entry runs a plan (attention.cpp): views
 /// checked naming the caller, counted if asked, in the arena of options.threads.
-AttentionReport
-run_native(const ForwardArgs<bf16>& args, const AttentionPlan& plan, const AttentionOptions& o) {
+template <typename Args>
+AttentionReport run_native(const Args& args, const AttentionPlan& plan, const AttentionOptions& o) {
     const std::string where(o.where);
-    ForwardArgs<bf16> a = args;
+    Args a = args;
     a.validate(where);
     if (!(plan.problem == a.problem))
         throw InvalidArgument(where + ": the plan was made for another problem, pass or "
@@ -91,12 +100,12 @@ run_native(const ForwardArgs<bf16>& args, const AttentionPlan& plan, const Atten
     AttentionReport report{plan, std::nullopt, std::nullopt};
     if (!o.count_io && o.counter == nullptr) {
         NullCounter c;
-        with_threads(o.threads, [&] { dense::forward(a, plan.tiling, plan.memory, c); });
+        with_threads(o.threads, [&] { run_dense(a, plan, c); });
         return report;
     }
     IoCounter local(plan.memory.fast_words);
     IoCounter& c = o.counter != nullptr ? *o.counter : local;
-    with_threads(o.threads, [&] { dense::forward(a, plan.tiling, plan.memory, c); });
+    with_threads(o.threads, [&] { run_dense(a, plan, c); });
     report.io = c.report();
     report.closed_form = io_cost<float>(plan, Structure<float>{});
     return report;
@@ -141,7 +150,7 @@ AttentionReport attention<bf16>(const ForwardArgs<bf16>& args,
         bf16_kernels_native()) { // a dense plan, O(1)
         const AttentionPlan plan =
             plan_attention<bf16>(args.problem, Pass::forward, structure, options);
-        if (runs_native(plan, structure))
+        if (runs_native(plan, structure, Pass::forward))
             return run_native(args, plan, options);
     }
     return widened<WidenedForward>(
@@ -155,7 +164,7 @@ AttentionReport attention<bf16>(const ForwardArgs<bf16>& args,
                                 const Structure<bf16>& structure,
                                 const AttentionPlan& plan,
                                 const AttentionOptions& options) {
-    if (runs_native(plan, structure))
+    if (runs_native(plan, structure, Pass::forward))
         return run_native(args, plan, options);
     return widened<WidenedForward>(
         args, structure, options, [&](const ForwardArgs<float>& a, const Structure<float>& s) {
@@ -167,6 +176,13 @@ template <>
 AttentionReport attention_backward<bf16>(const BackwardArgs<bf16>& args,
                                          const Structure<bf16>& structure,
                                          const AttentionOptions& options) {
+    if (structure.support == nullptr && !has_sparse_operand(structure) &&
+        bf16_kernels_native()) { // a dense plan, O(1)
+        const AttentionPlan plan =
+            plan_attention<bf16>(args.problem, Pass::backward, structure, options);
+        if (runs_native(plan, structure, Pass::backward))
+            return run_native(args, plan, options);
+    }
     return widened<WidenedBackward>(
         args, structure, options, [&](const BackwardArgs<float>& a, const Structure<float>& s) {
             return attention_backward<float>(a, s, options);
@@ -178,6 +194,8 @@ AttentionReport attention_backward<bf16>(const BackwardArgs<bf16>& args,
                                          const Structure<bf16>& structure,
                                          const AttentionPlan& plan,
                                          const AttentionOptions& options) {
+    if (runs_native(plan, structure, Pass::backward))
+        return run_native(args, plan, options);
     return widened<WidenedBackward>(
         args, structure, options, [&](const BackwardArgs<float>& a, const Structure<float>& s) {
             return attention_backward<float>(a, s, plan, options);
