@@ -14,6 +14,7 @@
 // where the widening path puts them.
 
 #include "adversarial.hpp"
+#include "bf16_native.hpp"
 #include "scoped_env.hpp"
 
 #include <ioattn/bf16.hpp>
@@ -41,6 +42,9 @@ using ioattn::Pass;
 using ioattn::Problem;
 using ioattn::Schedule;
 using ioattn::Tiling;
+using ioattn::test::bf16_shape;
+using ioattn::test::force_widening;
+using ioattn::test::native_expected;
 
 constexpr double kBwdU16 = 0x1p-8;
 constexpr double kBwdU32 = 0x1p-24;
@@ -226,39 +230,6 @@ double check_gradient(const std::vector<bf16>& x,
     return rel;
 }
 
-bool native_expected() {
-#if defined(IOATTN_BUILT_AVX512BF16)
-    const char* env = std::getenv("IOATTN_ISA");
-    return ioattn::cpu_supports_avx512_bf16() && (env == nullptr || *env == '\0');
-#else
-    return false;
-#endif
-}
-
-/// IOATTN_ISA naming the active target: the widening path for bf16 in this scope.
-ioattn::test::ScopedEnv widening_backward() {
-    return {"IOATTN_ISA", std::string(ioattn::to_string(ioattn::active_isa()))};
-}
-
-Problem bwd_shape(std::int64_t n_q,
-                  std::int64_t n_k,
-                  std::int64_t d,
-                  std::int64_t d_v,
-                  bool causal,
-                  std::int64_t heads = 2,
-                  std::int64_t kv_heads = 1) {
-    Problem p;
-    p.batch = 2;
-    p.heads = heads;
-    p.kv_heads = kv_heads;
-    p.n_q = n_q;
-    p.n_k = n_k;
-    p.d = d;
-    p.d_v = d_v;
-    p.causal = causal;
-    return p;
-}
-
 /// The closed form in bytes: io_cost's words with L, D and the dQ partials at 4 bytes, the
 /// rest at 2 (backward_fused.cpp's events, summed per query head).
 std::int64_t closed_form_bytes(const Problem& p, const Tiling& t) {
@@ -286,7 +257,7 @@ TEST_CASE("bf16 native backward: runs on this CPU and differs from the widening 
         WARN("the native bf16 kernel does not run here: nothing to compare");
         return;
     }
-    Grads g(bwd_shape(70, 90, 16, 24, false, 4, 2), 1);
+    Grads g(bf16_shape(70, 90, 16, 24, false, 4, 2), 1);
     g.forward();
     const MemoryModel m{1 << 14};
     const Tiling t = Tiling::for_memory(Schedule::fused, m, g.p, Pass::backward);
@@ -294,7 +265,7 @@ TEST_CASE("bf16 native backward: runs on this CPU and differs from the widening 
     ioattn::dense::backward(g.args(), t, m, n);
     const std::vector<bf16> native = g.d_k;
     {
-        const auto env = widening_backward();
+        const auto env = force_widening();
         ioattn::dense::backward(g.args(), t, m, n);
     }
     CHECK_FALSE(native == g.d_k); // P and dS rounded to bf16: some element differs
@@ -303,13 +274,13 @@ TEST_CASE("bf16 native backward: runs on this CPU and differs from the widening 
 TEST_CASE("bf16 native backward: within the derived bound, exact I/O, thread-count invariant",
           "[bf16][dense][backward]") {
     const std::vector<Problem> shapes = {
-        bwd_shape(70, 90, 16, 24, false, 4, 2), // GQA, ragged tiles
-        bwd_shape(70, 90, 16, 24, true, 4, 2),
-        bwd_shape(100, 100, 7, 5, true),  // odd d, d_v
-        bwd_shape(33, 200, 64, 64, true), // n_q < n_k: the diagonal cut
-        bwd_shape(1, 1, 1, 1, false),
-        bwd_shape(130, 17, 3, 9, true), // n_q > n_k: fully masked rows
-        bwd_shape(300, 257, 128, 128, false),
+        bf16_shape(70, 90, 16, 24, false, 4, 2), // GQA, ragged tiles
+        bf16_shape(70, 90, 16, 24, true, 4, 2),
+        bf16_shape(100, 100, 7, 5, true),  // odd d, d_v
+        bf16_shape(33, 200, 64, 64, true), // n_q < n_k: the diagonal cut
+        bf16_shape(1, 1, 1, 1, false),
+        bf16_shape(130, 17, 3, 9, true), // n_q > n_k: fully masked rows
+        bf16_shape(300, 257, 128, 128, false),
     };
     for (const MemoryModel m : {MemoryModel{1 << 13}, MemoryModel{1 << 17}})
         for (std::size_t s = 0; s < shapes.size(); ++s) {
@@ -346,7 +317,7 @@ TEST_CASE("bf16 native backward: relative Frobenius error at d = 64 and 128",
     for (const std::int64_t d : {64, 128})
         for (const bool causal : {false, true}) {
             CAPTURE(d, causal);
-            Problem p = bwd_shape(512, 512, d, d, causal, 2, 2);
+            Problem p = bf16_shape(512, 512, d, d, causal, 2, 2);
             p.batch = 1;
             Grads g(p, 7);
             g.forward();
@@ -367,7 +338,7 @@ TEST_CASE("bf16 native backward: fully masked rows and hidden NaN rows stay out"
           "[bf16][dense][backward][bad_values]") {
     const MemoryModel m{1 << 12};
     { // rows that see no key: dQ exactly 0, whatever Q and dO hold there
-        Grads g(bwd_shape(30, 12, 6, 5, true), 21);
+        Grads g(bf16_shape(30, 12, 6, 5, true), 21);
         g.forward();
         const Tiling t = Tiling::for_memory(Schedule::fused, m, g.p, Pass::backward);
         NullCounter n;
@@ -393,7 +364,7 @@ TEST_CASE("bf16 native backward: fully masked rows and hidden NaN rows stay out"
                     CHECK(g.d_q[static_cast<std::size_t>((s * g.p.n_q + i) * g.p.d + x)].bits == 0);
     }
     { // NaN in a key and value row hidden from the first rows: their dQ stays finite
-        Grads g(bwd_shape(24, 40, 8, 5, true), 8);
+        Grads g(bf16_shape(24, 40, 8, 5, true), 8);
         const std::int64_t j = 30, first_seeing = j - (g.p.n_k - g.p.n_q);
         g.forward();
         for (std::int64_t x = 0; x < g.p.d; ++x)
@@ -438,7 +409,7 @@ TEST_CASE("bf16 native backward: adversarial inputs land where the widening path
         ioattn::dense::backward(g.args(), t, m, n);
         const std::vector<bf16> native[] = {g.d_q, g.d_k, g.d_v};
         {
-            const auto env = widening_backward();
+            const auto env = force_widening();
             ioattn::dense::backward(g.args(), t, m, n);
         }
         const std::vector<bf16>* widening[] = {&g.d_q, &g.d_k, &g.d_v};

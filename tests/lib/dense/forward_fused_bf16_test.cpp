@@ -10,6 +10,7 @@
 // adversarial cases NaN and infinities land where the widening path puts them.
 
 #include "adversarial.hpp"
+#include "bf16_native.hpp"
 #include "scoped_env.hpp"
 
 #include <ioattn/bf16.hpp>
@@ -37,6 +38,9 @@ using ioattn::Pass;
 using ioattn::Problem;
 using ioattn::Schedule;
 using ioattn::Tiling;
+using ioattn::test::bf16_shape;
+using ioattn::test::force_widening;
+using ioattn::test::native_expected;
 
 constexpr double kU16 = 0x1p-8;
 constexpr double kU32 = 0x1p-24;
@@ -118,48 +122,13 @@ double check_accuracy(const Run& r, const Reference& ref) {
     return top > 0 ? err / top : err;
 }
 
-/// The native kernel runs unless this process forces an ISA target (IOATTN_ISA set) or the
-/// library or CPU lacks it.
-bool native_expected() {
-#if defined(IOATTN_BUILT_AVX512BF16)
-    const char* env = std::getenv("IOATTN_ISA");
-    return ioattn::cpu_supports_avx512_bf16() && (env == nullptr || *env == '\0');
-#else
-    return false;
-#endif
-}
-
-/// IOATTN_ISA naming the active target: the widening path for bf16 in this scope.
-ioattn::test::ScopedEnv force_widening() {
-    return {"IOATTN_ISA", std::string(ioattn::to_string(ioattn::active_isa()))};
-}
-
-Problem shape(std::int64_t n_q,
-              std::int64_t n_k,
-              std::int64_t d,
-              std::int64_t d_v,
-              bool causal,
-              std::int64_t heads = 2,
-              std::int64_t kv_heads = 1) {
-    Problem p;
-    p.batch = 2;
-    p.heads = heads;
-    p.kv_heads = kv_heads;
-    p.n_q = n_q;
-    p.n_k = n_k;
-    p.d = d;
-    p.d_v = d_v;
-    p.causal = causal;
-    return p;
-}
-
 TEST_CASE("bf16 native: runs on this CPU and differs from the widening path", "[bf16][dense]") {
     CHECK(ioattn::bf16_kernels_native() == native_expected());
     if (!ioattn::bf16_kernels_native()) {
         WARN("the native bf16 kernel does not run here: nothing to compare");
         return;
     }
-    Run r(shape(70, 90, 16, 24, false, 4, 2), 1);
+    Run r(bf16_shape(70, 90, 16, 24, false, 4, 2), 1);
     const MemoryModel m{1 << 13};
     const Tiling t = Tiling::for_memory(Schedule::fused, m, r.p);
     NullCounter n;
@@ -177,13 +146,13 @@ TEST_CASE("bf16 native: runs on this CPU and differs from the widening path", "[
 TEST_CASE("bf16 native: agrees with the double reference, exact I/O, thread-count invariant",
           "[bf16][dense]") {
     const std::vector<Problem> shapes = {
-        shape(70, 90, 16, 24, false, 4, 2), // GQA, ragged tiles
-        shape(70, 90, 16, 24, true, 4, 2),
-        shape(100, 100, 7, 5, true),  // odd d, d_v
-        shape(33, 200, 64, 64, true), // n_q < n_k: the diagonal cut
-        shape(1, 1, 1, 1, false),
-        shape(130, 17, 3, 9, true), // n_q > n_k: fully masked rows
-        shape(300, 257, 128, 128, false),
+        bf16_shape(70, 90, 16, 24, false, 4, 2), // GQA, ragged tiles
+        bf16_shape(70, 90, 16, 24, true, 4, 2),
+        bf16_shape(100, 100, 7, 5, true),  // odd d, d_v
+        bf16_shape(33, 200, 64, 64, true), // n_q < n_k: the diagonal cut
+        bf16_shape(1, 1, 1, 1, false),
+        bf16_shape(130, 17, 3, 9, true), // n_q > n_k: fully masked rows
+        bf16_shape(300, 257, 128, 128, false),
     };
     for (const MemoryModel m : {MemoryModel{1 << 13}, MemoryModel{1 << 17}})
         for (std::size_t s = 0; s < shapes.size(); ++s) {
@@ -215,7 +184,7 @@ TEST_CASE("bf16 native: agrees with the double reference, exact I/O, thread-coun
 TEST_CASE("bf16 native: the widening path is within the tolerance of it", "[bf16][dense]") {
     for (const bool causal : {false, true}) {
         CAPTURE(causal);
-        Run r(shape(200, 333, 64, 64, causal), 5);
+        Run r(bf16_shape(200, 333, 64, 64, causal), 5);
         const Reference ref(r);
         const MemoryModel m{1 << 15};
         const Tiling t = Tiling::for_memory(Schedule::fused, m, r.p);
