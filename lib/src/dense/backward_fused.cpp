@@ -359,45 +359,15 @@ void backward_fused(const BackwardArgs<Scalar>& args,
     constexpr const char* kWhere = "ioattn::dense::backward_fused";
     const BackwardArgs<Scalar> a = detail::checked_entry<Counter>(
         args, tiling, memory, Schedule::fused, Pass::backward, kWhere);
-    const Problem& p = a.problem;
-    const std::int64_t rs = tiling.rows;
-    const std::int64_t q_blocks = (p.n_q + rs - 1) / rs, k_blocks = (p.n_k + rs - 1) / rs;
-    const std::int64_t groups = backward_dq_groups(p, k_blocks);
-    CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
-    const auto delta = detail::scratch<Scalar, Counter>(1, p.batch_heads() * p.n_q);
-    const auto ws = detail::worker_scratch<Scalar, Counter>(Scratch<Scalar>::words(p, tiling));
-    const std::int64_t dw = lane_padded(p.d);
-    const auto partials = detail::scratch<Scalar, Counter>( // every row is written before read
-        1,
-        groups * p.batch_heads() * p.n_q * dw,
-        false);
-    alloc.allocate();
-    const Partials<Scalar> dq{groups, dw, p.n_q, p.batch_heads(), partials.slab(0)};
-    parallel_for_counted(
-        p.batch_heads() * q_blocks, counter, [&](std::int64_t task, int, Counter& io) {
-            delta_block(a, rs, task / q_blocks, task % q_blocks * rs, delta.slab(0), io);
-        });
-    parallel_for_counted( // group g takes key blocks g, g + G, ... in order
-        p.batch * p.kv_heads * groups,
+    detail::backward_fused_passes<Scalar, Partials<Scalar>>(
+        a.problem,
+        tiling,
+        Scratch<Scalar>::words(a.problem, tiling),
+        kWhere,
         counter,
-        [&](std::int64_t task, int worker, Counter& io) {
-            const std::int64_t g = task % groups;
-            for (std::int64_t j = g; j < k_blocks; j += groups)
-                key_block(a,
-                          tiling,
-                          task / groups,
-                          j * rs,
-                          g,
-                          j == g,
-                          dq,
-                          delta.slab(0),
-                          ws.slab(worker),
-                          io);
-        });
-    parallel_for_counted(
-        p.batch_heads() * q_blocks, counter, [&](std::int64_t task, int, Counter& io) {
-            reduce_block(a, rs, task / q_blocks, task % q_blocks * rs, dq, io);
-        });
+        [&](auto&&... x) { delta_block(a, tiling.rows, x...); },
+        [&](auto&&... x) { key_block(a, tiling, x...); },
+        [&](auto&&... x) { reduce_block(a, tiling.rows, x...); });
 }
 
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \

@@ -162,15 +162,12 @@ void forward_fused(const ForwardArgs<Scalar>& args,
     constexpr const char* kWhere = "ioattn::dense::forward_fused";
     const ForwardArgs<Scalar> a = detail::checked_entry<Counter>(
         args, tiling, memory, Schedule::fused, Pass::forward, kWhere);
-    const Problem& p = a.problem;
-    const std::int64_t blocks = (p.n_q + tiling.rows - 1) / tiling.rows;
-    CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
-    const auto ws = detail::worker_scratch<Scalar, Counter>(Scratch<Scalar>::words(p, tiling));
-    alloc.allocate();
-    parallel_for_counted(
-        p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker, Counter& io) {
-            row_block(a, tiling, task / blocks, task % blocks * tiling.rows, ws.slab(worker), io);
-        });
+    detail::forward_fused_tasks<Scalar>(a.problem,
+                                        tiling,
+                                        Scratch<Scalar>::words(a.problem, tiling),
+                                        kWhere,
+                                        counter,
+                                        [&](auto&&... x) { row_block(a, tiling, x...); });
 }
 
 #define IOATTN_INSTANTIATE(Scalar, Counter)                                                        \

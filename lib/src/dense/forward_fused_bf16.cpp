@@ -246,14 +246,9 @@ void forward_fused_bf16(const ForwardArgs<bf16>& args,
     constexpr const char* kWhere = "ioattn::dense::forward_fused";
     const ForwardArgs<bf16> a = detail::checked_entry<Counter>(
         args, tiling, memory, Schedule::fused, Pass::forward, kWhere);
-    const Problem& p = a.problem;
-    const std::int64_t blocks = (p.n_q + tiling.rows - 1) / tiling.rows;
-    CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
-    const auto ws = detail::worker_scratch<float, Counter>(Scratch::words(p, tiling));
-    alloc.allocate();
-    parallel_for_counted(
-        p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker, Counter& io) {
-            row_block(a, tiling, task / blocks, task % blocks * tiling.rows, ws.slab(worker), io);
+    detail::forward_fused_tasks<float>(
+        a.problem, tiling, Scratch::words(a.problem, tiling), kWhere, counter, [&](auto&&... x) {
+            row_block(a, tiling, x...);
         });
 }
 
