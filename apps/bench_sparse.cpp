@@ -66,29 +66,22 @@ std::vector<double> ratios(const std::vector<double>& a, const std::vector<doubl
     return r;
 }
 
-/// Operands and gradients of one B = H = 1 problem.
-struct Data {
-    measure::ForwardData<float> fwd;
-    std::vector<float> d_o, d_q, d_k, d_v;
-
-    Data(const Problem& p, std::uint64_t seed)
-        : fwd(p, seed)
-        , d_o(fwd.o.size(), 0.5F)
-        , d_q(fwd.q.size())
-        , d_k(fwd.k.size())
-        , d_v(fwd.v.size()) {}
-
-    BackwardArgs<float> backward() {
-        BackwardArgs<float> a;
-        static_cast<ForwardArgs<float>&>(a) = fwd.args();
-        const Problem& p = fwd.problem;
-        a.d_o = TensorView<const float>::packed(d_o.data(), 1, 1, p.n_q, p.d_v);
-        a.d_q = TensorView<float>::packed(d_q.data(), 1, 1, p.n_q, p.d);
-        a.d_k = TensorView<float>::packed(d_k.data(), 1, 1, p.n_k, p.d);
-        a.d_v = TensorView<float>::packed(d_v.data(), 1, 1, p.n_k, p.d_v);
-        return a;
-    }
-};
+/// Operands and gradients of one B = H = 1 problem: Q, K, V from `seed`, dO = 0.5.
+measure::OwnedArgs<float> bench_data(const Problem& p, std::uint64_t seed) {
+    measure::ForwardData<float> f(p, seed);
+    measure::OwnedArgs<float> x;
+    x.p = f.problem;
+    x.q = std::move(f.q);
+    x.k = std::move(f.k);
+    x.v = std::move(f.v);
+    x.o = std::move(f.o);
+    x.lse = std::move(f.lse);
+    x.d_o.assign(x.o.size(), 0.5F);
+    x.d_q.resize(x.q.size());
+    x.d_k.resize(x.k.size());
+    x.d_v.resize(x.v.size());
+    return x;
+}
 
 void progress(const std::string& what) {
     const bool tty = isatty(STDERR_FILENO) != 0;
@@ -99,12 +92,12 @@ void progress(const std::string& what) {
 /// The dense fused kernel on one shape, planned for 1 and 2 threads, forward and backward: the
 /// reference each pattern's runs alternate with.
 struct DenseRuns {
-    Data& data;
+    measure::OwnedArgs<float>& data;
     const Problem& p;
     AttentionOptions opts[2];
     AttentionPlan fwd[2], bwd[2];
 
-    DenseRuns(Data& d, const Problem& problem, const MemoryModel& mem)
+    DenseRuns(measure::OwnedArgs<float>& d, const Problem& problem, const MemoryModel& mem)
         : data(d)
         , p(problem) {
         for (const int t : {1, 2}) {
@@ -118,7 +111,7 @@ struct DenseRuns {
     [[nodiscard]] std::function<void()> run(Pass pass, int threads) {
         const auto at = static_cast<std::size_t>(threads - 1);
         if (pass == Pass::forward)
-            return [this, at] { (void)attention(data.fwd.args(), {}, fwd[at], opts[at]); };
+            return [this, at] { (void)attention(data.forward(), {}, fwd[at], opts[at]); };
         return [this, at] { (void)attention_backward(data.backward(), {}, bwd[at], opts[at]); };
     }
 };
@@ -128,7 +121,7 @@ struct DenseRuns {
 struct PatternRun {
     const SparseSuiteOptions& o;
     const Problem& p;
-    Data& data;
+    measure::OwnedArgs<float>& data;
     DenseRuns& dense;
     const MemoryModel& mem;
     double dense_f, dense_b; ///< dense fused seconds, forward and backward (2 threads)
@@ -146,10 +139,9 @@ struct PatternRun {
         const std::string theory = pick(Select::theory), cost = pick(Select::cost);
         const std::string where = spec + " N=" + std::to_string(n) + " d=" + std::to_string(d);
         progress(where + " graphblas");
-        GraphBlasAttention gb(s, data.fwd.q.data(), data.fwd.k.data(), data.fwd.v.data(), d, d, 2);
+        GraphBlasAttention gb(s, data.q.data(), data.k.data(), data.v.data(), d, d, 2);
         const float scale = static_cast<float>(p.scale);
-        const double gb_s =
-            measure::median_seconds(repeat, [&] { gb.run(scale, data.fwd.o.data()); });
+        const double gb_s = measure::median_seconds(repeat, [&] { gb.run(scale, data.o.data()); });
         Row g{spec,
               n,
               d,
@@ -188,7 +180,7 @@ struct PatternRun {
                 for (std::size_t t = 0; t < 2; ++t)
                     fns.emplace_back([&, t] {
                         if (fwd)
-                            (void)attention(data.fwd.args(), structure, plans[t], opts[t]);
+                            (void)attention(data.forward(), structure, plans[t], opts[t]);
                         else
                             (void)attention_backward(data.backward(), structure, plans[t], opts[t]);
                     });
@@ -297,7 +289,7 @@ void run_sparse_suite(const SparseSuiteOptions& o) {
             p.n_q = p.n_k = n;
             p.d = d;
             p = p.resolved("ioattn bench");
-            Data data(p, o.seed);
+            measure::OwnedArgs<float> data = bench_data(p, o.seed);
             // --- the dense fused kernel on the same shape, forward and backward ---
             const AttentionOptions dense_opts =
                 measure::timed_options(Schedule::fused, mem, 2, "ioattn bench");
@@ -306,7 +298,7 @@ void run_sparse_suite(const SparseSuiteOptions& o) {
                 plan_attention<float>(p, Pass::backward, {}, dense_opts);
             progress("dense fused N=" + std::to_string(n) + " d=" + std::to_string(d));
             const double dense_fs = measure::median_seconds(
-                repeat, [&] { (void)attention(data.fwd.args(), {}, dense_fwd, dense_opts); });
+                repeat, [&] { (void)attention(data.forward(), {}, dense_fwd, dense_opts); });
             const double dense_bs = measure::median_seconds(repeat, [&] {
                 (void)attention_backward(data.backward(), {}, dense_bwd, dense_opts);
             });

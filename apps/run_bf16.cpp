@@ -47,23 +47,20 @@ std::vector<float> to_float(const std::vector<bf16>& x) {
 }
 
 /// The bf16 operands of a run (L fp32) and its bf16 sparse operands.
-struct Bf16Data {
-    Problem p;
-    std::vector<bf16> q, k, v, o, d_o, d_q, d_k, d_v;
-    std::vector<float> lse;
+struct Bf16Data : measure::OwnedArgs<bf16, float> {
     std::optional<sparse::SparseRows<bf16>> sq, sk, sv;
 
     Bf16Data(const Data<float>& x, const Operands<float>& ops)
-        : p(x.p)
-        , q(to_bf16(x.q))
-        , k(to_bf16(x.k))
-        , v(to_bf16(x.v))
-        , o(to_bf16(x.o))
-        , d_o(to_bf16(x.d_o))
-        , d_q(to_bf16(x.d_q))
-        , d_k(to_bf16(x.d_k))
-        , d_v(to_bf16(x.d_v))
-        , lse(x.lse) {
+        : measure::OwnedArgs<bf16, float>{x.p,
+                                          to_bf16(x.q),
+                                          to_bf16(x.k),
+                                          to_bf16(x.v),
+                                          to_bf16(x.o),
+                                          to_bf16(x.d_o),
+                                          to_bf16(x.d_q),
+                                          to_bf16(x.d_k),
+                                          to_bf16(x.d_v),
+                                          x.lse} {
         const auto rows = [](const sparse::SparseRows<float>& r) {
             const auto& val = r.values();
             std::vector<float> f(val.begin(), val.end());
@@ -87,23 +84,6 @@ struct Bf16Data {
         if (sq)
             s.inputs = {&*sq, &*sk, &*sv};
         return s;
-    }
-
-    ForwardArgs<bf16> forward() {
-        return ForwardArgs<bf16>::packed(p, q.data(), k.data(), v.data(), o.data(), lse.data());
-    }
-
-    BackwardArgs<bf16> backward() {
-        return BackwardArgs<bf16>::packed(p,
-                                          q.data(),
-                                          k.data(),
-                                          v.data(),
-                                          o.data(),
-                                          lse.data(),
-                                          d_o.data(),
-                                          d_q.data(),
-                                          d_k.data(),
-                                          d_v.data());
     }
 };
 
@@ -129,7 +109,7 @@ double relative_frobenius(const std::vector<float>& x, const std::vector<double>
 nlohmann::json
 check_bf16(const Data<float>& x, const sparse::Support* support, bool grads, bool p_rounded) {
     const Problem& p = x.p;
-    Data<double> ref(x); // the inputs exactly; the outputs recomputed in double
+    Data<double> ref = converted<double>(x); // the inputs exactly; the outputs recomputed in double
     if (support != nullptr) {
         sparse::forward_reference(ref.forward(), *support);
         if (grads)
@@ -178,7 +158,7 @@ check_bf16(const Data<float>& x, const sparse::Support* support, bool grads, boo
 nlohmann::json run_bf16(const VariantRun& r) {
     const Problem& p = r.problem;
     const bool backward = r.pass == Pass::backward;
-    Data<float> data(p, r.seed);
+    Data<float> data = seeded_data<float>(p, r.seed);
     for (auto* x : {&data.q, &data.k, &data.v, &data.d_o})
         for (float& e : *x)
             e = round_to_bf16(e);

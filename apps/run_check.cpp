@@ -111,7 +111,7 @@ double outputs_error(const Data<T>& x, const Data<double>& ref, bool grads) {
 template <typename Scalar>
 nlohmann::json check_json(const Data<Scalar>& data, const sparse::Support* support, bool grads) {
     const Problem& p = data.p;
-    Data<double> ref(data);
+    Data<double> ref = converted<double>(data);
     const Allowed allowed =
         support != nullptr
             ? Allowed([&](std::int64_t i, std::int64_t k) { return support->contains(i, k); })
@@ -125,7 +125,7 @@ nlohmann::json check_json(const Data<Scalar>& data, const sparse::Support* suppo
         if (grads)
             dense::backward_reference(ref.backward());
     }
-    Data<Scalar> nv(data);
+    Data<Scalar> nv = data;
     naive(nv, allowed, grads);
     const double err = outputs_error(data, ref, grads);
     const double naive_err = outputs_error(nv, ref, grads);

@@ -11,68 +11,55 @@
 
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include <measure.hpp>
 
 namespace ioattn::app {
 
-/// Owned operands of a forward and backward pass in type T.
+/// Owned operands and outputs of a run in type T (measure::OwnedArgs).
 template <typename T>
-struct Data {
-    Problem p;
-    std::vector<T> q, k, v, o, lse, d_o, d_q, d_k, d_v;
+using Data = measure::OwnedArgs<T>;
 
-    Data(const Problem& problem, std::uint64_t seed)
-        : p(problem) {
-        const measure::ForwardData<T> f(problem, seed);
-        q = f.q;
-        k = f.k;
-        v = f.v;
-        o = f.o;
-        lse = f.lse;
-        std::mt19937_64 rng(seed + 7); // the upstream gradient dO
-        std::uniform_real_distribution<double> u(-1.0, 1.0);
-        d_o.resize(o.size());
-        for (T& e : d_o)
-            e = static_cast<T>(u(rng));
-        d_q.assign(q.size(), T(0));
-        d_k.assign(k.size(), T(0));
-        d_v.assign(v.size(), T(0));
-    }
+/// The operands of a run: Q, K, V from `seed` (measure::ForwardData), O and L zero, dO uniform
+/// in [-1, 1) from seed + 7, the gradients zero.
+template <typename T>
+Data<T> seeded_data(const Problem& problem, std::uint64_t seed) {
+    measure::ForwardData<T> f(problem, seed);
+    Data<T> x;
+    x.p = f.problem;
+    x.q = std::move(f.q);
+    x.k = std::move(f.k);
+    x.v = std::move(f.v);
+    x.o = std::move(f.o);
+    x.lse = std::move(f.lse);
+    std::mt19937_64 rng(seed + 7); // the upstream gradient dO
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    x.d_o.resize(x.o.size());
+    for (T& e : x.d_o)
+        e = static_cast<T>(u(rng));
+    x.d_q.assign(x.q.size(), T(0));
+    x.d_k.assign(x.k.size(), T(0));
+    x.d_v.assign(x.v.size(), T(0));
+    return x;
+}
 
-    template <typename U>
-    explicit Data(const Data<U>& x)
-        : p(x.p) {
-        const auto cv = [](const std::vector<U>& a) { return std::vector<T>(a.begin(), a.end()); };
-        q = cv(x.q);
-        k = cv(x.k);
-        v = cv(x.v);
-        o = cv(x.o);
-        lse = cv(x.lse);
-        d_o = cv(x.d_o);
-        d_q = cv(x.d_q);
-        d_k = cv(x.d_k);
-        d_v = cv(x.d_v);
-    }
-
-    ForwardArgs<T> forward() {
-        return ForwardArgs<T>::packed(p, q.data(), k.data(), v.data(), o.data(), lse.data());
-    }
-
-    BackwardArgs<T> backward() {
-        return BackwardArgs<T>::packed(p,
-                                       q.data(),
-                                       k.data(),
-                                       v.data(),
-                                       o.data(),
-                                       lse.data(),
-                                       d_o.data(),
-                                       d_q.data(),
-                                       d_k.data(),
-                                       d_v.data());
-    }
-};
+/// `x` with every value converted to T (exact from float to double).
+template <typename T, typename U>
+Data<T> converted(const Data<U>& x) {
+    const auto cv = [](const std::vector<U>& a) { return std::vector<T>(a.begin(), a.end()); };
+    return {x.p,
+            cv(x.q),
+            cv(x.k),
+            cv(x.v),
+            cv(x.o),
+            cv(x.d_o),
+            cv(x.d_q),
+            cv(x.d_k),
+            cv(x.d_v),
+            cv(x.lse)};
+}
 
 /// --check of the outputs held in `data` (O and L; with `grads`, dQ, dK, dV) against the double
 /// reference over `support` (null: the dense or causal problem), relative to the naive

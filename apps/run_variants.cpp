@@ -156,7 +156,7 @@ template <typename Scalar>
 nlohmann::json run_variant(const VariantRun& r) {
     const Problem& p = r.problem;
     const bool backward = r.pass == Pass::backward;
-    Data<Scalar> data(p, r.seed);
+    Data<Scalar> data = seeded_data<Scalar>(p, r.seed);
     const Operands<Scalar> operands(r, data);
     const Structure<Scalar> structure = operands.structure();
     // --- the schedule and its tiling: the library's plan ---

@@ -30,6 +30,33 @@ struct ForwardData {
 extern template struct ForwardData<float>;
 extern template struct ForwardData<double>;
 
+/// Owned operands and outputs of a forward and a backward pass, packed as `p` lays them out:
+/// Q, K, V, O, dO, dQ, dK, dV of T and L of Stat (fp32 beside bf16 operands), and the argument
+/// views over them. Who fills them chooses the values.
+template <typename T, typename Stat = T>
+struct OwnedArgs {
+    Problem p;
+    std::vector<T> q, k, v, o, d_o, d_q, d_k, d_v;
+    std::vector<Stat> lse;
+
+    [[nodiscard]] ForwardArgs<T> forward() {
+        return ForwardArgs<T>::packed(p, q.data(), k.data(), v.data(), o.data(), lse.data());
+    }
+
+    [[nodiscard]] BackwardArgs<T> backward() {
+        return BackwardArgs<T>::packed(p,
+                                       q.data(),
+                                       k.data(),
+                                       v.data(),
+                                       o.data(),
+                                       lse.data(),
+                                       d_o.data(),
+                                       d_q.data(),
+                                       d_k.data(),
+                                       d_v.data());
+    }
+};
+
 /// Fills `x` with uniform values in [-1, 1) from a SplitMix64 stream seeded by `seed`.
 void fill_uniform(std::vector<float>& x, std::uint64_t seed);
 void fill_uniform(std::vector<double>& x, std::uint64_t seed);

@@ -38,7 +38,7 @@ Data<float> reference_outputs(const Support& s) {
     p.n_k = 6;
     p.d = 4;
     p.d_v = 4;
-    Data<float> data(p.resolved("test"), 17);
+    Data<float> data = ioattn::app::seeded_data<float>(p.resolved("test"), 17);
     ioattn::sparse::forward_reference(data.forward(), s);
     return data;
 }
