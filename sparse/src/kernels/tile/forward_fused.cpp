@@ -219,11 +219,16 @@ void forward_fused(const ForwardArgs<Scalar>& args,
         });
     const Call<Scalar> call{
         a, src, support, plan, tiling, maps, element, v_finite.data(), resident, element_words};
+    // Timed runs take each head's blocks heaviest first (BlockKeys::heavy_first); counting
+    // runs keep index order, whose traces parallel_for_counted records.
+    const std::vector<std::int64_t> order =
+        Counter::kCounts ? std::vector<std::int64_t>{} : plan.heavy_first();
     parallel_for_counted(
         p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker, Counter& io) {
+            const std::int64_t at = task % blocks;
             row_block(call,
                       task / blocks,
-                      task % blocks,
+                      order.empty() ? at : order[static_cast<std::size_t>(at)],
                       WorkerScratch<Scalar>{ws.slab(worker),
                                             pointers.slab(worker),
                                             cursors.slab(worker),

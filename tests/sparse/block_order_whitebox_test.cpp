@@ -1,0 +1,56 @@
+// Whitebox test of the order the timed fused forward runs its row blocks in
+// (BlockKeys::heavy_first, sparse/src/support/block_keys.hpp): every block once, by the entries
+// its tiles compute (rows x visible keys), most first, equal ones in index order. The outputs do
+// not depend on it (tests/sparse/forward_test.cpp runs 1 and 2 threads); what it changes is when
+// a worker meets a heavy block.
+
+#include "support/block_keys.hpp"
+
+#include <ioattn/sparse/pattern.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sp = ioattn::sparse;
+
+TEST_CASE("BlockKeys::heavy_first: each block once, heaviest first, ties in index order",
+          "[sparse][whitebox]") {
+    for (const std::string spec :
+         {"bigbird-block:16:3:2:3", "window:16", "causal-window:24+global:2", "random:0.05"}) {
+        const sp::Support s = sp::parse_pattern(spec, 512, 512, 3);
+        for (const std::int64_t rows : {16, 64}) {
+            CAPTURE(spec, rows);
+            const auto& plan = s.cached_block_keys(rows);
+            const std::vector<std::int64_t> order = plan.heavy_first();
+            REQUIRE(static_cast<std::int64_t>(order.size()) == plan.blocks());
+            std::vector<std::int64_t> sorted = order;
+            std::sort(sorted.begin(), sorted.end());
+            for (std::size_t b = 0; b < sorted.size(); ++b)
+                CHECK(sorted[b] == static_cast<std::int64_t>(b));
+            const auto work = [&](std::int64_t b) {
+                return plan.rows(b) * static_cast<std::int64_t>(plan.keys_of(b).size());
+            };
+            for (std::size_t t = 1; t < order.size(); ++t) {
+                CHECK(work(order[t - 1]) >= work(order[t]));
+                if (work(order[t - 1]) == work(order[t]))
+                    CHECK(order[t - 1] < order[t]);
+            }
+        }
+    }
+}
+
+TEST_CASE("BlockKeys::heavy_first: bigbird-block's global row blocks lead", "[sparse][whitebox]") {
+    // block 16, 3 sliding, 2 global (the first and the last block row see every key), 3 random
+    const sp::Support s = sp::parse_pattern("bigbird-block:16:3:2:3", 512, 512, 3);
+    const auto& plan = s.cached_block_keys(16);
+    const std::vector<std::int64_t> order = plan.heavy_first();
+    REQUIRE(order.size() >= 2);
+    const std::int64_t last = plan.blocks() - 1;
+    CHECK(plan.keys_of(last).size() == 512);
+    CHECK(order[0] == 0);
+    CHECK(order[1] == last);
+}
