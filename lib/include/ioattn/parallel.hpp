@@ -7,6 +7,7 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -88,6 +89,20 @@ void parallel_for_tiles(std::int64_t n_tasks, const Body& body) {
                           order.task_end();
                       });
     order.join();
+}
+
+/// The tasks 0..n-1 by work(task), most first, equal ones in index order: the order a parallel
+/// loop should take tasks of uneven cost in, so that a heavy one does not start last while the
+/// other workers run out of tasks (the greedy longest-first schedule).
+template <typename Work>
+std::vector<std::int64_t> heaviest_first(std::int64_t n, const Work& work) {
+    std::vector<std::int64_t> order(static_cast<std::size_t>(std::max<std::int64_t>(n, 0)));
+    for (std::size_t t = 0; t < order.size(); ++t)
+        order[t] = static_cast<std::int64_t>(t);
+    std::stable_sort(order.begin(), order.end(), [&](std::int64_t x, std::int64_t y) {
+        return work(x) > work(y);
+    });
+    return order;
 }
 
 /// parallel_for_tiles with one counter per task, forked from `counter` and merged back in task

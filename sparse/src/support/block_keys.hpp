@@ -4,6 +4,7 @@
 // O(Z_QK + sum over blocks of k log k) for k visible keys per block, once per (support, rows):
 // Support::cached_block_keys keeps it with the structure, so repeated calls do not rebuild it.
 
+#include <ioattn/parallel.hpp>
 #include <ioattn/sparse/support.hpp>
 #include <ioattn/tiling.hpp>
 
@@ -54,16 +55,9 @@ struct BlockKeys {
     /// streams every key (bigbird-block:64:3:2:3's last block, its global rows, holds a tenth
     /// of the pairs), and one run last keeps one worker busy while the others wait.
     [[nodiscard]] std::vector<std::int64_t> heavy_first() const {
-        std::vector<std::int64_t> order(static_cast<std::size_t>(blocks()));
-        for (std::size_t b = 0; b < order.size(); ++b)
-            order[b] = static_cast<std::int64_t>(b);
-        const auto work = [&](std::int64_t b) {
+        return heaviest_first(blocks(), [&](std::int64_t b) {
             return rows(b) * static_cast<std::int64_t>(keys_of(b).size());
-        };
-        std::stable_sort(order.begin(), order.end(), [&](std::int64_t x, std::int64_t y) {
-            return work(x) > work(y);
         });
-        return order;
     }
 
     [[nodiscard]] std::int64_t row0(std::int64_t b) const {
