@@ -1,9 +1,10 @@
 // Tests of the program's instruction-set handling (ioattn/isa.hpp, apps/main.cpp): --version
 // names the kernels' variant, oneTBB and the BLAS core; IOATTN_ISA forces a variant that `run
 // --json` reports, with the same results and the same counted I/O as the default; avx512bf16
-// runs the native bf16 kernel and avx512 the widening path; an unknown or unsupported
-// IOATTN_ISA is one usage line (exit 2), never an illegal instruction. And the
-// OpenBLAS core choice of apps/blas_core.cpp (compiled into this test), which `bench` applies.
+// runs the native bf16 kernels (the dense fused forward, the sparse tile forward) and avx512
+// the widening path; an unknown or unsupported IOATTN_ISA is one usage line (exit 2), never an
+// illegal instruction. And the OpenBLAS core choice of apps/blas_core.cpp (compiled into this
+// test), which `bench` applies.
 
 #include "blas_core.hpp"
 #include "cli.hpp"
@@ -89,104 +90,38 @@ TEST_CASE(
 TEST_CASE("IOATTN_ISA forces each supported variant: run reports it, with the default's results "
           "and counted I/O",
           "[apps][isa]") {
-    const std::vector<std::string> args{"run",
-                                        "--N",
-                                        "200",
-                                        "--d",
-                                        "24",
-                                        "--heads",
-                                        "2",
-                                        "--pattern",
-                                        "window:40",
-                                        "--check",
-                                        "--count-io",
-                                        "--json"};
-    json plain;
-    {
-        const EnvGuard clear("IOATTN_ISA", "");
-        plain = run_json(args);
-    }
-    CHECK(plain["isa"] == std::string(ioattn::to_string(best_supported())));
-    for (const Isa isa : ioattn::built_isas()) {
-        if (!ioattn::cpu_supports(isa))
-            continue;
-        const std::string name(ioattn::to_string(isa));
-        CAPTURE(name);
-        const EnvGuard force("IOATTN_ISA", name.c_str());
-        const json j = run_json(args);
-        CHECK(j["isa"] == name);
-        CHECK(j["check"]["passed"] == true);
-        CHECK(j["io"]["total"] == plain["io"]["total"]);
-        CHECK(j["io"]["peak_resident"] == plain["io"]["peak_resident"]);
-        const auto v = run_ioattn({"--version"});
-        CHECK(lines_of(v.out).at(1).rfind("kernels: " + name + " (", 0) == 0);
-    }
-}
-
-TEST_CASE("an unknown or unsupported IOATTN_ISA is one usage line, exit 2", "[apps][isa]") {
-    {
-        const EnvGuard bogus("IOATTN_ISA", "avx1024");
-        require_one_line_error({"run", "--N", "64", "--d", "16"}, "avx1024");
-        require_one_line_error({"--version"}, "avx1024");
-    }
-    for (const Isa isa : {Isa::avx512, Isa::avx2}) {
-        if (ioattn::cpu_supports(isa))
-            continue;
-        const std::string name(ioattn::to_string(isa));
-        const EnvGuard force("IOATTN_ISA", name.c_str());
-        require_one_line_error({"run", "--N", "64", "--d", "16"}, name);
-    }
-}
-
-TEST_CASE("IOATTN_ISA=avx512bf16 runs the native bf16 kernel, avx512 the widening path",
-          "[apps][isa][bf16]") {
-    const bool native_here = [] {
-        const EnvGuard clear("IOATTN_ISA", "");
-        return ioattn::bf16_kernels_native();
-    }();
-    if (!native_here) {
-        const EnvGuard force("IOATTN_ISA", "avx512bf16");
-        require_one_line_error({"run", "--N", "64", "--d", "16"}, "avx512bf16");
-        return;
-    }
-    const std::vector<std::string> args{"run",
-                                        "--N",
-                                        "200",
-                                        "--d",
-                                        "24",
-                                        "--heads",
-                                        "2",
-                                        "--causal",
-                                        "--schedule",
-                                        "fused",
-                                        "--dtype",
-                                        "bf16",
-                                        "--check",
-                                        "--count-io",
-                                        "--json"};
-    json plain, native, widening;
-    {
-        const EnvGuard clear("IOATTN_ISA", "");
-        plain = run_json(args);
-    }
-    {
-        const EnvGuard force("IOATTN_ISA", "avx512bf16");
-        native = run_json(args);
-    }
-    {
-        const EnvGuard force("IOATTN_ISA", "avx512");
-        widening = run_json(args);
-    }
-    CHECK(plain["bf16_kernels"] == "native");
-    CHECK(native["bf16_kernels"] == "native");
-    CHECK(widening["bf16_kernels"] == "widened");
-    CHECK(native["isa"] == "avx512");
-    CHECK(native["output_digest"] == plain["output_digest"]);
-    CHECK(native["output_digest"] != widening["output_digest"]); // P rounded to bf16
-    for (const json* j : {&native, &widening}) {
-        CHECK((*j)["check"]["passed"] == true);
-        CHECK((*j)["io"]["total"] == plain["io"]["total"]);
-        CHECK((*j)["io"]["matches_closed_form"] == true);
+    // the dense fused forward, and the sparse tile variant's forward (a window)
+    const std::vector<std::vector<std::string>> runs{
+        {"run", "--N", "200", "--d", "24", "--heads", "2", "--causal", "--schedule", "fused"},
+        {"run", "--N", "300", "--d", "32", "--pattern", "window:16", "--variant", "tile"}};
+    for (std::vector<std::string> args : runs) {
+        CAPTURE(args[4]);
+        for (const char* a : {"--dtype", "bf16", "--check", "--count-io", "--json"})
+            args.emplace_back(a);
+        json plain, native, widening;
+        {
+            const EnvGuard clear("IOATTN_ISA", "");
+            plain = run_json(args);
+        }
+        {
+            const EnvGuard force("IOATTN_ISA", "avx512bf16");
+            native = run_json(args);
+        }
+        {
+            const EnvGuard force("IOATTN_ISA", "avx512");
+            widening = run_json(args);
+        }
+        CHECK(plain["bf16_kernels"] == "native");
+        CHECK(native["bf16_kernels"] == "native");
+        CHECK(widening["bf16_kernels"] == "widened");
+        CHECK(native["isa"] == "avx512");
+        CHECK(native["output_digest"] == plain["output_digest"]);
+        CHECK(native["output_digest"] != widening["output_digest"]); // P rounded to bf16
+        for (const json* j : {&native, &widening}) {
+            CHECK((*j)["check"]["passed"] == true);
+            CHECK((*j)["io"]["total"] == plain["io"]["total"]);
+            CHECK((*j)["io"]["matches_closed_form"] == true);
+        }
     }
 }
 
