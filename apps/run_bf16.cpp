@@ -194,10 +194,9 @@ nlohmann::json run_bf16(const VariantRun& r) {
                                      : flop_count_convention(p, r.pass);
     nlohmann::json j = plan_json(r, plan);
     j["dtype"] = "bf16";
-    // which kernels ran: the native bf16 ones (the dense fused forward and backward) or the
-    // float ones widened
-    const bool native = plan.schedule == Schedule::fused && !plan.sparse &&
-                        structure.support == nullptr && !h.sq && bf16_kernels_native();
+    // which kernels ran: the native bf16 ones (the dense fused forward and backward, the
+    // sparse tile forward) or the float ones widened
+    const bool native = bf16_runs_native(plan, structure);
     j["bf16_kernels"] = native ? "native" : "widened";
     j["seconds"] = seconds;
     j["gflops"] = flops / seconds * 1e-9;

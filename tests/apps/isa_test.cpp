@@ -1,9 +1,10 @@
 // Tests of the program's instruction-set handling (ioattn/isa.hpp, apps/main.cpp): --version
 // names the kernels' variant, oneTBB and the BLAS core; IOATTN_ISA forces a variant that `run
 // --json` reports, with the same results and the same counted I/O as the default; avx512bf16
-// runs the native bf16 kernel and avx512 the widening path; an unknown or unsupported
-// IOATTN_ISA is one usage line (exit 2), never an illegal instruction. And the
-// OpenBLAS core choice of apps/blas_core.cpp (compiled into this test), which `bench` applies.
+// runs the native bf16 kernels (the dense fused forward, the sparse tile forward) and avx512
+// the widening path; an unknown or unsupported IOATTN_ISA is one usage line (exit 2), never an
+// illegal instruction. And the OpenBLAS core choice of apps/blas_core.cpp (compiled into this
+// test), which `bench` applies.
 
 #include "blas_core.hpp"
 #include "cli.hpp"
@@ -138,7 +139,7 @@ TEST_CASE("an unknown or unsupported IOATTN_ISA is one usage line, exit 2", "[ap
     }
 }
 
-TEST_CASE("IOATTN_ISA=avx512bf16 runs the native bf16 kernel, avx512 the widening path",
+TEST_CASE("IOATTN_ISA=avx512bf16 runs the native bf16 kernels, avx512 the widening path",
           "[apps][isa][bf16]") {
     const bool native_here = [] {
         const EnvGuard clear("IOATTN_ISA", "");
@@ -149,44 +150,38 @@ TEST_CASE("IOATTN_ISA=avx512bf16 runs the native bf16 kernel, avx512 the widenin
         require_one_line_error({"run", "--N", "64", "--d", "16"}, "avx512bf16");
         return;
     }
-    const std::vector<std::string> args{"run",
-                                        "--N",
-                                        "200",
-                                        "--d",
-                                        "24",
-                                        "--heads",
-                                        "2",
-                                        "--causal",
-                                        "--schedule",
-                                        "fused",
-                                        "--dtype",
-                                        "bf16",
-                                        "--check",
-                                        "--count-io",
-                                        "--json"};
-    json plain, native, widening;
-    {
-        const EnvGuard clear("IOATTN_ISA", "");
-        plain = run_json(args);
-    }
-    {
-        const EnvGuard force("IOATTN_ISA", "avx512bf16");
-        native = run_json(args);
-    }
-    {
-        const EnvGuard force("IOATTN_ISA", "avx512");
-        widening = run_json(args);
-    }
-    CHECK(plain["bf16_kernels"] == "native");
-    CHECK(native["bf16_kernels"] == "native");
-    CHECK(widening["bf16_kernels"] == "widened");
-    CHECK(native["isa"] == "avx512");
-    CHECK(native["output_digest"] == plain["output_digest"]);
-    CHECK(native["output_digest"] != widening["output_digest"]); // P rounded to bf16
-    for (const json* j : {&native, &widening}) {
-        CHECK((*j)["check"]["passed"] == true);
-        CHECK((*j)["io"]["total"] == plain["io"]["total"]);
-        CHECK((*j)["io"]["matches_closed_form"] == true);
+    // the dense fused forward, and the sparse tile variant's forward (a window)
+    const std::vector<std::vector<std::string>> runs{
+        {"run", "--N", "200", "--d", "24", "--heads", "2", "--causal", "--schedule", "fused"},
+        {"run", "--N", "300", "--d", "32", "--pattern", "window:16", "--variant", "tile"}};
+    for (std::vector<std::string> args : runs) {
+        CAPTURE(args[4]);
+        for (const char* a : {"--dtype", "bf16", "--check", "--count-io", "--json"})
+            args.emplace_back(a);
+        json plain, native, widening;
+        {
+            const EnvGuard clear("IOATTN_ISA", "");
+            plain = run_json(args);
+        }
+        {
+            const EnvGuard force("IOATTN_ISA", "avx512bf16");
+            native = run_json(args);
+        }
+        {
+            const EnvGuard force("IOATTN_ISA", "avx512");
+            widening = run_json(args);
+        }
+        CHECK(plain["bf16_kernels"] == "native");
+        CHECK(native["bf16_kernels"] == "native");
+        CHECK(widening["bf16_kernels"] == "widened");
+        CHECK(native["isa"] == "avx512");
+        CHECK(native["output_digest"] == plain["output_digest"]);
+        CHECK(native["output_digest"] != widening["output_digest"]); // P rounded to bf16
+        for (const json* j : {&native, &widening}) {
+            CHECK((*j)["check"]["passed"] == true);
+            CHECK((*j)["io"]["total"] == plain["io"]["total"]);
+            CHECK((*j)["io"]["matches_closed_form"] == true);
+        }
     }
 }
 

@@ -194,6 +194,14 @@ struct BfSingle {
     Tensor<float> lse;
 };
 
+/// The single-process entry's options for a sparse support.
+AttentionOptions bf_single_options() {
+    AttentionOptions o;
+    o.schedule = Schedule::fused;
+    o.memory = kMemory;
+    return o;
+}
+
 BfSingle bf_single(const BfCase& c, const sparse::Support* s, const BfOperands& x) {
     const Problem& p = c.p;
     BfSingle r{Tensor<bf16>(p.batch, p.heads, p.n_q, p.d_v),
@@ -214,13 +222,18 @@ BfSingle bf_single(const BfCase& c, const sparse::Support* s, const BfOperands& 
         dense::backward(b, c.tiling, kMemory, counter);
         return r;
     }
-    AttentionOptions o;
-    o.schedule = Schedule::fused;
-    o.memory = kMemory;
     const Structure<bf16> st{s, {}};
-    (void)ioattn::attention<bf16>(f, st, o);
-    (void)ioattn::attention_backward<bf16>(b, st, o);
+    (void)ioattn::attention<bf16>(f, st, bf_single_options());
+    (void)ioattn::attention_backward<bf16>(b, st, bf_single_options());
     return r;
+}
+
+/// Whether bf_single's forward ran a native bf16 kernel (it rounds P to bf16).
+bool bf_single_native(const BfCase& c, const sparse::Support* s) {
+    if (s == nullptr)
+        return c.tiling.schedule == Schedule::fused && bf16_kernels_native();
+    const Structure<bf16> st{s, {}};
+    return bf16_runs_native(plan_attention<bf16>(c.p, Pass::forward, st, bf_single_options()), st);
 }
 
 double bf_max_abs(const Tensor<float>& a) {
@@ -286,10 +299,9 @@ TEST_CASE("bf16 distributed forward: the float pass rounded once, within the bf1
         const Tensor<float> so = single.o.shard(qs, r).as<float>();
         const Tensor<float> sl = single.lse.shard(qs, r);
         // section 16, twice: |O - O_ref| <= (u + 2 (n_k + d) u32) max|O_ref| for either run,
-        // plus u max|V| where the single-process dense fused forward ran the native kernel
-        // (it rounds P to bf16)
-        const bool native =
-            s == nullptr && c.tiling.schedule == Schedule::fused && bf16_kernels_native();
+        // plus u max|V| where the single-process forward ran a native kernel (it rounds P to
+        // bf16: the dense fused forward, the sparse tile variant)
+        const bool native = bf_single_native(c, s);
         const double bound_o =
             2 * (kBfUnit + 2.0 * static_cast<double>(p.n_k + p.d) * kBfUnit32) * bf_max_abs(so) +
             (native ? kBfUnit * bf_max_abs(x.vw) : 0.0);

@@ -1,7 +1,7 @@
 // Tests of the bf16 entry (sparse/src/entry/attention_bf16.cpp, docs/design.md section 16):
-// on the widening path (IOATTN_ISA naming the active target: the native bf16 fused forward
-// off), every schedule and variant, dense and sparse supports, dense and sparse operands,
-// forward and backward, gives bit for bit the float run on the widened inputs with its outputs rounded
+// on the widening path (IOATTN_ISA naming the active target: the native bf16 kernels off),
+// every schedule and variant, dense and sparse supports, dense and sparse operands, forward
+// and backward, gives bit for bit the float run on the widened inputs with its outputs rounded
 // to bf16 (L the float run's), whatever options.threads; counted I/O is the float plan's; the
 // adversarial inputs (NaN, Inf, huge and tiny scores, empty rows) behave as in float; and on
 // randn inputs at N = 4096 the error against the double reference on the same bf16-rounded
@@ -180,8 +180,8 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 /// inputs and in bf16 (twice: all threads and one); checks the bf16 outputs are the float ones
 /// rounded and the runs of both thread counts are bitwise equal.
 void check_against_float(Operands& x, const Support* support, AttentionOptions o) {
-    // the widening path: IOATTN_ISA naming the active target keeps the native bf16 kernel off
-    // (it is tested in tests/lib/dense/forward_fused_bf16_test.cpp)
+    // the widening path: IOATTN_ISA naming the active target keeps the native bf16 kernels off
+    // (tests/lib/dense/*_bf16_test.cpp and tests/sparse/forward_fused_bf16_test.cpp test them)
     const ioattn::test::ScopedEnv widening("IOATTN_ISA",
                                            std::string(ioattn::to_string(ioattn::active_isa())));
     const Structure<float> s32 = x.structure32(support);

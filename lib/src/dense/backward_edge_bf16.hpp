@@ -10,10 +10,9 @@
 //   dq_edge:      dQ^g_i (+)= dS K_j, row x over its visible keys only
 //   write_rows:   rows of a bf16 view = scale T^T, rounded (dK, dV from their fp32 transposes)
 
-#include "dense/pack_bf16.hpp"
-
 #include <ioattn/bf16.hpp>
 #include <ioattn/dense/backward.hpp>
+#include <ioattn/kernels/pack_bf16.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -23,6 +22,10 @@
 #endif
 
 namespace ioattn::dense::IOATTN_ISA {
+
+using kernels::p_at;
+using kernels::pack_p;
+using kernels::pairs;
 
 /// First query row that sees key j (n_q if none).
 inline std::int64_t first_row(const Problem& p, std::int64_t j) {

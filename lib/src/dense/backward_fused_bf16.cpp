@@ -1,5 +1,5 @@
 // ioattn::dense::backward_fused_bf16: the fused backward (backward_fused.cpp) on bf16 views, with
-// AVX512_BF16 dot products (vdpbf16ps, dense/tile_bf16.hpp). Schedule, tiling, counted events
+// AVX512_BF16 dot products (vdpbf16ps, kernels/tile_bf16.hpp). Schedule, tiling, counted events
 // and closed form are backward_fused's (R resident keys, C streamed queries, G dQ partials):
 //   pass 0, per row block i: read O_i, dO_i; D_i = rowsum(dO_i o O_i) (double, kept fp32)
 //   pass A, per (kv head, group g), key blocks j = g, g + G, ...: read K_j, V_j
@@ -41,13 +41,23 @@
 #include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
 #include "dense/backward_edge_bf16.hpp"
-#include "dense/pack_bf16.hpp"
-#include "dense/tile_bf16.hpp"
 
 #include <ioattn/kernels/dq_partials.hpp>
+#include <ioattn/kernels/pack_bf16.hpp>
 #include <ioattn/kernels/softmax_grad.hpp>
+#include <ioattn/kernels/tile_bf16.hpp>
 
 namespace ioattn::dense::IOATTN_ISA {
+
+using kernels::all_finite;
+using kernels::dp_rows;
+using kernels::pack_p;
+using kernels::pack_pairs;
+using kernels::pair_word;
+using kernels::PairCols;
+using kernels::PairRows;
+using kernels::pairs;
+using kernels::put_word;
 
 namespace {
 

@@ -34,13 +34,23 @@
 // The rest of this file is compiled for the avx512bf16 region (kernels/target_begin.hpp).
 #include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
-#include "dense/pack_bf16.hpp"
-#include "dense/tile_bf16.hpp"
-
 #include <ioattn/kernels/online_softmax.hpp>
+#include <ioattn/kernels/pack_bf16.hpp>
 #include <ioattn/kernels/tile.hpp>
+#include <ioattn/kernels/tile_bf16.hpp>
 
 namespace ioattn::dense::IOATTN_ISA {
+
+using kernels::all_finite;
+using kernels::dp_rows;
+using kernels::p_at;
+using kernels::pack_p;
+using kernels::pack_pairs;
+using kernels::pair_word;
+using kernels::PairCols;
+using kernels::PairRows;
+using kernels::pairs;
+using kernels::put_word;
 
 namespace {
 

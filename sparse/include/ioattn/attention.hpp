@@ -197,14 +197,23 @@ AttentionReport io_count(const Problem& problem,
                          const AttentionOptions& options = {});
 
 // --- bf16: storage bfloat16, arithmetic and accumulators fp32 (docs/design.md section 16) ---
-// Every function above takes bf16 views and bf16 sparse operands. L (args.lse) is fp32. The
-// call widens the bf16 operands exactly into fp32 copies (ioattn/widen.hpp; 4 bytes per
-// element of each bf16 view, checked against memory_limit()), runs the plan of the float
-// problem - every schedule, variant and structure that runs in float - and rounds O (dQ, dK,
-// dV) to nearest even. The plan, its M (fp32 words, the widened tiles the kernels hold) and
-// the counted words are the float ones; in bytes, each operand's words count at its stored
-// element size (2 for bf16, 4 for L). Results are bitwise independent of options.threads.
+// Every function above takes bf16 views and bf16 sparse operands. L (args.lse) is fp32. Where
+// bf16_runs_native holds, the call runs a native bf16 kernel on the views as they are (bf16
+// pairs multiplied into fp32, P rounded to bf16 before P V). Otherwise it widens the bf16
+// operands exactly into fp32 copies (ioattn/widen.hpp; 4 bytes per element of each bf16 view,
+// checked against memory_limit()), runs the plan of the float problem - every schedule,
+// variant and structure that runs in float - and rounds O (dQ, dK, dV) to nearest even. The
+// plan, its M (fp32 words, the widened tiles the kernels hold) and the counted words are the
+// float ones, on either path; in bytes, each operand's words count at its stored element size
+// (2 for bf16, 4 for L). Results are bitwise independent of options.threads.
 // NaN and Inf reach the outputs as in float (widening and rounding keep them).
+
+/// Whether a bf16 call of `plan` over `structure` runs a native bf16 kernel instead of the
+/// float kernels on widened copies: when bf16_kernels_native() (ioattn/isa.hpp), for the dense
+/// fused forward and backward, and for the sparse fused forward's tile variant over dense
+/// operands (a support, no sparse operand; the variant planner's tile variant, or no variant
+/// plan). O then differs from the widened run's within u max|V| (u = 2^-8: P rounded to bf16).
+bool bf16_runs_native(const AttentionPlan& plan, const Structure<bf16>& structure);
 
 template <>
 AttentionPlan plan_attention<bf16>(const Problem& problem,

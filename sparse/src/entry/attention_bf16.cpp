@@ -1,19 +1,25 @@
 // ioattn::attention and friends for bf16 views (ioattn/attention.hpp, docs/design.md section
-// 16): the one place the entry point meets bf16. A dense fused forward or backward goes to
-// dense::forward or dense::backward on the bf16 views when the native bf16 kernels run
-// (bf16_kernels_native). Every other call
+// 16): the one place the entry point meets bf16. When the native bf16 kernels run
+// (bf16_kernels_native), a dense fused forward or backward goes to dense::forward or
+// dense::backward on the bf16 views, and the sparse fused forward's tile variant over dense
+// operands to its native kernel (kernels/tile/forward_fused_bf16.cpp). Every other call
 // widens the bf16 operands (dense views: ioattn/widen.hpp; sparse operands: fp32 copies of
 // their values, sharing nothing) and runs the float entry on the copies in the same arena,
 // then rounds the outputs back. Plans and counts are those of the float problem. No algorithm
 // lives here.
 
+#include "kernels/kernels_bf16.hpp"
+#include "plan/variant_parts.hpp"
+
 #include <ioattn/attention.hpp>
 #include <ioattn/dense.hpp>
 #include <ioattn/error.hpp>
 #include <ioattn/isa.hpp>
+#include <ioattn/kernels/dispatch.hpp>
 #include <ioattn/parallel.hpp>
 #include <ioattn/resources.hpp>
 #include <ioattn/sparse/sparse_rows.hpp>
+#include <ioattn/sparse/variants.hpp>
 #include <ioattn/widen.hpp>
 
 #include <optional>
@@ -70,44 +76,86 @@ bool has_sparse_operand(const Structure<bf16>& s) {
     return s.inputs.q != nullptr || s.inputs.k != nullptr || s.inputs.v != nullptr;
 }
 
-/// Whether `plan` is the dense fused forward or backward and the native bf16 kernels run it:
-/// then the bf16 views go to dense::forward or dense::backward as they are, without fp32 copies
-/// (ioattn/isa.hpp: bf16_kernels_native).
+/// Whether the native bf16 kernels run `plan` (ioattn/isa.hpp: bf16_kernels_native): the
+/// dense fused forward or backward, whose bf16 views go to dense::forward or dense::backward
+/// as they are, or the sparse fused forward's tile variant over dense operands (a plan of the
+/// variant planner's tile variant, or of the fused kernel itself), whose views go to
+/// forward_fused_bf16; both without fp32 copies.
 bool runs_native(const AttentionPlan& plan, const Structure<bf16>& s, Pass pass) {
-    return plan.pass == pass && plan.schedule == Schedule::fused && !plan.sparse &&
-           !plan.variants && s.support == nullptr && !has_sparse_operand(s) &&
-           bf16_kernels_native();
+    if (plan.pass != pass || plan.schedule != Schedule::fused || has_sparse_operand(s) ||
+        !bf16_kernels_native())
+        return false;
+    if (!plan.sparse)
+        return !plan.variants && s.support == nullptr;
+    return pass == Pass::forward && s.support != nullptr &&
+           (!plan.variants || plan.variants->variant == sparse::Variant::tile);
 }
 
-void run_dense(const ForwardArgs<bf16>& a, const AttentionPlan& plan, auto& counter) {
-    dense::forward(a, plan.tiling, plan.memory, counter);
+/// The support the tile kernel runs over: the plan's tile part (the whole support for the
+/// tile variant), or the support itself without a variant plan.
+const sparse::Support& tile_support(const AttentionPlan& plan, const Structure<bf16>& s) {
+    if (!plan.variants)
+        return *s.support;
+    const auto& parts =
+        sparse::detail::parts_of(*plan.variants, Pass::forward, "ioattn::attention");
+    return sparse::detail::view_of(parts, *s.support).tile;
 }
 
-void run_dense(const BackwardArgs<bf16>& a, const AttentionPlan& plan, auto& counter) {
+template <typename Counter>
+void run_kernel(const ForwardArgs<bf16>& a,
+                const Structure<bf16>& s,
+                const AttentionPlan& plan,
+                Counter& counter) {
+    if (!plan.sparse) {
+        dense::forward(a, plan.tiling, plan.memory, counter);
+        return;
+    }
+#if defined(IOATTN_BUILT_AVX512BF16)
+    // the native kernel: its own dry run counts, its timed run computes
+    const sparse::Support& support = tile_support(plan, s);
+    kernels::counted(counter, [&](auto& c) {
+        sparse::isa_avx512bf16::forward_fused_bf16(a, support, plan.tiling, plan.memory, c);
+    });
+#else
+    (void)a, (void)s, (void)counter; // runs_native is false without the kernel
+    throw Error("ioattn::attention: the native bf16 kernels are not built");
+#endif
+}
+
+template <typename Counter>
+void run_kernel(const BackwardArgs<bf16>& a,
+                const Structure<bf16>&,
+                const AttentionPlan& plan,
+                Counter& counter) {
     dense::backward(a, plan.tiling, plan.memory, counter);
 }
 
 /// The plan run by the native kernel, as the float entry runs a plan (attention.cpp): views
 /// checked naming the caller, counted if asked, in the arena of options.threads.
 template <typename Args>
-AttentionReport run_native(const Args& args, const AttentionPlan& plan, const AttentionOptions& o) {
+AttentionReport run_native(const Args& args,
+                           const Structure<bf16>& s,
+                           const AttentionPlan& plan,
+                           const AttentionOptions& o) {
     const std::string where(o.where);
     Args a = args;
     a.validate(where);
-    if (!(plan.problem == a.problem))
+    if (!(plan.problem == a.problem) || plan.sparse != s.sparse())
         throw InvalidArgument(where + ": the plan was made for another problem, pass or "
                                       "structure than these views");
     AttentionReport report{plan, std::nullopt, std::nullopt};
     if (!o.count_io && o.counter == nullptr) {
         NullCounter c;
-        with_threads(o.threads, [&] { run_dense(a, plan, c); });
+        with_threads(o.threads, [&] { run_kernel(a, s, plan, c); });
         return report;
     }
     IoCounter local(plan.memory.fast_words);
     IoCounter& c = o.counter != nullptr ? *o.counter : local;
-    with_threads(o.threads, [&] { run_dense(a, plan, c); });
+    with_threads(o.threads, [&] { run_kernel(a, s, plan, c); });
     report.io = c.report();
-    report.closed_form = io_cost<float>(plan, Structure<float>{});
+    Structure<float> s32; // no sparse operands: the support alone
+    s32.support = s.support;
+    report.closed_form = io_cost<float>(plan, s32);
     return report;
 }
 
@@ -127,6 +175,10 @@ widened(const Args& args, const Structure<bf16>& s, const AttentionOptions& o, c
 
 } // namespace
 
+bool bf16_runs_native(const AttentionPlan& plan, const Structure<bf16>& structure) {
+    return runs_native(plan, structure, plan.pass);
+}
+
 template <>
 AttentionPlan plan_attention<bf16>(const Problem& problem,
                                    Pass pass,
@@ -145,30 +197,29 @@ IoReport io_cost<bf16>(const AttentionPlan& plan, const Structure<bf16>& structu
 template <>
 AttentionReport attention<bf16>(const ForwardArgs<bf16>& args,
                                 const Structure<bf16>& structure,
+                                const AttentionPlan& plan,
                                 const AttentionOptions& options) {
-    if (structure.support == nullptr && !has_sparse_operand(structure) &&
-        bf16_kernels_native()) { // a dense plan, O(1)
-        const AttentionPlan plan =
-            plan_attention<bf16>(args.problem, Pass::forward, structure, options);
-        if (runs_native(plan, structure, Pass::forward))
-            return run_native(args, plan, options);
-    }
+    if (runs_native(plan, structure, Pass::forward))
+        return run_native(args, structure, plan, options);
     return widened<WidenedForward>(
         args, structure, options, [&](const ForwardArgs<float>& a, const Structure<float>& s) {
-            return attention<float>(a, s, options);
+            return attention<float>(a, s, plan, options);
         });
 }
 
 template <>
 AttentionReport attention<bf16>(const ForwardArgs<bf16>& args,
                                 const Structure<bf16>& structure,
-                                const AttentionPlan& plan,
                                 const AttentionOptions& options) {
-    if (runs_native(plan, structure, Pass::forward))
-        return run_native(args, plan, options);
+    if (!has_sparse_operand(structure) && bf16_kernels_native()) // native or widened, planned once
+        return attention<bf16>(
+            args,
+            structure,
+            plan_attention<bf16>(args.problem, Pass::forward, structure, options),
+            options);
     return widened<WidenedForward>(
         args, structure, options, [&](const ForwardArgs<float>& a, const Structure<float>& s) {
-            return attention<float>(a, s, plan, options);
+            return attention<float>(a, s, options);
         });
 }
 
@@ -181,7 +232,7 @@ AttentionReport attention_backward<bf16>(const BackwardArgs<bf16>& args,
         const AttentionPlan plan =
             plan_attention<bf16>(args.problem, Pass::backward, structure, options);
         if (runs_native(plan, structure, Pass::backward))
-            return run_native(args, plan, options);
+            return run_native(args, structure, plan, options);
     }
     return widened<WidenedBackward>(
         args, structure, options, [&](const BackwardArgs<float>& a, const Structure<float>& s) {
@@ -195,7 +246,7 @@ AttentionReport attention_backward<bf16>(const BackwardArgs<bf16>& args,
                                          const AttentionPlan& plan,
                                          const AttentionOptions& options) {
     if (runs_native(plan, structure, Pass::backward))
-        return run_native(args, plan, options);
+        return run_native(args, structure, plan, options);
     return widened<WidenedBackward>(
         args, structure, options, [&](const BackwardArgs<float>& a, const Structure<float>& s) {
             return attention_backward<float>(a, s, plan, options);

@@ -1,7 +1,7 @@
 #pragma once
-// Packing into bf16 pairs for the native bf16 kernels (forward_fused_bf16.cpp,
-// backward_fused_bf16.cpp), for the avx512bf16 target region only: the operands of
-// dense/tile_bf16.hpp's dp_rows hold two consecutive terms of a sum (the even one in the low
+// Packing into bf16 pairs for the native bf16 kernels (dense and sparse, as kernels/tile_bf16.hpp),
+// for the avx512bf16 target region (empty elsewhere): the operands of
+// kernels/tile_bf16.hpp's dp_rows hold two consecutive terms of a sum (the even one in the low
 // half) in one 32-bit word.
 //
 //   pair_word / put_word:  one pair of a bf16 row, and its store into a float-typed slot
@@ -16,11 +16,10 @@
 #include <cstdint>
 #include <cstring>
 
-#if !defined(IOATTN_TARGET_AVX512BF16)
-#error "dense/pack_bf16.hpp: for the avx512bf16 target region only"
-#endif
+#if defined(IOATTN_TARGET_AVX512BF16)
 
-namespace ioattn::dense::IOATTN_ISA {
+namespace ioattn::kernels {
+inline namespace IOATTN_ISA {
 
 /// Pairs of n terms.
 inline std::int64_t pairs(std::int64_t n) {
@@ -82,7 +81,7 @@ inline void pack_p(float* t, std::int64_t ld, std::int64_t n, std::int64_t n_vec
             const __m512 p1 = 2 * p + 1 < n ? _mm512_loadu_ps(t + (2 * p + 1) * ld + v * kL)
                                             : _mm512_setzero_ps();
             // words 0..15: T[2p][lanes], 16..31: T[2p + 1][lanes]; then pairs per lane
-            const auto both = kernels::as<__m512i>(_mm512_cvtne2ps_pbh(p1, p0));
+            const auto both = as<__m512i>(_mm512_cvtne2ps_pbh(p1, p0));
             _mm512_storeu_si512(t + p * ld + v * kL, _mm512_permutexvar_epi16(idx, both));
         }
 }
@@ -103,4 +102,7 @@ inline bool all_finite(const bf16* a, std::int64_t ld, std::int64_t n, std::int6
     return bad == 0;
 }
 
-} // namespace ioattn::dense::IOATTN_ISA
+} // namespace IOATTN_ISA
+} // namespace ioattn::kernels
+
+#endif // IOATTN_TARGET_AVX512BF16

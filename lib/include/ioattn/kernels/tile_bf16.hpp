@@ -1,6 +1,8 @@
 #pragma once
-// The bf16 dot-product tile kernel of the native bf16 kernels (forward_fused_bf16.cpp), for the
-// avx512bf16 target region only (kernels/target_begin.hpp with IOATTN_TARGET_AVX512BF16).
+// The bf16 dot-product tile kernel of the native bf16 kernels (dense and sparse:
+// lib/src/dense/{forward,backward}_fused_bf16.cpp, sparse/src/kernels/tile/forward_fused_bf16.cpp),
+// for the avx512bf16 target region (kernels/target_begin.hpp with IOATTN_TARGET_AVX512BF16);
+// empty elsewhere.
 //
 //   dp_rows:  C[c][r] = (alpha[r] C[c][r] or 0) + sum_p A2(c, p) . B2[p][r]     (times `scale`)
 //
@@ -19,11 +21,10 @@
 #include <cstdint>
 #include <cstring>
 
-#if !defined(IOATTN_TARGET_AVX512BF16)
-#error "dense/tile_bf16.hpp: for the avx512bf16 target region only"
-#endif
+#if defined(IOATTN_TARGET_AVX512BF16)
 
-namespace ioattn::dense::IOATTN_ISA {
+namespace ioattn::kernels {
+inline namespace IOATTN_ISA {
 
 /// The bits of 4 bytes at p as a float (a bf16 pair; no arithmetic ever touches it as a float).
 inline float pair_at(const void* p) {
@@ -80,10 +81,10 @@ inline void dp_tile(A a,
         __m512bh bv[static_cast<std::size_t>(NV)];
         IOATTN_UNROLL
         for (int v = 0; v < NV; ++v)
-            bv[v] = kernels::as<__m512bh>(_mm512_loadu_ps(b + k * ldb + 16 * v));
+            bv[v] = as<__m512bh>(_mm512_loadu_ps(b + k * ldb + 16 * v));
         IOATTN_UNROLL
         for (int r = 0; r < NC; ++r) {
-            const __m512bh s = kernels::as<__m512bh>(_mm512_set1_ps(a(r, k)));
+            const __m512bh s = as<__m512bh>(_mm512_set1_ps(a(r, k)));
             IOATTN_UNROLL
             for (int v = 0; v < NV; ++v)
                 acc[r][v] = _mm512_dpbf16_ps(acc[r][v], bv[v], s);
@@ -110,9 +111,6 @@ inline void dp_rows(A a,
                     float scale,
                     float* c,
                     std::int64_t ldc) {
-    using kernels::kTileRows;
-    using kernels::kTileVecs;
-    using kernels::with_count;
     for (std::int64_t v = 0; v < n_vec; v += kTileVecs) {
         const float* al = alpha != nullptr ? alpha + v * 16 : nullptr;
         with_count<kTileVecs>(std::min<std::int64_t>(kTileVecs, n_vec - v), [&](auto nv) {
@@ -136,4 +134,7 @@ inline void dp_rows(A a,
     }
 }
 
-} // namespace ioattn::dense::IOATTN_ISA
+} // namespace IOATTN_ISA
+} // namespace ioattn::kernels
+
+#endif // IOATTN_TARGET_AVX512BF16

@@ -1,0 +1,301 @@
+// Tests of the native bf16 sparse tile forward (sparse/src/kernels/tile/forward_fused_bf16.cpp,
+// docs/design.md section 16) through ioattn::attention with bf16 views and a support. On a CPU
+// with AVX512_BF16 it is what the tile variant's forward runs (bf16_runs_native), and its
+// results differ from the widening path's. Against the double reference on the same bf16
+// inputs (u = 2^-8, u32 = 2^-24):
+//   max|O - O_ref| <= (u + 2 (n_k + d) u32) max|O_ref| + u max|V|,
+//   |L - L_ref| <= 2 (n_k + d) u32 (1 + |L_ref|),
+// on windows, causal windows, bigbird (gathered chunks), block patterns, window + random,
+// ragged N, odd d and d_v, GQA, tall blocks (several lane slabs), no variant plan, rows without
+// keys (O = 0, L = -inf); bitwise equal at one thread and all; counted I/O equals the closed
+// form and the float kernel's dry run; a non-finite V value reaches only the rows that see it.
+
+#include "bf16_native.hpp"
+#include "scoped_env.hpp"
+
+#include <ioattn/attention.hpp>
+#include <ioattn/bf16.hpp>
+#include <ioattn/isa.hpp>
+#include <ioattn/sparse/forward.hpp>
+#include <ioattn/sparse/pattern.hpp>
+#include <ioattn/sparse/variants.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace sparse_bf16_native_test {
+
+using ioattn::AttentionOptions;
+using ioattn::bf16;
+using ioattn::MemoryModel;
+using ioattn::Problem;
+using ioattn::Schedule;
+using ioattn::Structure;
+using ioattn::sparse::Support;
+using ioattn::sparse::Variant;
+using ioattn::test::bf16_shape;
+using ioattn::test::force_widening;
+using ioattn::test::native_expected;
+
+constexpr double kU16 = 0x1p-8;
+constexpr double kU32 = 0x1p-24;
+
+/// bf16 inputs (2 randn, rounded), the bf16 run's outputs.
+struct Run {
+    Problem p;
+    std::vector<bf16> q, k, v, o;
+    std::vector<float> lse;
+
+    Run(const Problem& problem, std::uint64_t seed)
+        : p(problem.resolved("test")) {
+        std::mt19937_64 rng(seed);
+        std::normal_distribution<float> randn(0.0F, 1.0F);
+        const auto draw = [&](std::vector<bf16>& x, std::int64_t n) {
+            x.resize(static_cast<std::size_t>(n));
+            for (bf16& e : x)
+                e = bf16(2.0F * randn(rng));
+        };
+        draw(q, p.batch * p.heads * p.n_q * p.d);
+        draw(k, p.batch * p.kv_heads * p.n_k * p.d);
+        draw(v, p.batch * p.kv_heads * p.n_k * p.d_v);
+        o.assign(static_cast<std::size_t>(p.batch * p.heads * p.n_q * p.d_v), bf16(0.0F));
+        lse.assign(static_cast<std::size_t>(p.batch * p.heads * p.n_q), 0.0F);
+    }
+
+    ioattn::ForwardArgs<bf16> args() {
+        return ioattn::ForwardArgs<bf16>::packed(
+            p, q.data(), k.data(), v.data(), o.data(), lse.data());
+    }
+};
+
+std::vector<double> widened(const std::vector<bf16>& x) {
+    std::vector<double> out(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i)
+        out[i] = static_cast<double>(static_cast<float>(x[i]));
+    return out;
+}
+
+/// The double reference over the support on the run's inputs.
+struct Reference {
+    std::vector<double> o, lse;
+
+    Reference(const Run& r, const Support& s) {
+        std::vector<double> q = widened(r.q), k = widened(r.k), v = widened(r.v);
+        o.assign(r.o.size(), 0.0);
+        lse.assign(r.lse.size(), 0.0);
+        ioattn::sparse::forward_reference(
+            ioattn::ForwardArgs<double>::packed(
+                r.p, q.data(), k.data(), v.data(), o.data(), lse.data()),
+            s);
+    }
+};
+
+double max_finite_abs(const std::vector<double>& x) {
+    double m = 0;
+    for (const double e : x)
+        if (std::isfinite(e))
+            m = std::max(m, std::fabs(e));
+    return m;
+}
+
+/// Checks O and L of `r` against the reference within the derived tolerance where the
+/// reference is finite (and that O is not finite where it is not); returns max|O - O_ref| /
+/// max|O_ref|.
+double check_accuracy(const Run& r, const Reference& ref) {
+    const double acc32 = 2.0 * static_cast<double>(r.p.n_k + r.p.d) * kU32;
+    const double top = max_finite_abs(ref.o);
+    const double tol = (kU16 + acc32) * top + kU16 * max_finite_abs(widened(r.v));
+    double err = 0;
+    bool inf_ok = true;
+    for (std::size_t i = 0; i < r.o.size(); ++i) {
+        const double got = static_cast<double>(static_cast<float>(r.o[i]));
+        if (!std::isfinite(ref.o[i])) {
+            inf_ok = inf_ok && !std::isfinite(got);
+            continue;
+        }
+        const double e = std::fabs(got - ref.o[i]);
+        err = std::isnan(e) || e > err ? e : err;
+    }
+    CHECK(inf_ok);
+    CHECK(err <= tol);
+    bool l_ok = true;
+    for (std::size_t i = 0; i < r.lse.size(); ++i) {
+        const double l = static_cast<double>(r.lse[i]), want = ref.lse[i];
+        const bool same_inf = std::isinf(l) && l == want;
+        l_ok = l_ok && (same_inf || !std::isfinite(want) ||
+                        std::fabs(l - want) <= acc32 * (1.0 + std::fabs(want)));
+    }
+    CHECK(l_ok);
+    return top > 0 ? err / top : err;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+/// The fused schedule's tile variant under M (as the planner tiles it, or for_memory's
+/// tallest blocks), or the fused kernel without a variant plan.
+AttentionOptions tile_options(std::int64_t m, bool tuned = true, bool dispatch = true) {
+    AttentionOptions o;
+    o.schedule = Schedule::fused;
+    if (dispatch)
+        o.variant = Variant::tile;
+    o.dispatch = dispatch;
+    o.tuned = tuned;
+    o.memory = MemoryModel{m};
+    return o;
+}
+
+/// Rows i with i % 5 == 2 see no key, the others a window of 2 w + 1 keys.
+Support window_with_empty_rows(std::int64_t n, std::int64_t w) {
+    std::vector<std::int64_t> offsets{0}, cols;
+    for (std::int64_t i = 0; i < n; ++i) {
+        if (i % 5 != 2)
+            for (std::int64_t j = std::max<std::int64_t>(0, i - w); j <= std::min(n - 1, i + w);
+                 ++j)
+                cols.push_back(j);
+        offsets.push_back(static_cast<std::int64_t>(cols.size()));
+    }
+    return Support(n, n, std::move(offsets), std::move(cols));
+}
+
+/// Runs `r` over `s` under `o`, counted, then at one thread: checks the route, the counts,
+/// the accuracy and the thread-count invariance.
+void check_case(Run& r, const Support& s, AttentionOptions o) {
+    Structure<bf16> st;
+    st.support = &s;
+    auto a = r.args();
+    o.count_io = true;
+    const ioattn::AttentionReport report = ioattn::attention<bf16>(a, st, o);
+    CAPTURE(report.plan.tiling.rows, report.plan.tiling.cols, report.plan.memory.fast_words);
+    CHECK(ioattn::bf16_runs_native(report.plan, st) == ioattn::bf16_kernels_native());
+    REQUIRE(report.io);
+    CHECK(*report.io == *report.closed_form);
+    CHECK(*report.io ==
+          ioattn::sparse::dry_run_forward(r.p, s, report.plan.tiling, report.plan.memory));
+    check_accuracy(r, Reference(r, s));
+    const std::vector<bf16> o_all = r.o;
+    const std::vector<float> l_all = r.lse;
+    o.count_io = false;
+    o.threads = 1;
+    (void)ioattn::attention<bf16>(a, st, report.plan, o);
+    CHECK(r.o == o_all);
+    CHECK(same_bits(r.lse, l_all));
+}
+
+TEST_CASE("sparse bf16 native: the tile forward runs on this CPU and differs from widening",
+          "[bf16][sparse]") {
+    CHECK(ioattn::bf16_kernels_native() == native_expected());
+    if (!ioattn::bf16_kernels_native()) {
+        WARN("the native bf16 kernels do not run here: nothing to compare");
+        return;
+    }
+    Run r(bf16_shape(333, 333, 64, 64, false), 3);
+    const Support s = ioattn::sparse::parse_pattern("window:40", 333, 333, 1);
+    const Reference ref(r, s);
+    Structure<bf16> st;
+    st.support = &s;
+    auto a = r.args();
+    const auto report = ioattn::attention<bf16>(a, st, tile_options(1 << 14));
+    REQUIRE(report.plan.variants);
+    CHECK(report.plan.variants->variant == Variant::tile);
+    CHECK(ioattn::bf16_runs_native(report.plan, st));
+    check_accuracy(r, ref);
+    const std::vector<bf16> o_native = r.o;
+    {
+        const auto env = force_widening();
+        CHECK_FALSE(ioattn::bf16_runs_native(report.plan, st));
+        (void)ioattn::attention<bf16>(a, st, tile_options(1 << 14));
+    }
+    check_accuracy(r, ref);       // the widening path, within the same tolerance
+    CHECK_FALSE(o_native == r.o); // P rounded to bf16: some element differs
+    // the other passes and variants keep widening
+    AttentionOptions element = tile_options(1 << 14);
+    element.variant = Variant::element;
+    const auto plan = ioattn::plan_attention<bf16>(r.p, ioattn::Pass::forward, st, element);
+    CHECK_FALSE(ioattn::bf16_runs_native(plan, st));
+    const auto back = ioattn::plan_attention<bf16>(r.p, ioattn::Pass::backward, st, {});
+    CHECK_FALSE(ioattn::bf16_runs_native(back, st));
+}
+
+TEST_CASE("sparse bf16 native: agrees with the double reference, exact I/O, thread-count "
+          "invariant",
+          "[bf16][sparse]") {
+    struct Case {
+        Problem p;
+        std::string spec; // empty: window_with_empty_rows
+        AttentionOptions o;
+    };
+
+    const std::vector<Case> cases = {
+        {bf16_shape(333, 333, 64, 64, false), "window:16", tile_options(1 << 14)}, // GQA, ragged
+        {bf16_shape(200, 200, 32, 32, false, 4, 2), "causal-window:24", tile_options(1 << 14)},
+        {bf16_shape(300, 300, 16, 16, false), "bigbird:8:2:3", tile_options(1 << 14)},
+        {bf16_shape(256, 256, 64, 64, false), "block:16:0.3", tile_options(1 << 15)},
+        {bf16_shape(150, 170, 32, 48, false), "window:8+random:0.05", tile_options(1 << 14)},
+        {bf16_shape(129, 129, 7, 5, false), "window:12", tile_options(1 << 13)}, // odd d, d_v
+        {bf16_shape(131, 131, 9, 3, false), "bigbird:4:1:2", tile_options(1 << 13)},
+        {bf16_shape(400, 400, 16, 16, false), "window:40", tile_options(1 << 17, false)}, // slabs
+        {bf16_shape(300, 300, 32, 32, false), "window:20", tile_options(1 << 14, true, false)},
+        {bf16_shape(120, 120, 16, 16, false), "", tile_options(1 << 13)}, // rows without keys
+        {bf16_shape(70, 90, 16, 24, false, 4, 2), "dense", tile_options(1 << 13)},
+        {bf16_shape(1, 1, 1, 1, false), "dense", tile_options(1 << 13)},
+    };
+    for (std::size_t c = 0; c < cases.size(); ++c) {
+        const Case& k = cases[c];
+        CAPTURE(c, k.spec);
+        Run r(k.p, 20 + c);
+        const Support s = k.spec.empty()
+                              ? window_with_empty_rows(k.p.n_q, 6)
+                              : ioattn::sparse::parse_pattern(k.spec, k.p.n_q, k.p.n_k, 7);
+        check_case(r, s, k.o);
+        if (k.spec.empty()) { // O = 0 and L = -inf for the rows without keys
+            bool empty_ok = true;
+            for (std::int64_t bh = 0; bh < r.p.batch * r.p.heads; ++bh)
+                for (std::int64_t i = 2; i < r.p.n_q; i += 5) {
+                    const std::int64_t row = bh * r.p.n_q + i;
+                    empty_ok = empty_ok && std::isinf(r.lse[static_cast<std::size_t>(row)]) &&
+                               r.lse[static_cast<std::size_t>(row)] < 0;
+                    for (std::int64_t z = 0; z < r.p.d_v; ++z)
+                        empty_ok = empty_ok &&
+                                   static_cast<float>(
+                                       r.o[static_cast<std::size_t>(row * r.p.d_v + z)]) == 0.0F;
+                }
+            CHECK(empty_ok);
+        }
+    }
+}
+
+TEST_CASE("sparse bf16 native: a non-finite V value reaches only the rows that see it",
+          "[bf16][sparse]") {
+    for (const char* spec : {"window:8", "bigbird:6:1:3"}) {
+        CAPTURE(spec);
+        Run r(bf16_shape(200, 200, 16, 16, false), 40);
+        const std::int64_t d_v = r.p.d_v;
+        r.v[static_cast<std::size_t>(100 * d_v + 3)] = bf16(std::numeric_limits<float>::infinity());
+        r.v[static_cast<std::size_t>(50 * d_v + 1)] = bf16(std::numeric_limits<float>::quiet_NaN());
+        const Support s = ioattn::sparse::parse_pattern(spec, 200, 200, 7);
+        check_case(r, s, tile_options(1 << 14));
+        bool clean = true; // rows that see neither key: every output finite
+        for (std::int64_t bh = 0; bh < r.p.batch * r.p.heads; ++bh)
+            for (std::int64_t i = 0; i < r.p.n_q; ++i) {
+                if (s.contains(i, 100) || s.contains(i, 50))
+                    continue;
+                for (std::int64_t z = 0; z < d_v; ++z)
+                    clean =
+                        clean && std::isfinite(static_cast<float>(
+                                     r.o[static_cast<std::size_t>((bh * r.p.n_q + i) * d_v + z)]));
+            }
+        CHECK(clean);
+    }
+}
+
+} // namespace sparse_bf16_native_test
