@@ -91,17 +91,33 @@ void parallel_for_tiles(std::int64_t n_tasks, const Body& body) {
     order.join();
 }
 
-/// The tasks 0..n-1 by work(task), most first, equal ones in index order: the order a parallel
-/// loop should take tasks of uneven cost in, so that a heavy one does not start last while the
-/// other workers run out of tasks (the greedy longest-first schedule).
+/// The tasks 0..n-1 in the order a parallel loop should take them when a few are much heavier
+/// than the rest: those of at least 4x the mean work(task) first, most first, then every other
+/// task in index order. A heavy task started last keeps one worker busy while the others wait;
+/// the others keep their order, in which neighbours share what they read (a band's row blocks
+/// share most of their keys: sorting them all by work moved 1.12x the counted words through a
+/// simulated LRU cache, against 1.09x in index order, on bigbird:16:2:3's tile forward).
 template <typename Work>
-std::vector<std::int64_t> heaviest_first(std::int64_t n, const Work& work) {
-    std::vector<std::int64_t> order(static_cast<std::size_t>(std::max<std::int64_t>(n, 0)));
-    for (std::size_t t = 0; t < order.size(); ++t)
-        order[t] = static_cast<std::int64_t>(t);
+std::vector<std::int64_t> heavy_first(std::int64_t n, const Work& work) {
+    const auto count = static_cast<std::size_t>(std::max<std::int64_t>(n, 0));
+    double total = 0;
+    for (std::int64_t t = 0; t < n; ++t)
+        total += static_cast<double>(work(t));
+    const double mean = n > 0 ? total / static_cast<double>(n) : 0.0;
+    std::vector<char> is_heavy(count, 0);
+    std::vector<std::int64_t> order;
+    order.reserve(count);
+    for (std::int64_t t = 0; t < n; ++t)
+        if (mean > 0 && static_cast<double>(work(t)) >= 4 * mean) {
+            is_heavy[static_cast<std::size_t>(t)] = 1;
+            order.push_back(t);
+        }
     std::stable_sort(order.begin(), order.end(), [&](std::int64_t x, std::int64_t y) {
         return work(x) > work(y);
     });
+    for (std::int64_t t = 0; t < n; ++t)
+        if (is_heavy[static_cast<std::size_t>(t)] == 0)
+            order.push_back(t);
     return order;
 }
 

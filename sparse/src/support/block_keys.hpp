@@ -50,12 +50,13 @@ struct BlockKeys {
         return std::span<const std::int64_t>(keys).subspan(lo, hi - lo);
     }
 
-    /// The blocks by the entries their tiles compute (rows x visible keys), most first, equal
-    /// ones in index order: the order the timed kernels run them in. A block of heavy rows
-    /// streams every key (bigbird-block:64:3:2:3's last block, its global rows, holds a tenth
-    /// of the pairs), and one run last keeps one worker busy while the others wait.
+    /// The order the timed kernels run the blocks in (ioattn::heavy_first over the entries
+    /// their tiles compute, rows x visible keys): blocks of at least 4x the mean first, most
+    /// first, then the rest in index order. A block of heavy rows streams every key
+    /// (bigbird-block:64:3:2:3's last block, its global rows, holds a tenth of the pairs), and
+    /// one run last keeps one worker busy while the others wait.
     [[nodiscard]] std::vector<std::int64_t> heavy_first() const {
-        return heaviest_first(blocks(), [&](std::int64_t b) {
+        return ioattn::heavy_first(blocks(), [&](std::int64_t b) {
             return rows(b) * static_cast<std::int64_t>(keys_of(b).size());
         });
     }

@@ -219,8 +219,8 @@ void forward_fused(const ForwardArgs<Scalar>& args,
         });
     const Call<Scalar> call{
         a, src, support, plan, tiling, maps, element, v_finite.data(), resident, element_words};
-    // Timed runs take each head's blocks heaviest first (BlockKeys::heavy_first); counting
-    // runs keep index order, whose traces parallel_for_counted records.
+    // Timed runs take each head's heavy blocks first (BlockKeys::heavy_first); counting runs
+    // keep index order, whose traces parallel_for_counted records.
     const std::vector<std::int64_t> order =
         Counter::kCounts ? std::vector<std::int64_t>{} : plan.heavy_first();
     parallel_for_counted(
