@@ -44,44 +44,11 @@ using ioattn::sparse::Variant;
 using ioattn::test::bf16_shape;
 using ioattn::test::force_widening;
 using ioattn::test::native_expected;
+using ioattn::test::widened;
+using Run = ioattn::test::ForwardRun;
 
 constexpr double kU16 = 0x1p-8;
 constexpr double kU32 = 0x1p-24;
-
-/// bf16 inputs (2 randn, rounded), the bf16 run's outputs.
-struct Run {
-    Problem p;
-    std::vector<bf16> q, k, v, o;
-    std::vector<float> lse;
-
-    Run(const Problem& problem, std::uint64_t seed)
-        : p(problem.resolved("test")) {
-        std::mt19937_64 rng(seed);
-        std::normal_distribution<float> randn(0.0F, 1.0F);
-        const auto draw = [&](std::vector<bf16>& x, std::int64_t n) {
-            x.resize(static_cast<std::size_t>(n));
-            for (bf16& e : x)
-                e = bf16(2.0F * randn(rng));
-        };
-        draw(q, p.batch * p.heads * p.n_q * p.d);
-        draw(k, p.batch * p.kv_heads * p.n_k * p.d);
-        draw(v, p.batch * p.kv_heads * p.n_k * p.d_v);
-        o.assign(static_cast<std::size_t>(p.batch * p.heads * p.n_q * p.d_v), bf16(0.0F));
-        lse.assign(static_cast<std::size_t>(p.batch * p.heads * p.n_q), 0.0F);
-    }
-
-    ioattn::ForwardArgs<bf16> args() {
-        return ioattn::ForwardArgs<bf16>::packed(
-            p, q.data(), k.data(), v.data(), o.data(), lse.data());
-    }
-};
-
-std::vector<double> widened(const std::vector<bf16>& x) {
-    std::vector<double> out(x.size());
-    for (std::size_t i = 0; i < x.size(); ++i)
-        out[i] = static_cast<double>(static_cast<float>(x[i]));
-    return out;
-}
 
 /// The double reference over the support on the run's inputs.
 struct Reference {

@@ -45,6 +45,7 @@ using ioattn::Tiling;
 using ioattn::test::bf16_shape;
 using ioattn::test::force_widening;
 using ioattn::test::native_expected;
+using ioattn::test::widened;
 
 constexpr double kBwdU16 = 0x1p-8;
 constexpr double kBwdU32 = 0x1p-24;
@@ -104,13 +105,6 @@ struct Grads {
                                                   d_v.data());
     }
 };
-
-std::vector<double> widened(const std::vector<bf16>& x) {
-    std::vector<double> out(x.size());
-    for (std::size_t i = 0; i < x.size(); ++i)
-        out[i] = wide(x[i]);
-    return out;
-}
 
 /// The double reference on the run's inputs, and the first-order bound of the file header.
 struct Reference {
