@@ -91,6 +91,7 @@ bool runs_native(const AttentionPlan& plan, const Structure<bf16>& s, Pass pass)
            (!plan.variants || plan.variants->variant == sparse::Variant::tile);
 }
 
+#if defined(IOATTN_BUILT_AVX512BF16) // the native kernels' build (not a single-ISA one)
 /// The support the tile kernel runs over: the plan's tile part (the whole support for the
 /// tile variant), or the support itself without a variant plan.
 const sparse::Support& tile_support(const AttentionPlan& plan, const Structure<bf16>& s) {
@@ -100,6 +101,7 @@ const sparse::Support& tile_support(const AttentionPlan& plan, const Structure<b
         sparse::detail::parts_of(*plan.variants, Pass::forward, "ioattn::attention");
     return sparse::detail::view_of(parts, *s.support).tile;
 }
+#endif
 
 template <typename Counter>
 void run_kernel(const ForwardArgs<bf16>& a,
