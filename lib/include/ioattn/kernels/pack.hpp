@@ -10,11 +10,19 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 namespace ioattn::kernels {
 inline namespace IOATTN_ISA {
 
 #if IOATTN_ISA_LEVEL == 3
+/// The lanes I... of the two vectors (a's lanes, then b's): __builtin_shufflevector, which GCC
+/// (12 on) and clang both compile to one two-source permute.
+template <int... I>
+inline Vec<float> shuffled(Vec<float> a, Vec<float> b, std::integer_sequence<int, I...>) {
+    return __builtin_shufflevector(a, b, I...);
+}
+
 /// Transposes the 16 x 16 floats in v (v[r] a row of one 16-lane vector) in registers: v[c]
 /// becomes column c. Four stages of 16 two-vector shuffles (AVX-512's unpacks of lanes and of
 /// lane pairs, then two of 128-bit quarters) in place of 256 scalar moves: scalar packs of Q^T
@@ -22,34 +30,39 @@ inline namespace IOATTN_ISA {
 /// whose rows see about 190 keys each.
 inline void transpose16(Vec<float>* v) {
     using V = Vec<float>;
-    using I = Simd<float>::I;
     static_assert(Simd<float>::kLanes == 16);
-    constexpr I kLo = {0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29};
-    constexpr I kHi = {2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31};
-    constexpr I kLoPairs = {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29};
-    constexpr I kHiPairs = {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31};
-    constexpr I kEven = {0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27};
-    constexpr I kOdd = {4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31};
+    // lanes of (a, b): a's are 0-15, b's 16-31
+    using Lo = std::integer_sequence<int, 0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29>;
+    using Hi =
+        std::integer_sequence<int, 2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31>;
+    using LoPairs =
+        std::integer_sequence<int, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29>;
+    using HiPairs =
+        std::integer_sequence<int, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31>;
+    using Even =
+        std::integer_sequence<int, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27>;
+    using Odd =
+        std::integer_sequence<int, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31>;
     V t[16];
     for (int i = 0; i < 16; i += 2) {
-        t[i] = __builtin_shuffle(v[i], v[i + 1], kLo);
-        t[i + 1] = __builtin_shuffle(v[i], v[i + 1], kHi);
+        t[i] = shuffled(v[i], v[i + 1], Lo{});
+        t[i + 1] = shuffled(v[i], v[i + 1], Hi{});
     }
     for (int i = 0; i < 16; i += 4) { // v[i + j]: rows i..i+3 of columns j, j+4, j+8, j+12
-        v[i] = __builtin_shuffle(t[i], t[i + 2], kLoPairs);
-        v[i + 1] = __builtin_shuffle(t[i], t[i + 2], kHiPairs);
-        v[i + 2] = __builtin_shuffle(t[i + 1], t[i + 3], kLoPairs);
-        v[i + 3] = __builtin_shuffle(t[i + 1], t[i + 3], kHiPairs);
+        v[i] = shuffled(t[i], t[i + 2], LoPairs{});
+        v[i + 1] = shuffled(t[i], t[i + 2], HiPairs{});
+        v[i + 2] = shuffled(t[i + 1], t[i + 3], LoPairs{});
+        v[i + 3] = shuffled(t[i + 1], t[i + 3], HiPairs{});
     }
     for (int j = 0; j < 4; ++j) {
-        t[j] = __builtin_shuffle(v[j], v[4 + j], kEven);
-        t[4 + j] = __builtin_shuffle(v[j], v[4 + j], kOdd);
-        t[8 + j] = __builtin_shuffle(v[8 + j], v[12 + j], kEven);
-        t[12 + j] = __builtin_shuffle(v[8 + j], v[12 + j], kOdd);
+        t[j] = shuffled(v[j], v[4 + j], Even{});
+        t[4 + j] = shuffled(v[j], v[4 + j], Odd{});
+        t[8 + j] = shuffled(v[8 + j], v[12 + j], Even{});
+        t[12 + j] = shuffled(v[8 + j], v[12 + j], Odd{});
     }
     for (int j = 0; j < 8; ++j) {
-        v[j] = __builtin_shuffle(t[j], t[8 + j], kEven);
-        v[8 + j] = __builtin_shuffle(t[j], t[8 + j], kOdd);
+        v[j] = shuffled(t[j], t[8 + j], Even{});
+        v[8 + j] = shuffled(t[j], t[8 + j], Odd{});
     }
 }
 #endif
