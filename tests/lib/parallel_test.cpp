@@ -67,3 +67,44 @@ TEST_CASE("with_threads limits the workers", "[parallel]") {
     CHECK(ioattn::with_threads(0, [] { return 7; }) == 7);
     CHECK(ioattn::max_concurrency() >= 1);
 }
+
+TEST_CASE("parallel_for_blocks: timed runs take the heavy blocks first, counting runs index order",
+          "[parallel]") {
+    const std::vector<std::int64_t> work{1, 1, 50, 1, 1, 1, 1, 1, 60, 1}; // mean 11.8
+    const auto work_of = [&](std::int64_t b) { return work[static_cast<std::size_t>(b)]; };
+    const std::vector<std::int64_t> heavy_order{8, 2, 0, 1, 3, 4, 5, 6, 7, 9};
+    const std::int64_t slices = 3, blocks = 10;
+    // every (slice, block) once, on every worker count
+    std::vector<int> hits(static_cast<std::size_t>(slices * blocks), 0);
+    ioattn::NullCounter none;
+    ioattn::parallel_for_blocks(
+        slices, blocks, work_of, none, [&](std::int64_t s, std::int64_t b, int, auto&) {
+            hits[static_cast<std::size_t>(s * blocks + b)] += 1; // one task per element
+        });
+    for (const int h : hits)
+        CHECK(h == 1);
+    // one worker takes the tasks in task order: each slice's blocks in the timed order
+    std::vector<std::int64_t> seen;
+    ioattn::with_threads(1, [&] {
+        ioattn::parallel_for_blocks(
+            slices, blocks, work_of, none, [&](std::int64_t s, std::int64_t b, int, auto&) {
+                if (s == 1)
+                    seen.push_back(b);
+            });
+    });
+    CHECK(seen == heavy_order);
+    // a recorded run: the sequential schedule's trace, blocks in index order
+    ioattn::IoCounter recorded(100, true);
+    ioattn::parallel_for_blocks(slices,
+                                blocks,
+                                work_of,
+                                recorded,
+                                [](std::int64_t s, std::int64_t b, int, ioattn::IoCounter& c) {
+                                    c.read(ioattn::Block{ioattn::Operand::q, s, b, 1, 0, 1});
+                                });
+    REQUIRE(recorded.trace().size() == static_cast<std::size_t>(slices * blocks));
+    for (std::size_t t = 0; t < recorded.trace().size(); ++t) {
+        CHECK(recorded.trace()[t].block.slice == static_cast<std::int64_t>(t) / blocks);
+        CHECK(recorded.trace()[t].block.row0 == static_cast<std::int64_t>(t) % blocks);
+    }
+}

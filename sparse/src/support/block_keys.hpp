@@ -50,15 +50,12 @@ struct BlockKeys {
         return std::span<const std::int64_t>(keys).subspan(lo, hi - lo);
     }
 
-    /// The order the timed kernels run the blocks in (ioattn::heavy_first over the entries
-    /// their tiles compute, rows x visible keys): blocks of at least 4x the mean first, most
-    /// first, then the rest in index order. A block of heavy rows streams every key
-    /// (bigbird-block:64:3:2:3's last block, its global rows, holds a tenth of the pairs), and
-    /// one run last keeps one worker busy while the others wait.
-    [[nodiscard]] std::vector<std::int64_t> heavy_first() const {
-        return ioattn::heavy_first(blocks(), [&](std::int64_t b) {
-            return rows(b) * static_cast<std::int64_t>(keys_of(b).size());
-        });
+    /// The entries block b's tiles compute, rows x visible keys: the work the timed kernels
+    /// order their blocks by (ioattn::parallel_for_blocks). A block of heavy rows streams every
+    /// key (bigbird-block:64:3:2:3's last block, its global rows, holds a tenth of the pairs),
+    /// and one run last keeps one worker busy while the others wait.
+    [[nodiscard]] std::int64_t work(std::int64_t b) const {
+        return rows(b) * static_cast<std::int64_t>(keys_of(b).size());
     }
 
     [[nodiscard]] std::int64_t row0(std::int64_t b) const {

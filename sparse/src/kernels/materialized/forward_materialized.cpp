@@ -349,16 +349,13 @@ void forward_materialized(const ForwardArgs<Scalar>& args,
     const kernels::Workspace<std::int64_t> tile_rows(workers, row_words);
     alloc.allocate();
     const std::int64_t blocks = view.row_blocks;
-    // Timed runs take each head's row blocks of many tiles first (heavy_first); counting runs
-    // keep index order, whose traces parallel_for_counted records.
-    const std::vector<std::int64_t> order =
-        Counter::kCounts ? std::vector<std::int64_t>{} : heavy_first(blocks, [&](std::int64_t blk) {
-            return static_cast<std::int64_t>(view.tiles_of(blk).size());
-        });
-    parallel_for_counted(
-        p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker, Counter& io) {
-            const std::int64_t slice = task / blocks, at = task % blocks;
-            const std::int64_t blk = order.empty() ? at : order[static_cast<std::size_t>(at)];
+    // timed runs take each head's row blocks of many tiles first, counting runs index order
+    parallel_for_blocks(
+        p.batch_heads(),
+        blocks,
+        [&](std::int64_t blk) { return static_cast<std::int64_t>(view.tiles_of(blk).size()); },
+        counter,
+        [&](std::int64_t slice, std::int64_t blk, int worker, Counter& io) {
             const std::int64_t b = slice / p.heads, h = slice % p.heads, g = h / p.group();
             const bool q_held = p.d <= chunk && !view.tiles_of(blk).empty();
             const Task t{slice,

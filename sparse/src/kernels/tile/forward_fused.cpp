@@ -219,16 +219,16 @@ void forward_fused(const ForwardArgs<Scalar>& args,
         });
     const Call<Scalar> call{
         a, src, support, plan, tiling, maps, element, v_finite.data(), resident, element_words};
-    // Timed runs take each head's heavy blocks first (BlockKeys::heavy_first); counting runs
-    // keep index order, whose traces parallel_for_counted records.
-    const std::vector<std::int64_t> order =
-        Counter::kCounts ? std::vector<std::int64_t>{} : plan.heavy_first();
-    parallel_for_counted(
-        p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker, Counter& io) {
-            const std::int64_t at = task % blocks;
+    // timed runs take each head's heavy blocks first, counting runs index order
+    parallel_for_blocks(
+        p.batch_heads(),
+        blocks,
+        [&](std::int64_t blk) { return plan.work(blk); },
+        counter,
+        [&](std::int64_t slice, std::int64_t blk, int worker, Counter& io) {
             row_block(call,
-                      task / blocks,
-                      order.empty() ? at : order[static_cast<std::size_t>(at)],
+                      slice,
+                      blk,
                       WorkerScratch<Scalar>{ws.slab(worker),
                                             pointers.slab(worker),
                                             cursors.slab(worker),

@@ -376,19 +376,14 @@ void forward_fused_bf16(const ForwardArgs<bf16>& args,
                 kernels::all_finite(a.v.row(b, g, 0), a.v.stride_row, p.n_k, p.d_v) ? 1 : 0;
         });
     const Call call{a, src, support, plan, tiling, v_finite.data(), resident};
-    // Timed runs take each head's heavy blocks first, as forward_fused does; counting runs
-    // keep index order.
-    const std::vector<std::int64_t> order =
-        Counter::kCounts ? std::vector<std::int64_t>{} : plan.heavy_first();
-    parallel_for_counted(
-        p.batch_heads() * blocks, counter, [&](std::int64_t task, int worker, Counter& io) {
-            const std::int64_t at = task % blocks;
-            row_block(call,
-                      task / blocks,
-                      order.empty() ? at : order[static_cast<std::size_t>(at)],
-                      ws.slab(worker),
-                      cursors.slab(worker),
-                      io);
+    // timed runs take each head's heavy blocks first, counting runs index order
+    parallel_for_blocks(
+        p.batch_heads(),
+        blocks,
+        [&](std::int64_t blk) { return plan.work(blk); },
+        counter,
+        [&](std::int64_t slice, std::int64_t blk, int worker, Counter& io) {
+            row_block(call, slice, blk, ws.slab(worker), cursors.slab(worker), io);
         });
 }
 
