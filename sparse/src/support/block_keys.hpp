@@ -97,6 +97,17 @@ struct Maps {
     [[nodiscard]] std::int64_t key(std::int64_t j) const { return keys != nullptr ? keys[j] : j; }
 };
 
+/// ioattn::parallel_for_blocks over the row blocks of `plan` in each of `slices` (batch, head)
+/// slices, ordered by BlockKeys::work: body(slice, block, worker, Counter&).
+template <typename Counter, typename Body>
+void parallel_for_row_blocks(std::int64_t slices,
+                             const BlockKeys& plan,
+                             Counter& counter,
+                             const Body& body) {
+    parallel_for_blocks(
+        slices, plan.blocks(), [&](std::int64_t b) { return plan.work(b); }, counter, body);
+}
+
 /// The pairs above which a row of `s` is heavy (global tokens, a graph's hubs): 4x the mean
 /// row's, 4 ceil(Z_QK / n_q). row_blocks and the planner's split count heavy rows by it.
 inline std::int64_t heavy_above(const Support& s) {

@@ -187,7 +187,6 @@ void forward_fused(const ForwardArgs<Scalar>& args,
     detail::validate(a, support, &tiling, Schedule::fused, memory, kWhere, true);
     const Problem& p = a.problem;
     const detail::BlockKeys& plan = support.cached_block_keys(tiling.rows);
-    const std::int64_t blocks = plan.blocks();
     const std::int64_t resident = tiling.resident_words(p, Pass::forward, Kernels::sparse);
     const int workers = Counter::kComputes ? max_concurrency() : 0;
     CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
@@ -220,10 +219,9 @@ void forward_fused(const ForwardArgs<Scalar>& args,
     const Call<Scalar> call{
         a, src, support, plan, tiling, maps, element, v_finite.data(), resident, element_words};
     // timed runs take each head's heavy blocks first, counting runs index order
-    parallel_for_blocks(
+    detail::parallel_for_row_blocks(
         p.batch_heads(),
-        blocks,
-        [&](std::int64_t blk) { return plan.work(blk); },
+        plan,
         counter,
         [&](std::int64_t slice, std::int64_t blk, int worker, Counter& io) {
             row_block(call,

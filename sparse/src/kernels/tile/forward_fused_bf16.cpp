@@ -359,7 +359,6 @@ void forward_fused_bf16(const ForwardArgs<bf16>& args,
     const Problem& p = a.problem;
     const detail::Operands<bf16> src{{a.q, nullptr}, {a.k, nullptr}, {a.v, nullptr}};
     const detail::BlockKeys& plan = support.cached_block_keys(tiling.rows);
-    const std::int64_t blocks = plan.blocks();
     const std::int64_t resident = tiling.resident_words(p, Pass::forward, Kernels::sparse);
     const int workers = Counter::kComputes ? max_concurrency() : 0;
     CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
@@ -377,10 +376,9 @@ void forward_fused_bf16(const ForwardArgs<bf16>& args,
         });
     const Call call{a, src, support, plan, tiling, v_finite.data(), resident};
     // timed runs take each head's heavy blocks first, counting runs index order
-    parallel_for_blocks(
+    detail::parallel_for_row_blocks(
         p.batch_heads(),
-        blocks,
-        [&](std::int64_t blk) { return plan.work(blk); },
+        plan,
         counter,
         [&](std::int64_t slice, std::int64_t blk, int worker, Counter& io) {
             row_block(call, slice, blk, ws.slab(worker), cursors.slab(worker), io);
