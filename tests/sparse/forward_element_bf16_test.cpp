@@ -128,7 +128,8 @@ Support strided_with_empty_rows(std::int64_t n) {
 }
 
 /// Runs `r` over `s` under `o`, counted, then at one thread, then widened: checks the route,
-/// the counts, the accuracy, the thread-count invariance and the widening path's bits.
+/// the counts, the accuracy, the thread-count invariance and the widening path's bits; leaves
+/// the native run's O and L in `r`.
 void check_case(Run& r, const Support& s, AttentionOptions o) {
     Structure<bf16> st;
     st.support = &s;
@@ -161,6 +162,8 @@ void check_case(Run& r, const Support& s, AttentionOptions o) {
     }
     CHECK(r.o == o_all); // the float kernel on the widened operands, O rounded once
     CHECK(same_bits(r.lse, l_all));
+    r.o = o_all; // the native kernel's outputs, for the caller's checks
+    r.lse = l_all;
 }
 
 TEST_CASE("sparse bf16 native: the element variant's forward runs on this CPU",
