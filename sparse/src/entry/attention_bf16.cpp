@@ -1,8 +1,9 @@
 // ioattn::attention and friends for bf16 views (ioattn/attention.hpp, docs/design.md section
 // 16): the one place the entry point meets bf16. When the native bf16 kernels run
 // (bf16_kernels_native), a dense fused forward or backward goes to dense::forward or
-// dense::backward on the bf16 views, and the sparse fused forward's tile variant over dense
-// operands to its native kernel (kernels/tile/forward_fused_bf16.cpp). Every other call
+// dense::backward on the bf16 views, and the sparse fused forward's tile and element variants
+// over dense operands to their native kernels (kernels/tile/forward_fused_bf16.cpp,
+// kernels/element/forward_element.cpp's bf16 instantiation). Every other call
 // widens the bf16 operands (dense views: ioattn/widen.hpp; sparse operands: fp32 copies of
 // their values, sharing nothing) and runs the float entry on the copies in the same arena,
 // then rounds the outputs back. Plans and counts are those of the float problem. No algorithm
@@ -80,7 +81,8 @@ bool has_sparse_operand(const Structure<bf16>& s) {
 /// dense fused forward or backward, whose bf16 views go to dense::forward or dense::backward
 /// as they are, or the sparse fused forward's tile variant over dense operands (a plan of the
 /// variant planner's tile variant, or of the fused kernel itself), whose views go to
-/// forward_fused_bf16; both without fp32 copies.
+/// forward_fused_bf16, or its element variant, whose views go to forward_element; all without
+/// fp32 copies. (The split and permuted variants widen.)
 bool runs_native(const AttentionPlan& plan, const Structure<bf16>& s, Pass pass) {
     if (plan.pass != pass || plan.schedule != Schedule::fused || has_sparse_operand(s) ||
         !bf16_kernels_native())
@@ -88,20 +90,9 @@ bool runs_native(const AttentionPlan& plan, const Structure<bf16>& s, Pass pass)
     if (!plan.sparse)
         return !plan.variants && s.support == nullptr;
     return pass == Pass::forward && s.support != nullptr &&
-           (!plan.variants || plan.variants->variant == sparse::Variant::tile);
+           (!plan.variants || plan.variants->variant == sparse::Variant::tile ||
+            plan.variants->variant == sparse::Variant::element);
 }
-
-#if defined(IOATTN_BUILT_AVX512BF16) // the native kernels' build (not a single-ISA one)
-/// The support the tile kernel runs over: the plan's tile part (the whole support for the
-/// tile variant), or the support itself without a variant plan.
-const sparse::Support& tile_support(const AttentionPlan& plan, const Structure<bf16>& s) {
-    if (!plan.variants)
-        return *s.support;
-    const auto& parts =
-        sparse::detail::parts_of(*plan.variants, Pass::forward, "ioattn::attention");
-    return sparse::detail::view_of(parts, *s.support).tile;
-}
-#endif
 
 template <typename Counter>
 void run_kernel(const ForwardArgs<bf16>& a,
@@ -112,11 +103,25 @@ void run_kernel(const ForwardArgs<bf16>& a,
         dense::forward(a, plan.tiling, plan.memory, counter);
         return;
     }
-#if defined(IOATTN_BUILT_AVX512BF16)
-    // the native kernel: its own dry run counts, its timed run computes
-    const sparse::Support& support = tile_support(plan, s);
+#if defined(IOATTN_BUILT_AVX512BF16) // the native kernels' build (not a single-ISA one)
+    // the native kernel: its own dry run counts, its timed run computes. Without a variant
+    // plan the fused kernel runs over the support; with one (tile or element variant: one
+    // part holds every pair), the kernel of the part with pairs, as forward_split runs it.
+    if (!plan.variants) {
+        kernels::counted(counter, [&](auto& c) {
+            sparse::isa_avx512bf16::forward_fused_bf16(a, *s.support, plan.tiling, plan.memory, c);
+        });
+        return;
+    }
+    const sparse::VariantPlan& vp = *plan.variants;
+    const sparse::detail::PartsView parts = sparse::detail::view_of(
+        sparse::detail::parts_of(vp, Pass::forward, "ioattn::attention"), *s.support);
     kernels::counted(counter, [&](auto& c) {
-        sparse::isa_avx512bf16::forward_fused_bf16(a, support, plan.tiling, plan.memory, c);
+        if (parts.element.z_qk() > 0)
+            sparse::isa_avx512bf16::forward_element(
+                a, parts.element, vp.element, plan.memory, c, false);
+        else
+            sparse::isa_avx512bf16::forward_fused_bf16(a, parts.tile, plan.tiling, plan.memory, c);
     });
 #else
     (void)a, (void)s, (void)counter; // runs_native is false without the kernel

@@ -20,4 +20,16 @@ void forward_fused_bf16(const ForwardArgs<bf16>& args,
                         const MemoryModel& memory,
                         Counter& counter);
 
+/// kernels/element/forward_element.cpp compiled for this region: forward_element (the element
+/// variant; Scalar = bf16 only) on bf16 views without fp32 copies, computing as the float
+/// kernel on the widened operands (NullCounter: the timed run; DryRunCounter: the float
+/// kernel's counts).
+template <typename Scalar, typename Counter>
+void forward_element(const ForwardArgs<Scalar>& args,
+                     const Support& support,
+                     const Tiling& tiling,
+                     const MemoryModel& memory,
+                     Counter& counter,
+                     bool resume);
+
 } // namespace ioattn::sparse::isa_avx512bf16

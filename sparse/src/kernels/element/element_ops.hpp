@@ -13,12 +13,15 @@
 //   key_batch:      one key's backward terms against a batch of gathered queries
 //
 // Rows gathered in place (K, V, Q, dO rows of the inputs) are read with whole-vector loads up
-// to the last full vector and a partial load for the tail, so nothing past a row is read.
+// to the last full vector and a partial load for the tail, so nothing past a row is read. They
+// are stored as the arithmetic type T or, for the forward's K and V rows, as bf16 (load_as:
+// widened on load, a 16-bit shift, exact), so the fp32 and bf16 forwards are one code.
 // No software prefetch: the kernels batch independent rows, so out-of-order execution keeps as
 // many misses in flight as the line-fill buffers allow, and a prefetch instruction waits for
 // one of them: a prefetch of the next rows costs random:0.02's forward 5-8% (docs/performance.md
 // section 11).
 
+#include <ioattn/bf16.hpp>
 #include <ioattn/kernels/online_softmax.hpp>
 #include <ioattn/kernels/simd.hpp>
 #include <ioattn/kernels/tile.hpp>
@@ -29,6 +32,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 // Every loop over a batch's keys or a slice's vectors is unrolled, so that the accumulator
@@ -47,6 +51,45 @@ inline Vec<T> load_partial(const T* p, std::int64_t n) {
     Vec<T> v{};
     std::memcpy(&v, p, static_cast<std::size_t>(n) * sizeof(T));
     return v;
+}
+
+/// A vector of T from the kLanes words of storage S at p: T's own words, or bf16 widened to
+/// float (exact: the bf16 bits are the upper half of the float's).
+template <typename T, typename S>
+inline Vec<T> load_as(const S* p) {
+    if constexpr (std::is_same_v<S, T>) {
+        return kernels::load(p);
+    } else {
+        static_assert(std::is_same_v<S, bf16> && std::is_same_v<T, float>);
+#if IOATTN_ISA_LEVEL == 3
+        // vpmovzxwd from memory and vpslld (__builtin_convertvector of the 16 words goes
+        // through two ymm halves: five instructions a vector). The full-mask form: the
+        // unmasked intrinsic trips GCC 12's -Wmaybe-uninitialized (kernels/simd.hpp exp2).
+        using Word = std::uint32_t __attribute__((vector_size(64)));
+        __m256i h;
+        std::memcpy(&h, p, sizeof(h));
+        return kernels::as<Vec<T>>(kernels::as<Word>(_mm512_maskz_cvtepu16_epi32(0xFFFF, h))
+                                   << 16U);
+#else
+        using Half = std::uint16_t __attribute__((vector_size(kernels::kVectorBytes / 2)));
+        using Word = std::uint32_t __attribute__((vector_size(kernels::kVectorBytes)));
+        Half h;
+        std::memcpy(&h, p, sizeof(h));
+        return kernels::as<Vec<T>>(__builtin_convertvector(h, Word) << 16U);
+#endif
+    }
+}
+
+/// load_as of the n < kLanes words at p in the low lanes, the rest 0.
+template <typename T, typename S>
+inline Vec<T> load_partial_as(const S* p, std::int64_t n) {
+    if constexpr (std::is_same_v<S, T>) {
+        return load_partial(p, n);
+    } else {
+        S h[static_cast<std::size_t>(Simd<T>::kLanes)] = {};
+        std::memcpy(h, p, static_cast<std::size_t>(n) * sizeof(S));
+        return load_as<T>(h);
+    }
 }
 
 /// Index of lane p of the folded pair (a, b) (Hi: the upper half of each segment): a and b
@@ -132,36 +175,36 @@ inline T lanes_max(Vec<T> v) {
 }
 
 /// Lane k (k < NK) = x_of(k) . rows[k] over n words; lanes >= NK are 0. x_of(k) is a resident
-/// row zero-padded to whole vectors; rows[k] are read only within their n words.
-template <typename T, int NK, typename X>
-inline Vec<T> dots_of(X x_of, const T* const* rows, std::int64_t n) {
+/// row zero-padded to whole vectors; rows[k] (storage S) are read only within their n words.
+template <typename T, int NK, typename X, typename S>
+inline Vec<T> dots_of(X x_of, const S* const* rows, std::int64_t n) {
     constexpr int kL = Simd<T>::kLanes;
     Vec<T> acc[static_cast<std::size_t>(NK)] = {};
     std::int64_t z = 0;
     for (; z + kL <= n; z += kL) {
         IOATTN_ELEMENT_UNROLL
         for (int k = 0; k < NK; ++k)
-            acc[k] = kernels::fmadd(kernels::load(x_of(k) + z), kernels::load(rows[k] + z), acc[k]);
+            acc[k] = kernels::fmadd(kernels::load(x_of(k) + z), load_as<T>(rows[k] + z), acc[k]);
     }
     if (z < n) {
         IOATTN_ELEMENT_UNROLL
         for (int k = 0; k < NK; ++k)
             acc[k] = kernels::fmadd(
-                kernels::load(x_of(k) + z), load_partial(rows[k] + z, n - z), acc[k]);
+                kernels::load(x_of(k) + z), load_partial_as<T>(rows[k] + z, n - z), acc[k]);
     }
     return transpose_sums<T, NK>(acc);
 }
 
 /// Lane k (k < NK) = x . rows[k]: one resident row against the batch.
-template <typename T, int NK>
-inline Vec<T> batch_dots(const T* x, const T* const* rows, std::int64_t n) {
+template <typename T, int NK, typename S = T>
+inline Vec<T> batch_dots(const T* x, const S* const* rows, std::int64_t n) {
     return dots_of<T, NK>([x](int) { return x; }, rows, n);
 }
 
 /// Lane k (k < NK) = xs[k] . rows[k]: each pair its own resident row (several rows' keys in
 /// one batch).
-template <typename T, int NK>
-inline Vec<T> paired_dots(const T* const* xs, const T* const* rows, std::int64_t n) {
+template <typename T, int NK, typename S = T>
+inline Vec<T> paired_dots(const T* const* xs, const S* const* rows, std::int64_t n) {
     return dots_of<T, NK>([xs](int k) { return xs[k]; }, rows, n);
 }
 
@@ -169,9 +212,9 @@ inline Vec<T> paired_dots(const T* const* xs, const T* const* rows, std::int64_t
 /// zero-padded to whole vectors; rows[k] are read only within their n words. The accumulator
 /// stays in registers 8 vectors at a time while every row of the batch passes. Aligned to 64
 /// bytes so that its loops' placement does not move with unrelated code (run_rows).
-template <typename T, int NK>
+template <typename T, int NK, typename S = T>
 [[gnu::aligned(64)]] inline void
-batch_axpy(T* acc, const T* alpha, const T* w, const T* const* rows, std::int64_t n) {
+batch_axpy(T* acc, const T* alpha, const T* w, const S* const* rows, std::int64_t n) {
     constexpr int kL = Simd<T>::kLanes;
     constexpr int kSlice = 8; // accumulator vectors in registers, plus one broadcast weight
     const std::int64_t full = n / kL * kL;
@@ -193,7 +236,7 @@ batch_axpy(T* acc, const T* alpha, const T* w, const T* const* rows, std::int64_
                 const Vec<T> wk = kernels::splat<T>(w[k]);
                 IOATTN_ELEMENT_UNROLL
                 for (int v = 0; v < kV; ++v)
-                    o[v] = kernels::fmadd(wk, kernels::load(rows[k] + z0 + v * kL), o[v]);
+                    o[v] = kernels::fmadd(wk, load_as<T>(rows[k] + z0 + v * kL), o[v]);
             }
             IOATTN_ELEMENT_UNROLL
             for (int v = 0; v < kV; ++v)
@@ -205,7 +248,8 @@ batch_axpy(T* acc, const T* alpha, const T* w, const T* const* rows, std::int64_
         if (alpha != nullptr)
             o *= *alpha;
         for (int k = 0; k < NK; ++k)
-            o = kernels::fmadd(kernels::splat<T>(w[k]), load_partial(rows[k] + full, n - full), o);
+            o = kernels::fmadd(
+                kernels::splat<T>(w[k]), load_partial_as<T>(rows[k] + full, n - full), o);
         kernels::store(acc + full, o);
     }
 }
@@ -254,9 +298,9 @@ struct Pair {
     Vec<T> lo, hi;
 };
 
-template <typename T>
+template <typename T, typename S = T>
 inline Pair<T>
-pair_dots(const T* x, const T* const* rows, std::int64_t nk, std::int64_t n, T fill) {
+pair_dots(const T* x, const S* const* rows, std::int64_t nk, std::int64_t n, T fill) {
     constexpr int kL = Simd<T>::kLanes;
     Pair<T> s{kernels::splat<T>(fill), kernels::splat<T>(fill)};
     const std::int64_t n1 = std::min<std::int64_t>(kL, nk), n2 = nk - n1;
@@ -273,9 +317,9 @@ pair_dots(const T* x, const T* const* rows, std::int64_t nk, std::int64_t n, T f
 }
 
 /// batch_axpy over the nk <= 2 kLanes rows of a batch, weights w[0, nk).
-template <typename T>
+template <typename T, typename S = T>
 inline void pair_axpy(
-    T* acc, const T* alpha, const T* w, const T* const* rows, std::int64_t nk, std::int64_t n) {
+    T* acc, const T* alpha, const T* w, const S* const* rows, std::int64_t nk, std::int64_t n) {
     constexpr int kL = Simd<T>::kLanes;
     kernels::with_count<2 * kL>(
         nk, [&](auto c) { batch_axpy<T, decltype(c)::value>(acc, alpha, w, rows, n); });

@@ -25,11 +25,17 @@
 // K or V row) never reaches an output. Each row's keys run in ascending order in batches cut at
 // visit ends: the result depends on the plan (P and its merged visits), never on the thread
 // count. One task per (batch, head, row block), blocks balanced by nonzeros.
-// Tests: tests/sparse/element_test.cpp
+// bf16 views (also compiled for the avx512bf16 region, sparse/CMakeLists.txt): the same loops
+// on the float state (Accumulator<Scalar>); K and V rows are gathered in place as bf16 and
+// widened as they load (element_ops.hpp load_as: exact), so everything but O's rounding to bf16
+// is bit for bit the float kernel's on the widened operands, counts included (words of fp32).
+// Tests: tests/sparse/element_test.cpp, tests/sparse/forward_element_bf16_test.cpp
 
 #include "kernels/element/panels.hpp"
 
+#include <ioattn/bf16.hpp>
 #include <ioattn/error.hpp>
+#include <ioattn/io_counter.hpp>
 #include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
 #include <ioattn/sparse/element.hpp>
@@ -56,8 +62,8 @@ namespace {
 using detail::ForwardState;
 using detail::kNegInf;
 
-template <typename Scalar, typename Counter>
-void row_block(const ForwardArgs<Scalar>& a,
+template <typename Store, typename Counter, typename Scalar = Accumulator<Store>>
+void row_block(const ForwardArgs<Store>& a,
                const Support& s,
                const detail::ElementPanels& plan,
                std::int64_t slice,
@@ -83,10 +89,10 @@ void row_block(const ForwardArgs<Scalar>& a,
         w = ForwardState<Scalar>(base, p, r);
         const auto qs = static_cast<Scalar>(p.scale * kernels::kLog2e);
         for (std::int64_t x = 0; x < r; ++x) {
-            const Scalar* qr = a.q.row(b, h, i0 + x);
+            const Store* qr = a.q.row(b, h, i0 + x);
             Scalar* qx = w.q + x * w.pd;
             for (std::int64_t z = 0; z < p.d; ++z)
-                qx[z] = qr[z] * qs;
+                qx[z] = static_cast<Scalar>(qr[z]) * qs;
             std::fill(qx + p.d, qx + w.pd, Scalar(0));
             Scalar* ox = w.o + x * w.pdv;
             const Scalar lse = resume ? *a.lse.row(b, h, i0 + x) : kNegInf<Scalar>;
@@ -94,7 +100,10 @@ void row_block(const ForwardArgs<Scalar>& a,
             w.m[x] = lse == kNegInf<Scalar> ? lse : kernels::lse2(lse);
             w.l[x] = lse == kNegInf<Scalar> ? Scalar(0) : Scalar(1);
             if (lse != kNegInf<Scalar>)
-                std::copy_n(a.o.row(b, h, i0 + x), p.d_v, ox);
+                std::transform(a.o.row(b, h, i0 + x),
+                               a.o.row(b, h, i0 + x) + p.d_v,
+                               ox,
+                               [](Store e) { return static_cast<Scalar>(e); });
             else
                 std::fill(ox, ox + p.d_v, Scalar(0));
             std::fill(ox + p.d_v, ox + w.pdv, Scalar(0));
@@ -152,13 +161,14 @@ void forward_element(const ForwardArgs<Scalar>& args,
     detail::validate_inputs(a, support, SparseInputs<Scalar>{}, kWhere, !Counter::kComputes);
     detail::validate(a, support, nullptr, Schedule::fused, memory, kWhere, true);
     const Problem& p = a.problem;
+    using Acc = Accumulator<Scalar>; // bf16 views: the float kernel's state, words and counts
     const detail::ElementPanels& plan = detail::element_panels(support, tiling, kWhere);
     detail::check_element_peak(
-        detail::forward_element_peak(p, plan, detail::ElementWords::of(sizeof(Scalar))),
+        detail::forward_element_peak(p, plan, detail::ElementWords::of(sizeof(Acc))),
         memory,
         kWhere);
     const int workers = Counter::kComputes ? max_concurrency() : 0;
-    const kernels::Workspace<Scalar> ws(workers, ForwardState<Scalar>::words(p, tiling.rows));
+    const kernels::Workspace<Acc> ws(workers, ForwardState<Acc>::words(p, tiling.rows));
     const kernels::Workspace<std::int64_t> cursors(workers, tiling.rows);
     const std::int64_t blocks = plan.blocks();
     parallel_for_counted(
@@ -182,7 +192,13 @@ void forward_element(const ForwardArgs<Scalar>& args,
                                                    const MemoryModel&,                             \
                                                    Counter&,                                       \
                                                    bool);
+#if defined(IOATTN_TARGET_AVX512BF16)
+// the avx512bf16 region (sparse/CMakeLists.txt): bf16 views, timed and dry runs
+IOATTN_INSTANTIATE(bf16, NullCounter)
+IOATTN_INSTANTIATE(bf16, DryRunCounter)
+#else
 IOATTN_FOR_EACH_KERNEL_TYPE(IOATTN_INSTANTIATE)
+#endif
 #undef IOATTN_INSTANTIATE
 
 } // namespace ioattn::sparse::IOATTN_ISA

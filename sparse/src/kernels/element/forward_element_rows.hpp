@@ -2,6 +2,8 @@
 // The arithmetic of forward_element (forward_element.cpp) on a block's resident state: one
 // row over its run of keys in a panel (run_row), and kLanes rows over short runs of one length
 // at once (run_rows). Compiled once per instruction set, like the kernel that includes it.
+// `Store` is the views' storage type: Scalar itself, or bf16 whose K and V rows load_as widens
+// (element_ops.hpp); the arithmetic and the state are in Scalar = Accumulator<Store>.
 
 #include "kernels/element/element_ops.hpp"
 #include "kernels/element/panels.hpp"
@@ -50,28 +52,29 @@ struct ForwardState {
     }
 };
 
-/// Writes one row's O = o / l and L = ln 2 (m + log2 l) from its online softmax state (m in
-/// base 2); a row that saw no key (l = 0): O = 0 (not 0 * a NaN of o), L = -inf.
-template <typename Scalar>
+/// Writes one row's O = o / l (rounded to Store) and L = ln 2 (m + log2 l) from its online
+/// softmax state (m in base 2); a row that saw no key (l = 0): O = 0 (not 0 * a NaN of o),
+/// L = -inf.
+template <typename Scalar, typename Store>
 inline void
-finish_row(const Scalar* o, Scalar m, Scalar l, std::int64_t d_v, Scalar* out, Scalar* lse) {
+finish_row(const Scalar* o, Scalar m, Scalar l, std::int64_t d_v, Store* out, Scalar* lse) {
     if (l == Scalar(0)) { // one test per row, so the loop below vectorizes
-        std::fill(out, out + d_v, Scalar(0));
+        std::fill(out, out + d_v, Store(Scalar(0)));
         *lse = kNegInf<Scalar>;
         return;
     }
     const Scalar inv = Scalar(1) / l;
     for (std::int64_t z = 0; z < d_v; ++z)
-        out[z] = o[z] * inv;
+        out[z] = Store(o[z] * inv);
     *lse = Scalar(0.6931471805599453) * (m + std::log2(l));
 }
 
 /// One batch of nk <= 2 kLanes keys (K rows kr, V rows vr) for one row: s = q . K_j, the
 /// online softmax step (one max, one rescale, one exp per vector) and O = alpha O + P V.
-template <typename Scalar>
+template <typename Scalar, typename Store>
 inline void row_batch(const Problem& p,
-                      const Scalar* const* kr,
-                      const Scalar* const* vr,
+                      const Store* const* kr,
+                      const Store* const* vr,
                       std::int64_t nk,
                       const Scalar* q,
                       Scalar* o,
@@ -105,26 +108,26 @@ inline void row_batch(const Problem& p,
 /// two vectors of keys per batch (2 kLanes dot products in flight), each batch's K and V rows
 /// read by every row while they are in L1. One row is run_row; a few rows that see the same
 /// keys (global rows, the fused forward's narrow blocks) share the batches.
-template <typename Scalar>
-void shared_rows(const ForwardArgs<Scalar>& a,
+template <typename Store>
+void shared_rows(const ForwardArgs<Store>& a,
                  std::int64_t b,
                  std::int64_t g,
                  const std::int64_t* keys,
                  std::int64_t n,
                  std::int64_t r,
-                 const Scalar* q,
+                 const Accumulator<Store>* q,
                  std::int64_t pq,
-                 Scalar* o,
+                 Accumulator<Store>* o,
                  std::int64_t po,
-                 Scalar* m,
-                 Scalar* l) {
-    constexpr int kL = Simd<Scalar>::kLanes;
+                 Accumulator<Store>* m,
+                 Accumulator<Store>* l) {
+    constexpr int kL = Simd<Accumulator<Store>>::kLanes;
     constexpr auto kB = static_cast<std::size_t>(2 * kL);
     const Problem& p = a.problem;
-    const Scalar* kr[kB];
-    const Scalar* vr[kB];
-    const Scalar* kb = a.k.row(b, g, 0);
-    const Scalar* vb = a.v.row(b, g, 0);
+    const Store* kr[kB];
+    const Store* vr[kB];
+    const Store* kb = a.k.row(b, g, 0);
+    const Store* vb = a.v.row(b, g, 0);
     const std::int64_t sk = a.k.stride_row, sv = a.v.stride_row;
     for (std::int64_t k0 = 0; k0 < n; k0 += 2 * kL) {
         const std::int64_t nk = std::min<std::int64_t>(2 * kL, n - k0);
@@ -139,8 +142,8 @@ void shared_rows(const ForwardArgs<Scalar>& a,
 
 /// One row's run of n keys: the online softmax over them (shared_rows of one row; m and l in
 /// registers over the run).
-template <typename Scalar>
-void run_row(const ForwardArgs<Scalar>& a,
+template <typename Store, typename Scalar = Accumulator<Store>>
+void run_row(const ForwardArgs<Store>& a,
              std::int64_t b,
              std::int64_t g,
              const std::int64_t* keys,
@@ -164,8 +167,8 @@ void run_row(const ForwardArgs<Scalar>& a,
 /// fused --threads 2 --repeat 30). Aligned to 64 bytes, as batch_axpy, so that the placement of
 /// its loops does not move with the size of unrelated code (which moved random:0.02 by 2-6%
 /// with identical instructions).
-template <typename Scalar>
-[[gnu::aligned(64)]] void run_rows(const ForwardArgs<Scalar>& a,
+template <typename Store, typename Scalar = Accumulator<Store>>
+[[gnu::aligned(64)]] void run_rows(const ForwardArgs<Store>& a,
                                    std::int64_t b,
                                    std::int64_t g,
                                    const ShortRows<Scalar>& rows,
@@ -178,7 +181,7 @@ template <typename Scalar>
     const std::int64_t n = rows.n;
     alignas(64) Scalar m[kN], l[kN], alpha[kN], pw[kT][kN];
     const Scalar* xs[kN];
-    const Scalar* kr[kN];
+    const Store* kr[kN];
     for (int k = 0; k < kL; ++k) {
         m[k] = k < nr ? w.m[rows.x[k]] : kNegInf<Scalar>;
         l[k] = k < nr ? w.l[rows.x[k]] : Scalar(0);
@@ -186,8 +189,8 @@ template <typename Scalar>
             xs[k] = w.q + rows.x[k] * w.pd;
     }
     const Vec<Scalar> mv = kernels::load(m);
-    const Scalar* kb = a.k.row(b, g, 0);
-    const Scalar* vb = a.v.row(b, g, 0);
+    const Store* kb = a.k.row(b, g, 0);
+    const Store* vb = a.v.row(b, g, 0);
     // --- s_t = q . K_(j_t) for every t; m' = max(m, s_0, ..); alpha = 2^(m - m') ---
     Vec<Scalar> s[kT];
     Vec<Scalar> mx = mv;
@@ -210,7 +213,7 @@ template <typename Scalar>
     // --- O = alpha O + sum_t p_t V_(j_t), per row ---
     kernels::with_count<kShortRun>(n, [&](auto c) {
         constexpr int kC = decltype(c)::value;
-        const Scalar* vr[kT];
+        const Store* vr[kT];
         Scalar pk[kT];
         for (int k = 0; k < nr; ++k) {
             for (int t = 0; t < kC; ++t) {
@@ -236,8 +239,8 @@ template <typename Scalar>
 /// run longer than kShortRun alone (run_row), shorter ones in batches of kLanes rows of one
 /// run length (ShortBatches, run_rows). The element kernel's panel visits
 /// (forward_element.cpp) and the split's pairs inside the tile blocks (block_element.hpp).
-template <typename Scalar, typename RunOf>
-void element_runs(const ForwardArgs<Scalar>& a,
+template <typename Store, typename RunOf, typename Scalar = Accumulator<Store>>
+void element_runs(const ForwardArgs<Store>& a,
                   std::int64_t b,
                   std::int64_t g,
                   std::int64_t r,

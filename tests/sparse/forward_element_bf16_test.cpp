@@ -1,0 +1,263 @@
+// Tests of the native bf16 element forward (sparse/src/kernels/element/forward_element.cpp's
+// bf16 instantiation, docs/design.md section 16) through ioattn::attention with bf16 views, a
+// support and the element variant. On a CPU with AVX512_BF16 it is what that variant's forward
+// runs (bf16_runs_native). It computes as the float kernel on the widened operands, so its O
+// and L are bit for bit the widening path's; against the double reference on the same bf16
+// inputs (u = 2^-8, u32 = 2^-24), as the tile forward's test derives them:
+//   max|O - O_ref| <= (u + 2 (n_k + d) u32) max|O_ref| + u max|V|,
+//   |L - L_ref| <= 2 (n_k + d) u32 (1 + |L_ref|),
+// on random patterns (rows of a few keys: the short runs' kLanes-row batches; rows of many),
+// power law, windows, ragged N, odd d and d_v, GQA, rows without keys (O = 0, L = -inf);
+// bitwise equal at one thread and all; counted I/O equals the closed form and the float
+// kernel's dry run; a non-finite V value reaches only the rows that see it.
+
+#include "bf16_native.hpp"
+#include "scoped_env.hpp"
+
+#include <ioattn/attention.hpp>
+#include <ioattn/bf16.hpp>
+#include <ioattn/isa.hpp>
+#include <ioattn/sparse/element.hpp>
+#include <ioattn/sparse/forward.hpp>
+#include <ioattn/sparse/pattern.hpp>
+#include <ioattn/sparse/variants.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace sparse_element_bf16_test {
+
+using ioattn::AttentionOptions;
+using ioattn::AttentionReport;
+using ioattn::bf16;
+using ioattn::MemoryModel;
+using ioattn::Problem;
+using ioattn::Schedule;
+using ioattn::Structure;
+using ioattn::Tiling;
+using ioattn::sparse::Support;
+using ioattn::sparse::Variant;
+using ioattn::test::bf16_shape;
+using ioattn::test::force_widening;
+using ioattn::test::widened;
+using Run = ioattn::test::ForwardRun;
+
+constexpr double kU16 = 0x1p-8;
+constexpr double kU32 = 0x1p-24;
+
+/// The double reference over the support on the run's inputs.
+struct Reference {
+    std::vector<double> o, lse;
+
+    Reference(const Run& r, const Support& s) {
+        std::vector<double> q = widened(r.q), k = widened(r.k), v = widened(r.v);
+        o.assign(r.o.size(), 0.0);
+        lse.assign(r.lse.size(), 0.0);
+        ioattn::sparse::forward_reference(
+            ioattn::ForwardArgs<double>::packed(
+                r.p, q.data(), k.data(), v.data(), o.data(), lse.data()),
+            s);
+    }
+};
+
+double max_finite_abs(const std::vector<double>& x) {
+    double m = 0;
+    for (const double e : x)
+        if (std::isfinite(e))
+            m = std::max(m, std::fabs(e));
+    return m;
+}
+
+/// Checks O and L of `r` against the reference within the derived tolerance where the
+/// reference is finite (and that O is not finite where it is not).
+void check_accuracy(const Run& r, const Reference& ref) {
+    const double acc32 = 2.0 * static_cast<double>(r.p.n_k + r.p.d) * kU32;
+    const double tol = (kU16 + acc32) * max_finite_abs(ref.o) + kU16 * max_finite_abs(widened(r.v));
+    double err = 0;
+    bool inf_ok = true;
+    for (std::size_t i = 0; i < r.o.size(); ++i) {
+        const double got = static_cast<double>(static_cast<float>(r.o[i]));
+        if (!std::isfinite(ref.o[i])) {
+            inf_ok = inf_ok && !std::isfinite(got);
+            continue;
+        }
+        const double e = std::fabs(got - ref.o[i]);
+        err = std::isnan(e) || e > err ? e : err;
+    }
+    CHECK(inf_ok);
+    CHECK(err <= tol);
+    bool l_ok = true;
+    for (std::size_t i = 0; i < r.lse.size(); ++i) {
+        const double l = static_cast<double>(r.lse[i]), want = ref.lse[i];
+        const bool same_inf = std::isinf(l) && l == want;
+        l_ok = l_ok && (same_inf || !std::isfinite(want) ||
+                        std::fabs(l - want) <= acc32 * (1.0 + std::fabs(want)));
+    }
+    CHECK(l_ok);
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+/// The fused schedule's element variant under M.
+AttentionOptions element_options(std::int64_t m) {
+    AttentionOptions o;
+    o.schedule = Schedule::fused;
+    o.variant = Variant::element;
+    o.memory = MemoryModel{m};
+    return o;
+}
+
+/// Rows i with i % 5 == 2 see no key, the others every 7th key from i % 7.
+Support strided_with_empty_rows(std::int64_t n) {
+    std::vector<std::int64_t> offsets{0}, cols;
+    for (std::int64_t i = 0; i < n; ++i) {
+        if (i % 5 != 2)
+            for (std::int64_t j = i % 7; j < n; j += 7)
+                cols.push_back(j);
+        offsets.push_back(static_cast<std::int64_t>(cols.size()));
+    }
+    return Support(n, n, std::move(offsets), std::move(cols));
+}
+
+/// Runs `r` over `s` under `o`, counted, then at one thread, then widened: checks the route,
+/// the counts, the accuracy, the thread-count invariance and the widening path's bits; leaves
+/// the native run's O and L in `r`.
+void check_case(Run& r, const Support& s, AttentionOptions o) {
+    Structure<bf16> st;
+    st.support = &s;
+    auto a = r.args();
+    o.count_io = true;
+    const AttentionReport report = ioattn::attention<bf16>(a, st, o);
+    REQUIRE(report.plan.variants);
+    const Tiling& t = report.plan.variants->element;
+    CAPTURE(t.rows, t.cols, report.plan.memory.fast_words);
+    CHECK(report.plan.variants->variant == Variant::element);
+    CHECK(ioattn::bf16_runs_native(report.plan, st) == ioattn::bf16_kernels_native());
+    REQUIRE(report.io);
+    CHECK(*report.io == *report.closed_form);
+    ioattn::DryRunCounter dry(report.plan.memory.fast_words);
+    ioattn::sparse::forward_element(
+        ioattn::ForwardArgs<float>::shape_only(r.p), s, t, report.plan.memory, dry);
+    CHECK(*report.io == dry.report());
+    check_accuracy(r, Reference(r, s));
+    const std::vector<bf16> o_all = r.o;
+    const std::vector<float> l_all = r.lse;
+    o.count_io = false;
+    o.threads = 1;
+    (void)ioattn::attention<bf16>(a, st, report.plan, o);
+    CHECK(r.o == o_all);
+    CHECK(same_bits(r.lse, l_all));
+    {
+        const auto env = force_widening();
+        CHECK_FALSE(ioattn::bf16_runs_native(report.plan, st));
+        (void)ioattn::attention<bf16>(a, st, report.plan, o);
+    }
+    CHECK(r.o == o_all); // the float kernel on the widened operands, O rounded once
+    CHECK(same_bits(r.lse, l_all));
+    r.o = o_all; // the native kernel's outputs, for the caller's checks
+    r.lse = l_all;
+}
+
+TEST_CASE("sparse bf16 native: the element variant's forward runs on this CPU",
+          "[bf16][sparse][element]") {
+    CHECK(ioattn::bf16_kernels_native() == ioattn::test::native_expected());
+    if (!ioattn::bf16_kernels_native()) {
+        WARN("the native bf16 kernels do not run here: nothing to route");
+        return;
+    }
+    Run r(bf16_shape(300, 300, 64, 64, false), 5);
+    const Support s = ioattn::sparse::parse_pattern("random:0.05", 300, 300, 3);
+    Structure<bf16> st;
+    st.support = &s;
+    const auto plan =
+        ioattn::plan_attention<bf16>(r.p, ioattn::Pass::forward, st, element_options(1 << 14));
+    REQUIRE(plan.variants);
+    CHECK(plan.variants->variant == Variant::element);
+    CHECK(ioattn::bf16_runs_native(plan, st));
+    // the backward keeps widening
+    AttentionOptions back = element_options(1 << 14);
+    const auto b = ioattn::plan_attention<bf16>(r.p, ioattn::Pass::backward, st, back);
+    CHECK_FALSE(ioattn::bf16_runs_native(b, st));
+}
+
+TEST_CASE("sparse bf16 native element: agrees with the double reference and the widening "
+          "path, exact I/O, thread-count invariant",
+          "[bf16][sparse][element]") {
+    struct Case {
+        Problem p;
+        std::string spec; // empty: strided_with_empty_rows
+        std::int64_t m;
+    };
+
+    const std::vector<Case> cases = {
+        {bf16_shape(333, 333, 64, 64, false), "random:0.02", 1 << 14},       // short runs, ragged
+        {bf16_shape(256, 256, 64, 64, false), "random:0.3", 1 << 14},        // long runs
+        {bf16_shape(200, 200, 32, 32, false, 4, 2), "random:0.05", 1 << 14}, // GQA
+        {bf16_shape(129, 129, 7, 5, false), "random:0.1", 1 << 13},          // odd d, d_v
+        {bf16_shape(131, 150, 9, 3, false), "powerlaw:4", 1 << 13},
+        {bf16_shape(150, 170, 32, 48, false), "window:3+random:0.02", 1 << 14},
+        {bf16_shape(300, 300, 16, 16, false), "random:0.01", 1 << 10}, // narrow panels
+        {bf16_shape(120, 120, 16, 16, false), "", 1 << 13},            // rows without keys
+        {bf16_shape(1, 1, 1, 1, false), "dense", 1 << 13},
+    };
+    for (std::size_t c = 0; c < cases.size(); ++c) {
+        const Case& k = cases[c];
+        CAPTURE(c, k.spec);
+        Run r(k.p, 60 + c);
+        const Support s = k.spec.empty()
+                              ? strided_with_empty_rows(k.p.n_q)
+                              : ioattn::sparse::parse_pattern(k.spec, k.p.n_q, k.p.n_k, 11);
+        check_case(r, s, element_options(k.m));
+        if (k.spec.empty()) { // O = 0 and L = -inf for the rows without keys
+            bool empty_ok = true;
+            for (std::int64_t bh = 0; bh < r.p.batch * r.p.heads; ++bh)
+                for (std::int64_t i = 2; i < r.p.n_q; i += 5) {
+                    const std::int64_t row = bh * r.p.n_q + i;
+                    const float l = r.lse[static_cast<std::size_t>(row)];
+                    empty_ok = empty_ok && std::isinf(l) && l < 0;
+                    for (std::int64_t z = 0; z < r.p.d_v; ++z)
+                        empty_ok = empty_ok &&
+                                   static_cast<float>(
+                                       r.o[static_cast<std::size_t>(row * r.p.d_v + z)]) == 0.0F;
+                }
+            CHECK(empty_ok);
+        }
+    }
+}
+
+TEST_CASE("sparse bf16 native element: a non-finite V value reaches only the rows that see it",
+          "[bf16][sparse][element]") {
+    for (const char* spec : {"random:0.03", "random:0.3"}) {
+        CAPTURE(spec);
+        Run r(bf16_shape(200, 200, 16, 16, false), 80);
+        const std::int64_t d_v = r.p.d_v;
+        r.v[static_cast<std::size_t>(100 * d_v + 3)] = bf16(std::numeric_limits<float>::infinity());
+        r.v[static_cast<std::size_t>(50 * d_v + 1)] = bf16(std::numeric_limits<float>::quiet_NaN());
+        const Support s = ioattn::sparse::parse_pattern(spec, 200, 200, 7);
+        check_case(r, s, element_options(1 << 14));
+        bool clean = true; // rows that see neither key: every output finite
+        std::int64_t hidden = 0;
+        for (std::int64_t bh = 0; bh < r.p.batch * r.p.heads; ++bh)
+            for (std::int64_t i = 0; i < r.p.n_q; ++i) {
+                if (s.contains(i, 100) || s.contains(i, 50))
+                    continue;
+                ++hidden;
+                for (std::int64_t z = 0; z < d_v; ++z)
+                    clean =
+                        clean && std::isfinite(static_cast<float>(
+                                     r.o[static_cast<std::size_t>((bh * r.p.n_q + i) * d_v + z)]));
+            }
+        CHECK(hidden > 0);
+        CHECK(clean);
+    }
+}
+
+} // namespace sparse_element_bf16_test
