@@ -43,10 +43,8 @@ inline Vec<T> load_cached(const T* p) {
     return kernels::load(p);
 }
 
-// bf16 words of a float vector and of a double vector, as 16-bit and 32-bit integer vectors
-// (non-dependent types: GCC drops vector_size on a type that depends on a template parameter)
-using HalfF = std::uint16_t __attribute__((vector_size(Simd<float>::kLanes * 2)));
-using WordF = std::uint32_t __attribute__((vector_size(Simd<float>::kLanes * 4)));
+// bf16 words of a double vector, as 16-bit and 32-bit integer vectors (non-dependent types:
+// GCC drops vector_size on a type that depends on a template parameter)
 using HalfD = std::uint16_t __attribute__((vector_size(Simd<double>::kLanes * 2)));
 using WordD = std::uint32_t __attribute__((vector_size(Simd<double>::kLanes * 4)));
 using FloatD = float __attribute__((vector_size(Simd<double>::kLanes * 4)));
@@ -54,17 +52,7 @@ using FloatD = float __attribute__((vector_size(Simd<double>::kLanes * 4)));
 template <typename T>
 inline Vec<T> load_cached(const bf16* p) {
     if constexpr (std::is_same_v<T, float>) {
-#if IOATTN_ISA_LEVEL == 3
-        // one zero-extending load and one shift (the generic form below is split into 256-bit
-        // halves by the compiler)
-        const __m256i half = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-        const __m512i w = _mm512_maskz_cvtepu16_epi32(0xFFFF, half); // maskz: no undefined source
-        return kernels::as<Vec<float>>(_mm512_maskz_slli_epi32(0xFFFF, w, 16));
-#else
-        HalfF h;
-        std::memcpy(&h, p, sizeof(h));
-        return kernels::as<Vec<float>>(__builtin_convertvector(h, WordF) << 16);
-#endif
+        return load_as<float>(p); // element_ops.hpp: the element forward's bf16 loads
     } else {
         HalfD h;
         std::memcpy(&h, p, sizeof(h));
