@@ -152,6 +152,12 @@ TransposeParts transpose_of(const Support& s, bool positions) {
         add_bytes(bytes_of(n_k, (1 + static_cast<std::size_t>(parts)) * sizeof(std::int64_t)),
                   add_bytes(2 * sizeof(std::int64_t), bytes_of(z, sizeof(std::int64_t)))),
         "transpose");
+    // a band's key rows are runs of queries: written in order, not scattered (with
+    // zeroed_words' populated pages, window:256's backward plan takes 0.10-0.14 s against the
+    // scatter's 0.23-0.27 s, N = 16384, 2 threads, a first forward and backward after a fresh
+    // Mask, alternated twice on a loaded machine)
+    if (TransposeParts t; !positions && detail::interval_transpose(s, t.offsets, t.entries))
+        return t;
     const std::int64_t step = (n_q + parts - 1) / parts;
     std::vector<std::int64_t> at(static_cast<std::size_t>(parts * n_k), 0); // part x key
     const auto part_rows = [&](std::int64_t t) {
@@ -197,13 +203,7 @@ const Support& Support::transposed() const {
     // built unlocked (its loops run in parallel: a worker waiting on the lock could be one they
     // need); of two concurrent builds the first stored is kept; a throw stores nothing, so the
     // next call retries
-    // a band's key rows are runs of queries: written in order, not scattered (with
-    // zeroed_words' populated pages, window:256's backward plan takes 0.10-0.14 s against the
-    // scatter's 0.23-0.27 s, N = 16384, 2 threads, a first forward and backward after a fresh
-    // Mask, alternated twice on a loaded machine)
-    TransposeParts t;
-    if (!detail::interval_transpose(*this, t.offsets, t.entries))
-        t = transpose_of(*this, false);
+    TransposeParts t = transpose_of(*this, false);
     auto built =
         std::make_unique<Support>(n_k(), n_q(), std::move(t.offsets), std::move(t.entries));
     const std::lock_guard<std::mutex> lock(cache_->transpose_mutex);
