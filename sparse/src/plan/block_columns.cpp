@@ -16,7 +16,7 @@ namespace {
 /// range [lo, hi] holds no more keys than the block's pairs: counts by a difference array over
 /// the range and each lane group's lanes by the union of its rows' intervals, in O(rows + range
 /// per group) instead of O(pairs). The same keys, counts and lanes as the walk.
-std::vector<std::int64_t> interval_keys(const Support& s,
+std::vector<std::int64_t> interval_keys(const OrderedView& s,
                                         std::int64_t i0,
                                         std::int64_t i1,
                                         std::int64_t lo,
@@ -60,9 +60,27 @@ std::vector<std::int64_t> interval_keys(const Support& s,
     return keys;
 }
 
+/// keys sorted: by a scan of the counts when the keys fill an eighth of their range [lo, hi]
+/// (scattered blocks see thousands of keys: sorting them was the largest part of random:0.02's
+/// planning), else by a sort.
+void sort_keys(std::vector<std::int64_t>& keys,
+               const std::int64_t* count,
+               std::int64_t lo,
+               std::int64_t hi) {
+    const auto k = static_cast<std::int64_t>(keys.size());
+    if (k > 64 && hi - lo + 1 <= 8 * k) {
+        std::int64_t at = 0;
+        for (std::int64_t j = lo; j <= hi; ++j)
+            if (count[j] > 0)
+                keys[static_cast<std::size_t>(at++)] = j;
+    } else {
+        std::sort(keys.begin(), keys.end());
+    }
+}
+
 } // namespace
 
-std::vector<std::int64_t> block_keys(const Support& s,
+std::vector<std::int64_t> block_keys(const OrderedView& s,
                                      std::int64_t rows,
                                      std::int64_t b,
                                      std::int64_t* count,
@@ -106,25 +124,37 @@ std::vector<std::int64_t> block_keys(const Support& s,
             }
         }
     }
-    // sorted: by a scan of the counts when the keys fill an eighth of their range (scattered
-    // blocks see thousands of keys: sorting them was the largest part of random:0.02's planning)
-    const auto k = static_cast<std::int64_t>(keys.size());
-    if (k > 64 && hi - lo + 1 <= 8 * k) {
-        std::int64_t at = 0;
-        for (std::int64_t j = lo; j <= hi; ++j)
-            if (count[j] > 0)
-                keys[static_cast<std::size_t>(at++)] = j;
-    } else {
-        std::sort(keys.begin(), keys.end());
-    }
+    sort_keys(keys, count, lo, hi);
     return keys;
 }
 
-std::pair<std::vector<std::int64_t>, ColumnLanes> block_columns(
-    const Support& s, std::int64_t rows, std::int64_t b, std::int64_t* work, const CostModel& cm) {
-    const std::int64_t r = std::min(rows, s.n_q() - b * rows);
-    std::int64_t* lanes = cm.lane_group > 0 && cm.lane_group < r ? work + s.n_k() : nullptr;
-    auto keys = block_keys(s, rows, b, work, cm.lane_group, lanes);
+std::pair<std::vector<std::int64_t>, ColumnLanes> block_columns(const OrderedView& s,
+                                                                std::int64_t rows,
+                                                                std::int64_t b,
+                                                                std::int64_t* work,
+                                                                const CostModel& cm) {
+    const std::int64_t r = std::min(rows, s.n_q() - b * rows), n_k = s.n_k();
+    const bool grouped = cm.lane_group > 0 && cm.lane_group < r;
+    std::int64_t* lanes = grouped ? work + n_k : nullptr;
+    if (!s.relabeled())
+        return {block_keys(s, rows, b, work, cm.lane_group, lanes), ColumnLanes{r, lanes}};
+    // --- a relabeled view: the block's keys in the labels of s (work[3 n_k, 6 n_k)), their
+    // counts and lanes moved to the view's labels, the keys sorted in them ---
+    std::int64_t* count0 = work + 3 * n_k;
+    std::int64_t* lanes0 = grouped ? work + 4 * n_k : nullptr;
+    std::vector<std::int64_t> keys = block_keys(s, rows, b, count0, cm.lane_group, lanes0);
+    std::int64_t lo = n_k, hi = -1;
+    for (std::int64_t& j : keys) {
+        const std::int64_t v = s.key(j);
+        work[v] = count0[j];
+        count0[j] = 0;
+        if (grouped)
+            lanes[v] = lanes0[j];
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+        j = v;
+    }
+    sort_keys(keys, work, lo, hi);
     return {std::move(keys), ColumnLanes{r, lanes}};
 }
 

@@ -10,17 +10,23 @@
 
 namespace ioattn::sparse::detail {
 
+/// The words of work block_columns takes per worker: 3 n_k, 6 n_k for a relabeled view.
+inline std::int64_t column_work(const OrderedView& v) {
+    return (v.relabeled() ? 6 : 3) * v.n_k();
+}
+
 /// Row blocks of `rows` rows over the support's query rows.
-inline std::int64_t n_blocks(const Support& s, std::int64_t rows) {
+inline std::int64_t n_blocks(const OrderedView& s, std::int64_t rows) {
     return (s.n_q() + rows - 1) / rows;
 }
 
-/// For block b of `rows` rows: the sorted keys its rows see and how many rows see each
+/// For block b of `rows` rows (of the view's row order; keys in the labels of s, which
+/// block_columns relabels): the sorted keys its rows see and how many rows see each
 /// (count[j] left set for the block's keys; the caller's array is reset to 0 afterwards).
 /// With lane groups (group > 0, lanes: 2 n_k words, no reset needed): lanes[j] = the rows of
 /// the block's groups of `group` consecutive rows that have a row seeing j, the lanes a
 /// staggered tile computes for key j (staggered_slab.hpp, staggered_chunk.hpp).
-std::vector<std::int64_t> block_keys(const Support& s,
+std::vector<std::int64_t> block_keys(const OrderedView& s,
                                      std::int64_t rows,
                                      std::int64_t b,
                                      std::int64_t* count,
@@ -38,15 +44,19 @@ struct ColumnLanes {
     }
 };
 
-/// block_keys with its lanes under the model's lane groups; `work`: 3 n_k words of the worker.
-std::pair<std::vector<std::int64_t>, ColumnLanes> block_columns(
-    const Support& s, std::int64_t rows, std::int64_t b, std::int64_t* work, const CostModel& cm);
+/// block_keys with its lanes under the model's lane groups, in the view's key labels (count[j]
+/// = work[j], the lanes in work[n_k, 2 n_k)); `work`: column_work(s) words of the worker.
+std::pair<std::vector<std::int64_t>, ColumnLanes> block_columns(const OrderedView& s,
+                                                                std::int64_t rows,
+                                                                std::int64_t b,
+                                                                std::int64_t* work,
+                                                                const CostModel& cm);
 
 /// Whether row i is a global row: heavy (above heavy_z = heavy_above(s) pairs, as row_blocks
 /// counts it) and seeing at least half the keys (global tokens; a graph's hubs see far fewer,
 /// and alone in a tile block they would stream their keys for one row: powerlaw:32's forward
 /// runs 3.5x slower with every heavy row through tiles).
-inline bool global_row(const Support& s, std::int64_t i, std::int64_t heavy_z) {
+inline bool global_row(const OrderedView& s, std::int64_t i, std::int64_t heavy_z) {
     const std::int64_t z = s.row_nonzeros(i);
     return z > heavy_z && 2 * z >= s.n_k();
 }

@@ -122,9 +122,55 @@ Split split_all(const Support& s, std::int64_t rows, bool tiles, const CostModel
     return out;
 }
 
-Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm, bool parts) {
-    const std::int64_t nb = n_blocks(s, rows), heavy_z = heavy_above(s);
-    const kernels::Workspace<std::int64_t> counts(max_concurrency(), 3 * s.n_k());
+namespace {
+
+/// The tile part's pairs and added columns of block b's global rows (every pair of a global row
+/// goes through tiles): t holds the block's tile keys, count is 0 on entry and left so.
+struct GlobalPairs {
+    std::int64_t rows = 0;  ///< global rows of the block
+    std::int64_t moved = 0; ///< their pairs outside t
+    std::int64_t added = 0; ///< distinct keys of those pairs
+};
+
+GlobalPairs global_pairs(const OrderedView& s,
+                         std::int64_t i0,
+                         std::int64_t i1,
+                         std::int64_t heavy_z,
+                         const std::vector<std::int64_t>& t,
+                         std::int64_t* count,
+                         std::vector<std::int64_t>& added) {
+    GlobalPairs g;
+    for (std::int64_t i = i0; i < i1; ++i)
+        g.rows += global_row(s, i, heavy_z) ? 1 : 0;
+    if (g.rows == 0)
+        return g;
+    // marks, not a merge of sorted lists: a relabeled view's rows are not sorted in its labels
+    for (const std::int64_t j : t)
+        count[j] = -1;
+    added.clear();
+    for (std::int64_t i = i0; i < i1; ++i)
+        if (global_row(s, i, heavy_z))
+            for (const std::int64_t j0 : s.row(i)) {
+                const std::int64_t j = s.key(j0);
+                if (count[j] < 0)
+                    continue;
+                ++g.moved;
+                if (count[j]++ == 0)
+                    added.push_back(j);
+            }
+    for (const std::int64_t j : t)
+        count[j] = 0;
+    for (const std::int64_t j : added)
+        count[j] = 0;
+    g.added = static_cast<std::int64_t>(added.size());
+    return g;
+}
+
+} // namespace
+
+Split price_by_fill(const OrderedView& s, std::int64_t rows, const CostModel& cm) {
+    const std::int64_t nb = n_blocks(s, rows), heavy_z = heavy_above(*s.s);
+    const kernels::Workspace<std::int64_t> counts(max_concurrency(), column_work(s));
     std::vector<std::vector<std::int64_t>> tile(static_cast<std::size_t>(nb));
     std::vector<double> cost(static_cast<std::size_t>(nb), 0.0);
     std::vector<int> kind(static_cast<std::size_t>(nb), 0); // 1 tile, 2 element, 3 both
@@ -177,29 +223,18 @@ Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm, bo
         // not one per moved pair (priced per pair, strided:64's backward, whose transposed
         // summary keys are global rows one per block, takes a split 5x slower than permuted)
         std::vector<std::int64_t> added; // keys of the block's global rows outside t
-        const std::int64_t i1 = std::min(s.n_q(), (b + 1) * rows);
-        for (std::int64_t i = b * rows; i < i1; ++i)
-            if (global_row(s, i, heavy_z) && ++globals[static_cast<std::size_t>(b)] > 0)
-                walk_row(s, i, t, [&](std::int64_t j, bool in) {
-                    if (in)
-                        return;
-                    ++tile_pairs; // a moved pair
-                    if (count[j]++ == 0)
-                        added.push_back(j);
-                });
-        for (const std::int64_t j : added)
-            count[j] = 0;
-        c += static_cast<double>(cm.lanes(r) * static_cast<std::int64_t>(added.size())) *
-             cm.tile_lane;
+        const GlobalPairs g =
+            global_pairs(s, b * rows, std::min(s.n_q(), (b + 1) * rows), heavy_z, t, count, added);
+        globals[static_cast<std::size_t>(b)] = g.rows;
+        tile_pairs += g.moved;
+        c += static_cast<double>(cm.lanes(r) * g.added) * cm.tile_lane;
         c += static_cast<double>(pairs - tile_pairs) * cm.element_pair;
         cost[static_cast<std::size_t>(b)] = c;
-        columns[static_cast<std::size_t>(b)] =
-            static_cast<std::int64_t>(t.size()) + static_cast<std::int64_t>(added.size());
+        columns[static_cast<std::size_t>(b)] = static_cast<std::int64_t>(t.size()) + g.added;
         kind[static_cast<std::size_t>(b)] = (tile_pairs > 0 ? 1 : 0) + (pairs > tile_pairs ? 2 : 0);
     });
-    Split out = parts ? assemble(s, rows, tile) : Split{};
-    if (!parts)
-        out.block_tile = std::move(tile);
+    Split out;
+    out.block_tile = std::move(tile);
     for (const int k : kind) {
         out.tile_blocks += k == 1 ? 1 : 0;
         out.element_blocks += k == 2 ? 1 : 0;
@@ -211,6 +246,13 @@ Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm, bo
     out.all_tiles_cost = std::accumulate(all_cost.begin(), all_cost.end(), 0.0);
     out.all_tiles_columns =
         std::accumulate(all_columns.begin(), all_columns.end(), std::int64_t{0});
+    return out;
+}
+
+Split split_by_fill(const Support& s, std::int64_t rows, const CostModel& cm, bool parts) {
+    Split out = price_by_fill(s, rows, cm);
+    if (parts)
+        split_parts(out, s, rows);
     return out;
 }
 

@@ -16,6 +16,7 @@
 // win by their fewer columns (window:64's and bigbird:64:2:3's forwards take 64-row tiles).
 // Tests: tests/sparse/variants_test.cpp
 
+#include "plan/block_columns.hpp"
 #include "plan/variant_parts.hpp"
 
 #include <ioattn/error.hpp>
@@ -67,23 +68,19 @@ detail::CostModel cost_model(Pass pass) {
     return cm;
 }
 
-/// The best split of s for the pass, priced: blocks of s's rows (forward) or of its keys
-/// (backward). Its parts are built for the winning candidate only (build_parts): building every
-/// candidate's parts and their transposes would double the planning time of strided:64's
-/// backward at N = 16384.
-detail::Split best_split(const Support& s,
-                         std::int64_t rows,
-                         Pass pass,
-                         const detail::CostModel& cm,
-                         std::optional<Variant> force) {
-    const Support& view = pass == Pass::forward ? s : s.transposed();
-    if (force == Variant::tile || force == Variant::element)
-        return detail::split_all(view, rows, force == Variant::tile, cm, false);
-    detail::Split best = detail::split_by_fill(view, rows, cm, false);
+/// The best split for the pass of a support `view` already in the pass's orientation (s
+/// forward, s^T backward), priced: blocks of its rows. Its parts are built for the winning
+/// candidate only (build_parts): building every candidate's parts and their transposes would
+/// double the planning time of strided:64's backward at N = 16384.
+detail::Split best_split_of(const detail::OrderedView& view,
+                            std::int64_t rows,
+                            const detail::CostModel& cm,
+                            bool forced) {
+    detail::Split best = detail::price_by_fill(view, rows, cm);
     // a split runs two kernels, the second resuming from the first's outputs: it must beat
     // running everything through one of them by kSplitGain (all tiles priced by
-    // split_by_fill's pass)
-    if (!force)
+    // price_by_fill's pass)
+    if (!forced)
         for (const bool tiles : {true, false}) {
             const double all =
                 tiles ? best.all_tiles_cost : static_cast<double>(view.z_qk()) * cm.element_pair;
@@ -99,6 +96,18 @@ detail::Split best_split(const Support& s,
             best = std::move(priced);
         }
     return best;
+}
+
+/// The best split of s for the pass (blocks of s's rows forward, of its keys backward).
+detail::Split best_split(const Support& s,
+                         std::int64_t rows,
+                         Pass pass,
+                         const detail::CostModel& cm,
+                         std::optional<Variant> force) {
+    const Support& view = pass == Pass::forward ? s : s.transposed();
+    if (force == Variant::tile || force == Variant::element)
+        return detail::split_all(view, rows, force == Variant::tile, cm, false);
+    return best_split_of(view, rows, cm, force.has_value());
 }
 
 /// The parts of a split best_split priced on s, in Omega's orientation; a part that is all of s
@@ -144,6 +153,30 @@ double copied_rows(const Problem& p, const detail::Orders& o, Pass pass) {
     return rows;
 }
 
+/// find_orders of the support at `rows`, kept with it (Support::cached_value): the orders do not
+/// depend on the pass (nor on its tile column cost), so a fresh structure's forward and backward
+/// plans walk it once for them. `residues` is updated as find_orders updates it.
+detail::Orders kept_orders(const Support& support,
+                           std::int64_t rows,
+                           const detail::CostModel& cm,
+                           detail::Residues& residues) {
+    struct Found {
+        detail::Orders orders;
+        detail::Residues residues;
+    };
+
+    const std::string key = "orders:" + std::to_string(rows) + "," + std::to_string(cm.lane_group) +
+                            "," + std::to_string(cm.tile_lane) + "," +
+                            std::to_string(cm.element_pair);
+    const auto kept = std::static_pointer_cast<const Found>(support.cached_value(key, [&] {
+        detail::Residues r = residues;
+        detail::Orders o = detail::find_orders(support, rows, cm, &r);
+        return std::make_shared<const Found>(Found{std::move(o), std::move(r)});
+    }));
+    residues = kept->residues;
+    return kept->orders;
+}
+
 /// The best structure at one tile height, priced: the split of the original or, when
 /// find_orders gives one and it is cheaper (or forced), of the reordered structure with its
 /// copies; `time` adds the tile columns' cost to the split's. With reorder = false the
@@ -173,7 +206,7 @@ Candidate candidate(const Problem& p,
     const bool floor = !force && c.split.global_rows == 0 &&
                        c.split.cost <= static_cast<double>(support.z_qk()) * cm.tile_lane;
     if (reorder && (force == Variant::permuted || (!force && !floor))) {
-        detail::Orders orders = detail::find_orders(support, rows, cm, &c.residues);
+        detail::Orders orders = kept_orders(support, rows, cm, c.residues);
         // the reordered structure is built only when its split could be priced lower than
         // the original's (a key order keeps each block's column counts: only the gathers of
         // short runs of tile columns can go); the floor is the forward orientation's
@@ -182,15 +215,34 @@ Candidate candidate(const Problem& p,
             orders.floor + copied_rows(p, orders, pass) * cm.copy_row >= c.split.cost;
         if (!orders.identity() && (force == Variant::permuted || !hopeless)) {
             // the same orders as `like`'s (dilated's residues at any height): its structure
-            c.reordered = like != nullptr && like->reordered && like->orders.rows == orders.rows &&
-                                  like->orders.keys == orders.keys
-                              ? like->reordered
-                          : orders.residue_only
-                              ? c.residues.reordered
-                              : std::make_shared<const Support>(detail::reorder(support, orders));
-            detail::Split alt = best_split(*c.reordered, rows, pass, cm, std::nullopt);
+            std::shared_ptr<const Support> built = like != nullptr && like->reordered &&
+                                                           like->orders.rows == orders.rows &&
+                                                           like->orders.keys == orders.keys
+                                                       ? like->reordered
+                                                   : orders.residue_only ? c.residues.reordered
+                                                                         : nullptr;
+            detail::Split alt;
+            if (!built && orders.rows.empty()) {
+                // a key order alone is priced through the original, its copy built only if it
+                // wins: forward, keys relabeled; backward, the transpose's rows in that order
+                const std::vector<std::int64_t> key_new = pass == Pass::forward
+                                                              ? detail::inverse(orders.keys)
+                                                              : std::vector<std::int64_t>{};
+                const detail::OrderedView view =
+                    pass == Pass::forward
+                        ? detail::OrderedView(support, {}, key_new)
+                        : detail::OrderedView(support.transposed(), orders.keys, {});
+                alt = best_split_of(view, rows, cm, false);
+            } else {
+                if (!built)
+                    built = std::make_shared<const Support>(detail::reorder(support, orders));
+                alt = best_split(*built, rows, pass, cm, std::nullopt);
+            }
             alt.cost += copied_rows(p, orders, pass) * cm.copy_row;
             if (force == Variant::permuted || alt.cost < c.split.cost) {
+                c.reordered =
+                    built ? std::move(built)
+                          : std::make_shared<const Support>(detail::reorder(support, orders));
                 c.split = std::move(alt);
                 c.orders = std::move(orders);
             }
