@@ -10,6 +10,7 @@
 // keys (O = 0, L = -inf); bitwise equal at one thread and all; counted I/O equals the closed
 // form and the float kernel's dry run; a non-finite V value reaches only the rows that see it.
 
+#include "bf16_forward_checks.hpp"
 #include "bf16_native.hpp"
 #include "scoped_env.hpp"
 
@@ -46,67 +47,9 @@ using ioattn::test::force_widening;
 using ioattn::test::native_expected;
 using ioattn::test::widened;
 using Run = ioattn::test::ForwardRun;
-
-constexpr double kU16 = 0x1p-8;
-constexpr double kU32 = 0x1p-24;
-
-/// The double reference over the support on the run's inputs.
-struct Reference {
-    std::vector<double> o, lse;
-
-    Reference(const Run& r, const Support& s) {
-        std::vector<double> q = widened(r.q), k = widened(r.k), v = widened(r.v);
-        o.assign(r.o.size(), 0.0);
-        lse.assign(r.lse.size(), 0.0);
-        ioattn::sparse::forward_reference(
-            ioattn::ForwardArgs<double>::packed(
-                r.p, q.data(), k.data(), v.data(), o.data(), lse.data()),
-            s);
-    }
-};
-
-double max_finite_abs(const std::vector<double>& x) {
-    double m = 0;
-    for (const double e : x)
-        if (std::isfinite(e))
-            m = std::max(m, std::fabs(e));
-    return m;
-}
-
-/// Checks O and L of `r` against the reference within the derived tolerance where the
-/// reference is finite (and that O is not finite where it is not); returns max|O - O_ref| /
-/// max|O_ref|.
-double check_accuracy(const Run& r, const Reference& ref) {
-    const double acc32 = 2.0 * static_cast<double>(r.p.n_k + r.p.d) * kU32;
-    const double top = max_finite_abs(ref.o);
-    const double tol = (kU16 + acc32) * top + kU16 * max_finite_abs(widened(r.v));
-    double err = 0;
-    bool inf_ok = true;
-    for (std::size_t i = 0; i < r.o.size(); ++i) {
-        const double got = static_cast<double>(static_cast<float>(r.o[i]));
-        if (!std::isfinite(ref.o[i])) {
-            inf_ok = inf_ok && !std::isfinite(got);
-            continue;
-        }
-        const double e = std::fabs(got - ref.o[i]);
-        err = std::isnan(e) || e > err ? e : err;
-    }
-    CHECK(inf_ok);
-    CHECK(err <= tol);
-    bool l_ok = true;
-    for (std::size_t i = 0; i < r.lse.size(); ++i) {
-        const double l = static_cast<double>(r.lse[i]), want = ref.lse[i];
-        const bool same_inf = std::isinf(l) && l == want;
-        l_ok = l_ok && (same_inf || !std::isfinite(want) ||
-                        std::fabs(l - want) <= acc32 * (1.0 + std::fabs(want)));
-    }
-    CHECK(l_ok);
-    return top > 0 ? err / top : err;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using Reference = ioattn::test::SparseReference;
+using ioattn::test::check_accuracy;
+using ioattn::test::same_bits;
 
 /// The fused schedule's tile variant under M (as the planner tiles it, or for_memory's
 /// tallest blocks), or the fused kernel without a variant plan.

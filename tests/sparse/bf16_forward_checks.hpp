@@ -1,0 +1,83 @@
+#pragma once
+// The checks the native bf16 sparse forwards' tests share (forward_fused_bf16_test.cpp, the tile
+// variant; forward_element_bf16_test.cpp, the element variant): the double reference over a
+// support on a run's bf16 inputs, and O and L against it within the tolerance derived from
+// bf16's output rounding (u = 2^-8) and fp32 accumulation (u32 = 2^-24):
+//   max|O - O_ref| <= (u + 2 (n_k + d) u32) max|O_ref| + u max|V|,
+//   |L - L_ref| <= 2 (n_k + d) u32 (1 + |L_ref|).
+
+#include "bf16_native.hpp"
+
+#include <ioattn/sparse/forward.hpp>
+#include <ioattn/sparse/support.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace ioattn::test {
+
+inline constexpr double kU16 = 0x1p-8;
+inline constexpr double kU32 = 0x1p-24;
+
+/// The double reference over the support on the run's inputs.
+struct SparseReference {
+    std::vector<double> o, lse;
+
+    SparseReference(const ForwardRun& r, const sparse::Support& s) {
+        std::vector<double> q = widened(r.q), k = widened(r.k), v = widened(r.v);
+        o.assign(r.o.size(), 0.0);
+        lse.assign(r.lse.size(), 0.0);
+        sparse::forward_reference(
+            ForwardArgs<double>::packed(r.p, q.data(), k.data(), v.data(), o.data(), lse.data()),
+            s);
+    }
+};
+
+inline double max_finite_abs(const std::vector<double>& x) {
+    double m = 0;
+    for (const double e : x)
+        if (std::isfinite(e))
+            m = std::max(m, std::fabs(e));
+    return m;
+}
+
+/// Checks O and L of `r` against the reference within the derived tolerance where the
+/// reference is finite (and that O is not finite where it is not); returns max|O - O_ref| /
+/// max|O_ref|.
+inline double check_accuracy(const ForwardRun& r, const SparseReference& ref) {
+    const double acc32 = 2.0 * static_cast<double>(r.p.n_k + r.p.d) * kU32;
+    const double top = max_finite_abs(ref.o);
+    const double tol = (kU16 + acc32) * top + kU16 * max_finite_abs(widened(r.v));
+    double err = 0;
+    bool inf_ok = true;
+    for (std::size_t i = 0; i < r.o.size(); ++i) {
+        const double got = static_cast<double>(static_cast<float>(r.o[i]));
+        if (!std::isfinite(ref.o[i])) {
+            inf_ok = inf_ok && !std::isfinite(got);
+            continue;
+        }
+        const double e = std::fabs(got - ref.o[i]);
+        err = std::isnan(e) || e > err ? e : err;
+    }
+    CHECK(inf_ok);
+    CHECK(err <= tol);
+    bool l_ok = true;
+    for (std::size_t i = 0; i < r.lse.size(); ++i) {
+        const double l = static_cast<double>(r.lse[i]), want = ref.lse[i];
+        const bool same_inf = std::isinf(l) && l == want;
+        l_ok = l_ok && (same_inf || !std::isfinite(want) ||
+                        std::fabs(l - want) <= acc32 * (1.0 + std::fabs(want)));
+    }
+    CHECK(l_ok);
+    return top > 0 ? err / top : err;
+}
+
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+} // namespace ioattn::test
