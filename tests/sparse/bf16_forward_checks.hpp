@@ -80,4 +80,38 @@ inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) 
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+/// Whether the rows i % 5 == 2 of every slice (those the tests leave without keys) have O = 0
+/// and L = -inf.
+inline bool keyless_rows_empty(const ForwardRun& r) {
+    bool ok = true;
+    for (std::int64_t bh = 0; bh < r.p.batch * r.p.heads; ++bh)
+        for (std::int64_t i = 2; i < r.p.n_q; i += 5) {
+            const std::int64_t row = bh * r.p.n_q + i;
+            const float l = r.lse[static_cast<std::size_t>(row)];
+            ok = ok && std::isinf(l) && l < 0;
+            for (std::int64_t z = 0; z < r.p.d_v; ++z)
+                ok = ok &&
+                     static_cast<float>(r.o[static_cast<std::size_t>(row * r.p.d_v + z)]) == 0.0F;
+        }
+    return ok;
+}
+
+/// How many rows of every slice see none of the keys a and b, and whether all their O words
+/// are finite (-1 if one is not): a non-finite V value must reach only the rows that see it.
+inline std::int64_t
+finite_rows_without(const ForwardRun& r, const sparse::Support& s, std::int64_t a, std::int64_t b) {
+    std::int64_t rows = 0;
+    for (std::int64_t bh = 0; bh < r.p.batch * r.p.heads; ++bh)
+        for (std::int64_t i = 0; i < r.p.n_q; ++i) {
+            if (s.contains(i, a) || s.contains(i, b))
+                continue;
+            ++rows;
+            for (std::int64_t z = 0; z < r.p.d_v; ++z)
+                if (!std::isfinite(static_cast<float>(
+                        r.o[static_cast<std::size_t>((bh * r.p.n_q + i) * r.p.d_v + z)])))
+                    return -1;
+        }
+    return rows;
+}
+
 } // namespace ioattn::test
