@@ -1,6 +1,7 @@
 // ioattn decode: decode attention over a key/value cache (ioattn/decode.hpp). Reads the batch of
 // sequences and their cached lengths (--kv-len or --kv-lens), the layout (--page-size), the
-// cache type (--dtype) and a pattern over the cached positions (--pattern: a sliding window),
+// cache type (--dtype) and a pattern over the cached positions (--pattern: a sliding window or
+// any other spec),
 // runs it (decode_run.cpp: timed calls against the read bandwidth measured in the same run,
 // --check against ioattn::attention in double, --count-io against the closed form and the
 // lower bound) and prints the result as text or JSON.
@@ -155,7 +156,9 @@ void register_decode(CLI::App& app) {
     cmd->add_option("--pattern",
                     o->pattern,
                     "Pattern over the cached positions: causal (every earlier position), "
-                    "causal-window:W or window:W (the W + 1 latest)")
+                    "causal-window:W or window:W (the W + 1 latest), or any spec of run "
+                    "--pattern, built per sequence on its new-tokens x length problem with "
+                    "--seed and kept causal (only the rows some token sees are read)")
         ->capture_default_str();
     cmd->callback([o] {
         if (!o->kv_lens.empty() && o->batch == 1)
@@ -172,8 +175,12 @@ void register_decode(CLI::App& app) {
         s.new_tokens = o->new_tokens;
         s.page_size = o->page_size;
         s.chunk = o->chunk;
-        s.pattern = o->pattern;
-        s.window = ioattn::decode_window_of(o->pattern, kDecodeWhere);
+        try { // a spec the grammar rejects is a usage error (its shape checks come later)
+            (void)ioattn::decode_pattern_rows(o->pattern, 1, 1, o->seed, kDecodeWhere);
+        } catch (const ioattn::InvalidArgument& e) {
+            throw UsageError(e.what());
+        }
+        s.pattern = o->pattern; // windows become DecodeArgs::window in the library
         s.dtype = o->dtype;
         s.check = o->check;
         s.count_io = o->count_io;

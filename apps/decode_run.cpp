@@ -34,6 +34,8 @@ constexpr const char* kDecodeRunWhere = "decode";
 template <typename Scalar, typename Cache>
 struct DecodeData {
     std::int64_t batch, heads, kv_heads, n_new, d, window, rows, block_size = 0, max_blocks = 0;
+    std::string pattern; ///< DecodeArgs::pattern
+    std::uint64_t pattern_seed;
     std::vector<std::int64_t> lens, table;
     std::vector<Scalar> q, o, lse;
     std::vector<Cache> k, v; ///< contiguous [B][G][rows][d] or paged [blocks][G][bs][d]
@@ -45,6 +47,8 @@ struct DecodeData {
         , n_new(c.new_tokens)
         , d(c.d)
         , window(c.window)
+        , pattern(c.pattern)
+        , pattern_seed(c.seed)
         , lens(std::move(l)) {
         const std::int64_t longest = std::max<std::int64_t>(
             1, lens.empty() ? 1 : *std::max_element(lens.begin(), lens.end()));
@@ -107,6 +111,8 @@ struct DecodeData {
         a.v = TensorView<const Cache>::packed(v.data(), outer, kv_heads, rows, d);
         a.kv_lens = lens.data();
         a.window = window;
+        a.pattern = pattern;
+        a.pattern_seed = pattern_seed;
         if (block_size > 0)
             a.block_table = {table.data(), batch, max_blocks, max_blocks};
         a.o = TensorView<Scalar>::packed(o.data(), batch, heads, n_new, d);
@@ -146,6 +152,8 @@ struct DecodeData {
         shape.d = d;
         shape.kv_lens = lens;
         shape.window = window;
+        shape.pattern = pattern;
+        shape.pattern_seed = pattern_seed;
         return decode_reference<T>(shape, b, qq.data(), kk.data(), vv.data(), threads);
     }
 

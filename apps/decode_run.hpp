@@ -23,7 +23,7 @@ struct DecodeSetup {
     std::int64_t page_size = 0;     ///< 0: contiguous
     std::int64_t chunk = 0;         ///< 0: the library's
     std::int64_t window = 0;        ///< DecodeArgs::window (0: none)
-    std::string pattern = "causal"; ///< the spec the window came from
+    std::string pattern = "causal"; ///< DecodeArgs::pattern, with the data's seed
     std::string dtype = "float";    ///< the cache's: float, double or bf16
     bool check = false;
     bool count_io = false;

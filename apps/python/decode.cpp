@@ -35,6 +35,8 @@ struct DecodeCall {
     Ints kv_lens;
     std::optional<Ints> block_table;
     std::int64_t window = 0;
+    std::string pattern; ///< beyond windows (DecodeArgs::pattern); empty: none
+    std::uint64_t seed = 0;
     std::optional<double> scale;
     bool return_lse = false;
     std::optional<int> threads;
@@ -69,6 +71,8 @@ py::object run(const DecodeCall& c) {
         a.block_table = {t.data(), t.shape(0), t.shape(1), t.shape(1)};
     }
     a.window = c.window;
+    a.pattern = c.pattern;
+    a.pattern_seed = c.seed;
     a.scale = scale_of(c.scale, kWhere);
     auto [out, o] = output<Scalar>({a.q.batch, a.q.heads, a.q.rows, a.v.cols});
     auto [lse, l] = output<Scalar>({a.q.batch, a.q.heads, a.q.rows});
@@ -125,6 +129,8 @@ void register_decode(py::module_& m) {
            Ints kv_lens,
            std::optional<Ints> block_table,
            std::int64_t window,
+           std::string pattern,
+           std::uint64_t seed,
            std::optional<double> scale,
            bool bf16_cache,
            bool return_lse,
@@ -135,6 +141,8 @@ void register_decode(py::module_& m) {
                                std::move(kv_lens),
                                std::move(block_table),
                                window,
+                               std::move(pattern),
+                               seed,
                                scale,
                                return_lse,
                                threads};
@@ -146,16 +154,12 @@ void register_decode(py::module_& m) {
         arg("kv_lens"),
         arg("block_table").none(true),
         arg("window"),
+        arg("pattern"),
+        arg("seed"),
         arg("scale").none(true),
         arg("bf16_cache"),
         arg("return_lse"),
         arg("num_threads").none(true));
-    m.def(
-        "decode_window_of",
-        [](const std::string& spec) { return decode_window_of(spec, kWhere); },
-        arg("spec"),
-        "The window (keys a new token sees; 0: all) of a pattern spec over the cached "
-        "positions.");
 }
 
 } // namespace ioattn::python

@@ -1,5 +1,5 @@
 #pragma once
-// ioattn._core.decode and decode_window_of: ioattn::decode (ioattn/decode.hpp) over numpy
+// ioattn._core.decode: ioattn::decode (ioattn/decode.hpp) over numpy
 // arrays. The package's ioattn.decode (apps/python/ioattn/__init__.py) turns torch tensors
 // into these arrays without copies (a torch.bfloat16 cache as its 16-bit integer view).
 
@@ -9,7 +9,7 @@ namespace ioattn::python {
 
 namespace py = pybind11;
 
-/// Adds decode and decode_window_of to the module.
+/// Adds decode to the module.
 void register_decode(py::module_& m);
 
 } // namespace ioattn::python

@@ -71,7 +71,8 @@ TEST_CASE("decode --json checks and counts every layout, type and window", "[app
 }
 
 TEST_CASE("decode rejects bad usage with one line", "[apps][decode]") {
-    require_one_line_error({"decode", "--pattern", "global:4"}, "global:4");
+    require_one_line_error({"decode", "--pattern", "glob:4"}, "glob:4");
+    require_one_line_error({"decode", "--pattern", "strided:0"}, "strided:0");
     require_one_line_error({"decode", "--kv-lens", "4,x"}, "--kv-lens");
     require_one_line_error({"decode", "--kv-lens", "10", "--new-tokens", "17"}, "n_new = 17");
     require_one_line_error({"decode", "--heads", "6", "--kv-heads", "4"}, "heads = 6");

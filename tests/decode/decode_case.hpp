@@ -16,6 +16,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace ioattn::test {
@@ -32,6 +33,8 @@ struct DecodeCase {
     std::vector<std::int64_t> table; ///< [B][max_blocks]
     std::int64_t num_blocks = 0, max_blocks = 0;
     std::int64_t window = 0; ///< DecodeArgs::window of args() and the oracle's mask
+    std::string pattern;     ///< DecodeArgs::pattern of args() and the oracle's
+    std::uint64_t pattern_seed = 0;
 
     DecodeCase(std::int64_t b,
                std::int64_t h,
@@ -124,6 +127,8 @@ struct DecodeCase {
         }
         a.kv_lens = lens.data();
         a.window = window;
+        a.pattern = pattern;
+        a.pattern_seed = pattern_seed;
         a.o = TensorView<Scalar>::packed(o.data(), batch, heads, n_new, d_v);
         a.lse = TensorView<Scalar>::packed(lse.data(), batch, heads, n_new, 1);
         return a;
@@ -154,6 +159,8 @@ struct DecodeCase {
         shape.d_v = d_v;
         shape.kv_lens = lens;
         shape.window = window;
+        shape.pattern = pattern;
+        shape.pattern_seed = pattern_seed;
         return decode_reference<Scalar>(
             shape, s, q.data() + s * heads * n_new * d, kk.data(), vv.data());
     }

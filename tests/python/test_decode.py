@@ -141,8 +141,10 @@ def test_errors():
         ioattn.decode(q, k, v, [1, 2])
     with pytest.raises(ValueError, match=r"kv_lens\[2\] = 71 is outside \[0, capacity = 70\]"):
         ioattn.decode(q, k, v, [1, 2, 71])
-    with pytest.raises(ValueError, match="pattern 'global:4' over the cached positions"):
-        ioattn.decode(q, k, v, lens, mask="global:4")
+    with pytest.raises(ValueError, match="pattern 'glob:4' over the cached positions"):
+        ioattn.decode(q, k, v, lens, mask="glob:4")
+    with pytest.raises(TypeError, match="mask must be a pattern spec string"):
+        ioattn.decode(q, k, v, lens, mask=3)
     with pytest.raises(ValueError, match="window = 0"):
         ioattn.decode(q, k, v, lens, window=0)
     with pytest.raises(ValueError, match="give window or mask"):

@@ -148,18 +148,20 @@ def _ints(x, name, where):
 
 
 def _decode_window(window, mask, where):
+    """(window, pattern) of decode's window= and mask= (a spec string, checked by the core)."""
     if mask is not None and window is not None:
         raise ValueError(f"{where}: give window or mask, not both")
     if mask is not None:
         if not isinstance(mask, str):
             raise TypeError(f"{where}: mask must be a pattern spec string such as "
-                            f"'causal-window:255' (got {type(mask).__name__})")
-        return _core.decode_window_of(mask)
+                            f"'causal-window:255' or 'causal-window:1023+global:4' "
+                            f"(got {type(mask).__name__})")
+        return 0, mask
     if window is None:
-        return 0
+        return 0, ""
     if isinstance(window, bool) or not isinstance(window, (int, _np.integer)) or window < 1:
         raise ValueError(f"{where}: window = {window!r} (expected an integer >= 1, or None)")
-    return int(window)
+    return int(window), ""
 
 
 def _decode_arrays(q, k_cache, v_cache, where):
@@ -194,7 +196,7 @@ def _decode_arrays(q, k_cache, v_cache, where):
 
 
 def decode(q, k_cache, v_cache, kv_lens, *, block_table=None, window=None, mask=None,
-           scale=None, return_lse=False, num_threads=None):
+           seed=0, scale=None, return_lse=False, num_threads=None):
     """The decode step over a key/value cache (ioattn::decode): q [B, H, n_new, d] holds the
     n_new (1 to 16) newest tokens of each sequence, whose K and V are already the last of the
     sequence's kv_lens[b] cached rows; token t, at position p = kv_lens[b] - n_new + t, sees
@@ -206,16 +208,20 @@ def decode(q, k_cache, v_cache, kv_lens, *, block_table=None, window=None, mask=
     float32 q (read in place, widened exactly; numpy has no bfloat16). kv_lens [B] and
     block_table are integer arrays, lists or tensors. window=W: token p sees only (p - W, p],
     and the rows no token sees are never read; or mask, a pattern spec over the cached
-    positions ("causal-window:W" or "window:W": W + 1 keys; "causal", "dense": all). scale:
+    positions ("causal-window:W" or "window:W": W + 1 keys; "causal", "dense": all; any other
+    spec of the grammar, e.g. "causal-window:1023+global:4" or "strided:64", built per sequence
+    on its n_new x kv_lens[b] problem with seed, restricted to the causal rule: only the rows
+    some token sees are read). scale:
     None for 1/sqrt(d). Returns out [B, H, n_new, d_v] (and lse [B, H, n_new], natural log,
     with return_lse) as numpy arrays or tensors like q; an empty sequence (kv_lens[b] = 0)
     gives out 0 and lse -inf. Bitwise the same for any num_threads; the GIL is released."""
     where = "ioattn.decode"
-    w = _decode_window(window, mask, where)
+    w, pattern = _decode_window(window, mask, where)
     q, k, v, bf16, tensors = _decode_arrays(q, k_cache, v_cache, where)
     lens = _ints(kv_lens, "kv_lens", where)
     table = None if block_table is None else _ints(block_table, "block_table", where)
-    result = _core.decode(q, k, v, lens, table, w, scale, bf16, bool(return_lse), num_threads)
+    result = _core.decode(q, k, v, lens, table, w, pattern, int(seed), scale, bf16,
+                          bool(return_lse), num_threads)
     if not tensors:
         return result
     import torch

@@ -6,7 +6,10 @@
 /// positions <= its own. Grouped-query and multi-query attention: heads is a multiple of
 /// kv_heads, query head h reads kv head h / (heads / kv_heads). A sliding window of W keys
 /// (DecodeArgs::window) narrows what token t, at position p, sees to the positions (p - W, p]:
-/// the rows before the first position some token of the sequence sees are never read.
+/// the rows before the first position some token of the sequence sees are never read. Any
+/// other support pattern over the cached positions (DecodeArgs::pattern: global tokens with a
+/// window, strided, dilated, block-sparse, random, ...) is built per sequence on its n_new x
+/// len_b problem and restricted to the causal rule; only the rows some new token sees are read.
 ///
 /// The cache is contiguous ([batch][kv_heads][capacity][d]) or paged as vLLM and OpenVINO lay
 /// it out ([num_blocks][kv_heads][block_size][d] with a block table [batch][max_blocks]:
@@ -23,10 +26,12 @@
 #include <ioattn/bf16.hpp>
 #include <ioattn/io_counter.hpp>
 #include <ioattn/memory_model.hpp>
+#include <ioattn/sparse/support.hpp>
 #include <ioattn/view.hpp>
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -68,6 +73,13 @@ struct DecodeArgs {
     double scale = 0.0;       ///< 0: 1/sqrt(d)
     /// > 0: token at position p sees the cached positions (p - window, p]; 0: all <= p.
     std::int64_t window = 0;
+    /// Non-empty: a support pattern over the cached positions in the grammar of `--pattern`
+    /// (sparse/pattern.hpp), built for each sequence on the n_new x kv_lens[b] problem (bottom-
+    /// right aligned, as ioattn::attention aligns it) with pattern_seed, and restricted to the
+    /// causal rule (decode_pattern_rows). Window specs ("causal-window:W", "window:W") are
+    /// window = W + 1; with a pattern, window must be 0.
+    std::string_view pattern;
+    std::uint64_t pattern_seed = 0; ///< the seed of a random pattern
 
     [[nodiscard]] bool paged() const { return block_table.data != nullptr; }
 };
@@ -93,6 +105,17 @@ struct DecodeShape {
     std::vector<std::int64_t> kv_lens; ///< [batch]
     std::int64_t window = 0;           ///< keys a token sees, itself included (0: all)
     std::int64_t word_bytes_cache = 0; ///< bytes of a cached element (0: those of the scalar)
+    std::string pattern;               ///< beyond windows (DecodeArgs::pattern); empty: none
+    std::uint64_t pattern_seed = 0;    ///< the seed of a random pattern
+};
+
+/// The cached positions of one sequence under a pattern beyond windows: `positions`, ascending,
+/// those some new token sees (the rows the schedule reads; visible index v is positions[v]);
+/// token t sees visible indices index[indptr[t], indptr[t + 1]), ascending.
+struct DecodeRows {
+    std::vector<std::int64_t> positions;
+    std::vector<std::int64_t> indptr; ///< n_new + 1
+    std::vector<std::int64_t> index;
 };
 
 /// What a decode call runs: the resolved shape and its chunks.
@@ -103,6 +126,8 @@ struct DecodePlan {
     MemoryModel memory;
     /// first_chunk[b]: chunks of sequences before b (per kv head); first_chunk[batch]: all.
     std::vector<std::int64_t> first_chunk;
+    /// With shape.pattern: sequence b's visible rows (empty without a pattern).
+    std::vector<DecodeRows> rows;
 
     /// Query rows of one (sequence, kv head): heads / kv_heads x n_new.
     [[nodiscard]] std::int64_t group_rows() const {
@@ -115,12 +140,17 @@ struct DecodePlan {
                first_chunk[static_cast<std::size_t>(b)];
     }
 
-    /// The first cached row some new token of sequence b sees (0 without a window).
+    /// The first cached row some new token of sequence b sees (0 without a window or pattern).
     [[nodiscard]] std::int64_t first_row(std::int64_t b) const;
 
     /// Cached rows of sequence b some new token sees: the rows the schedule reads.
-    [[nodiscard]] std::int64_t visible_rows(std::int64_t b) const {
-        return shape.kv_lens[static_cast<std::size_t>(b)] - first_row(b);
+    [[nodiscard]] std::int64_t visible_rows(std::int64_t b) const;
+
+    /// The cached position of sequence b's visible row v (< visible_rows(b)).
+    [[nodiscard]] std::int64_t position(std::int64_t b, std::int64_t v) const {
+        return rows.empty()
+                   ? first_row(b) + v
+                   : rows[static_cast<std::size_t>(b)].positions[static_cast<std::size_t>(v)];
     }
 
     /// Parallel tasks of the chunk phase: every chunk of every (sequence, kv head).
@@ -157,7 +187,8 @@ DecodeReport decode(const DecodeArgs<Scalar, Cache>& args, const DecodeOptions& 
 /// Sequence b's decode step computed by ioattn::attention (the fused forward) on packed rows:
 /// q [heads][n_new][d] (the sequence's), k [kv_heads][len_b][d], v [kv_heads][len_b][d_v], with
 /// len_b = shape.kv_lens[b]. Token t sees the cached positions j <= len_b - n_new + t, and with
-/// shape.window = W > 0 only the W latest of them. Returns O [heads][n_new][d_v] and L
+/// shape.window = W > 0 only the W latest of them, with shape.pattern those decode_pattern_rows
+/// gives it. Returns O [heads][n_new][d_v] and L
 /// [heads][n_new] (len_b = 0: O = 0, L = -inf): the oracle decode() is checked against. T: float
 /// or double; throws InvalidArgument for b outside the batch and as ioattn::attention does.
 template <typename T>
@@ -169,6 +200,16 @@ std::pair<std::vector<T>, std::vector<T>> decode_reference(
 /// window); "window:W" and "causal-window:W" (0 <= p - j <= W) give W + 1 keys. Any other
 /// spec throws InvalidArgument naming `where` and the spec.
 std::int64_t decode_window_of(std::string_view spec, std::string_view where = "ioattn::decode");
+
+/// Token t of a sequence of len cached rows under `spec` (DecodeArgs::pattern): the keys of row
+/// t of parse_pattern(spec, n_new, len, seed) that are <= len - n_new + t, as a support of n_new
+/// rows over the len positions. Throws InvalidArgument naming `where` and the spec for a spec
+/// the grammar rejects.
+sparse::Support decode_pattern_rows(std::string_view spec,
+                                    std::int64_t n_new,
+                                    std::int64_t len,
+                                    std::uint64_t seed,
+                                    std::string_view where = "ioattn::decode");
 
 /// The exact words the schedule moves, per (sequence b, kv head) with R = group_rows(),
 /// v_b = visible_rows(b), c_b = ceil(v_b / chunk): reads c_b R d (Q, once per chunk) +

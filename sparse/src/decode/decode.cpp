@@ -19,7 +19,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string_view>
 #include <type_traits>
+#include <vector>
 
 namespace ioattn {
 
@@ -34,13 +36,48 @@ void run_chunks(const DecodeArgs<Scalar, Cache>& args,
     IOATTN_DISPATCH(Counter, decode_chunks<Scalar, Cache, Counter>(args, plan, partials, counter));
 }
 
+/// Sequence b's visible rows under s.pattern: decode_pattern_rows' keys, their union the
+/// positions, each token's keys as indices into them.
+DecodeRows pattern_rows(const DecodeShape& s, std::int64_t len, std::string_view where) {
+    const sparse::Support seen =
+        decode_pattern_rows(s.pattern, s.n_new, len, s.pattern_seed, where);
+    DecodeRows r;
+    std::vector<char> hit(static_cast<std::size_t>(len), 0);
+    for (std::int64_t t = 0; t < s.n_new; ++t)
+        for (const std::int64_t j : seen.row(t))
+            hit[static_cast<std::size_t>(j)] = 1;
+    std::vector<std::int64_t> at(static_cast<std::size_t>(len), -1); // position -> index
+    for (std::int64_t j = 0; j < len; ++j)
+        if (hit[static_cast<std::size_t>(j)] != 0) {
+            at[static_cast<std::size_t>(j)] = static_cast<std::int64_t>(r.positions.size());
+            r.positions.push_back(j);
+        }
+    r.indptr.push_back(0);
+    for (std::int64_t t = 0; t < s.n_new; ++t) {
+        for (const std::int64_t j : seen.row(t))
+            r.index.push_back(at[static_cast<std::size_t>(j)]);
+        r.indptr.push_back(static_cast<std::int64_t>(r.index.size()));
+    }
+    return r;
+}
+
 } // namespace
 
 std::int64_t DecodePlan::first_row(std::int64_t b) const {
     const std::int64_t len = shape.kv_lens[static_cast<std::size_t>(b)];
+    if (!rows.empty()) {
+        const auto& at = rows[static_cast<std::size_t>(b)].positions;
+        return at.empty() ? len : at.front();
+    }
     if (shape.window == 0 || len == 0)
         return 0;
     return std::max<std::int64_t>(0, len - shape.n_new + 1 - shape.window);
+}
+
+std::int64_t DecodePlan::visible_rows(std::int64_t b) const {
+    if (!rows.empty())
+        return static_cast<std::int64_t>(rows[static_cast<std::size_t>(b)].positions.size());
+    return shape.kv_lens[static_cast<std::size_t>(b)] - first_row(b);
 }
 
 std::int64_t DecodePlan::kv_rows() const {
@@ -77,6 +114,20 @@ DecodePlan plan_decode(const DecodeShape& shape, const DecodeOptions& options) {
         fail(where, s.kv_lens.size(), " lengths for a batch of ", s.batch);
     if (s.window < 0)
         fail(where, "window = ", s.window, " (expected >= 0; 0: no window)");
+    if (!s.pattern.empty()) { // a window spec is a window; any other, rows per sequence
+        const auto w = sparse::detail::decode_window_spec(s.pattern, where);
+        if (s.window != 0 && (!w || (*w != 0 && *w != s.window)))
+            fail(where,
+                 "window = ",
+                 s.window,
+                 " and pattern '",
+                 s.pattern,
+                 "' (expected one of them: put the window in the pattern)");
+        if (w) {
+            s.window = std::max(s.window, *w);
+            s.pattern.clear();
+        }
+    }
     plan.chunk = options.chunk == 0 ? kDecodeChunk : options.chunk;
     if (plan.chunk < kDecodeChunkStep || plan.chunk % kDecodeChunkStep != 0)
         fail(where,
@@ -99,6 +150,12 @@ DecodePlan plan_decode(const DecodeShape& shape, const DecodeOptions& options) {
                  " is less than n_new = ",
                  s.n_new,
                  " (the new tokens are the last positions of their sequence)");
+        if (!s.pattern.empty())
+            plan.rows.push_back(len == 0 ? DecodeRows{{},
+                                                      std::vector<std::int64_t>(
+                                                          static_cast<std::size_t>(s.n_new) + 1, 0),
+                                                      {}}
+                                         : pattern_rows(s, len, where));
         const std::int64_t rows = plan.visible_rows(b);
         plan.first_chunk[static_cast<std::size_t>(b) + 1] =
             plan.first_chunk[static_cast<std::size_t>(b)] + (rows + plan.chunk - 1) / plan.chunk;

@@ -30,6 +30,7 @@
 #include <ioattn/parallel.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -39,6 +40,7 @@
 #include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
 #include "decode/decode_ops.hpp"
+#include "decode/decode_rows.hpp"
 
 #include <ioattn/kernels/prefetch.hpp>
 
@@ -85,76 +87,6 @@ struct Scratch {
         alpha = s + pad(r * kTile);
     }
 };
-
-/// Position p0, p0 + 1, ... of sequence b in a paged cache of blocks of bs rows: the block's
-/// table entry and the row inside it, one division per tile instead of one per row.
-struct PagedCursor {
-    const std::int64_t* table; ///< row b of the block table (null: contiguous)
-    std::int64_t bs, index, row;
-
-    template <typename Scalar, typename Cache>
-    PagedCursor(const DecodeArgs<Scalar, Cache>& a,
-                std::int64_t b,
-                std::int64_t p0,
-                std::int64_t rows)
-        : table(a.paged() ? a.block_table.data + b * a.block_table.stride : nullptr)
-        , bs(rows)
-        , index(table != nullptr ? p0 / rows : 0)
-        , row(table != nullptr ? p0 % rows : 0) {}
-
-    [[nodiscard]] std::int64_t block() const { return table[index]; }
-
-    void next() {
-        if (++row == bs) {
-            row = 0;
-            ++index;
-        }
-    }
-};
-
-/// Pointers to the cached rows of positions [p0, p0 + n) of (b, g), read in place (a bf16
-/// row is widened as the kernels load it).
-template <typename Scalar, typename Cache>
-void tile_rows(const DecodeArgs<Scalar, Cache>& a,
-               const TensorView<const Cache>& x,
-               std::int64_t b,
-               std::int64_t g,
-               std::int64_t p0,
-               std::int64_t n,
-               const Cache** rows) {
-    PagedCursor cur(a, b, p0, x.rows);
-    for (std::int64_t t = 0; t < n; ++t) {
-        rows[t] = a.paged() ? x.row(cur.block(), g, cur.row) : x.row(b, g, p0 + t);
-        cur.next();
-    }
-}
-
-/// Asks for the cache lines of the cached rows of positions [p0, p0 + n) of (b, g), K and V.
-/// The tile kernel walks a few rows at a time a vector column at a time, which the hardware's
-/// stream prefetchers follow late (no prefetch: 0.48x the read bandwidth against 0.78x);
-/// issued kPrefetchRows rows ahead, the rows arrive while the tiles before them compute.
-template <typename Scalar, typename Cache>
-void prefetch_tile(const DecodeArgs<Scalar, Cache>& a,
-                   std::int64_t b,
-                   std::int64_t g,
-                   std::int64_t p0,
-                   std::int64_t n) {
-    constexpr std::int64_t kLine = 64;
-    const std::int64_t k_bytes = a.k.cols * static_cast<std::int64_t>(sizeof(Cache));
-    const std::int64_t v_bytes = a.v.cols * static_cast<std::int64_t>(sizeof(Cache));
-    PagedCursor cur(a, b, p0, a.k.rows);
-    for (std::int64_t t = 0; t < n; ++t) {
-        const Cache* kr = a.paged() ? a.k.row(cur.block(), g, cur.row) : a.k.row(b, g, p0 + t);
-        const Cache* vr = a.paged() ? a.v.row(cur.block(), g, cur.row) : a.v.row(b, g, p0 + t);
-        cur.next();
-        const auto* kc = reinterpret_cast<const char*>(kr);
-        const auto* vc = reinterpret_cast<const char*>(vr);
-        for (std::int64_t x = 0; x < k_bytes; x += kLine)
-            kernels::prefetch_line(kc + x);
-        for (std::int64_t x = 0; x < v_bytes; x += kLine)
-            kernels::prefetch_line(vc + x);
-    }
-}
 
 /// `f` with NR = min(kRowBlock, rows - r0) as a template argument.
 template <typename F>
@@ -232,7 +164,9 @@ void tile_scores(const Scalar* q,
         block_row_scores<Scalar, 1, KB>(q + r0 * d, k, n, d, s + r0 * kTile);
 }
 
-/// One chunk [c0, c1) of (b, g): the online softmax over its tiles into sc.o, sc.m, sc.l.
+/// Visible rows [c0, c1) of (b, g), a chunk: the online softmax over its tiles into sc.o,
+/// sc.m, sc.l. Each tile: S = Q K^T for every row of the group, then per row the softmax step
+/// over the keys its token sees (its mask) and O = alpha O + P V over them.
 template <typename Scalar, typename Cache>
 void chunk_body(const DecodeArgs<Scalar, Cache>& a,
                 const DecodePlan& plan,
@@ -244,7 +178,6 @@ void chunk_body(const DecodeArgs<Scalar, Cache>& a,
     const DecodeShape& sh = plan.shape;
     const std::int64_t group = sh.heads / sh.kv_heads, n_new = sh.n_new;
     const std::int64_t r_all = plan.group_rows(), d = sh.d, d_v = sh.d_v;
-    const std::int64_t len = sh.kv_lens[static_cast<std::size_t>(b)];
     constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
     // --- Q rows of the group, scaled into base 2 ---
     const auto scale = static_cast<Scalar>(plan.scale * 1.4426950408889634);
@@ -256,52 +189,52 @@ void chunk_body(const DecodeArgs<Scalar, Cache>& a,
         sc.m[r] = kNegInf;
         sc.l[r] = 0;
     }
-    // the keys [lo, hi) of the tile of n keys at t0 that row r sees: token t at position
-    // p = len - n_new + t sees (p - W, p] (all <= p without a window)
-    const std::int64_t window = sh.window;
-    const auto seen = [&](std::int64_t r, std::int64_t t0, std::int64_t n) {
-        const std::int64_t last = len - n_new + r % n_new;
-        const std::int64_t first = window > 0 ? last - window + 1 : 0;
-        return std::pair{std::clamp<std::int64_t>(first - t0, 0, n),
-                         std::clamp<std::int64_t>(last - t0 + 1, 0, n)};
-    };
+    const detail::Positions pos = detail::Positions::of(plan, b);
+    detail::TokenMasks seen(plan, b, c0);
+    std::uint64_t masks[kDecodeMaxNew];
     const Cache* krows[kTile];
     const Cache* vrows[kTile];
-    prefetch_tile(a, b, g, c0, std::min(kPrefetchRows, c1 - c0));
+    detail::prefetch_tile(a, b, g, pos, c0, std::min(kPrefetchRows, c1 - c0));
     for (std::int64_t t0 = c0; t0 < c1; t0 += kTile) {
         const std::int64_t n = std::min<std::int64_t>(kTile, c1 - t0);
         const std::int64_t ahead = t0 + kPrefetchRows;
         if (ahead < c1)
-            prefetch_tile(a, b, g, ahead, std::min<std::int64_t>(n, c1 - ahead));
-        // --- S = Q K^T over the tile; the keys row r sees: tile keys [lo, hi) ---
-        tile_rows(a, a.k, b, g, t0, n, krows);
-        tile_scores(sc.q, r_all, krows, n, d, sc.s);
+            detail::prefetch_tile(a, b, g, pos, ahead, std::min<std::int64_t>(n, c1 - ahead));
+        seen.tile(pos, t0, n, masks);
+        const std::uint64_t all = detail::bit_range(0, n);
         bool edge = false;
-        for (std::int64_t r = 0; r < r_all; ++r) {
-            const auto [lo, hi] = seen(r, t0, n);
-            edge = edge || lo > 0 || hi < n;
-            // --- m' = max(m, S); P = 2^(S - m'); l = alpha l + sum P ---
-            sc.alpha[r] = tile_softmax<Scalar, kTile>(sc.s + r * kTile, lo, hi, sc.m[r], sc.l[r]);
-        }
+        for (std::int64_t t = 0; t < n_new; ++t)
+            edge = edge || masks[t] != all;
+        // --- S = Q K^T over the tile ---
+        detail::tile_rows(a, b, g, pos, t0, n, krows, vrows);
+        tile_scores(sc.q, r_all, krows, n, d, sc.s);
+        // --- per row: m' = max(m, S); P = 2^(S - m'); l = alpha l + sum P, over its keys ---
+        for (std::int64_t r = 0; r < r_all; ++r)
+            sc.alpha[r] =
+                tile_softmax<Scalar, kTile>(sc.s + r * kTile, masks[r % n_new], sc.m[r], sc.l[r]);
         // --- O = alpha O + P V ---
-        tile_rows(a, a.v, b, g, t0, n, vrows);
         if (!edge) {
             for (std::int64_t r0 = 0; r0 < r_all; r0 += kRowBlock)
                 with_rows(r_all - r0, [&](auto nr) {
                     accumulate<Scalar, decltype(nr)::value, kTile>(
                         sc.s + r0 * kTile, vrows, n, d_v, sc.alpha + r0, sc.o + r0 * d_v, d_v);
                 });
-        } else { // rows whose visible keys end or start inside the tile: never touch the others
-            for (std::int64_t r = 0; r < r_all; ++r) {
-                const auto [lo, hi] = seen(r, t0, n);
-                accumulate<Scalar, 1, kTile>(sc.s + r * kTile + lo,
-                                             vrows + lo,
-                                             std::max<std::int64_t>(hi - lo, 0),
-                                             d_v,
-                                             sc.alpha + r,
-                                             sc.o + r * d_v,
-                                             d_v);
-            }
+            continue;
+        }
+        // rows that do not see every key of the tile: each run of keys its token sees, the
+        // others never touched (a hidden row's non-finite V never reaches it)
+        const Scalar one = 1;
+        for (std::int64_t r = 0; r < r_all; ++r) {
+            std::uint64_t m = masks[r % n_new];
+            const Scalar* alpha = sc.alpha + r;
+            do {
+                const std::int64_t lo = m == 0 ? 0 : std::countr_zero(m);
+                const std::int64_t hi = m == 0 ? 0 : lo + std::countr_one(m >> lo);
+                accumulate<Scalar, 1, kTile>(
+                    sc.s + r * kTile + lo, vrows + lo, hi - lo, d_v, alpha, sc.o + r * d_v, d_v);
+                alpha = &one;
+                m &= ~detail::bit_range(lo, hi);
+            } while (m != 0);
         }
     }
 }
@@ -353,13 +286,21 @@ void decode_chunks(const DecodeArgs<Scalar, Cache>& args,
         const std::int64_t local = task - first[static_cast<std::size_t>(b)] * kv_heads;
         const std::int64_t chunks = plan.chunks(b);
         const std::int64_t g = local / chunks, c = local % chunks;
-        const std::int64_t c0 = plan.first_row(b) + c * plan.chunk;
-        const std::int64_t c1 = std::min(sh.kv_lens[static_cast<std::size_t>(b)], c0 + plan.chunk);
+        const std::int64_t c0 = c * plan.chunk; // visible rows [c0, c1)
+        const std::int64_t c1 = std::min(plan.visible_rows(b), c0 + plan.chunk);
         io.acquire(footprint);
         for (std::int64_t j = 0; j < group; ++j)
             io.read({Operand::q, b * sh.heads + g * group + j, 0, sh.n_new, 0, d});
-        io.read({Operand::k, b * kv_heads + g, c0, c1 - c0, 0, d});
-        io.read({Operand::v, b * kv_heads + g, c0, c1 - c0, 0, d_v});
+        // the chunk's cached rows, a read per run of consecutive positions
+        const detail::Positions pos = detail::Positions::of(plan, b);
+        for (std::int64_t v = c0; v < c1;) {
+            std::int64_t e = v + 1;
+            while (e < c1 && pos(e) == pos(e - 1) + 1)
+                ++e;
+            io.read({Operand::k, b * kv_heads + g, pos(v), e - v, 0, d});
+            io.read({Operand::v, b * kv_heads + g, pos(v), e - v, 0, d_v});
+            v = e;
+        }
         if constexpr (std::remove_reference_t<decltype(io)>::kComputes) {
             const Scratch<Scalar> sc(scratch.slab(w), r_all, d, d_v);
             chunk_body(args, plan, b, g, c0, c1, sc);

@@ -6,6 +6,8 @@
 #include <ioattn/view.hpp>
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 namespace ioattn::sparse::detail {
 
@@ -32,6 +34,10 @@ decode_task(const DecodePlan& plan, std::int64_t b, std::int64_t g, std::int64_t
     return plan.first_chunk[static_cast<std::size_t>(b)] * plan.shape.kv_heads +
            g * plan.chunks(b) + c;
 }
+
+/// The keys of a window spec (decode_window_of: 0 for dense and causal, W + 1 for window:W
+/// and causal-window:W); nullopt for any other spec. Throws for a window spec with a bad W.
+std::optional<std::int64_t> decode_window_spec(std::string_view spec, std::string_view where);
 
 /// The shape of the views (kv_lens read from args), checked as decode() documents. Throws
 /// InvalidArgument naming `where`. With `shape_only`, data pointers may be null.

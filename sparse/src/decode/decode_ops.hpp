@@ -110,19 +110,20 @@ inline Vec<T> block_scores(const T* q, const C* const* k, std::int64_t d) {
     return transpose_sums<T, NR * KB>(acc);
 }
 
-/// The online softmax step of one row over a tile's scores s[0, kTile) (base 2; those in
-/// [lo, hi) visible, the rest ignored): m' = max(m, max s), alpha = 2^(m - m'),
-/// s <- 2^(s - m') (0 outside [lo, hi)), l = alpha l + sum s. A row that has seen only -inf scores stays at P = 0 (m' = -inf is
+/// The online softmax step of one row over a tile's scores s[0, kTile) (base 2; score i
+/// visible when bit i of `visible` is set, the rest ignored): m' = max(m, max s), alpha =
+/// 2^(m - m'), s <- 2^(s - m') (0 where hidden), l = alpha l + sum s. A row that has seen only -inf scores stays at P = 0 (m' = -inf is
 /// taken as 0, so a NaN score still reaches l); a score equal to m' gives exactly 1 (+inf
 /// scores give 1, not inf - inf = NaN). Returns alpha.
 template <typename T, int kTile>
-inline T tile_softmax(T* s, std::int64_t lo, std::int64_t hi, T& m, T& l) {
+inline T tile_softmax(T* s, std::uint64_t visible, T& m, T& l) {
     constexpr int kL = Simd<T>::kLanes;
     constexpr int kNV = kTile / kL;
     static_assert(kTile % kL == 0);
     constexpr T kNegInf = -std::numeric_limits<T>::infinity();
     using I = typename Simd<T>::I;
     using E = std::remove_cvref_t<decltype(I{}[0])>;
+    static_assert(kTile <= 64);
     I lane{};
     for (int j = 0; j < kL; ++j)
         lane[j] = static_cast<E>(j);
@@ -130,9 +131,9 @@ inline T tile_softmax(T* s, std::int64_t lo, std::int64_t hi, T& m, T& l) {
     Vec<T> mv = kernels::splat<T>(kNegInf);
     IOATTN_ELEMENT_UNROLL
     for (int j = 0; j < kNV; ++j) {
-        const auto at = lane + static_cast<E>(j * kL);
-        const auto visible = (at >= static_cast<E>(lo)) & (at < static_cast<E>(hi));
-        sv[j] = visible ? kernels::load(s + j * kL) : kernels::splat<T>(kNegInf);
+        const auto bits = static_cast<E>((visible >> (j * kL)) & ((std::uint64_t{1} << kL) - 1));
+        const auto seen = ((I{} + bits) >> lane) & static_cast<E>(1);
+        sv[j] = seen != static_cast<E>(0) ? kernels::load(s + j * kL) : kernels::splat<T>(kNegInf);
         mv = kernels::max_ignoring_nan<T>(mv, sv[j]);
     }
     const T m_tile = lanes_max<T>(mv);

@@ -1,28 +1,35 @@
-// ioattn::decode_window_of: the support patterns over the cached positions that decode reads
-// row by row, named in the grammar of `--pattern` (sparse/pattern.hpp). Decode sees the cache
-// causally (new token at position p sees j <= p), so a pattern restricted by that rule is
-// either every earlier position (dense, causal) or the W + 1 latest (window:W and
-// causal-window:W allow 0 <= p - j <= W): a window of W + 1 keys.
-// Tests: tests/decode/decode_window_test.cpp
+// ioattn::decode_window_of, decode_pattern_rows: the support patterns over the cached positions,
+// named in the grammar of `--pattern` (sparse/pattern.hpp). Decode sees the cache causally (new
+// token at position p sees j <= p). Restricted by that rule, dense and causal are every earlier
+// position and window:W and causal-window:W the W + 1 latest (0 <= p - j <= W): windows, which
+// the schedule reads as one range of rows per sequence. Any other pattern is built on the
+// sequence's n_new x len problem and intersected with the causal rule: the rows its tokens see.
+// Tests: tests/decode/decode_window_test.cpp, tests/decode/decode_pattern_test.cpp
 
+#include "decode/decode_detail.hpp"
 #include "fail.hpp"
 
 #include <ioattn/decode.hpp>
+#include <ioattn/sparse/pattern.hpp>
 
 #include <charconv>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string_view>
 
 namespace ioattn {
 
-std::int64_t decode_window_of(std::string_view spec, std::string_view where) {
+std::optional<std::int64_t> sparse::detail::decode_window_spec(std::string_view spec,
+                                                               std::string_view where) {
     if (spec == "dense" || spec == "causal")
         return 0;
     for (const std::string_view name : {"window:", "causal-window:"}) {
         if (!spec.starts_with(name))
             continue;
         const std::string_view arg = spec.substr(name.size());
+        if (arg.find_first_of("+&() ") != std::string_view::npos)
+            return std::nullopt; // a window combined with other patterns
         std::int64_t w = -1;
         const auto [end, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), w);
         if (ec != std::errc{} || end != arg.data() + arg.size() || w < 0 ||
@@ -31,11 +38,40 @@ std::int64_t decode_window_of(std::string_view spec, std::string_view where) {
                 where, "pattern '", spec, "': W = '", arg, "' is not an integer in [0, 2^63 - 1)");
         return w + 1;
     }
+    return std::nullopt;
+}
+
+std::int64_t decode_window_of(std::string_view spec, std::string_view where) {
+    if (const auto w = sparse::detail::decode_window_spec(spec, where))
+        return *w;
     sparse::detail::fail(where,
                          "pattern '",
                          spec,
-                         "' over the cached positions: decode reads dense, causal, window:W "
-                         "and causal-window:W (W + 1 keys: 0 <= p - j <= W)");
+                         "' is not a window: dense, causal, window:W and causal-window:W (W + 1 "
+                         "keys: 0 <= p - j <= W); other patterns go in DecodeArgs::pattern");
+}
+
+sparse::Support decode_pattern_rows(std::string_view spec,
+                                    std::int64_t n_new,
+                                    std::int64_t len,
+                                    std::uint64_t seed,
+                                    std::string_view where) {
+    if (n_new < 1 || len < n_new)
+        sparse::detail::fail(where,
+                             "pattern '",
+                             spec,
+                             "' on n_new = ",
+                             n_new,
+                             " new tokens and ",
+                             len,
+                             " cached rows");
+    sparse::Support built;
+    try {
+        built = sparse::parse_pattern(spec, n_new, len, seed);
+    } catch (const InvalidArgument& e) {
+        sparse::detail::fail(where, "pattern '", spec, "' over the cached positions: ", e.what());
+    }
+    return sparse::intersection_of(built, sparse::pattern_causal(n_new, len));
 }
 
 } // namespace ioattn

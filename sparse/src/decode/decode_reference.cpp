@@ -2,17 +2,21 @@
 // forward) over its cached rows, packed: the oracle the decode schedule is checked against
 // (the tests, `ioattn decode --check`). Token t of the n_new new tokens sits at position
 // p = len - n_new + t and sees the cached positions j <= p, and with a window of W keys only
-// j > p - W: the attention grammar's causal-window:W-1 on an n_new x len problem.
+// j > p - W: the attention grammar's causal-window:W-1 on an n_new x len problem; under a
+// pattern beyond windows, the support decode_pattern_rows builds.
 // Tests: tests/decode/decode_test.cpp
 
+#include "decode/decode_detail.hpp"
 #include "fail.hpp"
 
 #include <ioattn/attention.hpp>
 #include <ioattn/decode.hpp>
 #include <ioattn/sparse/pattern.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -46,8 +50,18 @@ std::pair<std::vector<T>, std::vector<T>> decode_reference(
     opts.where = kWhere;
     Structure<T> st;
     sparse::Support support;
-    if (shape.window > 0) {
-        support = sparse::pattern_causal_window(shape.n_new, len, shape.window - 1);
+    std::int64_t window = shape.window;
+    std::optional<std::int64_t> spec_window;
+    if (!shape.pattern.empty())
+        spec_window = sparse::detail::decode_window_spec(shape.pattern, kWhere);
+    if (spec_window)
+        window = std::max(window, *spec_window);
+    if (!shape.pattern.empty() && !spec_window) {
+        support = decode_pattern_rows(shape.pattern, shape.n_new, len, shape.pattern_seed, kWhere);
+        st.support = &support;
+        a.problem.causal = false;
+    } else if (window > 0) {
+        support = sparse::pattern_causal_window(shape.n_new, len, window - 1);
         st.support = &support;
         a.problem.causal = false;
     }

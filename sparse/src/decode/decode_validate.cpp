@@ -109,6 +109,8 @@ validate_decode(const DecodeArgs<Scalar, Cache>& a, std::string_view where, bool
     s.kv_heads = a.k.heads;
     s.d_v = a.v.cols;
     s.window = a.window;
+    s.pattern = std::string(a.pattern);
+    s.pattern_seed = a.pattern_seed;
     s.word_bytes_cache = static_cast<std::int64_t>(sizeof(Cache));
     if (s.batch < 1 || s.heads < 1 || s.n_new < 1 || s.d < 1)
         fail(where,

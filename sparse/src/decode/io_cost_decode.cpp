@@ -1,7 +1,7 @@
 // ioattn::io_cost_decode, decode_lower_bound, flop_count_decode: the decode schedule's exact I/O
 // (docs/design.md section 15), its compulsory traffic and its arithmetic, from the plan alone.
 // Per (sequence b, kv head) with R = group_rows(), v_b = visible_rows(b) (len_b without a
-// window), c_b = ceil(v_b / C):
+// window or pattern; under a pattern, the rows some new token sees), c_b = ceil(v_b / C):
 //   reads  = c_b R d + v_b (d + d_v) + [c_b > 1] c_b R (d_v + 2)
 //   writes = R (d_v + 1) + [c_b > 1] c_b R (d_v + 2)
 //   peak   = the chunk task's resident words if any sequence has a chunk, the merge's if any
@@ -55,6 +55,11 @@ IoReport decode_lower_bound(const DecodePlan& plan) {
 double flop_count_decode(const DecodePlan& plan) {
     const DecodeShape& s = plan.shape;
     double pairs = 0;
+    if (!plan.rows.empty()) { // a pattern: each token's own rows
+        for (const DecodeRows& r : plan.rows)
+            pairs += static_cast<double>(r.index.size()) * static_cast<double>(s.heads);
+        return 2.0 * pairs * static_cast<double>(s.d + s.d_v);
+    }
     for (std::int64_t b = 0; b < s.batch; ++b) {
         const std::int64_t len = s.kv_lens[static_cast<std::size_t>(b)];
         if (len == 0)
