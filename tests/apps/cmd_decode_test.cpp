@@ -1,7 +1,8 @@
 // Tests of apps/cmd_decode.cpp and decode_run.cpp through the built program: `ioattn decode
 // --json` with --check and --count-io over contiguous and paged, fp32 and bf16 caches, with and
-// without a window (--pattern), passes its check and counts exactly the closed form, the window
-// reading fewer cached bytes; bad usage is one line on stderr and exit 2.
+// without a window or a pattern beyond windows (--pattern), passes its check and counts exactly
+// the closed form, the window and the pattern reading only their rows; bad usage is one line on
+// stderr and exit 2.
 
 #include "cli.hpp"
 
@@ -48,7 +49,8 @@ TEST_CASE("decode --json checks and counts every layout, type and window", "[app
     std::int64_t full_bytes = 0;
     for (const char* dtype : {"float", "bf16"})
         for (const char* page : {"0", "16"})
-            for (const char* pattern : {"causal", "causal-window:40"}) {
+            for (const char* pattern :
+                 {"causal", "causal-window:40", "causal-window:40+global:4"}) {
                 CAPTURE(dtype, page, pattern);
                 const auto j =
                     decode_json({"--dtype", dtype, "--page-size", page, "--pattern", pattern});
@@ -62,10 +64,14 @@ TEST_CASE("decode --json checks and counts every layout, type and window", "[app
                     CHECK(j.at("window") == 0);
                     CHECK(bytes == (300 + 77) * 2 * 64 * word);
                     full_bytes = bytes;
-                } else { // 41 keys per token, 3 tokens: rows 257..299 and 34..76
-                    CHECK(j.at("window") == 41);
+                } else if (p == "causal-window:40") { // 41 keys per token, 3 tokens: rows
+                    CHECK(j.at("window") == 41);      // 257..299 and 34..76
                     CHECK(bytes == (43 + 43) * 2 * 64 * word);
                     CHECK(bytes < full_bytes);
+                } else { // and the 4 global rows 0..3 of each sequence, nothing between
+                    CHECK(j.at("window") == 0);
+                    CHECK(j.at("pattern") == p);
+                    CHECK(bytes == (47 + 47) * 2 * 64 * word);
                 }
             }
 }

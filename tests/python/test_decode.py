@@ -1,8 +1,8 @@
 """ioattn.decode: every sequence against ioattn.attention (causal, bottom-right aligned) over its
 cached rows and against the numpy float64 reference of conftest, on numpy float32 and float64
 and torch tensors (float32 and a bfloat16 cache); contiguous and paged caches bitwise equal;
-GQA, n_new 1 and 16, ragged lengths with 0 and the capacity; windows and pattern specs; the
-thread count; the errors."""
+GQA, n_new 1 and 16, ragged lengths with 0 and the capacity; windows, pattern specs and patterns
+beyond windows; the thread count; the errors."""
 
 import numpy as np
 import pytest
@@ -21,9 +21,9 @@ def case(b=3, h=8, g=2, n_new=1, d=16, d_v=None, cap=70, lens=None, dtype=np.flo
     return q, k, v, np.array(lens, np.int64)
 
 
-def expected(q, k, v, lens, window=0):
+def expected(q, k, v, lens, window=0, globals_=0):
     """Per sequence: numpy float64 reference over its rows, token t sees j <= len - n_new + t
-    (and j > that - window with a window)."""
+    (and j > that - window with a window, or j < globals_)."""
     b, h, n_new, _ = q.shape
     out = np.zeros((b, h, n_new, v.shape[-1]))
     lse = np.full((b, h, n_new), -np.inf)
@@ -32,7 +32,7 @@ def expected(q, k, v, lens, window=0):
             continue
         p = n - n_new + np.arange(n_new)[:, None]
         j = np.arange(n)[None, :]
-        allowed = (j <= p) & ((j > p - window) if window else True)
+        allowed = (j <= p) & (((j > p - window) | (j < globals_)) if window else True)
         out[s], lse[s], _ = reference(q[s:s + 1], k[s:s + 1, :, :n], v[s:s + 1, :, :n], allowed)
     return out, lse
 
@@ -100,6 +100,28 @@ def test_window_and_mask_spec(window):
         k2[0, :, :300 - 4 - window + 1] = np.nan
         v2[0, :, :300 - 4 - window + 1] = np.nan
         assert np.array_equal(ioattn.decode(q, k2, v2, lens, window=window), out)
+
+
+@pytest.mark.parametrize("paged_cache", [False, True])
+def test_pattern_beyond_windows(paged_cache):
+    # StreamingLLM's cache: 4 global tokens and a window of 40; the rows between are never read
+    q, k, v, lens = case(b=3, n_new=4, cap=300, lens=[300, 4, 61])
+    want = expected(q, k, v, lens, window=41, globals_=4)[0]
+    k2, v2 = k.copy(), v.copy()
+    k2[0, :, 4:300 - 4 - 40] = np.nan
+    v2[0, :, 4:300 - 4 - 40] = np.inf
+    table = None
+    if paged_cache:
+        k2, v2, table = paged(k2, v2, lens, 16)
+    out = ioattn.decode(q, k2, v2, lens, block_table=table, mask="causal-window:40+global:4")
+    assert np.abs(out - want).max() <= 2e-5
+    # a torch bfloat16 cache with a random pattern, against the attention entry point
+    tq = torch.from_numpy(q)
+    tk, tv = (torch.from_numpy(x).to(torch.bfloat16) for x in (k, v))
+    got = ioattn.decode(tq, tk, tv, lens, mask="random:0.3", seed=5)
+    o = ioattn.attention(q[:1], tk[:1].float().numpy(), tv[:1].float().numpy(),
+                         mask=ioattn.Mask("random:0.3&causal", (4, 300), seed=5))
+    assert np.abs(got[:1].numpy() - o).max() <= 2e-5
 
 
 def test_scale_and_threads():

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <string_view>
 #include <type_traits>
 #include <vector>
@@ -37,25 +38,30 @@ void run_chunks(const DecodeArgs<Scalar, Cache>& args,
 }
 
 /// Sequence b's visible rows under s.pattern: decode_pattern_rows' keys, their union the
-/// positions, each token's keys as indices into them.
+/// positions (merged, no array of len words: a window of 4096 in a cache of 65536 costs its
+/// 4096), each token's keys as indices into them.
 DecodeRows pattern_rows(const DecodeShape& s, std::int64_t len, std::string_view where) {
     const sparse::Support seen =
         decode_pattern_rows(s.pattern, s.n_new, len, s.pattern_seed, where);
     DecodeRows r;
-    std::vector<char> hit(static_cast<std::size_t>(len), 0);
-    for (std::int64_t t = 0; t < s.n_new; ++t)
-        for (const std::int64_t j : seen.row(t))
-            hit[static_cast<std::size_t>(j)] = 1;
-    std::vector<std::int64_t> at(static_cast<std::size_t>(len), -1); // position -> index
-    for (std::int64_t j = 0; j < len; ++j)
-        if (hit[static_cast<std::size_t>(j)] != 0) {
-            at[static_cast<std::size_t>(j)] = static_cast<std::int64_t>(r.positions.size());
-            r.positions.push_back(j);
-        }
+    for (std::int64_t t = 0; t < s.n_new; ++t) { // rows sorted: a merge of each into the union
+        const auto row = seen.row(t);
+        std::vector<std::int64_t> merged;
+        merged.reserve(r.positions.size() + row.size());
+        std::set_union(r.positions.begin(),
+                       r.positions.end(),
+                       row.begin(),
+                       row.end(),
+                       std::back_inserter(merged));
+        r.positions = std::move(merged);
+    }
     r.indptr.push_back(0);
     for (std::int64_t t = 0; t < s.n_new; ++t) {
-        for (const std::int64_t j : seen.row(t))
-            r.index.push_back(at[static_cast<std::size_t>(j)]);
+        auto at = r.positions.begin();
+        for (const std::int64_t j : seen.row(t)) {
+            at = std::lower_bound(at, r.positions.end(), j);
+            r.index.push_back(at - r.positions.begin());
+        }
         r.indptr.push_back(static_cast<std::int64_t>(r.index.size()));
     }
     return r;

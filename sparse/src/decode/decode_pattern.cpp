@@ -17,6 +17,8 @@
 #include <limits>
 #include <optional>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace ioattn {
 
@@ -71,7 +73,17 @@ sparse::Support decode_pattern_rows(std::string_view spec,
     } catch (const InvalidArgument& e) {
         sparse::detail::fail(where, "pattern '", spec, "' over the cached positions: ", e.what());
     }
-    return sparse::intersection_of(built, sparse::pattern_causal(n_new, len));
+    std::vector<std::int64_t> offsets{0}, keys; // row t's keys up to its own position
+    keys.reserve(static_cast<std::size_t>(built.z_qk()));
+    for (std::int64_t t = 0; t < n_new; ++t) {
+        for (const std::int64_t j : built.row(t)) {
+            if (j > len - n_new + t)
+                break;
+            keys.push_back(j);
+        }
+        offsets.push_back(static_cast<std::int64_t>(keys.size()));
+    }
+    return {n_new, len, std::move(offsets), std::move(keys)};
 }
 
 } // namespace ioattn
