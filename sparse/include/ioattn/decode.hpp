@@ -168,8 +168,10 @@ struct DecodeReport {
 };
 
 /// The plan of a shape: validates it (positive sizes, heads a multiple of kv_heads, n_new in
-/// 1..16, lengths >= 0 and 0 or >= n_new, window >= 0) and cuts the visible rows of every
-/// sequence, from first_row(b), into chunks of options.chunk keys. Throws InvalidArgument naming options.where and the values.
+/// 1..16, lengths >= 0 and 0 or >= n_new, window >= 0, a pattern the grammar takes and no
+/// other window beside it); a window spec as the pattern becomes the window, any other builds
+/// each sequence's DecodeRows. Cuts the visible rows of every sequence into chunks of
+/// options.chunk keys. Throws InvalidArgument naming options.where and the values.
 DecodePlan plan_decode(const DecodeShape& shape, const DecodeOptions& options = {});
 
 /// Runs decode attention: writes args.o and args.lse (a row of an empty sequence: O = 0,
