@@ -1,16 +1,18 @@
 // ioattn::decode, the chunk phase: split-KV decode over a contiguous or paged cache
 // Per (sequence b, kv head g): the R = (heads / kv_heads) n_new query rows of the group are
-// one block that meets each cached row once. The v_b visible cached rows (from first_row(b):
-// all len_b without a window) are cut into c_b = ceil(v_b / C) chunks of C keys (C =
-// plan.chunk, fixed by the plan, never by the threads).
+// one block that meets each cached row once. The v_b visible cached rows (the positions some
+// new token sees: from first_row(b), all len_b without a window; under a pattern, the plan's
+// DecodeRows) are cut into c_b = ceil(v_b / C) chunks of C keys (C = plan.chunk, fixed by the
+// plan, never by the threads).
 //   parallel for each (b, g, chunk [c0, c1)):
 //     read the group's Q rows, scaled by scale log2(e)                      R d
 //     for each tile of kDecodeTile cached rows (positions p; paged: block table[b][p / bs]):
 //       read K rows; S = Q K^T, one transposing reduction per row            T d
 //       m' = max(m, S); P = 2^(S - m'); l = 2^(m - m') l + sum P (base 2)
 //       read V rows; O = 2^(m - m') O + P V, V read once per 4 rows          T d_v
-//       (token t at p = len_b - n_new + t sees (p - W, p], all <= p without a window W:
-//        the keys outside are masked from the softmax and never reach O)
+//       (token t at p = len_b - n_new + t sees (p - W, p], all <= p without a window W, or
+//        its own rows of the pattern: a 64-bit mask per token and tile; the keys outside are
+//        masked from the softmax and never reach O: decode/decode_rows.hpp)
 //     c_b = 1: write O / l, L = (m + log2 l) ln 2                            R (d_v + 1)
 //     c_b > 1: write the partial state (O, m, l) at the task's slot          R (d_v + 2)
 //   decode_merge (decode/decode_merge.cpp) combines the partials in chunk order.
@@ -20,7 +22,7 @@
 // once per kv head: the compulsory traffic, so the phase runs at the memory's read bandwidth
 // when the arithmetic (2 flops per word per row of the group) keeps up. Cached rows are read in
 // place; bf16 words are widened as they are loaded.
-// Tests: tests/decode/decode_test.cpp
+// Tests: tests/decode/decode_test.cpp, decode_window_test.cpp, decode_pattern_test.cpp
 
 #include "decode/decode_detail.hpp"
 
@@ -293,7 +295,7 @@ void decode_chunks(const DecodeArgs<Scalar, Cache>& args,
             io.read({Operand::q, b * sh.heads + g * group + j, 0, sh.n_new, 0, d});
         // the chunk's cached rows, a read per run of consecutive positions
         const detail::Positions pos = detail::Positions::of(plan, b);
-        for (std::int64_t v = c0; v < c1;) {
+        for (std::int64_t v = c0; v < c1 && std::remove_reference_t<decltype(io)>::kCounts;) {
             std::int64_t e = v + 1;
             while (e < c1 && pos(e) == pos(e - 1) + 1)
                 ++e;
