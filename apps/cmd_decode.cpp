@@ -143,8 +143,10 @@ void register_decode(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--chunk", o->chunk, "Keys per chunk (0: the library's)")
         ->capture_default_str();
-    cmd->add_option("--dtype", o->dtype, "Cache type: float, double or bf16 (queries: float)")
-        ->check(CLI::IsMember({"float", "double", "bf16"}))
+    cmd->add_option("--dtype",
+                    o->dtype,
+                    "Cache type: float, double, bf16 or fp16 (IEEE half; queries: float)")
+        ->check(CLI::IsMember({"float", "double", "bf16", "fp16"}))
         ->capture_default_str();
     cmd->add_flag("--check", o->check, "Compare with ioattn::attention in double");
     cmd->add_flag("--count-io", o->count_io, "Count the I/O against the closed form and bound");

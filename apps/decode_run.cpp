@@ -11,6 +11,7 @@
 
 #include <ioattn/bf16.hpp>
 #include <ioattn/decode.hpp>
+#include <ioattn/fp16.hpp>
 #include <ioattn/isa.hpp>
 
 #include <algorithm>
@@ -89,10 +90,10 @@ struct DecodeData {
     }
 
     static std::vector<Cache> cache_of(std::size_t n, std::uint64_t seed) {
-        if constexpr (std::is_same_v<Cache, bf16>) {
+        if constexpr (std::is_same_v<Cache, bf16> || std::is_same_v<Cache, fp16>) {
             std::vector<float> f(n);
             measure::fill_uniform(f, seed);
-            std::vector<bf16> h(n);
+            std::vector<Cache> h(n);
             narrow(f.data(), h.data(), static_cast<std::int64_t>(n));
             return h;
         } else {
@@ -159,7 +160,7 @@ struct DecodeData {
 
     template <typename T>
     static T widen(Cache c) {
-        if constexpr (std::is_same_v<Cache, bf16>)
+        if constexpr (std::is_same_v<Cache, bf16> || std::is_same_v<Cache, fp16>)
             return static_cast<T>(static_cast<float>(c));
         else
             return static_cast<T>(c);
@@ -281,6 +282,8 @@ nlohmann::json run_decode(const DecodeSetup& s) {
         return run_typed<double, double>(s);
     if (s.dtype == "bf16")
         return run_typed<float, bf16>(s);
+    if (s.dtype == "fp16")
+        return run_typed<float, fp16>(s);
     return run_typed<float, float>(s);
 }
 

@@ -134,6 +134,7 @@ output(const std::vector<py::ssize_t>& shape) {
 template class Inputs<float>;
 template class Inputs<double>;
 template class Inputs<bf16>;
+template class Inputs<fp16>;
 template std::pair<py::array_t<float>, TensorView<float>>
 output<float>(const std::vector<py::ssize_t>&);
 template std::pair<py::array_t<double>, TensorView<double>>

@@ -5,6 +5,7 @@
 // a non-unit last stride, overlapping rows, misaligned data).
 
 #include <ioattn/bf16.hpp>
+#include <ioattn/fp16.hpp>
 #include <ioattn/view.hpp>
 
 #include <cstdint>
@@ -47,8 +48,8 @@ std::int64_t extent(py::handle a, int axis);
 /// place (no copy).
 bool in_place(py::handle a);
 
-/// The arrays one call reads, as views of Scalar (or of bf16, over 16-bit integer arrays that
-/// hold bfloat16 bits); keeps alive the copies it had to make.
+/// The arrays one call reads, as views of Scalar (or of bf16 or fp16, over 16-bit integer
+/// arrays that hold their bits); keeps alive the copies it had to make.
 template <typename Scalar>
 class Inputs {
 public:
@@ -69,5 +70,6 @@ output(const std::vector<py::ssize_t>& shape);
 extern template class Inputs<float>;
 extern template class Inputs<double>;
 extern template class Inputs<bf16>;
+extern template class Inputs<fp16>;
 
 } // namespace ioattn::python

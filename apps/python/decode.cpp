@@ -1,7 +1,7 @@
 // ioattn._core.decode (see decode.hpp): q [B, H, n_new, d] float32 or float64; the caches
 // [B, H_kv, capacity, d] (contiguous) or [num_blocks, H_kv, block_size, d] with block_table
-// [B, max_blocks] (paged), of q's dtype or, with bf16_cache, 16-bit integer arrays holding
-// bfloat16 bits (q float32); kv_lens [B] int64. Returns out [B, H, n_new, d_v] and, with
+// [B, max_blocks] (paged), of q's dtype or, with cache "bf16" or "fp16", 16-bit integer arrays
+// holding bfloat16 or IEEE half bits (q float32); kv_lens [B] int64. Returns out [B, H, n_new, d_v] and, with
 // return_lse, lse [B, H, n_new]. Caches in any layout the views take are read in place.
 // Tests: tests/python/test_decode.py
 
@@ -13,6 +13,7 @@
 #include <ioattn/bf16.hpp>
 #include <ioattn/decode.hpp>
 #include <ioattn/error.hpp>
+#include <ioattn/fp16.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -97,7 +98,7 @@ bool is_bits16(py::handle h) {
     return py::array_t<std::uint16_t>::check_(h) || py::array_t<std::int16_t>::check_(h);
 }
 
-py::object decode_call(const DecodeCall& c, bool bf16_cache) {
+py::object decode_call(const DecodeCall& c, const std::string& cache) {
     for (const Named& a : {Named{"q", c.q}, Named{"k_cache", c.k}, Named{"v_cache", c.v}})
         if (!py::isinstance<py::array>(a.second))
             throw py::type_error(std::string(kWhere) + ": " + a.first + " is a " +
@@ -107,11 +108,11 @@ py::object decode_call(const DecodeCall& c, bool bf16_cache) {
     require_rank(kWhere, {"k_cache", c.k}, 4, "[B, H_kv, capacity, d] or [blocks, H_kv, bs, d]");
     require_rank(
         kWhere, {"v_cache", c.v}, 4, "[B, H_kv, capacity, d_v] or [blocks, H_kv, bs, d_v]");
-    if (bf16_cache) {
+    if (cache == "bf16" || cache == "fp16") {
         if (!py::array_t<float>::check_(c.q) || !is_bits16(c.k) || !is_bits16(c.v))
-            throw py::type_error(std::string(kWhere) +
-                                 ": a bf16 cache takes float32 q and 16-bit k_cache, v_cache");
-        return run<float, bf16>(c);
+            throw py::type_error(std::string(kWhere) + ": a " + cache +
+                                 " cache takes float32 q and 16-bit k_cache, v_cache");
+        return cache == "bf16" ? run<float, bf16>(c) : run<float, fp16>(c);
     }
     const Dtype t = common_dtype(kWhere, {{"q", c.q}, {"k_cache", c.k}, {"v_cache", c.v}});
     return t == Dtype::f32 ? run<float, float>(c) : run<double, double>(c);
@@ -132,7 +133,7 @@ void register_decode(py::module_& m) {
            std::string pattern,
            std::uint64_t seed,
            std::optional<double> scale,
-           bool bf16_cache,
+           const std::string& cache,
            bool return_lse,
            std::optional<int> threads) {
             const DecodeCall c{q,
@@ -146,7 +147,7 @@ void register_decode(py::module_& m) {
                                scale,
                                return_lse,
                                threads};
-            return decode_call(c, bf16_cache);
+            return decode_call(c, cache);
         },
         arg("q"),
         arg("k_cache"),
@@ -157,7 +158,7 @@ void register_decode(py::module_& m) {
         arg("pattern"),
         arg("seed"),
         arg("scale").none(true),
-        arg("bf16_cache"),
+        arg("cache"),
         arg("return_lse"),
         arg("num_threads").none(true));
 }

@@ -10,6 +10,7 @@
 
 #include <ioattn/bf16.hpp>
 #include <ioattn/decode.hpp>
+#include <ioattn/fp16.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -166,7 +167,7 @@ struct DecodeCase {
     }
 
     static Scalar widen(Cache c) {
-        if constexpr (std::is_same_v<Cache, bf16>)
+        if constexpr (std::is_same_v<Cache, bf16> || std::is_same_v<Cache, fp16>)
             return static_cast<Scalar>(static_cast<float>(c));
         else
             return c;

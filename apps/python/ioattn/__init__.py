@@ -9,8 +9,8 @@ all float64: anything else is a TypeError, never a silent cast. ``causal=True`` 
 bottom-right aligned: query i sees key j iff j <= i + (n_k - n_q). Errors: ValueError
 (ioattn.InvalidArgument) for bad arguments, ioattn.Error (a RuntimeError) for the rest.
 ``import ioattn.torch`` for the PyTorch autograd Function and the SDPA-style drop-in.
-``decode`` is the decode step over a key/value cache (contiguous or paged, fp32 or bf16), on
-numpy arrays and torch tensors.
+``decode`` is the decode step over a key/value cache (contiguous or paged, fp32, bf16 or fp16),
+on numpy arrays and torch tensors.
 
 Plan cache: every Mask (and every mask given as a spec string, scipy matrix or array) is kept
 by content with the plans built over it, in a least-recently-used cache of 32 masks
@@ -165,19 +165,27 @@ def _decode_window(window, mask, where):
 
 
 def _decode_arrays(q, k_cache, v_cache, where):
-    """(q, k, v as numpy arrays, whether the cache is bf16, whether the inputs were tensors):
-    tensors without copies, a torch.bfloat16 cache as its int16 view."""
+    """(q, k, v as numpy arrays, the cache's 16-bit kind ("bf16", "fp16" or ""), whether the
+    inputs were tensors): tensors without copies, a 16-bit cache as its int16 view."""
     tensors = [_is_tensor(x) for x in (q, k_cache, v_cache)]
     if any(tensors) and not all(tensors):
         raise TypeError(f"{where}: q, k_cache and v_cache must all be numpy arrays or all "
                         f"torch tensors")
     if not all(tensors):
+        halves = [isinstance(x, _np.ndarray) and x.dtype == _np.float16
+                  for x in (k_cache, v_cache)]
+        if any(halves):
+            if not all(halves) or not (isinstance(q, _np.ndarray) and q.dtype == _np.float32):
+                raise TypeError(f"{where}: a float16 cache takes a float32 q and both caches "
+                                f"float16 (got q {getattr(q, 'dtype', type(q).__name__)}, "
+                                f"k_cache {k_cache.dtype}, v_cache {v_cache.dtype})")
+            return q, k_cache.view(_np.int16), v_cache.view(_np.int16), "fp16", False
         for name, x in (("k_cache", k_cache), ("v_cache", v_cache)):
             if isinstance(x, _np.ndarray) and x.dtype not in (_np.float32, _np.float64):
-                raise TypeError(f"{where}: {name} is {x.dtype}: numpy caches are float32 or "
-                                f"float64 (numpy has no bfloat16: pass a bf16 cache as a "
-                                f"torch.bfloat16 tensor)")
-        return q, k_cache, v_cache, False, False
+                raise TypeError(f"{where}: {name} is {x.dtype}: numpy caches are float32, "
+                                f"float64 or float16 (numpy has no bfloat16: pass a bf16 cache "
+                                f"as a torch.bfloat16 tensor)")
+        return q, k_cache, v_cache, "", False
     import torch
 
     def plain(t, name):
@@ -186,13 +194,14 @@ def _decode_arrays(q, k_cache, v_cache, where):
         return t.detach().resolve_conj().resolve_neg()
 
     q, k, v = plain(q, "q"), plain(k_cache, "k_cache"), plain(v_cache, "v_cache")
-    half = [x.dtype == torch.bfloat16 for x in (k, v)]
-    if any(half):
-        if not all(half) or q.dtype != torch.float32:
-            raise TypeError(f"{where}: a bfloat16 cache takes a float32 q and both caches "
-                            f"bfloat16 (got q {q.dtype}, k_cache {k.dtype}, v_cache {v.dtype})")
-        return q.numpy(), k.view(torch.int16).numpy(), v.view(torch.int16).numpy(), True, True
-    return q.numpy(), k.numpy(), v.numpy(), False, True
+    for dtype, kind in ((torch.bfloat16, "bf16"), (torch.float16, "fp16")):
+        half = [x.dtype == dtype for x in (k, v)]
+        if any(half):
+            if not all(half) or q.dtype != torch.float32:
+                raise TypeError(f"{where}: a {dtype} cache takes a float32 q and both caches "
+                                f"{dtype} (got q {q.dtype}, k_cache {k.dtype}, v_cache {v.dtype})")
+            return q.numpy(), k.view(torch.int16).numpy(), v.view(torch.int16).numpy(), kind, True
+    return q.numpy(), k.numpy(), v.numpy(), "", True
 
 
 def decode(q, k_cache, v_cache, kv_lens, *, block_table=None, window=None, mask=None,
@@ -204,8 +213,9 @@ def decode(q, k_cache, v_cache, kv_lens, *, block_table=None, window=None, mask=
     v_cache [B, H_kv, capacity, d_v], or paged, [num_blocks, H_kv, block_size, d] with
     block_table [B, max_blocks] (position p of sequence b in row p % block_size of block
     block_table[b][p // block_size]). H a multiple of H_kv (GQA, MQA). numpy arrays all float32
-    or all float64, or torch CPU tensors: float32 or float64, or a torch.bfloat16 cache with a
-    float32 q (read in place, widened exactly; numpy has no bfloat16). kv_lens [B] and
+    or all float64, or torch CPU tensors: float32 or float64, or a torch.bfloat16 or float16
+    cache (numpy: float16; numpy has no bfloat16) with a float32 q, read in place and widened
+    exactly. kv_lens [B] and
     block_table are integer arrays, lists or tensors. window=W: token p sees only (p - W, p],
     and the rows no token sees are never read; or mask, a pattern spec over the cached
     positions ("causal-window:W" or "window:W": W + 1 keys; "causal", "dense": all; any other
@@ -217,10 +227,10 @@ def decode(q, k_cache, v_cache, kv_lens, *, block_table=None, window=None, mask=
     gives out 0 and lse -inf. Bitwise the same for any num_threads; the GIL is released."""
     where = "ioattn.decode"
     w, pattern = _decode_window(window, mask, where)
-    q, k, v, bf16, tensors = _decode_arrays(q, k_cache, v_cache, where)
+    q, k, v, cache, tensors = _decode_arrays(q, k_cache, v_cache, where)
     lens = _ints(kv_lens, "kv_lens", where)
     table = None if block_table is None else _ints(block_table, "block_table", where)
-    result = _core.decode(q, k, v, lens, table, w, pattern, int(seed), scale, bf16,
+    result = _core.decode(q, k, v, lens, table, w, pattern, int(seed), scale, cache,
                           bool(return_lse), num_threads)
     if not tensors:
         return result

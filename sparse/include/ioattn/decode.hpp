@@ -14,7 +14,8 @@
 /// The cache is contiguous ([batch][kv_heads][capacity][d]) or paged as vLLM and OpenVINO lay
 /// it out ([num_blocks][kv_heads][block_size][d] with a block table [batch][max_blocks]:
 /// position p of sequence b lies in row p % block_size of block table[b][p / block_size]).
-/// Its elements are the working type or ioattn::bf16 (widened to float on load).
+/// Its elements are the working type, ioattn::bf16 or ioattn::fp16 (IEEE half, llama.cpp's
+/// default cache type), widened exactly to float on load.
 ///
 /// The schedule (docs/design.md section 15): for each (sequence, kv head) the query rows of the
 /// group (heads / kv_heads heads x n_new tokens) are one block that meets each cached row once,
@@ -24,6 +25,7 @@
 /// decode_lower_bound, reads every visible cached word once.
 
 #include <ioattn/bf16.hpp>
+#include <ioattn/fp16.hpp>
 #include <ioattn/io_counter.hpp>
 #include <ioattn/memory_model.hpp>
 #include <ioattn/sparse/support.hpp>
@@ -58,7 +60,7 @@ struct BlockTable {
     std::int64_t stride = 0;            ///< elements between rows (>= cols)
 };
 
-/// Operands of a decode call. Cache = Scalar or bf16.
+/// Operands of a decode call. Cache = Scalar, bf16 or fp16.
 template <typename Scalar, typename Cache = Scalar>
 struct DecodeArgs {
     TensorView<const Scalar> q; ///< [batch][heads][n_new][d]
@@ -181,7 +183,7 @@ DecodePlan plan_decode(const DecodeShape& shape, const DecodeOptions& options = 
 /// propagate as in ioattn::attention (a cached row a token may not see never reaches it).
 /// Results are bitwise independent of options.threads. A counted call (count_io, dry_run)
 /// throws CapacityError when a chunk task's resident words exceed options.memory (M), before
-/// anything is written. Scalar: float or double; Cache: Scalar or bf16. Thread-safe for
+/// anything is written. Scalar: float or double; Cache: Scalar, bf16 or fp16. Thread-safe for
 /// distinct outputs.
 template <typename Scalar, typename Cache = Scalar>
 DecodeReport decode(const DecodeArgs<Scalar, Cache>& args, const DecodeOptions& options = {});

@@ -8,6 +8,7 @@
 
 #include <ioattn/bf16.hpp>
 #include <ioattn/decode.hpp>
+#include <ioattn/fp16.hpp>
 #include <ioattn/kernels/dispatch.hpp>
 #include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/kernels/workspace.hpp>
@@ -223,6 +224,8 @@ DecodeReport decode(const DecodeArgs<Scalar, Cache>& args, const DecodeOptions& 
     template DecodeReport decode<Scalar, Scalar>(const DecodeArgs<Scalar, Scalar>&,                \
                                                  const DecodeOptions&);                            \
     template DecodeReport decode<Scalar, bf16>(const DecodeArgs<Scalar, bf16>&,                    \
+                                               const DecodeOptions&);                              \
+    template DecodeReport decode<Scalar, fp16>(const DecodeArgs<Scalar, fp16>&,                    \
                                                const DecodeOptions&);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE

@@ -28,6 +28,7 @@
 
 #include <ioattn/bf16.hpp>
 #include <ioattn/decode.hpp>
+#include <ioattn/fp16.hpp>
 #include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
 
@@ -333,7 +334,9 @@ void decode_chunks(const DecodeArgs<Scalar, Cache>& args,
     template void decode_chunks<Scalar, Scalar, Counter>(                                          \
         const DecodeArgs<Scalar, Scalar>&, const DecodePlan&, Scalar*, Counter&);                  \
     template void decode_chunks<Scalar, bf16, Counter>(                                            \
-        const DecodeArgs<Scalar, bf16>&, const DecodePlan&, Scalar*, Counter&);
+        const DecodeArgs<Scalar, bf16>&, const DecodePlan&, Scalar*, Counter&);                    \
+    template void decode_chunks<Scalar, fp16, Counter>(                                            \
+        const DecodeArgs<Scalar, fp16>&, const DecodePlan&, Scalar*, Counter&);
 IOATTN_FOR_EACH_KERNEL_TYPE(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 

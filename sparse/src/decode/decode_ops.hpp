@@ -2,7 +2,7 @@
 // Building blocks of the decode chunk kernel (decode/decode_chunks.cpp), compiled for the ISA
 // target of the including translation unit:
 //   load_cached:  a vector of a cached row as working-type words (bf16: the exact 16-bit
-//                 shift, on load: a bf16 cache is never copied)
+//                 shift; fp16: vcvtph2ps; on load: a 16-bit cache is never copied)
 //   block_scores: the scores of up to 4 query rows against kLanes / 4 cached rows (one
 //                 accumulator per pair, one transposing reduction: kernels/element/element_ops.hpp)
 //   tile_softmax: the online softmax step of one row over a tile of scores (base 2)
@@ -12,6 +12,7 @@
 #include "kernels/element/element_ops.hpp"
 
 #include <ioattn/bf16.hpp>
+#include <ioattn/fp16.hpp>
 #include <ioattn/kernels/simd.hpp>
 
 #include <cmath>
@@ -37,7 +38,8 @@ inline Vec<T> broadcast(T x) {
 }
 
 /// kLanes words of a cached row at p as a working-type vector: a load for a cache of the
-/// working type; for bf16 a load of kLanes halves, zero-extended and shifted (exact).
+/// working type; for bf16 a load of kLanes halves, zero-extended and shifted (exact); for fp16
+/// the halves converted (exact).
 template <typename T>
 inline Vec<T> load_cached(const T* p) {
     return kernels::load(p);
@@ -58,6 +60,38 @@ inline Vec<T> load_cached(const bf16* p) {
         std::memcpy(&h, p, sizeof(h));
         return __builtin_convertvector(kernels::as<FloatD>(__builtin_convertvector(h, WordD) << 16),
                                        Vec<double>);
+    }
+}
+
+/// kLanes IEEE halves at p widened (exact): vcvtph2ps at the AVX-512 and AVX2 targets (the AVX2
+/// target's CPUs all have F16C), fp16::widen lane by lane at the baseline.
+inline Vec<float> halves_to_float(const fp16* p) {
+#if IOATTN_ISA_LEVEL == 3
+    __m256i h;
+    std::memcpy(&h, p, sizeof(h));
+    // the full-mask form: the unmasked intrinsic trips GCC 12's -Wmaybe-uninitialized
+    return kernels::as<Vec<float>>(_mm512_maskz_cvtph_ps(0xFFFF, h));
+#elif IOATTN_ISA_LEVEL == 2
+    __m128i h;
+    std::memcpy(&h, p, sizeof(h));
+    return kernels::as<Vec<float>>(_mm256_cvtph_ps(h));
+#else
+    Vec<float> v;
+    for (int j = 0; j < Simd<float>::kLanes; ++j)
+        v[j] = fp16::widen(p[j].bits);
+    return v;
+#endif
+}
+
+template <typename T>
+inline Vec<T> load_cached(const fp16* p) {
+    if constexpr (std::is_same_v<T, float>) {
+        return halves_to_float(p);
+    } else { // kLanes halves as float, then double
+        FloatD f;
+        for (int j = 0; j < Simd<double>::kLanes; ++j)
+            f[j] = fp16::widen(p[j].bits);
+        return __builtin_convertvector(f, Vec<double>);
     }
 }
 

@@ -8,6 +8,7 @@
 #include <ioattn/bf16.hpp>
 #include <ioattn/decode.hpp>
 #include <ioattn/error.hpp>
+#include <ioattn/fp16.hpp>
 #include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/view_checks.hpp>
 
@@ -155,7 +156,9 @@ validate_decode(const DecodeArgs<Scalar, Cache>& a, std::string_view where, bool
     template DecodeShape validate_decode<Scalar, Scalar>(                                          \
         const DecodeArgs<Scalar, Scalar>&, std::string_view, bool);                                \
     template DecodeShape validate_decode<Scalar, bf16>(                                            \
-        const DecodeArgs<Scalar, bf16>&, std::string_view, bool);
+        const DecodeArgs<Scalar, bf16>&, std::string_view, bool);                                  \
+    template DecodeShape validate_decode<Scalar, fp16>(                                            \
+        const DecodeArgs<Scalar, fp16>&, std::string_view, bool);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE
 
