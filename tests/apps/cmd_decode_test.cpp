@@ -1,8 +1,8 @@
 // Tests of apps/cmd_decode.cpp and decode_run.cpp through the built program: `ioattn decode
-// --json` with --check and --count-io over contiguous and paged, fp32 and bf16 caches, with and
-// without a window or a pattern beyond windows (--pattern), passes its check and counts exactly
-// the closed form, the window and the pattern reading only their rows; bad usage is one line on
-// stderr and exit 2.
+// --json` with --check and --count-io over contiguous and paged, fp32, bf16 and fp16 caches,
+// with and without a window or a pattern beyond windows (--pattern), passes its check and counts
+// exactly the closed form, the window and the pattern reading only their rows; bad usage is one
+// line on stderr and exit 2.
 
 #include "cli.hpp"
 
@@ -47,7 +47,7 @@ nlohmann::json decode_json(std::vector<std::string> args) {
 
 TEST_CASE("decode --json checks and counts every layout, type and window", "[apps][decode]") {
     std::int64_t full_bytes = 0;
-    for (const char* dtype : {"float", "bf16"})
+    for (const char* dtype : {"float", "bf16", "fp16"})
         for (const char* page : {"0", "16"})
             for (const char* pattern :
                  {"causal", "causal-window:40", "causal-window:40+global:4"}) {
@@ -59,7 +59,7 @@ TEST_CASE("decode --json checks and counts every layout, type and window", "[app
                 CHECK(j.at("kv_lens") == nlohmann::json::array({300, 0, 77}));
                 const std::string p = pattern;
                 const auto bytes = j.at("kv_bytes").get<std::int64_t>();
-                const std::int64_t word = std::string(dtype) == "bf16" ? 2 : 4;
+                const std::int64_t word = std::string(dtype) == "float" ? 4 : 2;
                 if (p == "causal") {
                     CHECK(j.at("window") == 0);
                     CHECK(bytes == (300 + 77) * 2 * 64 * word);

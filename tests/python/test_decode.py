@@ -1,8 +1,8 @@
 """ioattn.decode: every sequence against ioattn.attention (causal, bottom-right aligned) over its
 cached rows and against the numpy float64 reference of conftest, on numpy float32 and float64
-and torch tensors (float32 and a bfloat16 cache); contiguous and paged caches bitwise equal;
-GQA, n_new 1 and 16, ragged lengths with 0 and the capacity; windows, pattern specs and patterns
-beyond windows; the thread count; the errors."""
+(and float16 caches) and torch tensors (float32, a bfloat16 and a float16 cache); contiguous
+and paged caches bitwise equal; GQA, n_new 1 and 16, ragged lengths with 0 and the capacity;
+windows, pattern specs and patterns beyond windows; the thread count; the errors."""
 
 import numpy as np
 import pytest
@@ -149,6 +149,25 @@ def test_torch_float32_and_bfloat16_cache():
     tpv = torch.from_numpy(pv).to(torch.bfloat16)
     assert torch.equal(ioattn.decode(tq, tpk, tpv, lens, block_table=torch.from_numpy(table)),
                        half)
+
+
+def test_float16_cache_numpy_and_torch():
+    q, k, v, lens = case(b=3, h=8, g=2, n_new=2, d=32, cap=200, lens=[200, 2, 77])
+    hk, hv = k.astype(np.float16), v.astype(np.float16)
+    half = ioattn.decode(q, hk, hv, lens)
+    # an fp16 cache is the float32 cache of the rounded values, bitwise
+    assert np.array_equal(half, ioattn.decode(q, hk.astype(np.float32), hv.astype(np.float32),
+                                              lens))
+    assert np.abs(half - ioattn.decode(q, k, v, lens)).max() < 5e-3  # fp16 rounding
+    tq, tk, tv = (torch.from_numpy(x) for x in (q, hk, hv))
+    assert tk.dtype == torch.float16
+    assert np.array_equal(ioattn.decode(tq, tk, tv, lens).numpy(), half)
+    pk, pv, table = paged(hk, hv, list(lens), 16)
+    assert np.array_equal(ioattn.decode(q, pk, pv, lens, block_table=table), half)
+    with pytest.raises(TypeError, match="a float16 cache takes a float32 q"):
+        ioattn.decode(q.astype(np.float64), hk, hv, lens)
+    with pytest.raises(TypeError, match="a float16 cache takes a float32 q and both caches"):
+        ioattn.decode(q, hk, v, lens)
 
 
 def test_errors():
