@@ -1,7 +1,9 @@
 // Whitebox test of the transpose of monotone interval rows (sparse/src/support/
 // interval_transpose.cpp): the CSR of a pair-by-pair transpose for bands, causal and
 // variable-length causal supports, and false (nothing written) where a row is empty, not an
-// interval, or its ends decrease.
+// interval, or its ends decrease. interval_symmetric:
+// true, and transposed() the support itself, exactly for the square bands that equal their
+// pair-by-pair transpose.
 
 #include "support/interval_transpose.hpp"
 
@@ -9,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -76,4 +79,49 @@ TEST_CASE("interval_transpose: declines rows that are not monotone intervals",
     // an empty row between two intervals
     CHECK(declined(sp::Support(3, 8, {0, 2, 2, 4}, {0, 1, 1, 2})));
     CHECK(declined(sp::Support(0, 8, {0}, {})));
+}
+
+TEST_CASE("interval_symmetric: a symmetric band is its own transpose",
+          "[sparse][support][whitebox]") {
+    const auto symmetric_by_pairs = [](const sp::Support& s) {
+        const auto [offsets, rows] = walked(s);
+        return s.n_q() == s.n_k() &&
+               offsets ==
+                   std::vector<std::int64_t>(s.row_offsets().begin(), s.row_offsets().end()) &&
+               rows == std::vector<std::int64_t>(s.col_indices().begin(), s.col_indices().end());
+    };
+    for (const std::string spec : {"window:16", "window:0", "window:200", "window:3+global:0"}) {
+        const sp::Support s = sp::parse_pattern(spec, 300, 300, 1);
+        CAPTURE(spec);
+        REQUIRE(symmetric_by_pairs(s));
+        CHECK(spd::interval_symmetric(s));
+        CHECK(&s.transposed() == &s); // nothing built: the support itself
+    }
+    // not symmetric, or not intervals: false, and the transpose is built as before
+    for (const std::string spec :
+         {"causal-window:16", "causal", "window:4&causal", "dilated:4:2"}) {
+        const sp::Support s = sp::parse_pattern(spec, 300, 300, 1);
+        CAPTURE(spec);
+        CHECK_FALSE(spd::interval_symmetric(s));
+        CHECK(&s.transposed() != &s);
+        const auto [offsets, rows] = walked(s);
+        CHECK(std::vector<std::int64_t>(s.transposed().col_indices().begin(),
+                                        s.transposed().col_indices().end()) == rows);
+    }
+    CHECK(symmetric_by_pairs(sp::parse_pattern("dilated:4:2", 300, 300, 1))); // symmetric, gaps
+    CHECK_FALSE(spd::interval_symmetric(sp::parse_pattern("window:4", 300, 301, 1)));
+    // a band one key wider on one side in one row: intervals, monotone, not symmetric
+    std::vector<std::int64_t> offsets{0}, cols;
+    for (std::int64_t i = 0; i < 50; ++i) {
+        for (std::int64_t j = std::max<std::int64_t>(0, i - 2);
+             j <= std::min<std::int64_t>(49, i + (i == 20 ? 3 : 2));
+             ++j)
+            cols.push_back(j);
+        offsets.push_back(static_cast<std::int64_t>(cols.size()));
+    }
+    const sp::Support skewed(50, 50, offsets, cols);
+    CHECK_FALSE(spd::interval_symmetric(skewed));
+    const auto [t_offsets, t_rows] = walked(skewed);
+    CHECK(std::vector<std::int64_t>(skewed.transposed().col_indices().begin(),
+                                    skewed.transposed().col_indices().end()) == t_rows);
 }

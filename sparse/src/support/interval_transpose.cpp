@@ -4,7 +4,8 @@
 // the first with lo_i > j, so each key row of the transpose is one run a_j, a_j + 1, ...,
 // b_j - 1, written in order by parallel parts of the keys. The scatter it replaces streams one
 // column per key of a row (window:256: 513 streams that miss the caches).
-// O(n_q + n_k + Z_QK), the writes sequential. Tests: tests/sparse/interval_transpose_test.cpp
+// O(n_q + n_k + Z_QK), the writes sequential. interval_symmetric compares those runs with the
+// rows themselves, O(n_q + n_k). Tests: tests/sparse/interval_transpose_test.cpp
 
 #include "support/interval_transpose.hpp"
 
@@ -45,6 +46,23 @@ bool monotone_intervals(const Support& s) {
 }
 
 } // namespace
+
+bool interval_symmetric(const Support& s) {
+    const std::int64_t n = s.n_q();
+    if (n < 1 || s.n_k() != n || !monotone_intervals(s))
+        return false;
+    std::int64_t a = 0, b = 0; // as interval_transpose: key j's rows are [a_j, b_j)
+    for (std::int64_t j = 0; j < n; ++j) {
+        while (a < n && s.row(a).back() < j)
+            ++a;
+        while (b < n && s.row(b).front() <= j)
+            ++b;
+        const auto row = s.row(j);
+        if (a != row.front() || b != row.back() + 1)
+            return false;
+    }
+    return true;
+}
 
 bool interval_transpose(const Support& s,
                         std::vector<std::int64_t>& offsets,

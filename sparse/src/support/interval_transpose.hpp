@@ -17,4 +17,8 @@ bool interval_transpose(const Support& s,
                         std::vector<std::int64_t>& offsets,
                         std::vector<std::int64_t>& rows);
 
+/// Whether s, square with rows as interval_transpose takes them, is its own transpose (a
+/// symmetric window or band): each key's run of rows is its own row's interval.
+bool interval_symmetric(const Support& s);
+
 } // namespace ioattn::sparse::detail

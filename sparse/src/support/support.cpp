@@ -67,6 +67,7 @@ struct Support::Cache {
     // preset. Double-checked instead: `ready` is published after the build, under the lock.
     std::mutex transpose_mutex;
     std::atomic<const Support*> ready{nullptr};
+    std::atomic<int> symmetric{-1}; ///< interval_symmetric: -1 not known yet, 0 no, 1 yes
     std::unique_ptr<Support> transposed;
     std::atomic<const std::vector<std::int64_t>*> positions_ready{nullptr};
     std::vector<std::int64_t>
@@ -200,6 +201,15 @@ TransposeParts transpose_of(const Support& s, bool positions) {
 const Support& Support::transposed() const {
     if (const Support* t = cache_->ready.load(std::memory_order_acquire))
         return *t;
+    // a symmetric band is its own transpose: no copy (window:256 at N = 16384: 64 MiB), and
+    // the backward's key-side plans are its query-side ones
+    int symmetric = cache_->symmetric.load(std::memory_order_acquire);
+    if (symmetric < 0) {
+        symmetric = detail::interval_symmetric(*this) ? 1 : 0;
+        cache_->symmetric.store(symmetric, std::memory_order_release);
+    }
+    if (symmetric == 1)
+        return *this;
     // built unlocked (its loops run in parallel: a worker waiting on the lock could be one they
     // need); of two concurrent builds the first stored is kept; a throw stores nothing, so the
     // next call retries

@@ -117,7 +117,8 @@ public:
     }
 
     /// Omega^T: the n_k x n_q support whose row j lists the queries that may see key j. Built
-    /// on first use (O(n_k + Z_QK)) and kept: copies share it; thread-safe.
+    /// on first use (O(n_k + Z_QK)) and kept: copies share it; thread-safe. A symmetric support
+    /// of interval rows (a window, a band) is its own transpose: *this, nothing built.
     [[nodiscard]] const Support& transposed() const;
 
     /// For each entry of transposed() in its CSR order, the position of the same pair in this
