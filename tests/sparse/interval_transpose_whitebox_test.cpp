@@ -1,9 +1,8 @@
 // Whitebox test of the transpose of monotone interval rows (sparse/src/support/
 // interval_transpose.cpp): the CSR of a pair-by-pair transpose for bands, causal and
 // variable-length causal supports, and false (nothing written) where a row is empty, not an
-// interval, or its ends decrease. interval_symmetric:
-// true, and transposed() the support itself, exactly for the square bands that equal their
-// pair-by-pair transpose.
+// interval, or its ends decrease. interval_symmetric: true, and transposed() the support
+// itself, exactly for the square bands that equal their pair-by-pair transpose.
 
 #include "support/interval_transpose.hpp"
 
@@ -110,18 +109,33 @@ TEST_CASE("interval_symmetric: a symmetric band is its own transpose",
     }
     CHECK(symmetric_by_pairs(sp::parse_pattern("dilated:4:2", 300, 300, 1))); // symmetric, gaps
     CHECK_FALSE(spd::interval_symmetric(sp::parse_pattern("window:4", 300, 301, 1)));
-    // a band one key wider on one side in one row: intervals, monotone, not symmetric
-    std::vector<std::int64_t> offsets{0}, cols;
-    for (std::int64_t i = 0; i < 50; ++i) {
-        for (std::int64_t j = std::max<std::int64_t>(0, i - 2);
-             j <= std::min<std::int64_t>(49, i + (i == 20 ? 3 : 2));
-             ++j)
-            cols.push_back(j);
-        offsets.push_back(static_cast<std::int64_t>(cols.size()));
+    { // a symmetric band with one more key column, empty: not square, so not its own transpose
+        const sp::Support band = sp::parse_pattern("window:4", 300, 300, 1);
+        const sp::Support wider(300,
+                                301,
+                                {band.row_offsets().begin(), band.row_offsets().end()},
+                                {band.col_indices().begin(), band.col_indices().end()});
+        CHECK_FALSE(spd::interval_symmetric(wider));
+        CHECK(wider.transposed().n_q() == 301);
     }
-    const sp::Support skewed(50, 50, offsets, cols);
-    CHECK_FALSE(spd::interval_symmetric(skewed));
-    const auto [t_offsets, t_rows] = walked(skewed);
-    CHECK(std::vector<std::int64_t>(skewed.transposed().col_indices().begin(),
-                                    skewed.transposed().col_indices().end()) == t_rows);
+    // a band one key wider on one side of one row (the right, then the left): intervals,
+    // monotone, not symmetric
+    for (const bool right : {true, false}) {
+        std::vector<std::int64_t> offsets{0}, cols;
+        for (std::int64_t i = 0; i < 50; ++i) {
+            const std::int64_t lo = i - (i == 20 && !right ? 3 : 2);
+            const std::int64_t hi = i + (i == 20 && right ? 3 : 2);
+            for (std::int64_t j = std::max<std::int64_t>(0, lo);
+                 j <= std::min<std::int64_t>(49, hi);
+                 ++j)
+                cols.push_back(j);
+            offsets.push_back(static_cast<std::int64_t>(cols.size()));
+        }
+        const sp::Support skewed(50, 50, offsets, cols);
+        CAPTURE(right);
+        CHECK_FALSE(spd::interval_symmetric(skewed));
+        const auto [t_offsets, t_rows] = walked(skewed);
+        CHECK(std::vector<std::int64_t>(skewed.transposed().col_indices().begin(),
+                                        skewed.transposed().col_indices().end()) == t_rows);
+    }
 }
