@@ -181,6 +181,13 @@ TEST_CASE("sparse bf16 native: a non-finite V value reaches only the rows that s
         check_case(r, s, tile_options(1 << 14));
         CHECK(finite_rows_without(r, s, 100, 50) > 0); // rows that see neither: finite
     }
+    // d_v = 256: the kernel checks V's slice in ranges of 2^16 / d_v = 256 rows
+    // (kernels/tile/forward_setup.hpp), the values set here lie in the second and third
+    Run r(bf16_shape(600, 600, 16, 256, false), 41);
+    poison_v_rows(r, 550, 300);
+    const Support s = ioattn::sparse::parse_pattern("window:8", 600, 600, 7);
+    check_case(r, s, tile_options(1 << 16));
+    CHECK(finite_rows_without(r, s, 550, 300) > 0);
 }
 
 } // namespace sparse_bf16_native_test
