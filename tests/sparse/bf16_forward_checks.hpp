@@ -4,10 +4,12 @@
 // support on a run's bf16 inputs, and O and L against it within the tolerance derived from
 // bf16's output rounding (u = 2^-8) and fp32 accumulation (u32 = 2^-24):
 //   max|O - O_ref| <= (u + 2 (n_k + d) u32) max|O_ref| + u max|V|,
-//   |L - L_ref| <= 2 (n_k + d) u32 (1 + |L_ref|).
+//   |L - L_ref| <= 2 (n_k + d) u32 (1 + |L_ref|);
+// the rows without keys, and the non-finite V values set in a run and the rows they may reach.
 
 #include "bf16_native.hpp"
 
+#include <ioattn/bf16.hpp>
 #include <ioattn/sparse/forward.hpp>
 #include <ioattn/sparse/support.hpp>
 
@@ -16,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 namespace ioattn::test {
@@ -94,6 +97,15 @@ inline bool keyless_rows_empty(const ForwardRun& r) {
                      static_cast<float>(r.o[static_cast<std::size_t>(row * r.p.d_v + z)]) == 0.0F;
         }
     return ok;
+}
+
+/// Sets V[a][3] = +inf and V[b][1] = NaN in the first (batch, kv head) slice of `r` (d_v >= 4):
+/// the non-finite values whose reach finite_rows_without(r, s, a, b) checks.
+inline void poison_v_rows(ForwardRun& r, std::int64_t a, std::int64_t b) {
+    REQUIRE(r.p.d_v >= 4);
+    const std::int64_t d_v = r.p.d_v;
+    r.v[static_cast<std::size_t>(a * d_v + 3)] = bf16(std::numeric_limits<float>::infinity());
+    r.v[static_cast<std::size_t>(b * d_v + 1)] = bf16(std::numeric_limits<float>::quiet_NaN());
 }
 
 /// How many rows of every slice see none of the keys a and b, and whether all their O words

@@ -28,7 +28,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -52,6 +51,7 @@ using Reference = ioattn::test::SparseReference;
 using ioattn::test::check_accuracy;
 using ioattn::test::finite_rows_without;
 using ioattn::test::keyless_rows_empty;
+using ioattn::test::poison_v_rows;
 using ioattn::test::same_bits;
 
 /// The fused schedule's element variant under M.
@@ -174,9 +174,7 @@ TEST_CASE("sparse bf16 native element: a non-finite V value reaches only the row
     for (const char* spec : {"random:0.03", "random:0.3"}) {
         CAPTURE(spec);
         Run r(bf16_shape(200, 200, 16, 16, false), 80);
-        const std::int64_t d_v = r.p.d_v;
-        r.v[static_cast<std::size_t>(100 * d_v + 3)] = bf16(std::numeric_limits<float>::infinity());
-        r.v[static_cast<std::size_t>(50 * d_v + 1)] = bf16(std::numeric_limits<float>::quiet_NaN());
+        poison_v_rows(r, 100, 50);
         const Support s = ioattn::sparse::parse_pattern(spec, 200, 200, 7);
         check_case(r, s, element_options(1 << 14));
         CHECK(finite_rows_without(r, s, 100, 50) > 0); // rows that see neither: finite

@@ -26,7 +26,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <optional>
 #include <random>
 #include <string>
@@ -51,6 +50,7 @@ using Reference = ioattn::test::SparseReference;
 using ioattn::test::check_accuracy;
 using ioattn::test::finite_rows_without;
 using ioattn::test::keyless_rows_empty;
+using ioattn::test::poison_v_rows;
 using ioattn::test::same_bits;
 
 /// The fused schedule's tile variant under M (as the planner tiles it, or for_memory's
@@ -176,13 +176,18 @@ TEST_CASE("sparse bf16 native: a non-finite V value reaches only the rows that s
     for (const char* spec : {"window:8", "bigbird:6:1:3"}) {
         CAPTURE(spec);
         Run r(bf16_shape(200, 200, 16, 16, false), 40);
-        const std::int64_t d_v = r.p.d_v;
-        r.v[static_cast<std::size_t>(100 * d_v + 3)] = bf16(std::numeric_limits<float>::infinity());
-        r.v[static_cast<std::size_t>(50 * d_v + 1)] = bf16(std::numeric_limits<float>::quiet_NaN());
+        poison_v_rows(r, 100, 50);
         const Support s = ioattn::sparse::parse_pattern(spec, 200, 200, 7);
         check_case(r, s, tile_options(1 << 14));
         CHECK(finite_rows_without(r, s, 100, 50) > 0); // rows that see neither: finite
     }
+    // d_v = 256: the kernel checks V's slice in ranges of 2^16 / d_v = 256 rows
+    // (kernels/tile/forward_setup.hpp), the values set here lie in the second and third
+    Run r(bf16_shape(600, 600, 16, 256, false), 41);
+    poison_v_rows(r, 550, 300);
+    const Support s = ioattn::sparse::parse_pattern("window:8", 600, 600, 7);
+    check_case(r, s, tile_options(1 << 16));
+    CHECK(finite_rows_without(r, s, 550, 300) > 0);
 }
 
 } // namespace sparse_bf16_native_test

@@ -45,6 +45,7 @@
 // The kernels it uses, compiled for that instruction set:
 #include "kernels/common/validate.hpp"
 #include "kernels/tile/block_element.hpp"
+#include "kernels/tile/forward_setup.hpp"
 #include "kernels/tile/forward_tiles.hpp"
 #include "kernels/tile/narrow_block.hpp"
 #include "kernels/tile/next_block.hpp"
@@ -186,13 +187,11 @@ void forward_fused(const ForwardArgs<Scalar>& args,
         detail::validate_inputs(a, support, inputs, kWhere, !Counter::kComputes);
     detail::validate(a, support, &tiling, Schedule::fused, memory, kWhere, true);
     const Problem& p = a.problem;
-    const detail::BlockKeys& plan = support.cached_block_keys(tiling.rows);
-    const std::int64_t resident = tiling.resident_words(p, Pass::forward, Kernels::sparse);
-    const int workers = Counter::kComputes ? max_concurrency() : 0;
     CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
-    const kernels::Workspace<Scalar> ws(workers, TileScratch<Scalar>::words(p, tiling));
+    const detail::TileWorkspaces<Scalar> ws(
+        p, support, tiling, Counter::kComputes, TileScratch<Scalar>::words(p, tiling));
+    const int workers = ws.workers;
     const kernels::Workspace<const Scalar*> pointers(workers, 2 * std::min(tiling.cols, p.n_k));
-    const kernels::Workspace<std::int64_t> cursors(workers, tiling.rows);
     // the split's element pairs inside the blocks (`element`): their rows' state
     if (element != nullptr &&
         (maps.rows != nullptr || maps.keys != nullptr || src.q.sparse != nullptr ||
@@ -207,29 +206,30 @@ void forward_fused(const ForwardArgs<Scalar>& args,
     const kernels::Workspace<Scalar> element_ws(element != nullptr ? workers : 0,
                                                 detail::ForwardState<Scalar>::words(p, rows_max));
     alloc.allocate();
-    // Whether each (batch, kv head) slice of a dense V is finite: chunks read in place skip
-    // the exact non-finite path then (one O(n_k d_v) pass instead of one per chunk).
-    std::vector<char> v_finite(static_cast<std::size_t>(p.batch * p.kv_heads), 0);
-    if (Counter::kComputes && src.v.sparse == nullptr)
-        parallel_for_tiles(p.batch * p.kv_heads, [&](std::int64_t kv, int) {
-            const std::int64_t b = kv / p.kv_heads, g = kv % p.kv_heads;
-            v_finite[static_cast<std::size_t>(kv)] =
-                kernels::all_finite(a.v.row(b, g, 0), a.v.stride_row, p.n_k, p.d_v) ? 1 : 0;
-        });
-    const Call<Scalar> call{
-        a, src, support, plan, tiling, maps, element, v_finite.data(), resident, element_words};
+    const std::vector<char> v_finite =
+        detail::v_finite_slices(a, Counter::kComputes && src.v.sparse == nullptr);
+    const Call<Scalar> call{a,
+                            src,
+                            support,
+                            ws.plan,
+                            tiling,
+                            maps,
+                            element,
+                            v_finite.data(),
+                            ws.resident,
+                            element_words};
     // timed runs take each head's heavy blocks first, counting runs index order
     detail::parallel_for_row_blocks(
         p.batch_heads(),
-        plan,
+        ws.plan,
         counter,
         [&](std::int64_t slice, std::int64_t blk, int worker, Counter& io) {
             row_block(call,
                       slice,
                       blk,
-                      WorkerScratch<Scalar>{ws.slab(worker),
+                      WorkerScratch<Scalar>{ws.scratch.slab(worker),
                                             pointers.slab(worker),
-                                            cursors.slab(worker),
+                                            ws.cursors.slab(worker),
                                             element_ws.slab(worker)},
                       io);
         });

@@ -52,6 +52,7 @@
 // The kernels it uses, compiled for that instruction set:
 #include "kernels/common/row_source.hpp"
 #include "kernels/common/validate.hpp"
+#include "kernels/tile/forward_setup.hpp"
 #include "kernels/tile/next_block.hpp"
 
 #include <ioattn/kernels/online_softmax.hpp>
@@ -358,30 +359,19 @@ void forward_fused_bf16(const ForwardArgs<bf16>& args,
     detail::validate(a, support, &tiling, Schedule::fused, memory, kWhere, !Counter::kComputes);
     const Problem& p = a.problem;
     const detail::Operands<bf16> src{{a.q, nullptr}, {a.k, nullptr}, {a.v, nullptr}};
-    const detail::BlockKeys& plan = support.cached_block_keys(tiling.rows);
-    const std::int64_t resident = tiling.resident_words(p, Pass::forward, Kernels::sparse);
-    const int workers = Counter::kComputes ? max_concurrency() : 0;
     CallMemory alloc(kWhere); // sizes the workspaces below, then allocates them
-    const kernels::Workspace<float> ws(workers, Scratch::words(p, tiling));
-    const kernels::Workspace<std::int64_t> cursors(workers, tiling.rows);
+    const detail::TileWorkspaces<float> ws(
+        p, support, tiling, Counter::kComputes, Scratch::words(p, tiling));
     alloc.allocate();
-    // Whether each (batch, kv head) slice of V is finite: in-place chunks skip the exact
-    // non-finite path then (one O(n_k d_v) pass instead of one per chunk).
-    std::vector<char> v_finite(static_cast<std::size_t>(p.batch * p.kv_heads), 0);
-    if constexpr (Counter::kComputes)
-        parallel_for_tiles(p.batch * p.kv_heads, [&](std::int64_t kv, int) {
-            const std::int64_t b = kv / p.kv_heads, g = kv % p.kv_heads;
-            v_finite[static_cast<std::size_t>(kv)] =
-                kernels::all_finite(a.v.row(b, g, 0), a.v.stride_row, p.n_k, p.d_v) ? 1 : 0;
-        });
-    const Call call{a, src, support, plan, tiling, v_finite.data(), resident};
+    const std::vector<char> v_finite = detail::v_finite_slices(a, Counter::kComputes);
+    const Call call{a, src, support, ws.plan, tiling, v_finite.data(), ws.resident};
     // timed runs take each head's heavy blocks first, counting runs index order
     detail::parallel_for_row_blocks(
         p.batch_heads(),
-        plan,
+        ws.plan,
         counter,
         [&](std::int64_t slice, std::int64_t blk, int worker, Counter& io) {
-            row_block(call, slice, blk, ws.slab(worker), cursors.slab(worker), io);
+            row_block(call, slice, blk, ws.scratch.slab(worker), ws.cursors.slab(worker), io);
         });
 }
 
