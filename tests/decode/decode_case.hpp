@@ -174,4 +174,20 @@ struct DecodeCase {
     }
 };
 
+/// The problem of h over a cache of the working type holding h's cached values widened (the
+/// values the kernels compute with), its Q, window and pattern the same.
+template <typename Scalar, typename Cache>
+DecodeCase<Scalar> widened(const DecodeCase<Scalar, Cache>& h) {
+    DecodeCase<Scalar> f(h.batch, h.heads, h.kv_heads, h.n_new, h.d, h.d_v, h.capacity, h.lens, 0);
+    f.q = h.q;
+    f.window = h.window;
+    f.pattern = h.pattern;
+    f.pattern_seed = h.pattern_seed;
+    for (std::size_t e = 0; e < f.k.size(); ++e)
+        f.k[e] = DecodeCase<Scalar, Cache>::widen(h.k[e]);
+    for (std::size_t e = 0; e < f.v.size(); ++e)
+        f.v[e] = DecodeCase<Scalar, Cache>::widen(h.v[e]);
+    return f;
+}
+
 } // namespace ioattn::test

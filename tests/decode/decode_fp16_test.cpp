@@ -116,13 +116,8 @@ TEST_CASE("fp16 rounds to the nearest half, ties to even", "[decode][fp16]") {
 TEST_CASE("decode over an fp16 cache equals fp32 of the same rounded values", "[decode][fp16]") {
     for (const char* pattern : {"", "causal-window:40+global:4"}) {
         DecodeCase<float, fp16> h(3, 8, 2, 2, 64, 48, 600, {600, 2, 129}, 31);
-        DecodeCase<float> f(3, 8, 2, 2, 64, 48, 600, {600, 2, 129}, 31);
-        h.pattern = f.pattern = pattern;
-        f.q = h.q;
-        for (std::size_t e = 0; e < f.k.size(); ++e)
-            f.k[e] = static_cast<float>(h.k[e]);
-        for (std::size_t e = 0; e < f.v.size(); ++e)
-            f.v[e] = static_cast<float>(h.v[e]);
+        h.pattern = pattern;
+        DecodeCase<float> f = ioattn::test::widened(h);
         ioattn::decode(h.args());
         ioattn::decode(f.args());
         CAPTURE(pattern);

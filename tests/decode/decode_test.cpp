@@ -109,12 +109,7 @@ TEST_CASE("decode over a paged cache equals the contiguous cache bitwise", "[dec
 
 TEST_CASE("decode over a bf16 cache equals fp32 of the same rounded values", "[decode][bf16]") {
     DecodeCase<float, ioattn::bf16> h(3, 8, 2, 2, 64, 64, 600, {600, 2, 129}, 31);
-    DecodeCase<float> f(3, 8, 2, 2, 64, 64, 600, {600, 2, 129}, 31);
-    f.q = h.q;
-    for (std::size_t e = 0; e < f.k.size(); ++e)
-        f.k[e] = static_cast<float>(h.k[e]);
-    for (std::size_t e = 0; e < f.v.size(); ++e)
-        f.v[e] = static_cast<float>(h.v[e]);
+    DecodeCase<float> f = ioattn::test::widened(h);
     ioattn::decode(h.args());
     ioattn::decode(f.args());
     CHECK(bitwise_equal(h.o, f.o));
