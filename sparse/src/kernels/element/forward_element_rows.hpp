@@ -122,14 +122,12 @@ finish_row(const Scalar* o, Scalar m, Scalar l, std::int64_t d_v, Store* out, Sc
 
 /// One batch of nk <= 2 kLanes keys (K rows kr, V rows vr) for one row: s = q . K_j, the
 /// online softmax step (one max, one rescale, one exp per vector) and O = alpha O + P V.
-/// qs = scale * log2 e, for pair scores (q unscaled).
 template <typename Scalar, typename Store>
 inline void row_batch(const Problem& p,
                       const Store* const* kr,
                       const Store* const* vr,
                       std::int64_t nk,
                       const QWord<Store>* q,
-                      Scalar qs,
                       Scalar* o,
                       Scalar& m,
                       Scalar& l) {
@@ -138,7 +136,8 @@ inline void row_batch(const Problem& p,
     // --- s = q . K_j (scale * log2 e in q, or times the pairs' sums); past the batch -inf ---
     Pair<Scalar> s;
     if constexpr (kPairScores<Store>)
-        s = pair_dp_dots(q, kr, nk, p.d, qs, kNegInf<Scalar>);
+        s = pair_dp_dots(
+            q, kr, nk, p.d, static_cast<Scalar>(p.scale * kernels::kLog2e), kNegInf<Scalar>);
     else
         s = pair_dots(q, kr, nk, p.d, kNegInf<Scalar>);
     // --- m' = max(m, s); alpha = 2^(m - m'); P = 2^(s - m') ---
@@ -186,7 +185,6 @@ void shared_rows(const ForwardArgs<Store>& a,
     const Store* kb = a.k.row(b, g, 0);
     const Store* vb = a.v.row(b, g, 0);
     const std::int64_t sk = a.k.stride_row, sv = a.v.stride_row;
-    const auto qs = static_cast<Accumulator<Store>>(p.scale * kernels::kLog2e);
     for (std::int64_t k0 = 0; k0 < n; k0 += 2 * kL) {
         const std::int64_t nk = std::min<std::int64_t>(2 * kL, n - k0);
         for (std::int64_t k = 0; k < nk; ++k) {
@@ -194,7 +192,7 @@ void shared_rows(const ForwardArgs<Store>& a,
             vr[k] = vb + keys[k0 + k] * sv;
         }
         for (std::int64_t x = 0; x < r; ++x)
-            row_batch(p, kr, vr, nk, q + x * pq, qs, o + x * po, m[x], l[x]);
+            row_batch(p, kr, vr, nk, q + x * pq, o + x * po, m[x], l[x]);
     }
 }
 
