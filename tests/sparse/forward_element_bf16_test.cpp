@@ -1,15 +1,17 @@
 // Tests of the native bf16 element forward (sparse/src/kernels/element/forward_element.cpp's
 // bf16 instantiation, docs/design.md section 16) through ioattn::attention with bf16 views, a
 // support and the element variant. On a CPU with AVX512_BF16 it is what that variant's forward
-// runs (bf16_runs_native). It computes as the float kernel on the widened operands, so its O
-// and L are bit for bit the widening path's; against the double reference on the same bf16
-// inputs (u = 2^-8, u32 = 2^-24), as the tile forward's test derives them:
+// runs (bf16_runs_native). Its scores are sums of bf16 pairs (vdpbf16ps) in an order of its
+// own, so it and the widening path (the float kernel on the widened operands, O rounded once)
+// are each checked against the double reference on the same bf16 inputs (u = 2^-8,
+// u32 = 2^-24), as the tile forward's test derives the bound:
 //   max|O - O_ref| <= (u + 2 (n_k + d) u32) max|O_ref| + u max|V|,
 //   |L - L_ref| <= 2 (n_k + d) u32 (1 + |L_ref|),
 // on random patterns (rows of a few keys: the short runs' kLanes-row batches; rows of many),
-// power law, windows, ragged N, odd d and d_v, GQA, rows without keys (O = 0, L = -inf);
-// bitwise equal at one thread and all; counted I/O equals the closed form and the float
-// kernel's dry run; a non-finite V value reaches only the rows that see it.
+// power law, windows, ragged N, odd d and d_v (the pairs' masked tail), GQA, rows without keys
+// (O = 0, L = -inf); bitwise equal at one thread and all (and to the widening path where the
+// native kernel does not run); counted I/O equals the closed form and the float kernel's dry
+// run; a non-finite V value reaches only the rows that see it; denormal q rows score 0.
 
 #include "bf16_forward_checks.hpp"
 #include "bf16_native.hpp"
@@ -76,8 +78,8 @@ Support strided_with_empty_rows(std::int64_t n) {
 }
 
 /// Runs `r` over `s` under `o`, counted, then at one thread, then widened: checks the route,
-/// the counts, the accuracy, the thread-count invariance and the widening path's bits; leaves
-/// the native run's O and L in `r`.
+/// the counts, the accuracy of both paths and the thread-count invariance; leaves the native
+/// run's O and L in `r`.
 void check_case(Run& r, const Support& s, AttentionOptions o) {
     Structure<bf16> st;
     st.support = &s;
@@ -95,7 +97,8 @@ void check_case(Run& r, const Support& s, AttentionOptions o) {
     ioattn::sparse::forward_element(
         ioattn::ForwardArgs<float>::shape_only(r.p), s, t, report.plan.memory, dry);
     CHECK(*report.io == dry.report());
-    check_accuracy(r, Reference(r, s));
+    const Reference ref(r, s);
+    check_accuracy(r, ref);
     const std::vector<bf16> o_all = r.o;
     const std::vector<float> l_all = r.lse;
     o.count_io = false;
@@ -108,8 +111,11 @@ void check_case(Run& r, const Support& s, AttentionOptions o) {
         CHECK_FALSE(ioattn::bf16_runs_native(report.plan, st));
         (void)ioattn::attention<bf16>(a, st, report.plan, o);
     }
-    CHECK(r.o == o_all); // the float kernel on the widened operands, O rounded once
-    CHECK(same_bits(r.lse, l_all));
+    check_accuracy(r, ref); // the float kernel on the widened operands, O rounded once
+    if (!ioattn::bf16_kernels_native()) { // then both runs took the widening path
+        CHECK(r.o == o_all);
+        CHECK(same_bits(r.lse, l_all));
+    }
     r.o = o_all; // the native kernel's outputs, for the caller's checks
     r.lse = l_all;
 }
@@ -136,8 +142,8 @@ TEST_CASE("sparse bf16 native: the element variant's forward runs on this CPU",
     CHECK_FALSE(ioattn::bf16_runs_native(b, st));
 }
 
-TEST_CASE("sparse bf16 native element: agrees with the double reference and the widening "
-          "path, exact I/O, thread-count invariant",
+TEST_CASE("sparse bf16 native element: it and the widening path agree with the double "
+          "reference, exact I/O, thread-count invariant",
           "[bf16][sparse][element]") {
     struct Case {
         Problem p;
@@ -179,6 +185,58 @@ TEST_CASE("sparse bf16 native element: a non-finite V value reaches only the row
         check_case(r, s, element_options(1 << 14));
         CHECK(finite_rows_without(r, s, 100, 50) > 0); // rows that see neither: finite
     }
+}
+
+TEST_CASE("sparse bf16 native element: denormal q rows score 0 on bf16 pairs",
+          "[bf16][sparse][element]") {
+    if (!ioattn::bf16_kernels_native()) {
+        WARN("the native bf16 kernels do not run here: nothing to check");
+        return;
+    }
+    // q = 127 2^-133 (the largest bf16 denormal) against K = +-2^126 of scattered signs:
+    // products of about +-1, scores of a few units in fp32 (the widening path), 0 on pairs
+    // (vdpbf16ps reads denormals as 0), so every row of the native run weighs its keys alike:
+    // O = the mean of their V rows.
+    Run r(bf16_shape(40, 40, 32, 16, false), 91);
+    const std::int64_t n_k = r.p.n_k, d_v = r.p.d_v;
+    for (bf16& e : r.q)
+        e = bf16::from_bits(0x007F);
+    for (std::size_t i = 0; i < r.k.size(); ++i)
+        r.k[i] = bf16((i * 2654435761U >> 9U) % 2 == 0 ? -0x1p126F : 0x1p126F);
+    const Support s = ioattn::sparse::parse_pattern("dense", n_k, n_k, 1);
+    Structure<bf16> st;
+    st.support = &s;
+    auto a = r.args();
+    const AttentionOptions o = element_options(1 << 14);
+    (void)ioattn::attention<bf16>(a, st, o);
+    const std::vector<bf16> native = r.o;
+    {
+        const auto env = force_widening();
+        (void)ioattn::attention<bf16>(a, st, o);
+    }
+    const std::vector<double> v = ioattn::test::widened(r.v);
+    double err = 0, widened_err = 0, top = 0;
+    for (std::int64_t bh = 0; bh < r.p.batch * r.p.heads; ++bh) {
+        const std::int64_t g = bh / r.p.heads * r.p.kv_heads + bh % r.p.heads / r.p.group();
+        for (std::int64_t z = 0; z < d_v; ++z) {
+            double mean = 0;
+            for (std::int64_t j = 0; j < n_k; ++j)
+                mean += v[static_cast<std::size_t>((g * n_k + j) * d_v + z)];
+            mean /= static_cast<double>(n_k);
+            top = std::max(top, std::fabs(mean));
+            for (std::int64_t i = 0; i < r.p.n_q; ++i) {
+                const auto at = static_cast<std::size_t>((bh * r.p.n_q + i) * d_v + z);
+                const auto got = static_cast<double>(static_cast<float>(native[at]));
+                const auto wide = static_cast<double>(static_cast<float>(r.o[at]));
+                err = std::max(err, std::fabs(got - mean));
+                widened_err = std::max(widened_err, std::fabs(wide - mean));
+            }
+        }
+    }
+    CAPTURE(err, widened_err, top);
+    const double tol = 2 * ioattn::test::kU16 * top + 1e-6;
+    CHECK(err <= tol);
+    CHECK(widened_err > 10 * tol); // the widening path's scores are not 0: a real case
 }
 
 } // namespace sparse_element_bf16_test

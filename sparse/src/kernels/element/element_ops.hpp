@@ -9,13 +9,16 @@
 //                   in registers a slice of 8 vectors at a time)
 //   pair_dots, pair_axpy: the same over a batch of up to two vectors of rows (the kernels'
 //                   batch: one softmax update per 2 kLanes pairs)
+//   dp_dots_of, pair_dp_dots: batch_dots, pair_dots on bf16 rows in pairs (vdpbf16ps), for
+//                   the forward's scores on bf16 views in the avx512bf16 target region
 //   lanes_sum, lanes_max: horizontal reductions of one vector
 //   key_batch:      one key's backward terms against a batch of gathered queries
 //
 // Rows gathered in place (K, V, Q, dO rows of the inputs) are read with whole-vector loads up
 // to the last full vector and a partial load for the tail, so nothing past a row is read. They
 // are stored as the arithmetic type T or, for the forward's K and V rows, as bf16 (load_as:
-// widened on load, a 16-bit shift, exact), so the fp32 and bf16 forwards are one code.
+// widened on load, a 16-bit shift, exact), so the fp32 and bf16 forwards are one code; where
+// the target has AVX512_BF16 the forward's scores take K's bf16 pairs as they are (dp_dots_of).
 // No software prefetch: the kernels batch independent rows, so out-of-order execution keeps as
 // many misses in flight as the line-fill buffers allow, and a prefetch instruction waits for
 // one of them: a prefetch of the next rows costs random:0.02's forward 5-8% (docs/performance.md
@@ -208,6 +211,42 @@ inline Vec<T> paired_dots(const T* const* xs, const S* const* rows, std::int64_t
     return dots_of<T, NK>([xs](int k) { return xs[k]; }, rows, n);
 }
 
+#if defined(IOATTN_TARGET_AVX512BF16)
+/// acc + the 16 pair sums of the 32 bf16 words at x with the 32 of y.
+inline Vec<float> dp_step(Vec<float> acc, const bf16* x, __m512i y) {
+    return kernels::as<Vec<float>>(_mm512_dpbf16_ps(kernels::as<__m512>(acc),
+                                                    kernels::as<__m512bh>(_mm512_loadu_si512(x)),
+                                                    kernels::as<__m512bh>(y)));
+}
+
+/// Lane k (k < NK) = x_of(k) . rows[k] over n bf16 words, in pairs: vdpbf16ps multiplies the
+/// 16 pairs of a vector of x_of(k) with those of rows[k] (exact products) and adds both into
+/// the fp32 lanes of key k's accumulator, round to nearest even; one transposing reduction as
+/// dots_of. The instruction ignores MXCSR: a denormal bf16 input counts as 0 and a denormal
+/// fp32 sum flushes to 0. x_of(k) is a resident bf16 row zero-padded to whole 32-word vectors;
+/// rows[k] are read only within their n words (a masked load for the tail). Flattened: the
+/// reduction's folds are inlined wherever the inliner places it (folds left out of line keep
+/// the accumulators in memory: the bf16 forward at random:0.02 ran about 1.7x slower).
+template <int NK, typename X>
+[[gnu::flatten]] inline Vec<float> dp_dots_of(X x_of, const bf16* const* rows, std::int64_t n) {
+    constexpr std::int64_t kW = 2 * Simd<float>::kLanes; // bf16 words per vector
+    Vec<float> acc[static_cast<std::size_t>(NK)] = {};
+    std::int64_t z = 0;
+    for (; z + kW <= n; z += kW) {
+        IOATTN_ELEMENT_UNROLL
+        for (int k = 0; k < NK; ++k)
+            acc[k] = dp_step(acc[k], x_of(k) + z, _mm512_loadu_si512(rows[k] + z));
+    }
+    if (z < n) {
+        const auto tail = static_cast<__mmask32>((1U << (n - z)) - 1U);
+        IOATTN_ELEMENT_UNROLL
+        for (int k = 0; k < NK; ++k)
+            acc[k] = dp_step(acc[k], x_of(k) + z, _mm512_maskz_loadu_epi16(tail, rows[k] + z));
+    }
+    return transpose_sums<float, NK>(acc);
+}
+#endif
+
 /// acc[0, n) = alpha * acc + sum_{k < NK} w[k] rows[k][0, n) (alpha null: no rescale). acc is
 /// zero-padded to whole vectors; rows[k] are read only within their n words. The accumulator
 /// stays in registers 8 vectors at a time while every row of the batch passes. Aligned to 64
@@ -315,6 +354,32 @@ pair_dots(const T* x, const S* const* rows, std::int64_t nk, std::int64_t n, T f
         s.hi[k] = fill;
     return s;
 }
+
+#if defined(IOATTN_TARGET_AVX512BF16)
+/// pair_dots of a resident bf16 row x on bf16 pairs (dp_dots_of), each sum times `scale`
+/// before the fill.
+inline Pair<float> pair_dp_dots(const bf16* x,
+                                const bf16* const* rows,
+                                std::int64_t nk,
+                                std::int64_t n,
+                                float scale,
+                                float fill) {
+    constexpr int kL = Simd<float>::kLanes;
+    const auto x_of = [x](int) { return x; };
+    Pair<float> s{kernels::splat<float>(fill), kernels::splat<float>(fill)};
+    const std::int64_t n1 = std::min<std::int64_t>(kL, nk), n2 = nk - n1;
+    kernels::with_count<kL>(
+        n1, [&](auto c) { s.lo = dp_dots_of<decltype(c)::value>(x_of, rows, n) * scale; });
+    if (n2 > 0)
+        kernels::with_count<kL>(
+            n2, [&](auto c) { s.hi = dp_dots_of<decltype(c)::value>(x_of, rows + kL, n) * scale; });
+    for (std::int64_t k = n1; k < kL; ++k)
+        s.lo[k] = fill;
+    for (std::int64_t k = std::max<std::int64_t>(n2, 0); k < kL && n2 > 0; ++k)
+        s.hi[k] = fill;
+    return s;
+}
+#endif
 
 /// batch_axpy over the nk <= 2 kLanes rows of a batch, weights w[0, nk).
 template <typename T, typename S = T>

@@ -3,7 +3,8 @@
 // time over its own keys only (no tile, no mask). Reference: forward_reference.cpp.
 // R = tiling.rows (rows per block, at most; blocks cut by nonzeros too), P = tiling.cols (keys
 // per panel); kernels/element/panels.hpp. line(n): n words padded to 64 bytes; iw: words per index.
-//   parallel for each row block (r rows): read Q rows (scaled into a padded buffer)    r*d
+//   parallel for each row block (r rows): read Q rows (into a padded buffer: scaled,   r*d
+//     or the bf16 rows as they are for pair scores)
 //     [resume: read O, L rows as the starting softmax state                     r*(d_v + 1)]
 //     for each visit p of the block to its panels (a range of adjacent panels, n_p distinct
 //     keys of the block there; kernels/element/panels.hpp):
@@ -25,10 +26,19 @@
 // K or V row) never reaches an output. Each row's keys run in ascending order in batches cut at
 // visit ends: the result depends on the plan (P and its merged visits), never on the thread
 // count. One task per (batch, head, row block), blocks balanced by nonzeros.
-// bf16 views (also compiled for the avx512bf16 region, sparse/CMakeLists.txt): the same loops
-// on the float state (Accumulator<Scalar>); K and V rows are gathered in place as bf16 and
-// widened as they load (element_ops.hpp load_as: exact), so everything but O's rounding to bf16
-// is bit for bit the float kernel's on the widened operands, counts included (words of fp32).
+// bf16 views (compiled for the avx512bf16 region only, sparse/CMakeLists.txt): the same
+// schedule, loops, state (Accumulator<Scalar>) and counts (words of fp32); K and V rows are
+// gathered in place as bf16. The scores are the bf16 arithmetic (kPairScores,
+// forward_element_rows.hpp): q rows are the input's bf16 unscaled (exact; the first half of
+// each q slot), K rows load 32 words a vector without widening, and vdpbf16ps adds the exact
+// products of each bf16 pair into fp32 lanes (round to nearest even); scale * log2 e
+// multiplies the fp32 sum. The rest is fp32: the softmax, P V on V rows widened as they load
+// (element_ops.hpp load_as: exact; rounding P to bf16 would add u max|V| to O's error and
+// pairing two keys' V rows per lane costs a shuffle per vector), O / l rounded to bf16 once.
+// The sums' order differs from the float kernel's on the widened operands: O and L agree
+// with the double reference within the derived tolerance, bitwise for any thread count.
+// vdpbf16ps ignores MXCSR: a denormal bf16 in Q or K counts as 0 in the score (an error below
+// 2^-126 |K| or |q| per product) and a denormal partial sum flushes to 0.
 // Tests: tests/sparse/element_test.cpp, tests/sparse/forward_element_bf16_test.cpp
 
 #include "kernels/element/panels.hpp"
@@ -89,11 +99,7 @@ void row_block(const ForwardArgs<Store>& a,
         w = ForwardState<Scalar>(base, p, r);
         const auto qs = static_cast<Scalar>(p.scale * kernels::kLog2e);
         for (std::int64_t x = 0; x < r; ++x) {
-            const Store* qr = a.q.row(b, h, i0 + x);
-            Scalar* qx = w.q + x * w.pd;
-            for (std::int64_t z = 0; z < p.d; ++z)
-                qx[z] = static_cast<Scalar>(qr[z]) * qs;
-            std::fill(qx + p.d, qx + w.pd, Scalar(0));
+            detail::load_q_row(w, x, a.q.row(b, h, i0 + x), p.d, qs);
             Scalar* ox = w.o + x * w.pdv;
             const Scalar lse = resume ? *a.lse.row(b, h, i0 + x) : kNegInf<Scalar>;
             // a finished row is the state (m = L in base 2, l = 1, O): same softmax

@@ -2,21 +2,26 @@
 // The arithmetic of forward_element (forward_element.cpp) on a block's resident state: one
 // row over its run of keys in a panel (run_row), and kLanes rows over short runs of one length
 // at once (run_rows). Compiled once per instruction set, like the kernel that includes it.
-// `Store` is the views' storage type: Scalar itself, or bf16 whose K and V rows load_as widens
-// (element_ops.hpp); the arithmetic and the state are in Scalar = Accumulator<Store>.
+// `Store` is the views' storage type: Scalar itself, or bf16 whose V rows load_as widens
+// (element_ops.hpp); the arithmetic and the state are in Scalar = Accumulator<Store>. The
+// scores of bf16 views: in the avx512bf16 target region on bf16 pairs (kPairScores), elsewhere
+// on K rows widened as the V rows.
 
 #include "kernels/element/element_ops.hpp"
 #include "kernels/element/panels.hpp"
 #include "kernels/element/short_runs.hpp"
 
 #include <ioattn/kernels/online_softmax.hpp>
+#include <ioattn/kernels/softmax_grad.hpp>
 #include <ioattn/kernels/tile.hpp>
 #include <ioattn/sparse/forward.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 namespace ioattn::sparse::detail {
@@ -28,7 +33,24 @@ using kernels::Vec;
 template <typename Scalar>
 constexpr Scalar kNegInf = -std::numeric_limits<Scalar>::infinity();
 
-/// Per-worker state of one block: scaled q rows (R x pd), O accumulators (R x pdv), m, l.
+/// Whether the scores of `Store` views run on bf16 pairs (vdpbf16ps, element_ops.hpp
+/// dp_dots_of): bf16 views where the target region has AVX512_BF16. The resident q rows are
+/// then the input's bf16 rows unscaled (exact), and scale * log2 e multiplies each fp32 sum.
+#if defined(IOATTN_TARGET_AVX512BF16)
+template <typename Store>
+constexpr bool kPairScores = std::is_same_v<Store, bf16>;
+#else
+template <typename Store>
+constexpr bool kPairScores = false;
+#endif
+
+/// The words of the resident q rows: bf16 for pair scores, else Scalar (scaled by
+/// scale * log2 e).
+template <typename Store>
+using QWord = std::conditional_t<kPairScores<Store>, bf16, Accumulator<Store>>;
+
+/// Per-worker state of one block: q rows (R x pd words of Scalar: scaled, or the bf16 rows of
+/// pair scores in their first half, q_row), O accumulators (R x pdv), m, l.
 template <typename Scalar>
 struct ForwardState {
     std::int64_t pd = 0, pdv = 0;
@@ -51,6 +73,35 @@ struct ForwardState {
         l = m + w.pad(rows);
     }
 };
+
+/// Row x of w's q rows as the scores read them (QWord<Store>, zero-padded to whole vectors:
+/// pd words of Scalar hold 2 pd >= d rounded up to 32 bf16 words).
+template <typename Store, typename Scalar>
+const QWord<Store>* q_row(const ForwardState<Scalar>& w, std::int64_t x) {
+    if constexpr (kPairScores<Store>)
+        return reinterpret_cast<const bf16*>(w.q + x * w.pd);
+    else
+        return w.q + x * w.pd;
+}
+
+/// Fills row x of w's q rows from the input row qr (d words): qr scaled by qs = scale * log2 e,
+/// or for pair scores qr's bits as they are (copied, not typed: the slot is Scalar storage).
+template <typename Store, typename Scalar>
+void load_q_row(
+    const ForwardState<Scalar>& w, std::int64_t x, const Store* qr, std::int64_t d, Scalar qs) {
+    Scalar* qx = w.q + x * w.pd;
+    if constexpr (kPairScores<Store>) {
+        const auto bytes = static_cast<std::size_t>(d) * sizeof(bf16);
+        std::memcpy(qx, qr, bytes);
+        std::memset(reinterpret_cast<char*>(qx) + bytes,
+                    0,
+                    static_cast<std::size_t>(w.pd) * sizeof(Scalar) - bytes);
+    } else {
+        for (std::int64_t z = 0; z < d; ++z)
+            qx[z] = static_cast<Scalar>(qr[z]) * qs;
+        std::fill(qx + d, qx + w.pd, Scalar(0));
+    }
+}
 
 /// Writes one row's O = o / l (rounded to Store) and L = ln 2 (m + log2 l) from its online
 /// softmax state (m in base 2); a row that saw no key (l = 0): O = 0 (not 0 * a NaN of o),
@@ -76,14 +127,19 @@ inline void row_batch(const Problem& p,
                       const Store* const* kr,
                       const Store* const* vr,
                       std::int64_t nk,
-                      const Scalar* q,
+                      const QWord<Store>* q,
                       Scalar* o,
                       Scalar& m,
                       Scalar& l) {
     constexpr int kL = Simd<Scalar>::kLanes;
     alignas(64) Scalar w[static_cast<std::size_t>(2 * kL)];
-    // --- s = q . K_j (scale * log2 e in q); lanes past the batch at -inf ---
-    const Pair<Scalar> s = pair_dots(q, kr, nk, p.d, kNegInf<Scalar>);
+    // --- s = q . K_j (scale * log2 e in q, or times the pairs' sums); past the batch -inf ---
+    Pair<Scalar> s;
+    if constexpr (kPairScores<Store>)
+        s = pair_dp_dots(
+            q, kr, nk, p.d, static_cast<Scalar>(p.scale * kernels::kLog2e), kNegInf<Scalar>);
+    else
+        s = pair_dots(q, kr, nk, p.d, kNegInf<Scalar>);
     // --- m' = max(m, s); alpha = 2^(m - m'); P = 2^(s - m') ---
     const Scalar mx =
         std::max(m,
@@ -104,7 +160,7 @@ inline void row_batch(const Problem& p,
     pair_axpy(o, rescale ? &alpha : nullptr, w, vr, nk, p.d_v);
 }
 
-/// Rows x < r (scaled q rows at q + x pq, O rows at o + x po, m[x], l[x]) over the same n keys,
+/// Rows x < r (q rows at q + x pq, O rows at o + x po, m[x], l[x]) over the same n keys,
 /// two vectors of keys per batch (2 kLanes dot products in flight), each batch's K and V rows
 /// read by every row while they are in L1. One row is run_row; a few rows that see the same
 /// keys (global rows, the fused forward's narrow blocks) share the batches.
@@ -115,7 +171,7 @@ void shared_rows(const ForwardArgs<Store>& a,
                  const std::int64_t* keys,
                  std::int64_t n,
                  std::int64_t r,
-                 const Accumulator<Store>* q,
+                 const QWord<Store>* q,
                  std::int64_t pq,
                  Accumulator<Store>* o,
                  std::int64_t po,
@@ -148,7 +204,7 @@ void run_row(const ForwardArgs<Store>& a,
              std::int64_t g,
              const std::int64_t* keys,
              std::int64_t n,
-             const Scalar* q,
+             const QWord<Store>* q,
              Scalar* o,
              Scalar& m_row,
              Scalar& l_row) {
@@ -180,13 +236,13 @@ template <typename Store, typename Scalar = Accumulator<Store>>
     const int nr = rows.count; // lanes past nr compute on zeros and are not stored
     const std::int64_t n = rows.n;
     alignas(64) Scalar m[kN], l[kN], alpha[kN], pw[kT][kN];
-    const Scalar* xs[kN];
+    const QWord<Store>* xs[kN];
     const Store* kr[kN];
     for (int k = 0; k < kL; ++k) {
         m[k] = k < nr ? w.m[rows.x[k]] : kNegInf<Scalar>;
         l[k] = k < nr ? w.l[rows.x[k]] : Scalar(0);
         if (k < nr)
-            xs[k] = w.q + rows.x[k] * w.pd;
+            xs[k] = q_row<Store>(w, rows.x[k]);
     }
     const Vec<Scalar> mv = kernels::load(m);
     const Store* kb = a.k.row(b, g, 0);
@@ -197,8 +253,14 @@ template <typename Store, typename Scalar = Accumulator<Store>>
     for (std::int64_t t = 0; t < n; ++t) {
         for (int k = 0; k < nr; ++k)
             kr[k] = kb + rows.keys[k][t] * a.k.stride_row;
-        kernels::with_count<kL>(
-            nr, [&](auto c) { s[t] = paired_dots<Scalar, decltype(c)::value>(xs, kr, p.d); });
+        kernels::with_count<kL>(nr, [&](auto c) {
+            constexpr int kC = decltype(c)::value;
+            if constexpr (kPairScores<Store>) // lanes past nr: 0 (not stored)
+                s[t] = dp_dots_of<kC>([&xs](int k) { return xs[k]; }, kr, p.d) *
+                       static_cast<Scalar>(p.scale * kernels::kLog2e);
+            else
+                s[t] = paired_dots<Scalar, kC>(xs, kr, p.d);
+        });
         mx = kernels::max_ignoring_nan<Scalar>(mx, s[t]);
     }
     const Vec<Scalar> m_safe = mx == kernels::splat<Scalar>(kNegInf<Scalar>) ? Vec<Scalar>{} : mx;
@@ -253,7 +315,7 @@ void element_runs(const ForwardArgs<Store>& a,
         if (n == 0)
             continue;
         if (n > kShortRun)
-            run_row(a, b, g, keys, n, w.q + x * w.pd, w.o + x * w.pdv, w.m[x], w.l[x]);
+            run_row(a, b, g, keys, n, q_row<Store>(w, x), w.o + x * w.pdv, w.m[x], w.l[x]);
         else
             short_runs.add(x, keys, n, run_batch);
     }
