@@ -121,20 +121,7 @@ DecodePlan plan_decode(const DecodeShape& shape, const DecodeOptions& options) {
         fail(where, s.kv_lens.size(), " lengths for a batch of ", s.batch);
     if (s.window < 0)
         fail(where, "window = ", s.window, " (expected >= 0; 0: no window)");
-    if (!s.pattern.empty()) { // a window spec is a window; any other, rows per sequence
-        const auto w = sparse::detail::decode_window_spec(s.pattern, where);
-        if (s.window != 0 && (!w || (*w != 0 && *w != s.window)))
-            fail(where,
-                 "window = ",
-                 s.window,
-                 " and pattern '",
-                 s.pattern,
-                 "' (expected one of them: put the window in the pattern)");
-        if (w) {
-            s.window = std::max(s.window, *w);
-            s.pattern.clear();
-        }
-    }
+    sparse::detail::resolve_window_spec(s, where);
     plan.chunk = options.chunk == 0 ? kDecodeChunk : options.chunk;
     if (plan.chunk < kDecodeChunkStep || plan.chunk % kDecodeChunkStep != 0)
         fail(where,

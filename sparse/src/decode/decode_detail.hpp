@@ -39,6 +39,11 @@ decode_task(const DecodePlan& plan, std::int64_t b, std::int64_t g, std::int64_t
 /// and causal-window:W); nullopt for any other spec. Throws for a window spec with a bad W.
 std::optional<std::int64_t> decode_window_spec(std::string_view spec, std::string_view where);
 
+/// A window spec in s.pattern made s.window (the pattern cleared); any other pattern kept.
+/// Throws InvalidArgument naming `where` when s.window is set beside a pattern that is not the
+/// same window (or "dense", "causal").
+void resolve_window_spec(DecodeShape& s, std::string_view where);
+
 /// The shape of the views (kv_lens read from args), checked as decode() documents. Throws
 /// InvalidArgument naming `where`. With `shape_only`, data pointers may be null.
 template <typename Scalar, typename Cache>

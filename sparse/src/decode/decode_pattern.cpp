@@ -12,6 +12,7 @@
 #include <ioattn/decode.hpp>
 #include <ioattn/sparse/pattern.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <limits>
@@ -41,6 +42,23 @@ std::optional<std::int64_t> sparse::detail::decode_window_spec(std::string_view 
         return w + 1;
     }
     return std::nullopt;
+}
+
+void sparse::detail::resolve_window_spec(DecodeShape& s, std::string_view where) {
+    if (s.pattern.empty())
+        return;
+    const auto w = decode_window_spec(s.pattern, where);
+    if (s.window != 0 && (!w || (*w != 0 && *w != s.window)))
+        fail(where,
+             "window = ",
+             s.window,
+             " and pattern '",
+             s.pattern,
+             "' (expected one of them: put the window in the pattern)");
+    if (w) {
+        s.window = std::max(s.window, *w);
+        s.pattern.clear();
+    }
 }
 
 std::int64_t decode_window_of(std::string_view spec, std::string_view where) {

@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <optional>
 #include <utility>
 #include <vector>
 
@@ -50,18 +49,14 @@ std::pair<std::vector<T>, std::vector<T>> decode_reference(
     opts.where = kWhere;
     Structure<T> st;
     sparse::Support support;
-    std::int64_t window = shape.window;
-    std::optional<std::int64_t> spec_window;
-    if (!shape.pattern.empty())
-        spec_window = sparse::detail::decode_window_spec(shape.pattern, kWhere);
-    if (spec_window)
-        window = std::max(window, *spec_window);
-    if (!shape.pattern.empty() && !spec_window) {
-        support = decode_pattern_rows(shape.pattern, shape.n_new, len, shape.pattern_seed, kWhere);
+    DecodeShape s = shape;
+    sparse::detail::resolve_window_spec(s, kWhere);
+    if (!s.pattern.empty()) {
+        support = decode_pattern_rows(s.pattern, s.n_new, len, s.pattern_seed, kWhere);
         st.support = &support;
         a.problem.causal = false;
-    } else if (window > 0) {
-        support = sparse::pattern_causal_window(shape.n_new, len, window - 1);
+    } else if (s.window > 0) {
+        support = sparse::pattern_causal_window(s.n_new, len, s.window - 1);
         st.support = &support;
         a.problem.causal = false;
     }

@@ -86,9 +86,10 @@ void for_tile_rows(const DecodeArgs<Scalar, Cache>& a,
     const std::int64_t bs = a.k.rows;
     for (std::int64_t t = 0; t < n; ++t) {
         const std::int64_t p = pos.at[v0 + t];
-        if (table != nullptr)
-            f(t, a.k.row(table[p / bs], g, p % bs), a.v.row(table[p / bs], g, p % bs));
-        else
+        if (table != nullptr) {
+            const std::int64_t block = table[p / bs], row = p % bs;
+            f(t, a.k.row(block, g, row), a.v.row(block, g, row));
+        } else
             f(t, a.k.row(b, g, p), a.v.row(b, g, p));
     }
 }

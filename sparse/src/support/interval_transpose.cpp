@@ -45,23 +45,36 @@ bool monotone_intervals(const Support& s) {
     return ok.load();
 }
 
+/// f(j, a_j, b_j) for keys j = 0, 1, .. while f returns true: key j's rows are [a_j, b_j), a_j
+/// the first row with hi_i >= j and b_j the first with lo_i > j (monotone interval rows), by one
+/// sweep of the rows' ends.
+template <typename F>
+void for_key_runs(const Support& s, F&& f) {
+    const std::int64_t n_q = s.n_q();
+    std::int64_t a = 0, b = 0;
+    for (std::int64_t j = 0; j < s.n_k(); ++j) {
+        while (a < n_q && s.row(a).back() < j)
+            ++a;
+        while (b < n_q && s.row(b).front() <= j)
+            ++b;
+        if (!f(j, a, b))
+            return;
+    }
+}
+
 } // namespace
 
 bool interval_symmetric(const Support& s) {
     const std::int64_t n = s.n_q();
     if (n < 1 || s.n_k() != n || !monotone_intervals(s))
         return false;
-    std::int64_t a = 0, b = 0; // as interval_transpose: key j's rows are [a_j, b_j)
-    for (std::int64_t j = 0; j < n; ++j) {
-        while (a < n && s.row(a).back() < j)
-            ++a;
-        while (b < n && s.row(b).front() <= j)
-            ++b;
+    bool same = true;
+    for_key_runs(s, [&](std::int64_t j, std::int64_t a, std::int64_t b) {
         const auto row = s.row(j);
-        if (a != row.front() || b != row.back() + 1)
-            return false;
-    }
-    return true;
+        same = a == row.front() && b == row.back() + 1;
+        return same;
+    });
+    return same;
 }
 
 bool interval_transpose(const Support& s,
@@ -73,16 +86,12 @@ bool interval_transpose(const Support& s,
     // --- a_j, b_j by one sweep of the rows' ends, the offsets their prefix sums ---
     std::vector<std::int64_t> first(static_cast<std::size_t>(n_k));
     offsets.assign(static_cast<std::size_t>(n_k) + 1, 0);
-    std::int64_t a = 0, b = 0; // first row with hi >= j, first with lo > j
-    for (std::int64_t j = 0; j < n_k; ++j) {
-        while (a < n_q && s.row(a).back() < j)
-            ++a;
-        while (b < n_q && s.row(b).front() <= j)
-            ++b;
+    for_key_runs(s, [&](std::int64_t j, std::int64_t a, std::int64_t b) {
         first[static_cast<std::size_t>(j)] = a;
         offsets[static_cast<std::size_t>(j) + 1] =
             offsets[static_cast<std::size_t>(j)] + std::max<std::int64_t>(0, b - a);
-    }
+        return true;
+    });
     // --- each key's run of rows, by parts of keys ---
     rows = zeroed_words(offsets.back());
     const std::int64_t step = std::max<std::int64_t>(64, (n_k + 63) / 64);
