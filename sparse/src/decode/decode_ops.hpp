@@ -25,6 +25,11 @@
 namespace ioattn::sparse::detail {
 inline namespace IOATTN_ISA {
 
+/// A hook that does nothing (accumulate's on_key when nothing runs between its keys).
+struct NoHook {
+    void operator()(std::int64_t /*key*/) const {}
+};
+
 template <typename T, int... P>
 inline Vec<T> broadcast_lanes(T x, std::integer_sequence<int, P...> /*lanes*/) {
     return Vec<T>{((void)P, x)...};
@@ -191,14 +196,15 @@ inline T tile_softmax(T* s, std::uint64_t visible, T& m, T& l) {
 /// apart, v[t] rows of d_v words). Each V vector is loaded once for the NR rows; kXB vectors of
 /// a row are updated together, so NR kXB independent multiply-add chains hide the latency.
 /// Every element sums its terms in t order, whatever the blocking.
-template <typename T, int NR, int kTile, typename C>
+template <typename T, int NR, int kTile, typename C, typename OnKey = NoHook>
 inline void accumulate(const T* p,
                        const C* const* v,
                        std::int64_t n,
                        std::int64_t d_v,
                        const T* alpha,
                        T* o,
-                       std::int64_t ldo) {
+                       std::int64_t ldo,
+                       OnKey&& on_key = OnKey{}) {
     constexpr int kL = Simd<T>::kLanes;
     constexpr int kXB = 16 / NR > 8 ? 8 : 16 / NR;
     const auto block = [&](std::int64_t x, auto xb_count) {
@@ -210,6 +216,8 @@ inline void accumulate(const T* p,
         for (int b = 0; b < XB; ++b)
             acc[r][b] = kernels::load(o + r * ldo + x + b * kL) * alpha[r];
         for (std::int64_t t = 0; t < n; ++t) {
+            if (x == 0)
+                on_key(t);
             Vec<T> vv[static_cast<std::size_t>(XB)];
             IOATTN_ELEMENT_UNROLL
             for (int b = 0; b < XB; ++b)

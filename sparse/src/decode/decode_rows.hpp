@@ -135,6 +135,47 @@ void prefetch_tile(const DecodeArgs<Scalar, Cache>& a,
     });
 }
 
+/// The K and V rows of a tile ahead, whose cache lines are asked for a row at a time between
+/// the arithmetic of the tile before (upto), so that the reads stay in flight while it
+/// computes, and the rest at its end (finish).
+template <typename Cache>
+class AheadRows {
+public:
+    AheadRows(const Cache* const* k,
+              const Cache* const* v,
+              std::int64_t n,
+              std::int64_t k_words,
+              std::int64_t v_words)
+        : k_(k)
+        , v_(v)
+        , n_(n)
+        , k_bytes_(k_words * static_cast<std::int64_t>(sizeof(Cache)))
+        , v_bytes_(v_words * static_cast<std::int64_t>(sizeof(Cache))) {}
+
+    /// Asks for the lines of rows [done, min(rows, n)).
+    void upto(std::int64_t rows) {
+        constexpr std::int64_t kLine = 64;
+        for (const std::int64_t end = std::min(rows, n_); done_ < end; ++done_) {
+            const auto* kc = reinterpret_cast<const char*>(k_[done_]);
+            const auto* vc = reinterpret_cast<const char*>(v_[done_]);
+            for (std::int64_t x = 0; x < k_bytes_; x += kLine)
+                kernels::prefetch_line(kc + x);
+            for (std::int64_t x = 0; x < v_bytes_; x += kLine)
+                kernels::prefetch_line(vc + x);
+        }
+    }
+
+    [[nodiscard]] std::int64_t rows() const { return n_; }
+
+    void finish() { upto(n_); }
+
+private:
+    const Cache* const* k_;
+    const Cache* const* v_;
+    std::int64_t n_, k_bytes_, v_bytes_;
+    std::int64_t done_ = 0;
+};
+
 /// Bits [lo, hi) of a 64-bit mask (0 <= lo <= hi <= 64).
 inline std::uint64_t bit_range(std::int64_t lo, std::int64_t hi) {
     const auto below = [](std::int64_t k) {
