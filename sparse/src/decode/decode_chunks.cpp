@@ -4,7 +4,7 @@
 // new token sees: from first_row(b), all len_b without a window; under a pattern, the plan's
 // DecodeRows) are cut into c_b = ceil(v_b / C) chunks of C keys (C = plan.chunk, fixed by the
 // plan, never by the threads).
-//   parallel for each (b, g, chunk [c0, c1)):
+//   parallel for each (b, g, chunk [c0, c1)) (paged: the heads of a chunk in a row):
 //     read the group's Q rows, scaled by scale log2(e)                      R d
 //     for each tile of kDecodeTile cached rows (positions p; paged: block table[b][p / bs]):
 //       read K rows; S = Q K^T, one transposing reduction per row            T d
@@ -304,16 +304,23 @@ void decode_chunks(const DecodeArgs<Scalar, Cache>& args,
     const std::int64_t words = Counter::kComputes ? Scratch<Scalar>::words(r_all, d, d_v) : 0;
     const kernels::Workspace<Scalar> scratch(max_concurrency(), words, false);
     const auto& first = plan.first_chunk;
-    parallel_for_counted(plan.tasks(), counter, [&](std::int64_t task, int w, auto& io) {
-        // --- the task's (b, g, chunk) ---
+    parallel_for_counted(plan.tasks(), counter, [&](std::int64_t step, int w, auto& io) {
+        // --- the step's (b, g, chunk) and its task (the slot of its partials) ---
         const auto it =
-            std::upper_bound(first.begin(), first.end(), task, [&](std::int64_t t, std::int64_t f) {
+            std::upper_bound(first.begin(), first.end(), step, [&](std::int64_t t, std::int64_t f) {
                 return t < f * kv_heads;
             });
         const auto b = static_cast<std::int64_t>(it - first.begin()) - 1;
-        const std::int64_t local = task - first[static_cast<std::size_t>(b)] * kv_heads;
+        const std::int64_t local = step - first[static_cast<std::size_t>(b)] * kv_heads;
         const std::int64_t chunks = plan.chunks(b);
-        const std::int64_t g = local / chunks, c = local % chunks;
+        // paged: the KV heads of a chunk in a row, so that the two cores read neighbouring
+        // pieces of the same blocks (paged 16: 0.74x the read bandwidth against 0.61x for the
+        // chunks of a head in a row, `ioattn bench --suite decode`, 9 alternated runs, Zen 5);
+        // contiguous: the chunks of a head in a row, one stream on through them
+        const bool heads_in_a_row = args.paged();
+        const std::int64_t g = heads_in_a_row ? local % kv_heads : local / chunks;
+        const std::int64_t c = heads_in_a_row ? local / kv_heads : local % chunks;
+        const std::int64_t task = first[static_cast<std::size_t>(b)] * kv_heads + g * chunks + c;
         const std::int64_t c0 = c * plan.chunk; // visible rows [c0, c1)
         const std::int64_t c1 = std::min(plan.visible_rows(b), c0 + plan.chunk);
         io.acquire(footprint);
