@@ -178,17 +178,44 @@ void tile_scores(const Scalar* q,
         block_row_scores<Scalar, 1, KB>(q + r0 * d, k, n, d, s + r0 * kTile, on_keys);
 }
 
+/// A chunk task: sequence b, KV head g, its chunk c of visible rows [c0, c1), and the slot of
+/// its partials.
+struct ChunkTask {
+    std::int64_t b, g, c, c0, c1, task;
+};
+
+/// The task of loop step `step`. Paged: the KV heads of a chunk in a row, so that the two
+/// cores read neighbouring pieces of the same blocks (paged 16: 0.74x the read bandwidth
+/// against 0.61x for the chunks of a head in a row, `ioattn bench --suite decode`, 9 alternated
+/// runs, Zen 5); contiguous: the chunks of a head in a row, one stream on through them.
+ChunkTask locate(const DecodePlan& plan, bool paged, std::int64_t step) {
+    const auto& first = plan.first_chunk;
+    const std::int64_t kv_heads = plan.shape.kv_heads;
+    const auto it =
+        std::upper_bound(first.begin(), first.end(), step, [&](std::int64_t t, std::int64_t f) {
+            return t < f * kv_heads;
+        });
+    ChunkTask k{};
+    k.b = static_cast<std::int64_t>(it - first.begin()) - 1;
+    const std::int64_t local = step - first[static_cast<std::size_t>(k.b)] * kv_heads;
+    const std::int64_t chunks = plan.chunks(k.b);
+    k.g = paged ? local % kv_heads : local / chunks;
+    k.c = paged ? local / kv_heads : local % chunks;
+    k.task = first[static_cast<std::size_t>(k.b)] * kv_heads + k.g * chunks + k.c;
+    k.c0 = k.c * plan.chunk;
+    k.c1 = std::min(plan.visible_rows(k.b), k.c0 + plan.chunk);
+    return k;
+}
+
 /// Visible rows [c0, c1) of (b, g), a chunk: the online softmax over its tiles into sc.o,
 /// sc.m, sc.l. Each tile: S = Q K^T for every row of the group, then per row the softmax step
 /// over the keys its token sees (its mask) and O = alpha O + P V over them.
 template <typename Scalar, typename Cache>
 void chunk_body(const DecodeArgs<Scalar, Cache>& a,
                 const DecodePlan& plan,
-                std::int64_t b,
-                std::int64_t g,
-                std::int64_t c0,
-                std::int64_t c1,
+                const ChunkTask& here,
                 const Scratch<Scalar>& sc) {
+    const std::int64_t b = here.b, g = here.g, c0 = here.c0, c1 = here.c1;
     const DecodeShape& sh = plan.shape;
     const std::int64_t group = sh.heads / sh.kv_heads, n_new = sh.n_new;
     const std::int64_t r_all = plan.group_rows(), d = sh.d, d_v = sh.d_v;
@@ -303,26 +330,10 @@ void decode_chunks(const DecodeArgs<Scalar, Cache>& args,
     const std::int64_t part_words = detail::decode_partial_words(plan);
     const std::int64_t words = Counter::kComputes ? Scratch<Scalar>::words(r_all, d, d_v) : 0;
     const kernels::Workspace<Scalar> scratch(max_concurrency(), words, false);
-    const auto& first = plan.first_chunk;
     parallel_for_counted(plan.tasks(), counter, [&](std::int64_t step, int w, auto& io) {
-        // --- the step's (b, g, chunk) and its task (the slot of its partials) ---
-        const auto it =
-            std::upper_bound(first.begin(), first.end(), step, [&](std::int64_t t, std::int64_t f) {
-                return t < f * kv_heads;
-            });
-        const auto b = static_cast<std::int64_t>(it - first.begin()) - 1;
-        const std::int64_t local = step - first[static_cast<std::size_t>(b)] * kv_heads;
-        const std::int64_t chunks = plan.chunks(b);
-        // paged: the KV heads of a chunk in a row, so that the two cores read neighbouring
-        // pieces of the same blocks (paged 16: 0.74x the read bandwidth against 0.61x for the
-        // chunks of a head in a row, `ioattn bench --suite decode`, 9 alternated runs, Zen 5);
-        // contiguous: the chunks of a head in a row, one stream on through them
-        const bool heads_in_a_row = args.paged();
-        const std::int64_t g = heads_in_a_row ? local % kv_heads : local / chunks;
-        const std::int64_t c = heads_in_a_row ? local / kv_heads : local % chunks;
-        const std::int64_t task = first[static_cast<std::size_t>(b)] * kv_heads + g * chunks + c;
-        const std::int64_t c0 = c * plan.chunk; // visible rows [c0, c1)
-        const std::int64_t c1 = std::min(plan.visible_rows(b), c0 + plan.chunk);
+        const ChunkTask here = locate(plan, args.paged(), step);
+        const std::int64_t b = here.b, g = here.g, c0 = here.c0, c1 = here.c1;
+        const std::int64_t chunks = plan.chunks(b), task = here.task;
         io.acquire(footprint);
         for (std::int64_t j = 0; j < group; ++j)
             io.read({Operand::q, b * sh.heads + g * group + j, 0, sh.n_new, 0, d});
@@ -338,7 +349,7 @@ void decode_chunks(const DecodeArgs<Scalar, Cache>& args,
         }
         if constexpr (std::remove_reference_t<decltype(io)>::kComputes) {
             const Scratch<Scalar> sc(scratch.slab(w), r_all, d, d_v);
-            chunk_body(args, plan, b, g, c0, c1, sc);
+            chunk_body(args, plan, here, sc);
             if (chunks == 1) {
                 write_output(args, plan, b, g, sc);
             } else {
