@@ -178,6 +178,45 @@ void tile_scores(const Scalar* q,
         block_row_scores<Scalar, 1, KB>(q + r0 * d, k, n, d, s + r0 * kTile, on_keys);
 }
 
+/// O = alpha O + P V over the tile's n keys for every row of the group: blocks of kRowBlock
+/// rows when every token sees every key (on_key(t) between the keys), else each row over the
+/// runs of keys its token sees (masks), the others never touched: a hidden row's non-finite V
+/// never reaches it.
+template <typename Scalar, typename Cache, typename OnKey>
+void tile_pv(const DecodePlan& plan,
+             const Scratch<Scalar>& sc,
+             const Cache* const* vrows,
+             std::int64_t n,
+             const std::uint64_t* masks,
+             OnKey&& on_key) {
+    const std::int64_t r_all = plan.group_rows(), n_new = plan.shape.n_new, d_v = plan.shape.d_v;
+    const std::uint64_t all = detail::bit_range(0, n);
+    bool edge = false;
+    for (std::int64_t t = 0; t < n_new; ++t)
+        edge = edge || masks[t] != all;
+    if (!edge) {
+        for (std::int64_t r0 = 0; r0 < r_all; r0 += kRowBlock)
+            with_rows(r_all - r0, [&](auto nr) {
+                accumulate<Scalar, decltype(nr)::value, kTile>(
+                    sc.s + r0 * kTile, vrows, n, d_v, sc.alpha + r0, sc.o + r0 * d_v, d_v, on_key);
+            });
+        return;
+    }
+    const Scalar one = 1;
+    for (std::int64_t r = 0; r < r_all; ++r) {
+        std::uint64_t m = masks[r % n_new];
+        const Scalar* alpha = sc.alpha + r;
+        do {
+            const std::int64_t lo = m == 0 ? 0 : std::countr_zero(m);
+            const std::int64_t hi = m == 0 ? 0 : lo + std::countr_one(m >> lo);
+            accumulate<Scalar, 1, kTile>(
+                sc.s + r * kTile + lo, vrows + lo, hi - lo, d_v, alpha, sc.o + r * d_v, d_v);
+            alpha = &one;
+            m &= ~detail::bit_range(lo, hi);
+        } while (m != 0);
+    }
+}
+
 /// A chunk task: sequence b, KV head g, its chunk c of visible rows [c0, c1), and the slot of
 /// its partials.
 struct ChunkTask {
@@ -233,64 +272,32 @@ void chunk_body(const DecodeArgs<Scalar, Cache>& a,
     const detail::Positions pos = detail::Positions::of(plan, b);
     detail::TokenMasks seen(plan, b, c0);
     std::uint64_t masks[kDecodeMaxNew];
-    const Cache* krows[kTile];
-    const Cache* vrows[kTile];
-    const Cache* k_ahead[kTile];
-    const Cache* v_ahead[kTile];
-    detail::prefetch_tile(a, b, g, pos, c0, std::min(kPrefetchRows, c1 - c0));
-    for (std::int64_t t0 = c0; t0 < c1; t0 += kTile) {
+    // the K and V rows of the tile and of the next one, whose lines it asks for: with
+    // kPrefetchRows = kTile those are the rows the next tile computes on
+    static_assert(kPrefetchRows == kTile);
+    const Cache* rows[2][2][kTile];
+    int cur = 0;
+    const std::int64_t n0 = std::min<std::int64_t>(kTile, c1 - c0);
+    detail::tile_rows(a, b, g, pos, c0, n0, rows[0][0], rows[0][1]);
+    detail::AheadRows<Cache>(rows[0][0], rows[0][1], n0, d, d_v).finish();
+    for (std::int64_t t0 = c0; t0 < c1; t0 += kTile, cur ^= 1) {
         const std::int64_t n = std::min<std::int64_t>(kTile, c1 - t0);
-        // the rows kPrefetchRows on: half asked for during the scores, half during P V
-        const std::int64_t v_ahead0 = t0 + kPrefetchRows;
-        const std::int64_t n_ahead = std::clamp<std::int64_t>(c1 - v_ahead0, 0, n);
-        detail::tile_rows(a, b, g, pos, v_ahead0, n_ahead, k_ahead, v_ahead);
-        detail::AheadRows<Cache> ahead(k_ahead, v_ahead, n_ahead, d, d_v);
+        // the next tile's lines: half asked for during the scores, half during P V
+        const std::int64_t n_ahead = std::clamp<std::int64_t>(c1 - t0 - kTile, 0, kTile);
+        detail::tile_rows(a, b, g, pos, t0 + kTile, n_ahead, rows[cur ^ 1][0], rows[cur ^ 1][1]);
+        detail::AheadRows<Cache> ahead(rows[cur ^ 1][0], rows[cur ^ 1][1], n_ahead, d, d_v);
         const auto during_scores = [&](std::int64_t j) { ahead.upto((j + 1) / 2 + 1); };
         const auto during_pv = [&](std::int64_t t) { ahead.upto(n / 2 + (t + 1) / 2 + 1); };
         seen.tile(pos, t0, n, masks);
-        const std::uint64_t all = detail::bit_range(0, n);
-        bool edge = false;
-        for (std::int64_t t = 0; t < n_new; ++t)
-            edge = edge || masks[t] != all;
         // --- S = Q K^T over the tile ---
-        detail::tile_rows(a, b, g, pos, t0, n, krows, vrows);
-        tile_scores(sc.q, r_all, krows, n, d, sc.s, during_scores);
+        tile_scores(sc.q, r_all, rows[cur][0], n, d, sc.s, during_scores);
         // --- per row: m' = max(m, S); P = 2^(S - m'); l = alpha l + sum P, over its keys ---
         for (std::int64_t r = 0; r < r_all; ++r)
             sc.alpha[r] =
                 tile_softmax<Scalar, kTile>(sc.s + r * kTile, masks[r % n_new], sc.m[r], sc.l[r]);
         // --- O = alpha O + P V ---
-        if (!edge) {
-            for (std::int64_t r0 = 0; r0 < r_all; r0 += kRowBlock)
-                with_rows(r_all - r0, [&](auto nr) {
-                    accumulate<Scalar, decltype(nr)::value, kTile>(sc.s + r0 * kTile,
-                                                                   vrows,
-                                                                   n,
-                                                                   d_v,
-                                                                   sc.alpha + r0,
-                                                                   sc.o + r0 * d_v,
-                                                                   d_v,
-                                                                   during_pv);
-                });
-            ahead.finish();
-            continue;
-        }
+        tile_pv(plan, sc, rows[cur][1], n, masks, during_pv);
         ahead.finish();
-        // rows that do not see every key of the tile: each run of keys its token sees, the
-        // others never touched (a hidden row's non-finite V never reaches it)
-        const Scalar one = 1;
-        for (std::int64_t r = 0; r < r_all; ++r) {
-            std::uint64_t m = masks[r % n_new];
-            const Scalar* alpha = sc.alpha + r;
-            do {
-                const std::int64_t lo = m == 0 ? 0 : std::countr_zero(m);
-                const std::int64_t hi = m == 0 ? 0 : lo + std::countr_one(m >> lo);
-                accumulate<Scalar, 1, kTile>(
-                    sc.s + r * kTile + lo, vrows + lo, hi - lo, d_v, alpha, sc.o + r * d_v, d_v);
-                alpha = &one;
-                m &= ~detail::bit_range(lo, hi);
-            } while (m != 0);
-        }
     }
 }
 
