@@ -5,8 +5,9 @@
 // C = tiling.cols, G = backward_dq_groups(problem, key blocks of Omega^T's plan).
 //   pass 0, parallel per query block i: read O_i, dO_i; write D_i = rowsum(dO_i o O_i); then
 //     the pairs of the folded key blocks (<= kFoldKeys heavy keys) with i's rows (folded_*.hpp)
-//   pass A, parallel per (kv head, group g), per key block j of g's runs (group_runs.hpp) not
-//     folded: read K_j, V_j; per query head, per chunk of C queries that see a key of j:
+//   pass A, parallel per (kv head, group g) (heavy groups first), per key block j of g's
+//     runs (group_runs.hpp) not folded: read K_j, V_j; per query head, per chunk of C queries
+//     that see a key of j:
 //       read (gather) Q, dO rows, L, D and j's indices; S = scale Q K_j^T on Omega, P = exp(S - L)
 //       dV_j += P^T dO; dP = dO V_j^T; dS = P o (dP - D); dK_j += scale dS^T Q
 //       dQ^g rows += scale dS K_j (read first where group g reached the row before)
@@ -290,11 +291,27 @@ void backward_fused(const BackwardArgs<Scalar>& args,
         });
     });
     const std::vector<std::int64_t> cuts = detail::group_runs(kplan, groups);
+    // a timed run starts the heavy groups first; a counting run keeps group order, whose
+    // counts and traces are the sequential schedule's (parallel_for_counted)
+    std::vector<std::int64_t> order;
+    if constexpr (!Counter::kCounts) {
+        std::vector<std::int64_t> entries(static_cast<std::size_t>(groups));
+        for (std::int64_t g = 0; g < groups; ++g)
+            entries[static_cast<std::size_t>(g)] = detail::group_entries(
+                kplan, cuts, groups, g, [&](std::int64_t j) { return !folds.is_folded(j); });
+        order = heavy_first(
+            groups,
+            [&](std::int64_t g) { return entries[static_cast<std::size_t>(g)]; },
+            detail::kHeavyGroup);
+    }
+    const std::int64_t kv_slices = p.batch * p.kv_heads;
     parallel_for_counted( // group g takes its runs of key blocks in order
-        p.batch * p.kv_heads * groups,
+        kv_slices * groups,
         counter,
-        [&](std::int64_t task, int worker, Counter& io) {
-            detail::for_group_blocks(cuts, groups, task % groups, [&](std::int64_t j) {
+        [&](std::int64_t step, int worker, Counter& io) {
+            const std::int64_t kv_slice = step % kv_slices, rank = step / kv_slices;
+            const std::int64_t g = order.empty() ? rank : order[static_cast<std::size_t>(rank)];
+            detail::for_group_blocks(cuts, groups, g, [&](std::int64_t j) {
                 if (folds.is_folded(j))
                     return; // pass 0 computed its pairs
                 key_block(a,
@@ -302,9 +319,9 @@ void backward_fused(const BackwardArgs<Scalar>& args,
                           transposed,
                           kplan,
                           tiling,
-                          task / groups,
+                          kv_slice,
                           j,
-                          task % groups,
+                          g,
                           dq,
                           delta.slab(0),
                           ws.slab(worker),
