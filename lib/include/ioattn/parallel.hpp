@@ -93,11 +93,11 @@ void parallel_for_tiles(std::int64_t n_tasks, const Body& body) {
 
 /// The tasks 0..n-1 in the order a parallel loop should take them when a few are much heavier
 /// than the rest: those of at least `factor` (default 4) x the mean work(task) first, most
-/// first, then every other task in index order. A heavy task started last keeps one worker busy while the others wait;
-/// the others keep their order, in which neighbours share what they read (a band's row blocks
-/// share most of their keys: sorting them all by work moved 1.12x the counted words through the
-/// cache check's simulated LRU cache of 4M words on bigbird:16:2:3's tile forward, above its
-/// 1.10 limit).
+/// first, then every other task in index order. A heavy task started last keeps one worker
+/// busy while the others wait; the others keep their order, in which neighbours share what
+/// they read (a band's row blocks share most of their keys: sorting them all by work moved
+/// 1.12x the counted words through the cache check's simulated LRU cache of 4M words on
+/// bigbird:16:2:3's tile forward, above its 1.10 limit).
 template <typename Work>
 std::vector<std::int64_t> heavy_first(std::int64_t n, const Work& work, double factor = 4.0) {
     const auto count = static_cast<std::size_t>(std::max<std::int64_t>(n, 0));

@@ -234,16 +234,16 @@ ChunkTask locate(const DecodePlan& plan, bool paged, std::int64_t step) {
         std::upper_bound(first.begin(), first.end(), step, [&](std::int64_t t, std::int64_t f) {
             return t < f * kv_heads;
         });
-    ChunkTask k{};
-    k.b = static_cast<std::int64_t>(it - first.begin()) - 1;
-    const std::int64_t local = step - first[static_cast<std::size_t>(k.b)] * kv_heads;
-    const std::int64_t chunks = plan.chunks(k.b);
-    k.g = paged ? local % kv_heads : local / chunks;
-    k.c = paged ? local / kv_heads : local % chunks;
-    k.task = first[static_cast<std::size_t>(k.b)] * kv_heads + k.g * chunks + k.c;
-    k.c0 = k.c * plan.chunk;
-    k.c1 = std::min(plan.visible_rows(k.b), k.c0 + plan.chunk);
-    return k;
+    ChunkTask out{};
+    out.b = static_cast<std::int64_t>(it - first.begin()) - 1;
+    const std::int64_t local = step - first[static_cast<std::size_t>(out.b)] * kv_heads;
+    const std::int64_t chunks = plan.chunks(out.b);
+    out.g = paged ? local % kv_heads : local / chunks;
+    out.c = paged ? local / kv_heads : local % chunks;
+    out.task = first[static_cast<std::size_t>(out.b)] * kv_heads + out.g * chunks + out.c;
+    out.c0 = out.c * plan.chunk;
+    out.c1 = std::min(plan.visible_rows(out.b), out.c0 + plan.chunk);
+    return out;
 }
 
 /// Visible rows [c0, c1) of (b, g), a chunk: the online softmax over its tiles into sc.o,

@@ -145,8 +145,6 @@ public:
         }
     }
 
-    [[nodiscard]] std::int64_t rows() const { return n_; }
-
     void finish() { upto(n_); }
 
 private:
