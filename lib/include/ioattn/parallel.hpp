@@ -158,18 +158,19 @@ void parallel_for_counted(std::int64_t n_tasks, Counter& counter, const Body& bo
 }
 
 /// parallel_for_counted over slices x blocks tasks, body(slice, block, worker, Counter&): a
-/// timed run takes each slice's blocks in heavy_first(blocks, work) order, a counting run in
-/// index order, whose counts and traces are the sequential schedule's. Results do not depend
-/// on the order when each block writes its own rows.
+/// timed run takes each slice's blocks in heavy_first(blocks, work, factor) order, a counting
+/// run in index order, whose counts and traces are the sequential schedule's. Results do not
+/// depend on the order when each block writes its own rows.
 template <typename Counter, typename Work, typename Body>
 void parallel_for_blocks(std::int64_t slices,
                          std::int64_t blocks,
                          const Work& work,
                          Counter& counter,
-                         const Body& body) {
+                         const Body& body,
+                         double factor = 4.0) {
     std::vector<std::int64_t> order;
     if constexpr (!Counter::kCounts)
-        order = heavy_first(blocks, work);
+        order = heavy_first(blocks, work, factor);
     parallel_for_counted(slices * blocks, counter, [&](std::int64_t task, int worker, Counter& io) {
         const std::int64_t at = task % blocks;
         body(task / blocks, order.empty() ? at : order[static_cast<std::size_t>(at)], worker, io);

@@ -64,12 +64,6 @@ using kernels::Vec;
 
 constexpr int kTile = static_cast<int>(kDecodeTile);
 constexpr int kRowBlock = 4; // rows sharing each loaded V vector
-// rows ahead whose lines are asked for (the next tile), a row at a time between the arithmetic
-// of the tile before (AheadRows), so the reads stay in flight while it computes: bf16 0.70x
-// the read bandwidth against 0.58x for a tile's lines asked for at once 128 rows ahead, fp32
-// 0.82x against 0.78x, paged 16 0.62x against 0.56x (`ioattn bench --suite decode`, 9
-// alternated runs, Zen 5)
-constexpr std::int64_t kPrefetchRows = 64;
 
 /// Per-worker scratch of a chunk task.
 template <typename Scalar>
@@ -272,9 +266,12 @@ void chunk_body(const DecodeArgs<Scalar, Cache>& a,
     const detail::Positions pos = detail::Positions::of(plan, b);
     detail::TokenMasks seen(plan, b, c0);
     std::uint64_t masks[kDecodeMaxNew];
-    // the K and V rows of the tile and of the next one, whose lines it asks for: with
-    // kPrefetchRows = kTile those are the rows the next tile computes on
-    static_assert(kPrefetchRows == kTile);
+    // the K and V rows of the tile and of the next one, whose lines it asks for a row at a time
+    // between its arithmetic (AheadRows), so the reads stay in flight while it computes, and on
+    // which the next tile computes: bf16 0.70x the read bandwidth against 0.58x for a tile's
+    // lines asked for at once 128 rows ahead, fp32 0.82x against 0.78x, paged 16 0.62x against
+    // 0.56x (`ioattn bench --suite decode`, 9 alternated runs, Zen 5); 48 or 96 rows ahead
+    // measured as the next tile's 64
     const Cache* rows[2][2][kTile];
     int cur = 0;
     const std::int64_t n0 = std::min<std::int64_t>(kTile, c1 - c0);

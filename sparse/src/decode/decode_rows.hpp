@@ -117,7 +117,7 @@ void tile_rows(const DecodeArgs<Scalar, Cache>& a,
 /// vector column at a time, which the hardware's stream prefetchers follow late (no prefetch:
 /// 0.48x the read bandwidth against 0.78x); every line of a tile asked for at once stalls on
 /// the full miss queue and leaves the tile's arithmetic with few reads in flight (bf16 0.58x
-/// against 0.70x a row at a time: decode_chunks.cpp, kPrefetchRows).
+/// against 0.70x a row at a time: decode_chunks.cpp, chunk_body).
 template <typename Cache>
 class AheadRows {
 public:

@@ -337,22 +337,30 @@ struct Pair {
     Vec<T> lo, hi;
 };
 
-template <typename T, typename S = T>
-inline Pair<T>
-pair_dots(const T* x, const S* const* rows, std::int64_t nk, std::int64_t n, T fill) {
+/// The halves of a batch of nk <= 2 kLanes rows: dots(count, first) is the Vec of the count
+/// rows from row `first` (count a template constant), lanes past nk at `fill`.
+template <typename T, typename Dots>
+inline Pair<T> pair_of(std::int64_t nk, T fill, Dots&& dots) {
     constexpr int kL = Simd<T>::kLanes;
     Pair<T> s{kernels::splat<T>(fill), kernels::splat<T>(fill)};
     const std::int64_t n1 = std::min<std::int64_t>(kL, nk), n2 = nk - n1;
-    kernels::with_count<kL>(n1,
-                            [&](auto c) { s.lo = batch_dots<T, decltype(c)::value>(x, rows, n); });
-    if (n2 > 0)
-        kernels::with_count<kL>(
-            n2, [&](auto c) { s.hi = batch_dots<T, decltype(c)::value>(x, rows + kL, n); });
+    kernels::with_count<kL>(n1, [&](auto c) { s.lo = dots(c, 0); });
     for (std::int64_t k = n1; k < kL; ++k)
         s.lo[k] = fill;
-    for (std::int64_t k = std::max<std::int64_t>(n2, 0); k < kL && n2 > 0; ++k)
-        s.hi[k] = fill;
+    if (n2 > 0) {
+        kernels::with_count<kL>(n2, [&](auto c) { s.hi = dots(c, kL); });
+        for (std::int64_t k = n2; k < kL; ++k)
+            s.hi[k] = fill;
+    }
     return s;
+}
+
+template <typename T, typename S = T>
+inline Pair<T>
+pair_dots(const T* x, const S* const* rows, std::int64_t nk, std::int64_t n, T fill) {
+    return pair_of<T>(nk, fill, [&](auto c, std::int64_t first) {
+        return batch_dots<T, decltype(c)::value>(x, rows + first, n);
+    });
 }
 
 #if defined(IOATTN_TARGET_AVX512BF16)
@@ -364,20 +372,10 @@ inline Pair<float> pair_dp_dots(const bf16* x,
                                 std::int64_t n,
                                 float scale,
                                 float fill) {
-    constexpr int kL = Simd<float>::kLanes;
     const auto x_of = [x](int) { return x; };
-    Pair<float> s{kernels::splat<float>(fill), kernels::splat<float>(fill)};
-    const std::int64_t n1 = std::min<std::int64_t>(kL, nk), n2 = nk - n1;
-    kernels::with_count<kL>(
-        n1, [&](auto c) { s.lo = dp_dots_of<decltype(c)::value>(x_of, rows, n) * scale; });
-    if (n2 > 0)
-        kernels::with_count<kL>(
-            n2, [&](auto c) { s.hi = dp_dots_of<decltype(c)::value>(x_of, rows + kL, n) * scale; });
-    for (std::int64_t k = n1; k < kL; ++k)
-        s.lo[k] = fill;
-    for (std::int64_t k = std::max<std::int64_t>(n2, 0); k < kL && n2 > 0; ++k)
-        s.hi[k] = fill;
-    return s;
+    return pair_of<float>(nk, fill, [&](auto c, std::int64_t first) {
+        return dp_dots_of<decltype(c)::value>(x_of, rows + first, n) * scale;
+    });
 }
 #endif
 

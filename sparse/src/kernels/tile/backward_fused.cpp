@@ -291,26 +291,16 @@ void backward_fused(const BackwardArgs<Scalar>& args,
         });
     });
     const std::vector<std::int64_t> cuts = detail::group_runs(kplan, groups);
-    // a timed run starts the heavy groups first; a counting run keeps group order, whose
-    // counts and traces are the sequential schedule's (parallel_for_counted)
-    std::vector<std::int64_t> order;
-    if constexpr (!Counter::kCounts) {
-        std::vector<std::int64_t> entries(static_cast<std::size_t>(groups));
-        for (std::int64_t g = 0; g < groups; ++g)
-            entries[static_cast<std::size_t>(g)] = detail::group_entries(
-                kplan, cuts, groups, g, [&](std::int64_t j) { return !folds.is_folded(j); });
-        order = heavy_first(
-            groups,
-            [&](std::int64_t g) { return entries[static_cast<std::size_t>(g)]; },
-            detail::kHeavyGroup);
-    }
-    const std::int64_t kv_slices = p.batch * p.kv_heads;
-    parallel_for_counted( // group g takes its runs of key blocks in order
-        kv_slices * groups,
+    std::vector<std::int64_t> entries(static_cast<std::size_t>(groups));
+    for (std::int64_t g = 0; g < groups; ++g)
+        entries[static_cast<std::size_t>(g)] = detail::group_entries(
+            kplan, cuts, groups, g, [&](std::int64_t j) { return !folds.is_folded(j); });
+    parallel_for_blocks( // group g takes its runs of key blocks in order; heavy groups first
+        p.batch * p.kv_heads,
+        groups,
+        [&](std::int64_t g) { return entries[static_cast<std::size_t>(g)]; },
         counter,
-        [&](std::int64_t step, int worker, Counter& io) {
-            const std::int64_t kv_slice = step % kv_slices, rank = step / kv_slices;
-            const std::int64_t g = order.empty() ? rank : order[static_cast<std::size_t>(rank)];
+        [&](std::int64_t kv_slice, std::int64_t g, int worker, Counter& io) {
             detail::for_group_blocks(cuts, groups, g, [&](std::int64_t j) {
                 if (folds.is_folded(j))
                     return; // pass 0 computed its pairs
@@ -330,7 +320,8 @@ void backward_fused(const BackwardArgs<Scalar>& args,
                           maps,
                           io);
             });
-        });
+        },
+        detail::kHeavyGroup);
     parallel_for_counted(fold.merges(), counter, [&](std::int64_t t, int w, Counter& io) {
         fold.merge(a, kplan, t, w, io);
     });
