@@ -197,9 +197,6 @@ nlohmann::json run_bf16(const VariantRun& r) {
     // which kernels ran: the native bf16 ones (the dense fused forward and backward, the
     // sparse tile and element forwards) or the float ones widened
     const bool native = bf16_runs_native(plan, structure);
-    // the native element forward computes as the float kernel (P not rounded)
-    const bool p_rounded =
-        native && !(plan.variants && plan.variants->variant == sparse::Variant::element);
     j["bf16_kernels"] = native ? "native" : "widened";
     j["seconds"] = seconds;
     j["gflops"] = flops / seconds * 1e-9;
@@ -210,7 +207,7 @@ nlohmann::json run_bf16(const VariantRun& r) {
     data.d_v = to_float(h.d_v);
     j["output_digest"] = backward ? output_digest<float>({&data.d_q, &data.d_k, &data.d_v})
                                   : output_digest<float>({&data.o, &data.lse});
-    j["check"] = r.check ? check_bf16(data, structure.support, backward, p_rounded) : nullptr;
+    j["check"] = r.check ? check_bf16(data, structure.support, backward, native) : nullptr;
     j["io"] = nullptr;
     if (r.count_io) { // the float schedule's words; operands of 2 bytes, the rest of 4
         AttentionOptions counted = opts;

@@ -1,17 +1,18 @@
 // Tests of the native bf16 element forward (sparse/src/kernels/element/forward_element.cpp's
 // bf16 instantiation, docs/design.md section 16) through ioattn::attention with bf16 views, a
 // support and the element variant. On a CPU with AVX512_BF16 it is what that variant's forward
-// runs (bf16_runs_native). Its scores are sums of bf16 pairs (vdpbf16ps) in an order of its
-// own, so it and the widening path (the float kernel on the widened operands, O rounded once)
-// are each checked against the double reference on the same bf16 inputs (u = 2^-8,
-// u32 = 2^-24), as the tile forward's test derives the bound:
+// runs (bf16_runs_native). Its scores and P V are sums of bf16 pairs (vdpbf16ps; P rounded to
+// bf16) in an order of its own, so it and the widening path (the float kernel on the widened
+// operands, O rounded once) are each checked against the double reference on the same bf16
+// inputs (u = 2^-8, u32 = 2^-24), as the tile forward's test derives the bound:
 //   max|O - O_ref| <= (u + 2 (n_k + d) u32) max|O_ref| + u max|V|,
 //   |L - L_ref| <= 2 (n_k + d) u32 (1 + |L_ref|),
 // on random patterns (rows of a few keys: the short runs' kLanes-row batches; rows of many),
-// power law, windows, ragged N, odd d and d_v (the pairs' masked tail), GQA, rows without keys
-// (O = 0, L = -inf); bitwise equal at one thread and all (and to the widening path where the
-// native kernel does not run); counted I/O equals the closed form and the float kernel's dry
-// run; a non-finite V value reaches only the rows that see it; denormal q rows score 0.
+// power law, windows, ragged N, odd d and d_v (the pairs' masked tail), d_v = 200 (P V over
+// two slices of 128 words), GQA, rows without keys (O = 0, L = -inf); bitwise equal at one
+// thread and all (and to the widening path where the native kernel does not run); counted I/O
+// equals the closed form and the float kernel's dry run; a non-finite V value reaches only the
+// rows that see it; denormal q rows score 0.
 
 #include "bf16_forward_checks.hpp"
 #include "bf16_native.hpp"
@@ -158,6 +159,7 @@ TEST_CASE("sparse bf16 native element: it and the widening path agree with the d
         {bf16_shape(129, 129, 7, 5, false), "random:0.1", 1 << 13},          // odd d, d_v
         {bf16_shape(131, 150, 9, 3, false), "powerlaw:4", 1 << 13},
         {bf16_shape(150, 170, 32, 48, false), "window:3+random:0.02", 1 << 14},
+        {bf16_shape(97, 97, 16, 200, false), "random:0.1", 1 << 14},   // P V past one slice
         {bf16_shape(300, 300, 16, 16, false), "random:0.01", 1 << 10}, // narrow panels
         {bf16_shape(120, 120, 16, 16, false), "", 1 << 13},            // rows without keys
         {bf16_shape(1, 1, 1, 1, false), "dense", 1 << 13},

@@ -210,9 +210,10 @@ AttentionReport io_count(const Problem& problem,
 
 /// Whether a bf16 call of `plan` over `structure` runs a native bf16 kernel instead of the
 /// float kernels on widened copies: when bf16_kernels_native() (ioattn/isa.hpp), for the dense
-/// fused forward and backward, and for the sparse fused forward's tile variant over dense
-/// operands (a support, no sparse operand; the variant planner's tile variant, or no variant
-/// plan). O then differs from the widened run's within u max|V| (u = 2^-8: P rounded to bf16).
+/// fused forward and backward, and for the sparse fused forward's tile and element variants
+/// over dense operands (a support, no sparse operand; the variant planner's tile or element
+/// variant, or no variant plan). O then differs from the widened run's within u max|V|
+/// (u = 2^-8: P rounded to bf16).
 bool bf16_runs_native(const AttentionPlan& plan, const Structure<bf16>& structure);
 
 template <>

@@ -6,7 +6,8 @@
 //                   flight, one accumulator each, then one transposing reduction: lane k of the
 //                   result is key k); paired_dots: s[k] = X_k . Y_k, each pair its own row X_k
 //   batch_axpy:     acc = alpha acc + sum_k w[k] Y_k over a row of `n` words (the accumulator
-//                   in registers a slice of 8 vectors at a time)
+//                   in registers a slice of 8 vectors at a time; bf16 rows in the avx512bf16
+//                   target region: on pairs of keys, dp_axpy.hpp)
 //   pair_dots, pair_axpy: the same over a batch of up to two vectors of rows (the kernels'
 //                   batch: one softmax update per 2 kLanes pairs)
 //   dp_dots_of, pair_dp_dots: batch_dots, pair_dots on bf16 rows in pairs (vdpbf16ps), for
@@ -23,6 +24,8 @@
 // many misses in flight as the line-fill buffers allow, and a prefetch instruction waits for
 // one of them: a prefetch of the next rows costs random:0.02's forward 5-8% (docs/performance.md
 // section 11).
+
+#include "kernels/element/dp_axpy.hpp"
 
 #include <ioattn/bf16.hpp>
 #include <ioattn/kernels/online_softmax.hpp>
@@ -254,6 +257,12 @@ template <int NK, typename X>
 template <typename T, int NK, typename S = T>
 [[gnu::aligned(64)]] inline void
 batch_axpy(T* acc, const T* alpha, const T* w, const S* const* rows, std::int64_t n) {
+#if defined(IOATTN_TARGET_AVX512BF16)
+    if constexpr (std::is_same_v<S, bf16>) { // bf16 V rows: pairs of keys (dp_axpy.hpp)
+        dp_axpy<NK>(acc, alpha, w, rows, n);
+        return;
+    }
+#endif
     constexpr int kL = Simd<T>::kLanes;
     constexpr int kSlice = 8; // accumulator vectors in registers, plus one broadcast weight
     const std::int64_t full = n / kL * kL;

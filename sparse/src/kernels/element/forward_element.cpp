@@ -32,9 +32,10 @@
 // forward_element_rows.hpp): q rows are the input's bf16 unscaled (exact; the first half of
 // each q slot), K rows load 32 words a vector without widening, and vdpbf16ps adds the exact
 // products of each bf16 pair into fp32 lanes (round to nearest even); scale * log2 e
-// multiplies the fp32 sum. The rest is fp32: the softmax, P V on V rows widened as they load
-// (element_ops.hpp load_as: exact; rounding P to bf16 would add u max|V| to O's error and
-// pairing two keys' V rows per lane costs a shuffle per vector), O / l rounded to bf16 once.
+// multiplies the fp32 sum. The softmax is fp32; P V runs on pairs of keys (dp_axpy.hpp: P
+// rounded to bf16, at most u max|V| in O as in the tile variant; two V rows interleaved by a
+// shuffle per vector, then vdpbf16ps: random:0.02's bf16 forward 1.07x faster than on widened
+// V rows, docs/performance.md section 3), O / l rounded to bf16 once.
 // The sums' order differs from the float kernel's on the widened operands: O and L agree
 // with the double reference within the derived tolerance, bitwise for any thread count.
 // vdpbf16ps ignores MXCSR: a denormal bf16 in Q or K counts as 0 in the score (an error below
