@@ -7,6 +7,7 @@
 #include <ioattn/error.hpp>
 #include <ioattn/parallel.hpp>
 
+#include <atomic>
 #include <cmath>
 
 #include <cblas.h>
@@ -128,6 +129,11 @@ std::string_view to_string(NaiveMode m) {
 
 void set_blas_threads(int threads) {
     openblas_set_num_threads(std::max(threads, 1));
+}
+
+bool first_warm_up() {
+    static std::atomic<bool> done{false};
+    return !done.exchange(true);
 }
 
 void park_blas_threads() {

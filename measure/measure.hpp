@@ -170,12 +170,32 @@ double seconds_of(Fn&& fn) {
     return std::chrono::duration<double>(t1 - t0).count();
 }
 
-/// Median of `repeat` timed calls of fn() (repeat >= 1), after one untimed warm-up call when
-/// `warm_up` is set.
+/// How long the first warm-up of a process (warm_up_calls) calls its function at least.
+inline constexpr double kFirstWarmUpSeconds = 0.3;
+
+/// True for the first call in this process, false after (measure.cpp).
+bool first_warm_up();
+
+/// Untimed calls of fn() before a timed loop: one, or in the process's first warm-up as many
+/// as take kFirstWarmUpSeconds, so that a process started beside a short run has taken its
+/// share of the cores before the timing starts. `ioattn run --N 4096 --d 64 --pattern
+/// window:256 --repeat 20 --json | python3 -c ...` starts the interpreter beside the run: after
+/// one warm-up call it timed 4.2 ms at --threads 2 and at --threads 1, after this one 1.75 and
+/// 3.6 (written to a file: 1.69 and 3.3 either way).
+template <typename Fn>
+void warm_up_calls(Fn&& fn) {
+    double spent = seconds_of(fn);
+    if (first_warm_up())
+        while (spent < kFirstWarmUpSeconds)
+            spent += seconds_of(fn);
+}
+
+/// Median of `repeat` timed calls of fn() (repeat >= 1), after warm_up_calls when `warm_up` is
+/// set.
 template <typename Fn>
 double median_seconds(int repeat, Fn&& fn, bool warm_up = true) {
     if (warm_up)
-        fn();
+        warm_up_calls(fn);
     std::vector<double> t;
     for (int r = 0; r < std::max(repeat, 1); ++r)
         t.push_back(seconds_of(fn));
