@@ -91,31 +91,36 @@ void parallel_for_tiles(std::int64_t n_tasks, const Body& body) {
     order.join();
 }
 
+/// heavy_first's default: a task of at least 4x the mean work is heavy.
+inline constexpr double kHeavyFactor = 4.0;
+
 /// The tasks 0..n-1 in the order a parallel loop should take them when a few are much heavier
-/// than the rest: those of at least `factor` (default 4) x the mean work(task) first, most
-/// first, then every other task in index order. A heavy task started last keeps one worker
-/// busy while the others wait; the others keep their order, in which neighbours share what
-/// they read (a band's row blocks share most of their keys: sorting them all by work moved
-/// 1.12x the counted words through the cache check's simulated LRU cache of 4M words on
-/// bigbird:16:2:3's tile forward, above its 1.10 limit).
+/// than the rest: those of at least `factor` (kHeavyFactor) x the mean work(task) first, most
+/// first, then every other task in index order; work(t) is called once per task. A heavy task
+/// started last keeps one worker busy while the others wait; the others keep their order, in
+/// which neighbours share what they read (a band's row blocks share most of their keys: sorting
+/// them all by work moved 1.12x the counted words through the cache check's simulated LRU cache
+/// of 4M words on bigbird:16:2:3's tile forward, above its 1.10 limit).
 template <typename Work>
-std::vector<std::int64_t> heavy_first(std::int64_t n, const Work& work, double factor = 4.0) {
+std::vector<std::int64_t>
+heavy_first(std::int64_t n, const Work& work, double factor = kHeavyFactor) {
     const auto count = static_cast<std::size_t>(std::max<std::int64_t>(n, 0));
+    std::vector<double> cost(count);
     double total = 0;
     for (std::int64_t t = 0; t < n; ++t)
-        total += static_cast<double>(work(t));
+        total += cost[static_cast<std::size_t>(t)] = static_cast<double>(work(t));
     const double mean = n > 0 ? total / static_cast<double>(n) : 0.0;
+    const auto of = [&](std::int64_t t) { return cost[static_cast<std::size_t>(t)]; };
     std::vector<char> is_heavy(count, 0);
     std::vector<std::int64_t> order;
     order.reserve(count);
     for (std::int64_t t = 0; t < n; ++t)
-        if (mean > 0 && static_cast<double>(work(t)) >= factor * mean) {
+        if (mean > 0 && of(t) >= factor * mean) {
             is_heavy[static_cast<std::size_t>(t)] = 1;
             order.push_back(t);
         }
-    std::stable_sort(order.begin(), order.end(), [&](std::int64_t x, std::int64_t y) {
-        return work(x) > work(y);
-    });
+    std::stable_sort(
+        order.begin(), order.end(), [&](std::int64_t x, std::int64_t y) { return of(x) > of(y); });
     for (std::int64_t t = 0; t < n; ++t)
         if (is_heavy[static_cast<std::size_t>(t)] == 0)
             order.push_back(t);
@@ -167,7 +172,7 @@ void parallel_for_blocks(std::int64_t slices,
                          const Work& work,
                          Counter& counter,
                          const Body& body,
-                         double factor = 4.0) {
+                         double factor = kHeavyFactor) {
     std::vector<std::int64_t> order;
     if constexpr (!Counter::kCounts)
         order = heavy_first(blocks, work, factor);

@@ -291,14 +291,13 @@ void backward_fused(const BackwardArgs<Scalar>& args,
         });
     });
     const std::vector<std::int64_t> cuts = detail::group_runs(kplan, groups);
-    std::vector<std::int64_t> entries(static_cast<std::size_t>(groups));
-    for (std::int64_t g = 0; g < groups; ++g)
-        entries[static_cast<std::size_t>(g)] = detail::group_entries(
-            kplan, cuts, groups, g, [&](std::int64_t j) { return !folds.is_folded(j); });
     parallel_for_blocks( // group g takes its runs of key blocks in order; heavy groups first
         p.batch * p.kv_heads,
         groups,
-        [&](std::int64_t g) { return entries[static_cast<std::size_t>(g)]; },
+        [&](std::int64_t g) { // asked only by a timed run (heavy_first), once per group
+            return detail::group_entries(
+                kplan, cuts, groups, g, [&](std::int64_t j) { return !folds.is_folded(j); });
+        },
         counter,
         [&](std::int64_t kv_slice, std::int64_t g, int worker, Counter& io) {
             detail::for_group_blocks(cuts, groups, g, [&](std::int64_t j) {
