@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -213,7 +214,7 @@ double crossover(const Support& support, std::int64_t z_input_per_head) {
 namespace {
 
 /// Per key, whether some row sees it: parts of rows marked in parallel, then or-ed.
-std::vector<char> keys_seen(const Support& s) {
+std::vector<char> mark_keys_seen(const Support& s) {
     const std::int64_t n_q = s.n_q(), n_k = s.n_k();
     const std::int64_t parts =
         std::clamp<std::int64_t>(s.z_qk() / std::max<std::int64_t>(n_k, 1), 1, 8);
@@ -230,6 +231,14 @@ std::vector<char> keys_seen(const Support& s) {
             seen[static_cast<std::size_t>(j)] |= seen[static_cast<std::size_t>(t * n_k + j)];
     seen.resize(static_cast<std::size_t>(n_k));
     return seen;
+}
+
+/// mark_keys_seen(s), built once and kept with the structure (Support::cached_value): every
+/// planned call states its bound, and walking Omega for it was 14% of a window:256 forward
+/// through the Python module (N = 16384, d = 64, the mask and its plans reused).
+std::shared_ptr<const std::vector<char>> keys_seen(const Support& s) {
+    return std::static_pointer_cast<const std::vector<char>>(s.cached_value(
+        "keys-seen", [&] { return std::make_shared<const std::vector<char>>(mark_keys_seen(s)); }));
 }
 
 } // namespace
@@ -252,7 +261,8 @@ std::int64_t used_input_words(const Problem& problem,
                      " x ",
                      p.n_k);
     const auto [q, k, v] = detail::shape_operands(p, inputs, kWhere);
-    const std::vector<char> used = keys_seen(support);
+    const auto kept = keys_seen(support);
+    const std::vector<char>& used = *kept;
     std::int64_t q_words = 0, kv_words = 0;
     for (std::int64_t slice = 0; slice < p.batch_heads(); ++slice) { // Q (and O, dO, L) rows
         const std::int64_t b = slice / p.heads, h = slice % p.heads;
