@@ -4,6 +4,8 @@
 
 #include "arrays.hpp"
 
+#include "output_pool.hpp"
+
 #include <array>
 #include <string>
 
@@ -121,7 +123,19 @@ TensorView<const Scalar> Inputs<Scalar>::view(py::handle array, bool lse) {
 template <typename Scalar>
 std::pair<py::array_t<NumpyOf<Scalar>>, TensorView<Scalar>>
 output(const std::vector<py::ssize_t>& shape) {
-    py::array_t<NumpyOf<Scalar>> a(shape);
+    using T = NumpyOf<Scalar>;
+    std::size_t bytes = sizeof(T);
+    for (const py::ssize_t n : shape)
+        bytes *= static_cast<std::size_t>(n);
+    py::array_t<T> a;
+    if (bytes >= OutputPool::kMinBytes) { // on kept pages (output_pool.hpp)
+        OutputPool& pool = OutputPool::instance();
+        void* data = pool.take(bytes);
+        const py::capsule owner(data, [](void* p) { OutputPool::instance().give(p); });
+        a = py::array_t<T>(shape, static_cast<T*>(data), owner);
+    } else {
+        a = py::array_t<T>(shape);
+    }
     const auto at = [&](std::size_t i) {
         return i < shape.size() ? static_cast<std::int64_t>(shape[i]) : std::int64_t{1};
     };

@@ -6,6 +6,7 @@
 #include "calls.hpp"
 #include "decode.hpp"
 #include "mask.hpp"
+#include "output_pool.hpp"
 
 #include <ioattn/error.hpp>
 #include <ioattn/memory_model.hpp>
@@ -31,6 +32,27 @@ PYBIND11_MODULE(_core, m) {
         "max_threads",
         [] { return ioattn::max_concurrency(); },
         "Workers a call with num_threads=None may use.");
+    using ioattn::python::OutputPool;
+    OutputPool::instance(); // IOATTN_OUTPUT_POOL_MB is read (and refused) at import
+    m.def(
+        "set_output_pool_limit",
+        [](std::size_t bytes) { OutputPool::instance().set_limit(bytes); },
+        py::arg("bytes"),
+        "Keep at most `bytes` of freed output arrays' memory for later calls (0: none).");
+    m.def(
+        "output_pool_info",
+        [] {
+            const OutputPool::Stats s = OutputPool::instance().stats();
+            py::dict d;
+            d["kept_bytes"] = s.kept_bytes;
+            d["blocks"] = s.blocks;
+            d["limit"] = s.limit;
+            d["reused"] = s.reused;
+            d["allocated"] = s.allocated;
+            return d;
+        },
+        "kept_bytes, blocks, limit of the output pool, and how many blocks it reused and "
+        "allocated.");
     ioattn::python::register_mask(m);
     ioattn::python::register_calls(m);
     ioattn::python::register_decode(m);

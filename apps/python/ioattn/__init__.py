@@ -17,6 +17,11 @@ by content with the plans built over it, in a least-recently-used cache of 32 ma
 (``IOATTN_PLAN_CACHE_SIZE`` at import, ``set_plan_cache_size(n)`` after; 0 turns it off), so
 a mask given again is not built and planned again. ``plan_cache_info()`` reports hits,
 misses, evictions, entries and capacity; ``clear_plan_cache()`` empties it.
+
+Output pool: the memory of freed output arrays of 1 MiB and more is kept for the next calls'
+outputs (at most 16 blocks and 1 GiB: ``IOATTN_OUTPUT_POOL_MB`` at import,
+``set_output_pool_limit(bytes)`` after; 0 keeps none), so a loop's outputs land on pages
+already mapped; ``output_pool_info()`` reports kept_bytes, blocks, limit, reused, allocated.
 """
 
 import sys as _sys
@@ -25,7 +30,8 @@ import numpy as _np
 
 from . import _core
 from ._core import (CapacityError, Error, InvalidArgument, Mask, clear_plan_cache,
-                    plan_cache_info, set_plan_cache_size)
+                    output_pool_info, plan_cache_info, set_output_pool_limit,
+                    set_plan_cache_size)
 
 __all__ = [
     "attention",
@@ -40,6 +46,8 @@ __all__ = [
     "set_plan_cache_size",
     "plan_cache_info",
     "clear_plan_cache",
+    "set_output_pool_limit",
+    "output_pool_info",
 ]
 __version__ = "0.1.0"
 
