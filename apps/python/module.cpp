@@ -11,6 +11,7 @@
 #include <ioattn/error.hpp>
 #include <ioattn/memory_model.hpp>
 #include <ioattn/parallel.hpp>
+#include <ioattn/sparse/index_pool.hpp>
 
 #include <pybind11/pybind11.h>
 
@@ -53,6 +54,23 @@ PYBIND11_MODULE(_core, m) {
         },
         "kept_bytes, blocks, limit of the output pool, and how many blocks it reused and "
         "allocated.");
+    m.def(
+        "set_index_pool_limit",
+        [](std::size_t bytes) { ioattn::sparse::set_index_pool_limit(bytes); },
+        py::arg("bytes"),
+        "Keep at most `bytes` of freed masks' index arrays for later masks (0: none).");
+    m.def(
+        "index_pool_info",
+        [] {
+            const ioattn::sparse::IndexPoolStats s = ioattn::sparse::index_pool_stats();
+            py::dict d;
+            d["kept_bytes"] = s.kept_bytes;
+            d["arrays"] = s.arrays;
+            d["limit"] = s.limit;
+            d["reused"] = s.reused;
+            return d;
+        },
+        "kept_bytes, arrays, limit of the index pool, and how many arrays it reused.");
     ioattn::python::register_mask(m);
     ioattn::python::register_calls(m);
     ioattn::python::register_decode(m);

@@ -2,7 +2,8 @@
 outputs, never while an array still holds it; a reused block's old contents never show (rows
 with no key give 0 and L = -inf, keys no query sees give dK = dV = 0, an empty decode sequence
 0 and -inf, over blocks filled with NaN first); the limit bounds what is kept, 0 keeps nothing;
-a malformed IOATTN_OUTPUT_POOL_MB fails the import with the value named."""
+a malformed IOATTN_OUTPUT_POOL_MB fails the import with the value named. The index pool: a
+fresh mask is built on the index arrays of one freed before it, and equals one built without."""
 
 import os
 import subprocess
@@ -116,3 +117,27 @@ def test_malformed_environment_fails_the_import():
     r = subprocess.run([sys.executable, "-c", "import ioattn; print(ioattn.output_pool_info()"
                         "['limit'])"], env=env, capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == str(3 << 20)
+
+
+def test_fresh_masks_reuse_index_arrays():
+    old = ioattn.index_pool_info()["limit"]
+    try:
+        ioattn.set_index_pool_limit(0)
+        ioattn.set_index_pool_limit(512 << 20)
+        ioattn.clear_plan_cache()
+        spec, shape = "window:256", (4096, 4096)  # 2.1M column words: 16 MiB
+        first = ioattn.Mask(spec, shape)
+        expected = (first.indptr, first.indices)
+        del first
+        ioattn.clear_plan_cache()  # the cache held the mask too
+        assert ioattn.index_pool_info()["arrays"] == 1
+        reused = ioattn.index_pool_info()["reused"]
+        again = ioattn.Mask(spec, shape)
+        assert ioattn.index_pool_info()["reused"] == reused + 1
+        np.testing.assert_array_equal(again.indptr, expected[0])
+        np.testing.assert_array_equal(again.indices, expected[1])
+        ioattn.set_index_pool_limit(0)
+        assert ioattn.index_pool_info()["arrays"] == 0
+    finally:
+        ioattn.set_index_pool_limit(old)
+        ioattn.clear_plan_cache()

@@ -22,6 +22,9 @@ Output pool: the memory of freed output arrays of 1 MiB and more is kept for the
 outputs (at most 16 blocks and 1 GiB: ``IOATTN_OUTPUT_POOL_MB`` at import,
 ``set_output_pool_limit(bytes)`` after; 0 keeps none), so a loop's outputs land on pages
 already mapped; ``output_pool_info()`` reports kept_bytes, blocks, limit, reused, allocated.
+Index pool: the index arrays of 4 MiB and more of freed masks are kept the same way for the
+next masks built (at most 8 arrays and 512 MiB: ``IOATTN_INDEX_POOL_MB`` before the first
+mask, ``set_index_pool_limit(bytes)`` after; ``index_pool_info()``).
 """
 
 import sys as _sys
@@ -30,8 +33,8 @@ import numpy as _np
 
 from . import _core
 from ._core import (CapacityError, Error, InvalidArgument, Mask, clear_plan_cache,
-                    output_pool_info, plan_cache_info, set_output_pool_limit,
-                    set_plan_cache_size)
+                    index_pool_info, output_pool_info, plan_cache_info, set_index_pool_limit,
+                    set_output_pool_limit, set_plan_cache_size)
 
 __all__ = [
     "attention",
@@ -48,6 +51,8 @@ __all__ = [
     "clear_plan_cache",
     "set_output_pool_limit",
     "output_pool_info",
+    "set_index_pool_limit",
+    "index_pool_info",
 ]
 __version__ = "0.1.0"
 

@@ -7,6 +7,8 @@
 // (measure/aligned_new.cpp); the library cannot replace a caller's operator new, so it advises
 // the arrays it allocates, before their first write.
 
+#include "support/index_pool.hpp"
+
 #include <ioattn/parallel.hpp>
 
 #include <algorithm>
@@ -63,14 +65,21 @@ inline void populate_pages(void* p, std::size_t bytes) {
 #endif
 }
 
-/// n zeroed words (n >= 0) whose pages are advised and faulted in (populate_pages) before the
-/// zeroing first writes them.
+/// n zeroed words (n >= 0): an array of the index pool (support/index_pool.hpp) when it keeps
+/// one with room, else new (with room for n / 16 more when the pool may keep it), its pages
+/// advised and faulted in (populate_pages) before the zeroing first writes them.
 inline std::vector<std::int64_t> zeroed_words(std::int64_t n) {
-    std::vector<std::int64_t> v;
-    v.reserve(static_cast<std::size_t>(n));
+    std::vector<std::int64_t> v = take_index_array(n);
+    if (!v.empty() || n == 0)
+        return v;
+    // room for n + n / 16 words when the pool may keep it: the next mask of a fresh random
+    // pattern, a few words longer or shorter, then fits in it
+    v.reserve(static_cast<std::size_t>(n >= kPoolMinWords ? n + n / 16 : n));
     advise_huge_pages(v.data(), v.capacity() * sizeof(std::int64_t));
     populate_pages(v.data(), v.capacity() * sizeof(std::int64_t));
     v.resize(static_cast<std::size_t>(n));
+    if (n >= kPoolMinWords)
+        note_fresh_array(v.data());
     return v;
 }
 

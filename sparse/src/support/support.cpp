@@ -9,6 +9,7 @@
 #include "kernels/element/panels.hpp"
 #include "support/block_keys.hpp"
 #include "support/huge_pages.hpp"
+#include "support/index_pool.hpp"
 #include "support/interval_transpose.hpp"
 
 #include <ioattn/error.hpp>
@@ -361,6 +362,11 @@ Support::Support(std::int64_t n_q,
                      " but there are ",
                      z,
                      " column indices");
+}
+
+Support::~Support() {
+    detail::give_index_array(cols_);
+    detail::give_index_array(offsets_);
 }
 
 Support Support::none(std::int64_t n_q, std::int64_t n_k) {

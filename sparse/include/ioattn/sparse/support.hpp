@@ -26,6 +26,13 @@ struct ElementPanels;
 class Support {
 public:
     Support() = default;
+    Support(const Support&) = default;
+    Support(Support&&) noexcept = default;
+    Support& operator=(const Support&) = default;
+    Support& operator=(Support&&) noexcept = default;
+
+    /// Gives its index arrays to the index pool (ioattn/sparse/index_pool.hpp).
+    ~Support();
 
     /// Takes ownership of a CSR structure and validates it in O(n_q + Z_QK). Throws
     /// InvalidArgument naming the row and the value when: n_q < 0 or n_k < 0; row_offsets does

@@ -1,0 +1,168 @@
+// The index pool (ioattn/sparse/index_pool.hpp, support/index_pool.hpp): kept arrays in an
+// unordered list of at most kIndexPoolArrays, taken best fit (the least room of at least n and
+// at most 2n words) and zeroed by parallel parts outside the lock.
+// Tests: tests/sparse/index_pool_test.cpp
+
+#include "support/index_pool.hpp"
+
+#include <ioattn/error.hpp>
+#include <ioattn/parallel.hpp>
+#include <ioattn/sparse/index_pool.hpp>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace ioattn::sparse {
+
+namespace {
+
+/// IOATTN_INDEX_POOL_MB in bytes, or the default when unset or empty.
+std::size_t limit_from_environment() {
+    const char* env = std::getenv("IOATTN_INDEX_POOL_MB"); // NOLINT(concurrency-mt-unsafe)
+    if (env == nullptr || *env == '\0')
+        return kDefaultIndexPoolBytes;
+    const std::string_view text(env);
+    std::size_t mb = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), mb);
+    if (ec != std::errc() || end != text.data() + text.size() || mb > (SIZE_MAX >> 20))
+        throw InvalidArgument("ioattn::sparse: IOATTN_INDEX_POOL_MB = '" + std::string(text) +
+                              "' (expected a count of MiB >= 0)");
+    return mb << 20;
+}
+
+std::size_t bytes_of(const std::vector<std::int64_t>& v) {
+    return v.capacity() * sizeof(std::int64_t);
+}
+
+class Pool {
+public:
+    /// The process's pool (never destroyed: supports kept in static caches outlive statics).
+    static Pool& instance() {
+        static Pool* const pool = new Pool(limit_from_environment());
+        return *pool;
+    }
+
+    std::vector<std::int64_t> take(std::int64_t n) {
+        const std::lock_guard lock(mutex_);
+        auto best = kept_.end();
+        for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+            const auto room = static_cast<std::int64_t>(it->capacity());
+            if (room >= n && room / 2 <= n &&
+                (best == kept_.end() || it->capacity() < best->capacity()))
+                best = it;
+        }
+        if (best == kept_.end())
+            return {};
+        std::vector<std::int64_t> v = std::move(*best);
+        kept_.erase(best);
+        kept_bytes_ -= bytes_of(v);
+        ++reused_;
+        return v;
+    }
+
+    void note(const std::int64_t* data) {
+        const std::lock_guard lock(mutex_);
+        fresh_[next_fresh_++ % fresh_.size()] = data;
+    }
+
+    void give(std::vector<std::int64_t>& v) {
+        const std::lock_guard lock(mutex_);
+        const bool advised = std::find(fresh_.begin(), fresh_.end(), v.data()) != fresh_.end();
+        if (!advised || bytes_of(v) > limit_ || kept_.size() == kept_.capacity()) {
+            std::vector<std::int64_t>().swap(v);
+            return;
+        }
+        kept_bytes_ += bytes_of(v);
+        kept_.push_back(std::move(v));
+        trim();
+    }
+
+    void set_limit(std::size_t bytes) {
+        const std::lock_guard lock(mutex_);
+        limit_ = bytes;
+        trim();
+    }
+
+    IndexPoolStats stats() const {
+        const std::lock_guard lock(mutex_);
+        return {kept_bytes_, kept_.size(), limit_, reused_};
+    }
+
+private:
+    explicit Pool(std::size_t limit)
+        : limit_(limit) {
+        kept_.reserve(kIndexPoolArrays + 1); // give() never allocates
+    }
+
+    /// Frees the smallest kept arrays until the pool is within its limits (lock held).
+    void trim() {
+        while (!kept_.empty() && (kept_bytes_ > limit_ || kept_.size() > kIndexPoolArrays)) {
+            const auto smallest =
+                std::min_element(kept_.begin(), kept_.end(), [](const auto& a, const auto& b) {
+                    return a.capacity() < b.capacity();
+                });
+            kept_bytes_ -= bytes_of(*smallest);
+            kept_.erase(smallest);
+        }
+    }
+
+    mutable std::mutex mutex_;
+    std::vector<std::vector<std::int64_t>> kept_;
+    std::size_t kept_bytes_ = 0, limit_;
+    std::uint64_t reused_ = 0;
+    static constexpr std::size_t kFreshNoted = 64;
+    std::array<const std::int64_t*, kFreshNoted> fresh_{}; ///< the newest noted arrays
+    std::size_t next_fresh_ = 0;
+};
+
+} // namespace
+
+IndexPoolStats index_pool_stats() {
+    return Pool::instance().stats();
+}
+
+void set_index_pool_limit(std::size_t bytes) {
+    Pool::instance().set_limit(bytes);
+}
+
+namespace detail {
+
+std::vector<std::int64_t> take_index_array(std::int64_t n) {
+    if (n < kPoolMinWords)
+        return {};
+    std::vector<std::int64_t> v = Pool::instance().take(n);
+    if (v.empty())
+        return v;
+    // the words it held are zeroed by parallel parts; past them resize writes the zeros
+    const std::int64_t held = std::min(n, static_cast<std::int64_t>(v.size()));
+    v.resize(static_cast<std::size_t>(n));
+    constexpr std::int64_t kPart = std::int64_t{1} << 18; // 2 MiB of words
+    std::int64_t* data = v.data();
+    parallel_for_tiles((held + kPart - 1) / kPart, [&](std::int64_t t, int) {
+        std::fill(data + t * kPart, data + std::min(held, (t + 1) * kPart), std::int64_t{0});
+    });
+    return v;
+}
+
+void note_fresh_array(const std::int64_t* data) {
+    Pool::instance().note(data);
+}
+
+void give_index_array(std::vector<std::int64_t>& v) noexcept {
+    if (static_cast<std::int64_t>(v.size()) < kPoolMinWords)
+        return;
+    try {
+        Pool::instance().give(v);
+    } catch (...) { // a malformed IOATTN_INDEX_POOL_MB (refused where arrays are taken)
+    }
+}
+
+} // namespace detail
+
+} // namespace ioattn::sparse
