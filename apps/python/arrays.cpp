@@ -6,6 +6,8 @@
 
 #include "output_pool.hpp"
 
+#include <ioattn/resources.hpp>
+
 #include <array>
 #include <string>
 
@@ -124,11 +126,11 @@ template <typename Scalar>
 std::pair<py::array_t<NumpyOf<Scalar>>, TensorView<Scalar>>
 output(const std::vector<py::ssize_t>& shape) {
     using T = NumpyOf<Scalar>;
-    std::size_t bytes = sizeof(T);
+    std::uint64_t bytes = sizeof(T); // saturated: numpy refuses a shape past memory itself
     for (const py::ssize_t n : shape)
-        bytes *= static_cast<std::size_t>(n);
+        bytes = bytes_of(static_cast<std::int64_t>(n), static_cast<std::size_t>(bytes));
     py::array_t<T> a;
-    if (bytes >= OutputPool::kMinBytes) { // on kept pages (output_pool.hpp)
+    if (bytes >= OutputPool::kMinBytes && bytes < (std::uint64_t{1} << 62)) { // output_pool.hpp
         OutputPool& pool = OutputPool::instance();
         void* data = pool.take(bytes);
         const py::capsule owner(data, [](void* p) { OutputPool::instance().give(p); });

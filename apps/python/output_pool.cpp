@@ -5,17 +5,12 @@
 #include "output_pool.hpp"
 
 #include <ioattn/error.hpp>
+#include <ioattn/resources.hpp>
 
 #include <algorithm>
-#include <charconv>
-#include <cstdlib>
 #include <new>
 #include <string>
 #include <string_view>
-
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 namespace ioattn::python {
 
@@ -25,48 +20,36 @@ constexpr std::size_t kHeader = 64;
 
 /// IOATTN_OUTPUT_POOL_MB in bytes, or the default when unset or empty.
 std::size_t limit_from_environment() {
-    const char* env = std::getenv("IOATTN_OUTPUT_POOL_MB"); // NOLINT(concurrency-mt-unsafe)
-    if (env == nullptr || *env == '\0')
-        return OutputPool::kDefaultLimit;
-    const std::string_view text(env);
-    std::size_t mb = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), mb);
-    if (ec != std::errc() || end != text.data() + text.size() || mb > (SIZE_MAX >> 20))
-        throw InvalidArgument("ioattn: IOATTN_OUTPUT_POOL_MB = '" + std::string(text) +
-                              "' (expected a count of MiB >= 0)");
-    return mb << 20;
+    return environment_count(
+               "IOATTN_OUTPUT_POOL_MB", "ioattn", "a count of MiB >= 0", std::uint64_t{1} << 20)
+        .value_or(OutputPool::kDefaultLimit);
 }
 
 void* block_of(void* p) {
     return static_cast<char*>(p) - kHeader;
 }
 
-/// Advises the whole 2 MiB pages of a new block of 4 MiB and more to transparent huge pages,
-/// as numpy does its own arrays of that size (advice only).
-void advise_huge_pages(void* block, std::size_t bytes) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
-    if (bytes < 2 * kHuge)
-        return;
-    const auto a = reinterpret_cast<std::uintptr_t>(block);
-    const std::uintptr_t lo = (a + kHuge - 1) & ~(kHuge - 1), hi = (a + bytes) & ~(kHuge - 1);
-    if (hi > lo)
-        (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
-#else
-    (void)block;
-    (void)bytes;
-#endif
-}
-
-void release(void* block) {
+void release_block(void* block) {
     ::operator delete[](block, std::align_val_t{64});
 }
 
 } // namespace
 
 OutputPool& OutputPool::instance() {
-    static OutputPool* const pool = new OutputPool(limit_from_environment());
+    static OutputPool* const pool = [] {
+        auto* p = new OutputPool(limit_from_environment());
+        on_memory_pressure([] { OutputPool::instance().release(); });
+        return p;
+    }();
     return *pool;
+}
+
+void OutputPool::release() noexcept {
+    const std::lock_guard lock(mutex_);
+    for (const auto& [bytes, block] : kept_)
+        release_block(block);
+    kept_.clear();
+    kept_bytes_ = 0;
 }
 
 void* OutputPool::take(std::size_t bytes) {
@@ -111,7 +94,7 @@ void OutputPool::trim() {
     while (!kept_.empty() && (kept_bytes_ > limit_ || kept_.size() > kMaxBlocks)) {
         const auto smallest = std::min_element(kept_.begin(), kept_.end());
         kept_bytes_ -= smallest->first;
-        release(smallest->second);
+        release_block(smallest->second);
         kept_.erase(smallest);
     }
 }

@@ -7,7 +7,8 @@
 // Python against 21 ms in the program.
 // Process-wide and thread-safe (a capsule may free its array on any thread); the blocks of at
 // least kMinBytes only, at most kMaxBlocks and `limit` bytes kept (IOATTN_OUTPUT_POOL_MB at
-// import, ioattn.set_output_pool_limit after; 0 keeps nothing), the largest kept when full.
+// import, ioattn.set_output_pool_limit after; 0 keeps nothing), the largest kept when full, and
+// all freed when a call would otherwise be refused for memory (ioattn::on_memory_pressure).
 
 #include <cstddef>
 #include <cstdint>
@@ -36,6 +37,9 @@ public:
 
     /// Keeps at most `bytes` from now on, freeing kept blocks beyond it.
     void set_limit(std::size_t bytes);
+
+    /// Frees every kept block (the limit stays): memory pressure (ioattn::require_memory).
+    void release() noexcept;
 
     struct Stats {
         std::size_t kept_bytes = 0, blocks = 0, limit = 0;

@@ -7,15 +7,21 @@
 #include <ioattn/kernels/workspace.hpp>
 #include <ioattn/resources.hpp>
 
+#include <array>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <new>
 #include <string>
 
 #include <unistd.h>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 namespace ioattn {
 
@@ -107,8 +113,80 @@ std::string amount(std::uint64_t bytes) {
 
 } // namespace
 
+namespace {
+
+struct Releases {
+    std::mutex mutex;
+    std::array<void (*)(), 8> functions{};
+    std::size_t count = 0;
+};
+
+Releases& releases() {
+    static Releases r;
+    return r;
+}
+
+/// Calls every registered release (outside the lock: a release may allocate or lock its pool).
+void release_kept_memory() {
+    std::array<void (*)(), 8> functions{};
+    std::size_t count = 0;
+    {
+        Releases& r = releases();
+        const std::lock_guard lock(r.mutex);
+        functions = r.functions;
+        count = r.count;
+    }
+    for (std::size_t i = 0; i < count; ++i)
+        functions[i]();
+}
+
+} // namespace
+
+std::optional<std::uint64_t> environment_count(const char* name,
+                                               std::string_view where,
+                                               std::string_view expected,
+                                               std::uint64_t unit) {
+    const char* env = std::getenv(name); // NOLINT(concurrency-mt-unsafe): read only
+    if (env == nullptr || *env == '\0')
+        return std::nullopt;
+    const std::string_view text(env);
+    std::uint64_t n = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec != std::errc() || end != text.data() + text.size() || (unit > 1 && n > kMax / unit))
+        throw InvalidArgument(std::string(where) + ": " + name + " = '" + std::string(text) +
+                              "' (expected " + std::string(expected) + ")");
+    return n * unit;
+}
+
+void advise_huge_pages(void* p, std::size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
+    if (p == nullptr || bytes < 2 * kHuge)
+        return;
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    const std::uintptr_t lo = (a + kHuge - 1) & ~(kHuge - 1), hi = (a + bytes) & ~(kHuge - 1);
+    if (hi > lo)
+        (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
+void on_memory_pressure(void (*release)()) {
+    Releases& r = releases();
+    const std::lock_guard lock(r.mutex);
+    if (r.count == r.functions.size())
+        throw InvalidArgument("ioattn::on_memory_pressure: 8 functions are registered already");
+    r.functions[r.count++] = release;
+}
+
 void require_memory(std::string_view where, std::uint64_t bytes, std::string_view what) {
-    const MemoryLimit limit = memory_limit();
+    MemoryLimit limit = memory_limit();
+    if (bytes <= limit.bytes)
+        return;
+    release_kept_memory();
+    limit = memory_limit();
     if (bytes <= limit.bytes)
         return;
     throw ResourceError(std::string(where) + ": needs " + amount(bytes) + " of " +

@@ -1,5 +1,5 @@
 // Tests of ioattn/resources.hpp and the memory checks of kernels::Workspace: IOATTN_MAX_BYTES
-// parsing, saturating sizes, CallMemory refusing a call before anything is allocated, and every
+// and environment_count parsing, saturating sizes, CallMemory refusing a call before anything is allocated, and every
 // dense kernel refusing a workspace above a small limit with one ResourceError line.
 
 #include "scoped_env.hpp"
@@ -76,6 +76,34 @@ TEST_CASE("memory_limit reads IOATTN_MAX_BYTES with binary suffixes", "[resource
         CHECK_THROWS_AS(ioattn::memory_limit(), ioattn::InvalidArgument);
         CHECK_THROWS_WITH(ioattn::memory_limit(), Catch::Contains("IOATTN_MAX_BYTES"));
     }
+}
+
+TEST_CASE("environment_count reads a decimal count, in units when asked", "[resources]") {
+    constexpr const char* kName = "IOATTN_TEST_COUNT";
+    {
+        const ScopedEnv env(kName, std::nullopt);
+        CHECK_FALSE(ioattn::environment_count(kName, "t", "a count").has_value());
+    }
+    {
+        const ScopedEnv env(kName, std::string());
+        CHECK_FALSE(ioattn::environment_count(kName, "t", "a count").has_value());
+    }
+    const std::vector<std::pair<std::string, std::uint64_t>> ok{{"0", 0}, {"12", 12}};
+    for (const auto& [text, n] : ok) {
+        const ScopedEnv env(kName, text);
+        CHECK(ioattn::environment_count(kName, "t", "a count") == n);
+        CHECK(ioattn::environment_count(kName, "t", "MiB", 1ULL << 20) == n << 20);
+    }
+    for (const std::string bad : {"x", "-1", "3M", " 4", "1.5"}) {
+        CAPTURE(bad);
+        const ScopedEnv env(kName, bad);
+        CHECK_THROWS_WITH(ioattn::environment_count(kName, "where", "a count >= 0"),
+                          "where: IOATTN_TEST_COUNT = '" + bad + "' (expected a count >= 0)");
+    }
+    const ScopedEnv env(kName, "17592186044416"); // 2^44 MiB: 2^64 bytes
+    CHECK(ioattn::environment_count(kName, "t", "a count") == 17592186044416ULL);
+    CHECK_THROWS_AS(ioattn::environment_count(kName, "t", "MiB", 1ULL << 20),
+                    ioattn::InvalidArgument);
 }
 
 TEST_CASE("without IOATTN_MAX_BYTES the limit is the machine's memory", "[resources]") {

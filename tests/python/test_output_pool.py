@@ -2,8 +2,8 @@
 outputs, never while an array still holds it; a reused block's old contents never show (rows
 with no key give 0 and L = -inf, keys no query sees give dK = dV = 0, an empty decode sequence
 0 and -inf, over blocks filled with NaN first); the limit bounds what is kept, 0 keeps nothing;
-a malformed IOATTN_OUTPUT_POOL_MB fails the import with the value named. The index pool: a
-fresh mask is built on the index arrays of one freed before it, and equals one built without."""
+a refused call (memory) frees what is kept; a malformed IOATTN_OUTPUT_POOL_MB fails the import
+with the value named. The index pool: a fresh mask is built on the index arrays of one freed before it, and equals one built without."""
 
 import os
 import subprocess
@@ -141,3 +141,16 @@ def test_fresh_masks_reuse_index_arrays():
     finally:
         ioattn.set_index_pool_limit(old)
         ioattn.clear_plan_cache()
+
+
+def test_memory_pressure_frees_kept_outputs(pool, monkeypatch):
+    big = dict(SHAPE, n_q=4096, n_k=4096)  # 4 MiB outputs
+    held = [ioattn.attention(*qkv(**big)) for _ in range(2)]
+    held.clear()
+    assert ioattn.output_pool_info()["kept_bytes"] >= 8 << 20
+    monkeypatch.setenv("IOATTN_MAX_BYTES", "1M")  # read on every call
+    with pytest.raises(ioattn.Error, match="IOATTN_MAX_BYTES"):  # its workspace: 1.1 MiB
+        ioattn.attention(*qkv(**SHAPE), schedule="materialized")
+    monkeypatch.delenv("IOATTN_MAX_BYTES")
+    # the refused call's own 1 MiB output came back after the release; the 4 MiB blocks went
+    assert ioattn.output_pool_info()["kept_bytes"] < 4 << 20

@@ -3,10 +3,13 @@
 // support with room in them is built on them, equal to one built without the pool; a taken
 // array is zeroed whatever it held, up to any size its room allows; arrays shorter than the request or over twice as long are
 // not taken, nor short ones kept, nor arrays zeroed_words did not allocate (a support's copy);
-// the limit bounds what is kept and 0 keeps nothing.
+// the limit bounds what is kept and 0 keeps nothing; a request require_memory refuses frees
+// what the pool keeps first.
 
 #include "support/index_pool.hpp"
 
+#include <ioattn/error.hpp>
+#include <ioattn/resources.hpp>
 #include <ioattn/sparse/index_pool.hpp>
 #include <ioattn/sparse/pattern.hpp>
 
@@ -14,6 +17,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace sp = ioattn::sparse;
@@ -124,4 +129,24 @@ TEST_CASE("the limit bounds what is kept, the largest first", "[sparse][index_po
     std::vector<std::int64_t> w = filled(kWords, 1);
     detail::give_index_array(w);
     CHECK(sp::index_pool_stats().arrays == 0);
+}
+
+TEST_CASE("memory pressure frees what the pool keeps", "[sparse][index_pool]") {
+    const FreshPool pool(sp::kDefaultIndexPoolBytes);
+    std::vector<std::int64_t> v = filled(kWords, 1);
+    detail::give_index_array(v);
+    REQUIRE(sp::index_pool_stats().arrays == 1);
+    ioattn::require_memory("test", 1024, "bytes"); // fits: nothing is freed
+    CHECK(sp::index_pool_stats().arrays == 1);
+    const char* old = std::getenv("IOATTN_MAX_BYTES"); // NOLINT(concurrency-mt-unsafe)
+    const std::string kept = old != nullptr ? old : "";
+    ::setenv("IOATTN_MAX_BYTES", "1M", 1); // NOLINT(concurrency-mt-unsafe)
+    CHECK_THROWS_AS(ioattn::require_memory("test", 2 << 20, "bytes"), ioattn::ResourceError);
+    if (old != nullptr)
+        ::setenv("IOATTN_MAX_BYTES", kept.c_str(), 1); // NOLINT(concurrency-mt-unsafe)
+    else
+        ::unsetenv("IOATTN_MAX_BYTES"); // NOLINT(concurrency-mt-unsafe)
+    CHECK(sp::index_pool_stats().arrays == 0);
+    CHECK(sp::index_pool_stats().kept_bytes == 0);
+    CHECK(sp::index_pool_stats().limit == sp::kDefaultIndexPoolBytes);
 }

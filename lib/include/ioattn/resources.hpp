@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -42,8 +43,30 @@ std::uint64_t add_bytes(std::uint64_t a, std::uint64_t b);
 std::string format_bytes(std::uint64_t bytes);
 
 /// Throws ResourceError "<where>: needs N bytes (1.5 GiB) of <what>, M bytes (...) available
-/// (<source>)" when bytes > memory_limit().bytes. Also throws what memory_limit() throws.
+/// (<source>)" when bytes > memory_limit().bytes, after the memory kept for reuse (see
+/// on_memory_pressure) is freed and the limit read again. Also throws what memory_limit()
+/// throws.
 void require_memory(std::string_view where, std::uint64_t bytes, std::string_view what);
+
+/// The environment variable `name` as a decimal count >= 0, or nullopt when it is unset or
+/// empty. Throws InvalidArgument "<where>: <name> = '<text>' (expected <expected>)" for any
+/// other text, or a count of `unit`s whose bytes overflow (unit > 1: a count of MiB, ...).
+std::optional<std::uint64_t> environment_count(const char* name,
+                                               std::string_view where,
+                                               std::string_view expected,
+                                               std::uint64_t unit = 1);
+
+/// Advises the whole 2 MiB pages inside [p, p + bytes) to transparent huge pages when the range
+/// spans at least 4 MiB (advice only: where the kernel has none, 4 KiB pages stay). Debian's
+/// THP mode is madvise: without the advice every 4 KiB page of a fresh block faults on first
+/// write, and on a virtual machine a fault costs microseconds.
+void advise_huge_pages(void* p, std::size_t bytes);
+
+/// Registers `release`, which frees memory kept for reuse (the sparse library's index pool, the
+/// Python module's output pool): require_memory calls every registered function before it
+/// refuses a request, so memory held for speed never makes a call fail (under an address-space
+/// limit, kept blocks count against it). At most 8; thread-safe; `release` must not throw.
+void on_memory_pressure(void (*release)());
 
 /// Throws ResourceError "<where>: allocating N bytes (...) of <what> failed (M bytes ... are
 /// available, <source>)": what a caught std::bad_alloc becomes.

@@ -10,6 +10,7 @@
 #include "support/index_pool.hpp"
 
 #include <ioattn/parallel.hpp>
+#include <ioattn/resources.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -21,23 +22,6 @@
 #endif
 
 namespace ioattn::sparse::detail {
-
-/// Advises the whole 2 MiB pages inside [p, p + bytes) to transparent huge pages when the range
-/// spans at least 4 MiB (advice only: where the kernel has none, 4 KiB pages stay).
-inline void advise_huge_pages(void* p, std::size_t bytes) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
-    if (p == nullptr || bytes < 2 * kHuge)
-        return;
-    const auto a = reinterpret_cast<std::uintptr_t>(p);
-    const std::uintptr_t lo = (a + kHuge - 1) & ~(kHuge - 1), hi = (a + bytes) & ~(kHuge - 1);
-    if (hi > lo)
-        (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
-#else
-    (void)p;
-    (void)bytes;
-#endif
-}
 
 /// Faults in the pages of [p, p + bytes) writable, by parts in parallel, when the range spans
 /// at least 4 MiB. A fresh page is zeroed by the kernel on its first write, and on this virtual

@@ -1,18 +1,17 @@
 // The index pool (ioattn/sparse/index_pool.hpp, support/index_pool.hpp): kept arrays in an
 // unordered list of at most kIndexPoolArrays, taken best fit (the least room of at least n and
 // at most 2n words) and zeroed by parallel parts outside the lock.
-// Tests: tests/sparse/index_pool_test.cpp
+// Tests: tests/sparse/index_pool_whitebox_test.cpp
 
 #include "support/index_pool.hpp"
 
 #include <ioattn/error.hpp>
 #include <ioattn/parallel.hpp>
+#include <ioattn/resources.hpp>
 #include <ioattn/sparse/index_pool.hpp>
 
 #include <algorithm>
 #include <array>
-#include <charconv>
-#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -24,16 +23,11 @@ namespace {
 
 /// IOATTN_INDEX_POOL_MB in bytes, or the default when unset or empty.
 std::size_t limit_from_environment() {
-    const char* env = std::getenv("IOATTN_INDEX_POOL_MB"); // NOLINT(concurrency-mt-unsafe)
-    if (env == nullptr || *env == '\0')
-        return kDefaultIndexPoolBytes;
-    const std::string_view text(env);
-    std::size_t mb = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), mb);
-    if (ec != std::errc() || end != text.data() + text.size() || mb > (SIZE_MAX >> 20))
-        throw InvalidArgument("ioattn::sparse: IOATTN_INDEX_POOL_MB = '" + std::string(text) +
-                              "' (expected a count of MiB >= 0)");
-    return mb << 20;
+    return environment_count("IOATTN_INDEX_POOL_MB",
+                             "ioattn::sparse",
+                             "a count of MiB >= 0",
+                             std::uint64_t{1} << 20)
+        .value_or(kDefaultIndexPoolBytes);
 }
 
 std::size_t bytes_of(const std::vector<std::int64_t>& v) {
@@ -44,8 +38,19 @@ class Pool {
 public:
     /// The process's pool (never destroyed: supports kept in static caches outlive statics).
     static Pool& instance() {
-        static Pool* const pool = new Pool(limit_from_environment());
+        static Pool* const pool = [] {
+            auto* p = new Pool(limit_from_environment());
+            on_memory_pressure([] { Pool::instance().release(); });
+            return p;
+        }();
         return *pool;
+    }
+
+    /// Frees every kept array (the limit stays): memory pressure (require_memory).
+    void release() noexcept {
+        const std::lock_guard lock(mutex_);
+        kept_.clear();
+        kept_bytes_ = 0;
     }
 
     std::vector<std::int64_t> take(std::int64_t n) {

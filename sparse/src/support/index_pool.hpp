@@ -7,7 +7,7 @@
 // Process-wide and thread-safe (a support may be freed on any thread); arrays of at least
 // kMinWords only, at most kMaxArrays and limit bytes kept (IOATTN_INDEX_POOL_MB, read at first
 // use; ioattn::sparse::set_index_pool_limit), the largest kept when full.
-// Tests: tests/sparse/index_pool_test.cpp
+// Tests: tests/sparse/index_pool_whitebox_test.cpp
 
 #include <cstddef>
 #include <cstdint>

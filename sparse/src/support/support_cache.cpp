@@ -10,6 +10,7 @@
 
 #include <ioattn/error.hpp>
 #include <ioattn/parallel.hpp>
+#include <ioattn/resources.hpp>
 #include <ioattn/sparse/pattern.hpp>
 #include <ioattn/sparse/support_cache.hpp>
 
@@ -43,16 +44,9 @@ struct Entry {
 
 /// IOATTN_PLAN_CACHE_SIZE, or kDefaultCapacity when unset or empty.
 std::size_t capacity_from_environment() {
-    const char* env = std::getenv("IOATTN_PLAN_CACHE_SIZE"); // NOLINT(concurrency-mt-unsafe)
-    if (env == nullptr || *env == '\0')
-        return kDefaultCapacity;
-    const std::string_view text(env);
-    std::size_t n = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-    if (ec != std::errc() || end != text.data() + text.size())
-        throw InvalidArgument("ioattn::sparse::support_cache: IOATTN_PLAN_CACHE_SIZE = '" +
-                              std::string(text) + "' (expected a count >= 0)");
-    return n;
+    return environment_count(
+               "IOATTN_PLAN_CACHE_SIZE", "ioattn::sparse::support_cache", "a count >= 0")
+        .value_or(kDefaultCapacity);
 }
 
 class Cache {

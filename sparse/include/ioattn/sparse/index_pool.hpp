@@ -7,7 +7,8 @@
 /// One process-wide pool (a mutex), at most kIndexPoolArrays arrays and limit bytes, the
 /// largest kept when full. The limit: the environment variable IOATTN_INDEX_POOL_MB (MiB >= 0)
 /// when the pool is first used, else kDefaultIndexPoolBytes; set_index_pool_limit changes it
-/// at any time; 0 keeps nothing (and frees what is kept).
+/// at any time; 0 keeps nothing (and frees what is kept). Everything kept is freed before a
+/// request is refused for memory (ioattn::on_memory_pressure, ioattn/resources.hpp).
 
 #include <cstddef>
 #include <cstdint>
