@@ -121,9 +121,11 @@ struct Releases {
     std::size_t count = 0;
 };
 
+/// The registry, never destroyed: a pool may first register while statics are torn down (a
+/// support freed at exit).
 Releases& releases() {
-    static Releases r;
-    return r;
+    static Releases* const r = new Releases;
+    return *r;
 }
 
 /// Calls every registered release (outside the lock: a release may allocate or lock its pool).
