@@ -76,22 +76,24 @@ public:
         fresh_[next_fresh_++ % fresh_.size()] = data;
     }
 
+    /// Keeps v, or leaves it to its owner; an array a full pool drops is freed after the lock
+    /// is released (declared before it), as is v by its owner: unmapping tens of MiB under the
+    /// lock would hold up every take.
     void give(std::vector<std::int64_t>& v) {
+        std::vector<std::int64_t> dropped;
         const std::lock_guard lock(mutex_);
         const bool advised = std::find(fresh_.begin(), fresh_.end(), v.data()) != fresh_.end();
-        if (!advised || bytes_of(v) > limit_ || kept_.size() == kept_.capacity()) {
-            std::vector<std::int64_t>().swap(v);
+        if (!advised || bytes_of(v) > limit_ || kept_.size() == kept_.capacity())
             return;
-        }
         kept_bytes_ += bytes_of(v);
         kept_.push_back(std::move(v));
-        trim();
+        trim(&dropped);
     }
 
     void set_limit(std::size_t bytes) {
         const std::lock_guard lock(mutex_);
         limit_ = bytes;
-        trim();
+        trim(nullptr);
     }
 
     IndexPoolStats stats() const {
@@ -105,14 +107,17 @@ private:
         kept_.reserve(kIndexPoolArrays + 1); // give() never allocates
     }
 
-    /// Frees the smallest kept arrays until the pool is within its limits (lock held).
-    void trim() {
+    /// Drops the smallest kept arrays until the pool is within its limits (lock held); the last
+    /// one dropped moves to *dropped when given, to be freed by the caller after the lock.
+    void trim(std::vector<std::int64_t>* dropped) {
         while (!kept_.empty() && (kept_bytes_ > limit_ || kept_.size() > kIndexPoolArrays)) {
             const auto smallest =
                 std::min_element(kept_.begin(), kept_.end(), [](const auto& a, const auto& b) {
                     return a.capacity() < b.capacity();
                 });
             kept_bytes_ -= bytes_of(*smallest);
+            if (dropped != nullptr)
+                *dropped = std::move(*smallest);
             kept_.erase(smallest);
         }
     }

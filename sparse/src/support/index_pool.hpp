@@ -25,9 +25,9 @@ std::vector<std::int64_t> take_index_array(std::int64_t n);
 
 /// Keeps v's storage for take_index_array while the pool has room and v is an array
 /// zeroed_words allocated (noted by note_fresh_array: its pages advised to huge pages), else
-/// frees it; v is left empty. Never throws (a support's destructor calls it). A copy of a
-/// support (4 KiB pages) reused for the columns of random:0.02 made its fresh step 1.07x
-/// slower.
+/// leaves it to its owner to free; v is left empty when kept. Never throws (a support's
+/// destructor calls it). A copy of a support (4 KiB pages) reused for the columns of
+/// random:0.02 made its fresh step 1.07x slower.
 void give_index_array(std::vector<std::int64_t>& v) noexcept;
 
 /// Notes an array zeroed_words allocated and advised (the newest kFreshNoted are remembered).
