@@ -222,9 +222,16 @@ std::vector<char> mark_keys_seen(const Support& s) {
     std::vector<char> seen(static_cast<std::size_t>(parts * n_k), 0);
     parallel_for_tiles(parts, [&](std::int64_t t, int) {
         char* mark = seen.data() + t * n_k;
-        for (std::int64_t i = t * step; i < std::min(n_q, (t + 1) * step); ++i)
-            for (const std::int64_t j : s.row(i))
+        for (std::int64_t i = t * step; i < std::min(n_q, (t + 1) * step); ++i) {
+            const auto row = s.row(i);
+            const auto len = static_cast<std::int64_t>(row.size());
+            if (len > 0 && row.back() - row.front() + 1 == len) { // an interval: no index reads
+                std::fill(mark + row.front(), mark + row.back() + 1, char{1});
+                continue;
+            }
+            for (const std::int64_t j : row)
                 mark[j] = 1;
+        }
     });
     for (std::int64_t t = 1; t < parts; ++t)
         for (std::int64_t j = 0; j < n_k; ++j)

@@ -184,17 +184,22 @@ Split price_by_fill(const OrderedView& s, std::int64_t rows, const CostModel& cm
         const std::int64_t r = lanes.r;
         all_cost[static_cast<std::size_t>(b)] = all_tiles_cost(keys, lanes, cm);
         all_columns[static_cast<std::size_t>(b)] = static_cast<std::int64_t>(keys.size());
-        std::vector<std::int64_t> worthy;
+        // the loops write into arrays sized first: a push_back per key kept the sums below in
+        // memory, each key waiting on the last (a third of window:256's pricing)
+        std::vector<std::int64_t> worthy(keys.size());
+        std::size_t n_worthy = 0;
         for (const std::int64_t j : keys)
             if (cm.tile_worthy(count[j], lanes(j)))
-                worthy.push_back(j);
+                worthy[n_worthy++] = j;
         // --- a short run of tile columns is gathered: it must be worth the copy too ---
         auto& t = tile[static_cast<std::size_t>(b)];
+        t.resize(n_worthy);
+        std::size_t n_tile = 0;
         double c = 0;
         std::int64_t tile_pairs = 0;
-        for (std::size_t y = 0; y < worthy.size();) {
+        for (std::size_t y = 0; y < n_worthy;) {
             std::size_t e = y + 1;
-            while (e < worthy.size() && worthy[e] == worthy[e - 1] + 1)
+            while (e < n_worthy && worthy[e] == worthy[e - 1] + 1)
                 ++e;
             const bool gathered = static_cast<std::int64_t>(e - y) < kMinRun;
             for (std::size_t u = y; u < e; ++u) {
@@ -202,13 +207,14 @@ Split price_by_fill(const OrderedView& s, std::int64_t rows, const CostModel& cm
                 const double as_tile =
                     static_cast<double>(lanes(j)) * cm.tile_lane + (gathered ? cm.gather_row : 0.0);
                 if (!gathered || static_cast<double>(count[j]) * cm.element_pair >= as_tile) {
-                    t.push_back(j);
+                    t[n_tile++] = j;
                     tile_pairs += count[j];
                     c += as_tile;
                 }
             }
             y = e;
         }
+        t.resize(n_tile);
         std::int64_t pairs = 0;
         for (const std::int64_t j : keys) {
             pairs += count[j];
