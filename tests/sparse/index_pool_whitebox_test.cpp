@@ -6,6 +6,7 @@
 // the limit bounds what is kept and 0 keeps nothing; a request require_memory refuses frees
 // what the pool keeps first.
 
+#include "scoped_env.hpp"
 #include "support/index_pool.hpp"
 
 #include <ioattn/error.hpp>
@@ -17,8 +18,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 #include <vector>
 
 namespace sp = ioattn::sparse;
@@ -138,14 +137,10 @@ TEST_CASE("memory pressure frees what the pool keeps", "[sparse][index_pool]") {
     REQUIRE(sp::index_pool_stats().arrays == 1);
     ioattn::require_memory("test", 1024, "bytes"); // fits: nothing is freed
     CHECK(sp::index_pool_stats().arrays == 1);
-    const char* old = std::getenv("IOATTN_MAX_BYTES"); // NOLINT(concurrency-mt-unsafe)
-    const std::string kept = old != nullptr ? old : "";
-    ::setenv("IOATTN_MAX_BYTES", "1M", 1); // NOLINT(concurrency-mt-unsafe)
-    CHECK_THROWS_AS(ioattn::require_memory("test", 2 << 20, "bytes"), ioattn::ResourceError);
-    if (old != nullptr)
-        ::setenv("IOATTN_MAX_BYTES", kept.c_str(), 1); // NOLINT(concurrency-mt-unsafe)
-    else
-        ::unsetenv("IOATTN_MAX_BYTES"); // NOLINT(concurrency-mt-unsafe)
+    {
+        const ioattn::test::ScopedEnv limit("IOATTN_MAX_BYTES", "1M");
+        CHECK_THROWS_AS(ioattn::require_memory("test", 2 << 20, "bytes"), ioattn::ResourceError);
+    }
     CHECK(sp::index_pool_stats().arrays == 0);
     CHECK(sp::index_pool_stats().kept_bytes == 0);
     CHECK(sp::index_pool_stats().limit == sp::kDefaultIndexPoolBytes);

@@ -1,12 +1,16 @@
 // Tests of the plan cache (sparse/include/ioattn/sparse/support_cache.hpp): a spec or CSR
 // content given again is a hit returning the same support (so the plans kept with it are not
 // rebuilt), other shapes, seeds or contents are misses, the least recently used entry is
-// evicted beyond the capacity, capacity 0 turns the cache off, and attention over a cached
+// evicted beyond the capacity, a request require_memory would refuse drops every entry
+// first, capacity 0 turns the cache off, and attention over a cached
 // support equals attention over one built afresh, bitwise.
 
 #include "kernel_case.hpp"
+#include "scoped_env.hpp"
 
 #include <ioattn/attention.hpp>
+#include <ioattn/error.hpp>
+#include <ioattn/resources.hpp>
 #include <ioattn/sparse/pattern.hpp>
 #include <ioattn/sparse/support_cache.hpp>
 
@@ -14,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace cache = ioattn::sparse::support_cache;
@@ -102,6 +107,25 @@ TEST_CASE("the least recently used entry is evicted beyond the capacity", "[cach
     CHECK(cache::stats().misses == misses + 1);
     cache::set_capacity(1); // shrinking evicts down to the new capacity
     CHECK(cache::stats().entries == 1);
+}
+
+TEST_CASE("a request require_memory would refuse drops every entry first", "[cache]") {
+    const FreshCache fresh(4);
+    auto held = cache::pattern("window:1", 20, 20, 0);
+    (void)cache::pattern("window:2", 20, 20, 0);
+    REQUIRE(cache::stats().entries == 2);
+    ioattn::require_memory("test", 1024, "bytes"); // fits: nothing is dropped
+    CHECK(cache::stats().entries == 2);
+    {
+        const ioattn::test::ScopedEnv limit("IOATTN_MAX_BYTES", "1M");
+        CHECK_THROWS_AS(ioattn::require_memory("test", 2 << 20, "bytes"), ioattn::ResourceError);
+    }
+    CHECK(cache::stats().entries == 0);
+    CHECK(cache::stats().evictions == 2);
+    CHECK(cache::capacity() == 4);
+    // a support a caller still holds stays whole, and is built anew when asked for again
+    CHECK(*held == sp::pattern_window(20, 20, 1));
+    CHECK(cache::pattern("window:1", 20, 20, 0).get() != held.get());
 }
 
 TEST_CASE("capacity 0 turns the cache off", "[cache]") {

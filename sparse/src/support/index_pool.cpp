@@ -143,6 +143,10 @@ void set_index_pool_limit(std::size_t bytes) {
 
 namespace detail {
 
+void release_index_arrays() noexcept {
+    Pool::instance().release();
+}
+
 std::vector<std::int64_t> take_index_array(std::int64_t n) {
     if (n < kPoolMinWords)
         return {};

@@ -33,4 +33,8 @@ void give_index_array(std::vector<std::int64_t>& v) noexcept;
 /// Notes an array zeroed_words allocated and advised (the newest kFreshNoted are remembered).
 void note_fresh_array(const std::int64_t* data);
 
+/// Frees every kept array (what memory pressure does; the plan cache calls it after dropping
+/// its entries, whose arrays the pool would otherwise keep).
+void release_index_arrays() noexcept;
+
 } // namespace ioattn::sparse::detail

@@ -11,7 +11,8 @@
 /// comparing the arrays, so a hash collision never returns another support. A lookup is
 /// O(capacity) plus O(n_q + Z_QK) to hash and compare content. Each entry holds its support and
 /// its plans in memory (O(n_q + Z_QK) and more each) until it is evicted and its last user lets
-/// it go.
+/// it go. When a request for memory would be refused (ioattn::require_memory), every entry is
+/// dropped first (ioattn::on_memory_pressure), so masks kept for reuse never make a call fail.
 ///
 /// Capacity: the environment variable IOATTN_PLAN_CACHE_SIZE (a count >= 0) when the cache is
 /// first used, else kDefaultCapacity; set_capacity changes it at any time; 0 turns the cache
