@@ -1,10 +1,11 @@
 // Tests of the index pool (sparse/include/ioattn/sparse/index_pool.hpp,
 // sparse/src/support/index_pool.hpp): a freed support's large arrays are kept and the next
 // support with room in them is built on them, equal to one built without the pool; a taken
-// array is zeroed whatever it held, up to any size its room allows; arrays shorter than the request or over twice as long are
-// not taken, nor short ones kept, nor arrays zeroed_words did not allocate (a support's copy);
-// the limit bounds what is kept and 0 keeps nothing; a request require_memory refuses frees
-// what the pool keeps first.
+// array is the kept storage at the size asked, up to any size its room allows (zeros past the
+// words it held); arrays shorter than the request or over twice as long are not taken, nor
+// short ones kept, nor arrays index_words did not allocate (a support's copy); the limit bounds
+// what is kept and 0 keeps nothing; a request require_memory refuses frees what the pool keeps
+// first.
 
 #include "scoped_env.hpp"
 #include "support/index_pool.hpp"
@@ -45,7 +46,7 @@ private:
 
 constexpr std::int64_t kWords = detail::kPoolMinWords;
 
-/// n words of `value`, noted as zeroed_words notes its arrays (so the pool may keep them).
+/// n words of `value`, noted as index_words notes its arrays (so the pool may keep them).
 std::vector<std::int64_t> filled(std::int64_t n, std::int64_t value) {
     std::vector<std::int64_t> v(static_cast<std::size_t>(n), value);
     detail::note_fresh_array(v.data());
@@ -76,15 +77,17 @@ TEST_CASE("a freed support's columns build the next support", "[sparse][index_po
     CHECK(sp::index_pool_stats().arrays == 0);
 }
 
-TEST_CASE("a taken array is zeroed, at the size asked", "[sparse][index_pool]") {
+TEST_CASE("a taken array is the kept one, at the size asked", "[sparse][index_pool]") {
     const FreshPool pool(sp::kDefaultIndexPoolBytes);
     std::vector<std::int64_t> v = filled(2 * kWords, 7);
+    const std::int64_t* storage = v.data();
     detail::give_index_array(v);
     CHECK(v.empty());
+    // not zeroed: its taker (index_words) writes every word
     const std::vector<std::int64_t> t = detail::take_index_array(kWords + 3);
     REQUIRE(t.size() == static_cast<std::size_t>(kWords + 3));
-    CHECK(std::all_of(t.begin(), t.end(), [](std::int64_t x) { return x == 0; }));
-    // room past its words (as zeroed_words leaves): a longer request fits, zeroed to its end
+    CHECK(t.data() == storage);
+    // room past its words (as index_words leaves): a longer request fits, zeros past them
     std::vector<std::int64_t> w;
     w.reserve(static_cast<std::size_t>(2 * kWords));
     w.assign(static_cast<std::size_t>(kWords), 7);
@@ -92,7 +95,7 @@ TEST_CASE("a taken array is zeroed, at the size asked", "[sparse][index_pool]") 
     detail::give_index_array(w);
     const std::vector<std::int64_t> u = detail::take_index_array(kWords + kWords / 2);
     REQUIRE(u.size() == static_cast<std::size_t>(kWords + kWords / 2));
-    CHECK(std::all_of(u.begin(), u.end(), [](std::int64_t x) { return x == 0; }));
+    CHECK(std::all_of(u.begin() + kWords, u.end(), [](std::int64_t x) { return x == 0; }));
 }
 
 TEST_CASE("arrays of the wrong size are neither kept nor taken", "[sparse][index_pool]") {

@@ -19,6 +19,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sp = ioattn::sparse;
@@ -119,6 +120,41 @@ Seen seen_by(const sp::Support& s, std::int64_t i0, std::int64_t i1, std::int64_
 }
 
 } // namespace
+
+TEST_CASE("PanelFill: each block's distinct keys per panel, as counted pair by pair",
+          "[sparse][element][whitebox]") {
+    // blocks dense in their key range (counted by a scan of it), sparse ones (counted per
+    // pair), and blocks with no pair (rows [100, 400) emptied)
+    const sp::Support r = sp::parse_pattern("random:0.05", 600, 600, 3);
+    std::vector<std::int64_t> offsets{0}, cols;
+    for (std::int64_t i = 0; i < 600; ++i) {
+        if (i < 100 || i >= 400)
+            for (const std::int64_t j : r.row(i))
+                cols.push_back(j);
+        offsets.push_back(static_cast<std::int64_t>(cols.size()));
+    }
+    const sp::Support holes(600, 600, offsets, cols);
+    for (const sp::Support* s : {&holes, &holes.transposed()}) {
+        for (const std::int64_t rows : {1, 7, 64}) {
+            for (const std::int64_t panel : {1, 16, 50, 1024}) {
+                CAPTURE(s == &holes, rows, panel);
+                const spd::PanelFill fill = spd::PanelFill::build(*s, rows, panel);
+                std::vector<std::pair<std::int64_t, std::int64_t>> expect;
+                for (std::int64_t b = 0; b < fill.blocks(); ++b) {
+                    std::map<std::int64_t, std::set<std::int64_t>> keys; // panel -> keys
+                    for (auto i = fill.bounds[static_cast<std::size_t>(b)];
+                         i < fill.bounds[static_cast<std::size_t>(b) + 1];
+                         ++i)
+                        for (const std::int64_t j : s->row(i))
+                            keys[j / panel].insert(j);
+                    for (const auto& [p, k] : keys)
+                        expect.emplace_back(p, static_cast<std::int64_t>(k.size()));
+                }
+                CHECK(fill.cells == expect);
+            }
+        }
+    }
+}
 
 TEST_CASE("PanelFill: the visits of the built plan, runs between the bounds, exact widening",
           "[sparse][element][whitebox]") {

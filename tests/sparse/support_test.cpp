@@ -1,5 +1,6 @@
 // Tests of ioattn::sparse::Support (sparse/src/support/support.cpp): accessors, every validation
-// error of the CSR constructor, and the cached transpose with its position map.
+// error of the CSR constructor, every builder's rows through it, and the cached transpose with
+// its position map.
 
 #include <ioattn/error.hpp>
 #include <ioattn/sparse/pattern.hpp>
@@ -115,6 +116,44 @@ TEST_CASE("Support: each malformed CSR throws InvalidArgument naming row and val
         CHECK_THROWS_WITH(Support(1, 5, V{0, 2}, V{1, 1}),
                           Catch::StartsWith("ioattn::sparse::Support: "));
     }
+}
+
+TEST_CASE("Support: what the library builds passes the checking constructor", "[support]") {
+    // the builders (patterns, transposes) construct with detail::BuiltRows, whose rows are
+    // checked in Debug and sanitizer builds only: here every builder's rows are checked in
+    // every build, through the constructor that checks a caller's arrays
+    const auto recheck = [](const Support& s) {
+        const auto o = s.row_offsets();
+        const auto c = s.col_indices();
+        const Support copy(s.n_q(),
+                           s.n_k(),
+                           std::vector<std::int64_t>(o.begin(), o.end()),
+                           std::vector<std::int64_t>(c.begin(), c.end()));
+        CHECK(copy == s);
+    };
+    for (const char* spec : {"window:7",
+                             "causal-window:5",
+                             "dilated:9:3",
+                             "strided:6",
+                             "bigbird:4:2:3",
+                             "bigbird-block:4:2:1:2",
+                             "block:4:0.4",
+                             "random:0.1",
+                             "powerlaw:3",
+                             "global:2+window:3",
+                             "causal-varlen:20,7,37,16",
+                             "causal"}) {
+        INFO(spec);
+        const Support s = ioattn::sparse::parse_pattern(spec, 80, 80, 5);
+        recheck(s);
+        recheck(s.transposed());
+    }
+    using V = std::vector<std::int64_t>;
+    using ioattn::sparse::detail::BuiltRows;
+    CHECK_THROWS_WITH(Support(BuiltRows{}, 2, 3, V{0, 1}, V{0}),
+                      Catch::Contains("expected n_q + 1 = 3"));
+    CHECK_THROWS_WITH(Support(BuiltRows{}, 1, 3, V{1, 1}, V{0}),
+                      Catch::Contains("row_offsets[0] = 1"));
 }
 
 TEST_CASE("Support: transposed() swaps every pair, transposed_positions() finds it here",

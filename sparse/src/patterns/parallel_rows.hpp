@@ -66,13 +66,13 @@ Support build_sized(std::string_view where,
             offsets[i] += offsets[i - 1];
         require_memory(
             where, add_bytes(offset_bytes, bytes_of(offsets.back(), sizeof(std::int64_t))), kWhat);
-        std::vector<std::int64_t> cols = zeroed_words(offsets.back());
+        std::vector<std::int64_t> cols = index_words(offsets.back());
         parallel_for_tiles(tasks, [&](std::int64_t t, int) {
             auto fill = make_fill();
             for (std::int64_t i = t * step; i < std::min(n_q, (t + 1) * step); ++i)
                 fill(i, cols.data() + offsets[static_cast<std::size_t>(i)]);
         });
-        return Support(n_q, n_k, std::move(offsets), std::move(cols));
+        return Support(BuiltRows{}, n_q, n_k, std::move(offsets), std::move(cols));
     } catch (const std::bad_alloc&) {
         throw_allocation_failed(where, offset_bytes, kWhat);
     }
@@ -113,14 +113,14 @@ build_chunks(std::string_view where, std::int64_t n_q, std::int64_t n_k, const M
             for (std::int64_t i = t * step; i < std::min(n_q, (t + 1) * step); ++i)
                 offsets[static_cast<std::size_t>(i) + 1] += base;
         }
-        std::vector<std::int64_t> cols = zeroed_words(offsets.back());
+        std::vector<std::int64_t> cols = index_words(offsets.back());
         parallel_for_tiles(tasks, [&](std::int64_t t, int) {
             auto& c = chunk[static_cast<std::size_t>(t)];
             std::copy(
                 c.begin(), c.end(), cols.begin() + offsets[static_cast<std::size_t>(t * step)]);
             std::vector<std::int64_t>().swap(c);
         });
-        return Support(n_q, n_k, std::move(offsets), std::move(cols));
+        return Support(BuiltRows{}, n_q, n_k, std::move(offsets), std::move(cols));
     } catch (const std::bad_alloc&) {
         throw_allocation_failed(where, offset_bytes, kWhat);
     }

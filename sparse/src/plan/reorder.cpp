@@ -168,7 +168,7 @@ Support reorder(const Support& s, const Orders& o) {
     for (std::int64_t a = 0; a < n_q; ++a)
         offsets[static_cast<std::size_t>(a) + 1] =
             offsets[static_cast<std::size_t>(a)] + s.row_nonzeros(old_row(a));
-    std::vector<std::int64_t> cols = zeroed_words(offsets.back());
+    std::vector<std::int64_t> cols = index_words(offsets.back());
     parallel_for_tiles(n_q, [&](std::int64_t a, int) {
         auto* out = cols.data() + offsets[static_cast<std::size_t>(a)];
         std::int64_t c = 0;

@@ -53,8 +53,8 @@ Split assemble(const Support& s,
     });
     std::partial_sum(to.begin(), to.end(), to.begin());
     std::partial_sum(eo.begin(), eo.end(), eo.begin());
-    std::vector<std::int64_t> tc = zeroed_words(to.back());
-    std::vector<std::int64_t> ec = zeroed_words(eo.back());
+    std::vector<std::int64_t> tc = index_words(to.back());
+    std::vector<std::int64_t> ec = index_words(eo.back());
     parallel_for_tiles(n_q, [&](std::int64_t i, int) {
         std::int64_t at = to[static_cast<std::size_t>(i)], ae = eo[static_cast<std::size_t>(i)];
         walk(i, [&](std::int64_t j, bool in_tile) {
@@ -62,28 +62,68 @@ Split assemble(const Support& s,
         });
     });
     Split out;
-    out.tile = Support(n_q, s.n_k(), std::move(to), std::move(tc));
-    out.element = Support(n_q, s.n_k(), std::move(eo), std::move(ec));
+    out.tile = Support(BuiltRows{}, n_q, s.n_k(), std::move(to), std::move(tc));
+    out.element = Support(BuiltRows{}, n_q, s.n_k(), std::move(eo), std::move(ec));
     return out;
 }
 
 /// The cost of a block's keys all through tiles: their lanes each, and a gather for the keys of
-/// runs shorter than kMinRun.
+/// runs shorter than kMinRun. Summed as counts, then priced once: a double sum per key waited on
+/// the last key's add (the model's constants are whole numbers, so the price is the same).
 double all_tiles_cost(const std::vector<std::int64_t>& keys,
                       const ColumnLanes& lanes,
                       const CostModel& cm) {
-    double c = 0;
+    std::int64_t lane_sum = 0, gathered = 0;
     for (const std::int64_t j : keys)
-        c += static_cast<double>(lanes(j)) * cm.tile_lane;
+        lane_sum += lanes(j);
     for (std::size_t y = 0; y < keys.size();) {
         std::size_t e = y + 1;
         while (e < keys.size() && keys[e] == keys[e - 1] + 1)
             ++e;
         if (static_cast<std::int64_t>(e - y) < kMinRun)
-            c += static_cast<double>(e - y) * cm.gather_row;
+            gathered += static_cast<std::int64_t>(e - y);
         y = e;
     }
-    return c;
+    return static_cast<double>(lane_sum) * cm.tile_lane +
+           static_cast<double>(gathered) * cm.gather_row;
+}
+
+/// A block's tile columns by fill: of its tile-worthy keys (ascending), every key of a run of
+/// at least kMinRun, and a key of a shorter run (gathered) only when its count of element
+/// pairs costs at least its lanes and its gather; written to t (sized for every worthy key and
+/// cut to those kept). Returns the kept keys' cost and pairs, summed as counts and priced once,
+/// as all_tiles_cost.
+std::pair<double, std::int64_t> fill_tiles(const std::vector<std::int64_t>& worthy,
+                                           std::size_t n_worthy,
+                                           const std::int64_t* count,
+                                           const ColumnLanes& lanes,
+                                           const CostModel& cm,
+                                           std::vector<std::int64_t>& t) {
+    t.resize(n_worthy);
+    std::size_t n_tile = 0;
+    std::int64_t lane_sum = 0, gathered = 0, tile_pairs = 0;
+    for (std::size_t y = 0; y < n_worthy;) {
+        std::size_t e = y + 1;
+        while (e < n_worthy && worthy[e] == worthy[e - 1] + 1)
+            ++e;
+        const bool gather = static_cast<std::int64_t>(e - y) < kMinRun;
+        for (std::size_t u = y; u < e; ++u) {
+            const std::int64_t j = worthy[u];
+            const double as_tile =
+                static_cast<double>(lanes(j)) * cm.tile_lane + (gather ? cm.gather_row : 0.0);
+            if (!gather || static_cast<double>(count[j]) * cm.element_pair >= as_tile) {
+                t[n_tile++] = j;
+                tile_pairs += count[j];
+                lane_sum += lanes(j);
+                gathered += gather ? 1 : 0;
+            }
+        }
+        y = e;
+    }
+    t.resize(n_tile);
+    return {static_cast<double>(lane_sum) * cm.tile_lane +
+                static_cast<double>(gathered) * cm.gather_row,
+            tile_pairs};
 }
 
 } // namespace
@@ -184,7 +224,7 @@ Split price_by_fill(const OrderedView& s, std::int64_t rows, const CostModel& cm
         const std::int64_t r = lanes.r;
         all_cost[static_cast<std::size_t>(b)] = all_tiles_cost(keys, lanes, cm);
         all_columns[static_cast<std::size_t>(b)] = static_cast<std::int64_t>(keys.size());
-        // the loops write into arrays sized first: a push_back per key kept the sums below in
+        // the loops write into arrays sized first: a push_back per key kept the sums in
         // memory, each key waiting on the last (a third of window:256's pricing)
         std::vector<std::int64_t> worthy(keys.size());
         std::size_t n_worthy = 0;
@@ -193,28 +233,7 @@ Split price_by_fill(const OrderedView& s, std::int64_t rows, const CostModel& cm
                 worthy[n_worthy++] = j;
         // --- a short run of tile columns is gathered: it must be worth the copy too ---
         auto& t = tile[static_cast<std::size_t>(b)];
-        t.resize(n_worthy);
-        std::size_t n_tile = 0;
-        double c = 0;
-        std::int64_t tile_pairs = 0;
-        for (std::size_t y = 0; y < n_worthy;) {
-            std::size_t e = y + 1;
-            while (e < n_worthy && worthy[e] == worthy[e - 1] + 1)
-                ++e;
-            const bool gathered = static_cast<std::int64_t>(e - y) < kMinRun;
-            for (std::size_t u = y; u < e; ++u) {
-                const std::int64_t j = worthy[u];
-                const double as_tile =
-                    static_cast<double>(lanes(j)) * cm.tile_lane + (gathered ? cm.gather_row : 0.0);
-                if (!gathered || static_cast<double>(count[j]) * cm.element_pair >= as_tile) {
-                    t[n_tile++] = j;
-                    tile_pairs += count[j];
-                    c += as_tile;
-                }
-            }
-            y = e;
-        }
-        t.resize(n_tile);
+        auto [c, tile_pairs] = fill_tiles(worthy, n_worthy, count, lanes, cm, t);
         std::int64_t pairs = 0;
         for (const std::int64_t j : keys) {
             pairs += count[j];

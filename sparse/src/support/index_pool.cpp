@@ -1,12 +1,11 @@
 // The index pool (ioattn/sparse/index_pool.hpp, support/index_pool.hpp): kept arrays in an
 // unordered list of at most kIndexPoolArrays, taken best fit (the least room of at least n and
-// at most 2n words) and zeroed by parallel parts outside the lock.
+// at most 2n words), not zeroed: its taker writes every word.
 // Tests: tests/sparse/index_pool_whitebox_test.cpp
 
 #include "support/index_pool.hpp"
 
 #include <ioattn/error.hpp>
-#include <ioattn/parallel.hpp>
 #include <ioattn/resources.hpp>
 #include <ioattn/sparse/index_pool.hpp>
 
@@ -153,14 +152,7 @@ std::vector<std::int64_t> take_index_array(std::int64_t n) {
     std::vector<std::int64_t> v = Pool::instance().take(n);
     if (v.empty())
         return v;
-    // the words it held are zeroed by parallel parts; past them resize writes the zeros
-    const std::int64_t held = std::min(n, static_cast<std::int64_t>(v.size()));
-    v.resize(static_cast<std::size_t>(n));
-    constexpr std::int64_t kPart = std::int64_t{1} << 18; // 2 MiB of words
-    std::int64_t* data = v.data();
-    parallel_for_tiles((held + kPart - 1) / kPart, [&](std::int64_t t, int) {
-        std::fill(data + t * kPart, data + std::min(held, (t + 1) * kPart), std::int64_t{0});
-    });
+    v.resize(static_cast<std::size_t>(n)); // not zeroed: its taker writes every word
     return v;
 }
 

@@ -15,22 +15,23 @@
 
 namespace ioattn::sparse::detail {
 
-/// Arrays shorter than this are left to the allocator (4 MiB: the size zeroed_words advises to
+/// Arrays shorter than this are left to the allocator (4 MiB: the size index_words advises to
 /// huge pages).
 inline constexpr std::int64_t kPoolMinWords = std::int64_t{1} << 19;
 
-/// A kept array with room for between n and 2n words, its size set to n and its words zeroed
-/// in parallel; an empty vector when none is kept (n < kPoolMinWords: always).
+/// A kept array with room for between n and 2n words, its size set to n, its words as its last
+/// support left them (past them, zeros): its taker writes every word (index_words); an empty
+/// vector when none is kept (n < kPoolMinWords: always).
 std::vector<std::int64_t> take_index_array(std::int64_t n);
 
 /// Keeps v's storage for take_index_array while the pool has room and v is an array
-/// zeroed_words allocated (noted by note_fresh_array: its pages advised to huge pages), else
+/// index_words allocated (noted by note_fresh_array: its pages advised to huge pages), else
 /// leaves it to its owner to free; v is left empty when kept. Never throws (a support's
 /// destructor calls it). A copy of a support (4 KiB pages) reused for the columns of
 /// random:0.02 made its fresh step 1.07x slower.
 void give_index_array(std::vector<std::int64_t>& v) noexcept;
 
-/// Notes an array zeroed_words allocated and advised (the newest kFreshNoted are remembered).
+/// Notes an array index_words allocated and advised (the newest kFreshNoted are remembered).
 void note_fresh_array(const std::int64_t* data);
 
 /// Frees every kept array (what memory pressure does; the plan cache calls it after dropping

@@ -93,7 +93,7 @@ bool interval_transpose(const Support& s,
         return true;
     });
     // --- each key's run of rows, by parts of keys ---
-    rows = zeroed_words(offsets.back());
+    rows = index_words(offsets.back());
     const std::int64_t step = std::max<std::int64_t>(64, (n_k + 63) / 64);
     parallel_for_tiles((n_k + step - 1) / step, [&](std::int64_t t, int) {
         for (std::int64_t j = t * step; j < std::min(n_k, (t + 1) * step); ++j) {

@@ -155,7 +155,7 @@ TransposeParts transpose_of(const Support& s, bool positions) {
                   add_bytes(2 * sizeof(std::int64_t), bytes_of(z, sizeof(std::int64_t)))),
         "transpose");
     // a band's key rows are runs of queries: written in order, not scattered (with
-    // zeroed_words' populated pages, window:256's backward plan takes 0.10-0.14 s against the
+    // index_words' populated pages, window:256's backward plan takes 0.10-0.14 s against the
     // scatter's 0.23-0.27 s, N = 16384, 2 threads, a first forward and backward after a fresh
     // Mask, alternated twice on a loaded machine)
     if (TransposeParts t; !positions && detail::interval_transpose(s, t.offsets, t.entries))
@@ -183,7 +183,7 @@ TransposeParts transpose_of(const Support& s, bool positions) {
         }
         offsets[static_cast<std::size_t>(j) + 1] = next;
     }
-    std::vector<std::int64_t> entries = detail::zeroed_words(z);
+    std::vector<std::int64_t> entries = detail::index_words(z);
     parallel_for_tiles(parts, [&](std::int64_t t, int) {
         std::int64_t* next = at.data() + t * n_k;
         const auto [i0, i1] = part_rows(t);
@@ -215,8 +215,8 @@ const Support& Support::transposed() const {
     // need); of two concurrent builds the first stored is kept; a throw stores nothing, so the
     // next call retries
     TransposeParts t = transpose_of(*this, false);
-    auto built =
-        std::make_unique<Support>(n_k(), n_q(), std::move(t.offsets), std::move(t.entries));
+    auto built = std::make_unique<Support>(
+        detail::BuiltRows{}, n_k(), n_q(), std::move(t.offsets), std::move(t.entries));
     const std::lock_guard<std::mutex> lock(cache_->transpose_mutex);
     if (cache_->transposed == nullptr) {
         cache_->transposed = std::move(built);
@@ -328,10 +328,28 @@ Support::Support(std::int64_t n_q,
                  std::int64_t n_k,
                  std::vector<std::int64_t> row_offsets,
                  std::vector<std::int64_t> col_indices)
+    : Support(detail::BuiltRows{}, n_q, n_k, std::move(row_offsets), std::move(col_indices)) {
+#ifdef NDEBUG // (the constructor delegated to checks them otherwise)
+    check_rows();
+#endif
+}
+
+Support::Support(detail::BuiltRows,
+                 std::int64_t n_q,
+                 std::int64_t n_k,
+                 std::vector<std::int64_t> row_offsets,
+                 std::vector<std::int64_t> col_indices)
     : n_q_(n_q)
     , n_k_(n_k)
     , offsets_(std::move(row_offsets))
     , cols_(std::move(col_indices)) {
+    check_shape();
+#ifndef NDEBUG
+    check_rows();
+#endif
+}
+
+void Support::check_shape() const {
     if (n_q_ < 0)
         detail::fail(kSupportWhere, "n_q = ", n_q_, " (expected >= 0)");
     if (n_k_ < 0)
@@ -345,6 +363,9 @@ Support::Support(std::int64_t n_q,
                      ")");
     if (offsets_[0] != 0)
         detail::fail(kSupportWhere, "row_offsets[0] = ", offsets_[0], " (expected 0)");
+}
+
+void Support::check_rows() const {
     const auto z = static_cast<std::int64_t>(cols_.size());
     // the rows checked in parallel; the first bad row, if any, found and named serially
     const std::int64_t step = std::max<std::int64_t>(1024, (n_q_ + 255) / 256);

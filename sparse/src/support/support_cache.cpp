@@ -1,6 +1,8 @@
 // ioattn::sparse::support_cache (support_cache.hpp): a mutex-guarded list in recency order,
-// front most recent, each entry a shared support, its content hash and the spec keys it was
-// built from. Lookups scan the list (capacity is small: tens of entries); builds run unlocked.
+// front most recent, each entry a shared support, its content hash (none for a support built
+// from a spec: hashing its columns was 3% of a fresh window:256 step, and a content lookup
+// compares shape, pair count and arrays instead) and the spec keys it was built from. Lookups
+// scan the list (capacity is small: tens of entries); builds run unlocked.
 // Content hash: parts of 2^16 words hashed in parallel, each by four interleaved multiply-xor
 // lanes over the 64-bit words (one multiply per word, the lanes independent), folded in order
 // with the shape through SplitMix64's finaliser.
@@ -20,6 +22,7 @@
 #include <cstdlib>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,7 +42,7 @@ struct SpecKey {
 
 struct Entry {
     std::shared_ptr<const Support> support;
-    std::uint64_t hash;
+    std::optional<std::uint64_t> hash; ///< none: built from a spec, never hashed
     std::vector<SpecKey> specs;
 };
 
@@ -65,7 +68,7 @@ public:
     }
 
     /// The entry with this content, moved to the front, or null.
-    std::shared_ptr<const Support> find(std::uint64_t hash,
+    std::shared_ptr<const Support> find(std::optional<std::uint64_t> hash,
                                         std::int64_t n_q,
                                         std::int64_t n_k,
                                         std::span<const std::int64_t> offsets,
@@ -77,7 +80,7 @@ public:
 
     /// Keeps `s` (or the equal support kept meanwhile) under `hash` and, if given, `key`.
     std::shared_ptr<const Support>
-    keep(std::shared_ptr<const Support> s, std::uint64_t hash, const SpecKey* key) {
+    keep(std::shared_ptr<const Support> s, std::optional<std::uint64_t> hash, const SpecKey* key) {
         const std::lock_guard lock(mutex_);
         ++stats_.misses;
         if (capacity_ == 0)
@@ -144,14 +147,19 @@ public:
 private:
     using Iterator = std::list<Entry>::iterator;
 
-    Iterator find_content(std::uint64_t hash,
+    /// The entry with this content: hashes compared where both are known, then the shape,
+    /// the pair count and the arrays.
+    Iterator find_content(std::optional<std::uint64_t> hash,
                           std::int64_t n_q,
                           std::int64_t n_k,
                           std::span<const std::int64_t> offsets,
                           std::span<const std::int64_t> cols) {
         for (auto it = list_.begin(); it != list_.end(); ++it) {
             const Support& s = *it->support;
-            if (it->hash == hash && s.n_q() == n_q && s.n_k() == n_k &&
+            if (it->hash && hash && *it->hash != *hash)
+                continue;
+            if (s.n_q() == n_q && s.n_k() == n_k &&
+                s.z_qk() == static_cast<std::int64_t>(cols.size()) &&
                 std::ranges::equal(s.row_offsets(), offsets) &&
                 std::ranges::equal(s.col_indices(), cols))
                 return it;
@@ -244,11 +252,12 @@ pattern(std::string_view spec, std::int64_t n_q, std::int64_t n_k, std::uint64_t
         if (auto s = c.find(key))
             return s;
     auto s = std::make_shared<const Support>(parse_pattern(spec, n_q, n_k, seed));
+    if (by_spec) // found again by its spec; a content lookup compares it without a hash
+        return c.keep(std::move(s), std::nullopt, &key);
     const std::uint64_t h = content_hash(n_q, n_k, s->row_offsets(), s->col_indices());
-    if (!by_spec)
-        if (auto kept = c.find(h, n_q, n_k, s->row_offsets(), s->col_indices()))
-            return kept;
-    return c.keep(std::move(s), h, by_spec ? &key : nullptr);
+    if (auto kept = c.find(h, n_q, n_k, s->row_offsets(), s->col_indices()))
+        return kept;
+    return c.keep(std::move(s), h, nullptr);
 }
 
 std::shared_ptr<const Support> csr(std::int64_t n_q,

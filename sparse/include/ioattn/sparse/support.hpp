@@ -17,6 +17,9 @@ namespace ioattn::sparse {
 namespace detail {
 struct BlockKeys;
 struct ElementPanels;
+
+/// Tag of the constructor the library's own builders use (Support(detail::BuiltRows, ...)).
+struct BuiltRows {};
 } // namespace detail
 
 /// Omega as CSR over n_q query rows and n_k keys: row i allows the keys
@@ -39,6 +42,16 @@ public:
     /// not have n_q + 1 entries; row_offsets[0] != 0; offsets decrease; row_offsets[n_q] !=
     /// col_indices.size(); a column is outside [0, n_k); a row's columns are unsorted or repeat.
     Support(std::int64_t n_q,
+            std::int64_t n_k,
+            std::vector<std::int64_t> row_offsets,
+            std::vector<std::int64_t> col_indices);
+
+    /// A CSR structure the library built (the pattern builders, transposes, split parts),
+    /// whose rows are sorted, unique and in range by construction: the shape is checked as
+    /// above, every row only in Debug and sanitizer builds (an O(Z_QK) pass over columns just
+    /// written: 5% of a fresh window:256 step at N = 16384). Not for a caller's arrays.
+    Support(detail::BuiltRows,
+            std::int64_t n_q,
             std::int64_t n_k,
             std::vector<std::int64_t> row_offsets,
             std::vector<std::int64_t> col_indices);
@@ -146,6 +159,8 @@ private:
     std::vector<std::int64_t> cols_;
     struct Cache;
     static std::shared_ptr<Cache> make_cache();
+    void check_shape() const;                     ///< the constructors' O(1) checks
+    void check_rows() const;                      ///< every row: sorted, unique, in [0, n_k)
     std::shared_ptr<Cache> cache_ = make_cache(); ///< the lazily built transpose and views
 };
 

@@ -8,10 +8,11 @@
 /// thread (a mutex; lookups hold it, builds do not). Entries are found by the spec string with
 /// its shape and seed (specs naming a file are never found by spec, since the file may change),
 /// or by content: a 64-bit hash of the shape, row offsets and column indices, confirmed by
-/// comparing the arrays, so a hash collision never returns another support. A lookup is
-/// O(capacity) plus O(n_q + Z_QK) to hash and compare content. Each entry holds its support and
-/// its plans in memory (O(n_q + Z_QK) and more each) until it is evicted and its last user lets
-/// it go. When a request for memory would be refused (ioattn::require_memory), every entry is
+/// comparing the arrays, so a hash collision never returns another support (a support built
+/// from a spec is not hashed: a content lookup compares its shape, pair count and arrays). A
+/// lookup is O(capacity) plus O(n_q + Z_QK) to hash and compare content. Each entry holds its
+/// support and its plans in memory (O(n_q + Z_QK) and more each) until it is evicted and its
+/// last user lets it go. When a request for memory would be refused (ioattn::require_memory), every entry is
 /// dropped first (ioattn::on_memory_pressure), so masks kept for reuse never make a call fail.
 ///
 /// Capacity: the environment variable IOATTN_PLAN_CACHE_SIZE (a count >= 0) when the cache is
@@ -47,7 +48,7 @@ std::shared_ptr<const Support> csr(std::int64_t n_q,
 /// The kept support equal to `support` when there is one, else `support` itself, kept.
 std::shared_ptr<const Support> intern(Support support);
 
-/// The content hash the cache files a support under (shape, offsets, indices).
+/// The content hash the cache files a support given as arrays under (shape, offsets, indices).
 std::uint64_t content_hash(std::int64_t n_q,
                            std::int64_t n_k,
                            std::span<const std::int64_t> row_offsets,

@@ -51,6 +51,7 @@ PanelFill PanelFill::build(const Support& support, std::int64_t max_rows, std::i
             panel_of[static_cast<std::size_t>(j)] = j / panel;
     });
     const kernels::Workspace<std::int64_t> stamps(workers, support.n_k());
+    const kernels::Workspace<std::uint8_t> seen_keys(workers, support.n_k());
     const kernels::Workspace<std::int64_t> keys(workers, n_panels);
     parallel_for_tiles(n, [&](std::int64_t b, int w) {
         std::int64_t* stamp = stamps.slab(w);
@@ -67,19 +68,22 @@ PanelFill PanelFill::build(const Support& support, std::int64_t max_rows, std::i
             hi = std::max(hi, row.back());
             pairs += static_cast<std::int64_t>(row.size());
         }
-        if (hi - lo + 1 <= 8 * pairs) {
-            // keys dense in their range: stamp them, then count the stamps of each panel in
+        if (pairs > 0 && hi - lo + 1 <= 8 * pairs) {
+            // keys dense in their range: flag them in a byte per key (n_k bytes stay in the
+            // first-level cache, where 8-byte stamps did not), then sum each panel's flags over
             // the range (random:0.02's blocks see most keys once; a count per pair waited on
             // the previous pair's count of the same panel)
+            std::uint8_t* seen = seen_keys.slab(w);
+            std::fill(seen + lo, seen + hi + 1, std::uint8_t{0});
             for (std::int64_t i = fill.bounds[u]; i < fill.bounds[u + 1]; ++i)
                 for (const std::int64_t j : support.row(i))
-                    stamp[j] = b + 1;
+                    seen[j] = 1;
             for (std::int64_t p = lo / panel; p <= hi / panel; ++p) {
                 const std::int64_t j0 = std::max(lo, p * panel);
                 const std::int64_t j1 = std::min(hi + 1, (p + 1) * panel);
                 std::int64_t c = 0;
                 for (std::int64_t j = j0; j < j1; ++j)
-                    c += stamp[j] == b + 1 ? 1 : 0;
+                    c += seen[j];
                 nk[p] = c;
             }
         } else {
