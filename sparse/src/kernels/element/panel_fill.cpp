@@ -13,6 +13,65 @@
 
 namespace ioattn::sparse::detail {
 
+namespace {
+
+/// A worker's arrays for count_keys: stamps (8 bytes a key) marked with `mark`, flags (a byte a
+/// key), each key's panel.
+struct BlockScratch {
+    std::int64_t* stamp;
+    std::int64_t mark;
+    std::uint8_t* seen;
+    const std::int64_t* panel_of;
+};
+
+/// The distinct keys of rows [i0, i1) per panel of `panel` keys, added to nk; returns the
+/// longest row's keys.
+std::int64_t count_keys(const Support& support,
+                        std::int64_t i0,
+                        std::int64_t i1,
+                        std::int64_t panel,
+                        const BlockScratch& w,
+                        std::int64_t* nk) {
+    std::int64_t lo = support.n_k(), hi = -1, pairs = 0, longest = 0;
+    for (std::int64_t i = i0; i < i1; ++i) {
+        const auto row = support.row(i);
+        longest = std::max(longest, static_cast<std::int64_t>(row.size()));
+        if (row.empty())
+            continue;
+        lo = std::min(lo, row.front());
+        hi = std::max(hi, row.back());
+        pairs += static_cast<std::int64_t>(row.size());
+    }
+    if (pairs > 0 && hi - lo + 1 <= 8 * pairs) {
+        // keys dense in their range: flag them in a byte per key (n_k bytes stay in the
+        // first-level cache, where 8-byte stamps did not), then sum each panel's flags over
+        // the range (random:0.02's blocks see most keys once; a count per pair waited on the
+        // previous pair's count of the same panel)
+        std::fill(w.seen + lo, w.seen + hi + 1, std::uint8_t{0});
+        for (std::int64_t i = i0; i < i1; ++i)
+            for (const std::int64_t j : support.row(i))
+                w.seen[j] = 1;
+        for (std::int64_t p = lo / panel; p <= hi / panel; ++p) {
+            const std::int64_t j0 = std::max(lo, p * panel);
+            const std::int64_t j1 = std::min(hi + 1, (p + 1) * panel);
+            std::int64_t c = 0;
+            for (std::int64_t j = j0; j < j1; ++j)
+                c += w.seen[j];
+            nk[p] += c;
+        }
+        return longest;
+    }
+    for (std::int64_t i = i0; i < i1; ++i) // scattered keys: stamped pair by pair
+        for (const std::int64_t j : support.row(i))
+            if (w.stamp[j] != w.mark) {
+                w.stamp[j] = w.mark;
+                ++nk[w.panel_of[j]];
+            }
+    return longest;
+}
+
+} // namespace
+
 PanelFill PanelFill::build(const Support& support, std::int64_t max_rows, std::int64_t panel) {
     if (max_rows < 1 || panel < 1)
         throw InvalidArgument("ioattn::sparse::ElementPanels: rows = " + std::to_string(max_rows) +
@@ -54,46 +113,12 @@ PanelFill PanelFill::build(const Support& support, std::int64_t max_rows, std::i
     const kernels::Workspace<std::uint8_t> seen_keys(workers, support.n_k());
     const kernels::Workspace<std::int64_t> keys(workers, n_panels);
     parallel_for_tiles(n, [&](std::int64_t b, int w) {
-        std::int64_t* stamp = stamps.slab(w);
         std::int64_t* nk = keys.slab(w);
         std::fill(nk, nk + n_panels, std::int64_t{0});
         const auto u = static_cast<std::size_t>(b);
-        std::int64_t lo = support.n_k(), hi = -1, pairs = 0;
-        for (std::int64_t i = fill.bounds[u]; i < fill.bounds[u + 1]; ++i) {
-            const auto row = support.row(i);
-            fill.longest[u] = std::max(fill.longest[u], support.row_nonzeros(i));
-            if (row.empty())
-                continue;
-            lo = std::min(lo, row.front());
-            hi = std::max(hi, row.back());
-            pairs += static_cast<std::int64_t>(row.size());
-        }
-        if (pairs > 0 && hi - lo + 1 <= 8 * pairs) {
-            // keys dense in their range: flag them in a byte per key (n_k bytes stay in the
-            // first-level cache, where 8-byte stamps did not), then sum each panel's flags over
-            // the range (random:0.02's blocks see most keys once; a count per pair waited on
-            // the previous pair's count of the same panel)
-            std::uint8_t* seen = seen_keys.slab(w);
-            std::fill(seen + lo, seen + hi + 1, std::uint8_t{0});
-            for (std::int64_t i = fill.bounds[u]; i < fill.bounds[u + 1]; ++i)
-                for (const std::int64_t j : support.row(i))
-                    seen[j] = 1;
-            for (std::int64_t p = lo / panel; p <= hi / panel; ++p) {
-                const std::int64_t j0 = std::max(lo, p * panel);
-                const std::int64_t j1 = std::min(hi + 1, (p + 1) * panel);
-                std::int64_t c = 0;
-                for (std::int64_t j = j0; j < j1; ++j)
-                    c += seen[j];
-                nk[p] = c;
-            }
-        } else {
-            for (std::int64_t i = fill.bounds[u]; i < fill.bounds[u + 1]; ++i)
-                for (const std::int64_t j : support.row(i))
-                    if (stamp[j] != b + 1) {
-                        stamp[j] = b + 1;
-                        ++nk[panel_of[static_cast<std::size_t>(j)]];
-                    }
-        }
+        const BlockScratch scratch{stamps.slab(w), b + 1, seen_keys.slab(w), panel_of.data()};
+        fill.longest[u] =
+            count_keys(support, fill.bounds[u], fill.bounds[u + 1], panel, scratch, nk);
         for (std::int64_t p = 0; p < n_panels; ++p)
             if (nk[p] > 0)
                 filled[u].emplace_back(p, nk[p]);
