@@ -70,14 +70,12 @@ void sort_keys(std::vector<std::int64_t>& keys,
                std::int64_t hi) {
     const auto k = static_cast<std::int64_t>(keys.size());
     if (k > 64 && hi - lo + 1 <= 8 * k) {
-        keys.resize(static_cast<std::size_t>(k + 1)); // the scan may store one past the last
         std::int64_t* out = keys.data();
         std::int64_t at = 0;
-        for (std::int64_t j = lo; j <= hi && at < k; ++j) {
+        for (std::int64_t j = lo; j <= hi && at < k; ++j) { // at < k: no store past the last
             out[at] = j;
             at += count[j] > 0 ? 1 : 0;
         }
-        keys.resize(static_cast<std::size_t>(k));
     } else {
         std::sort(keys.begin(), keys.end());
     }
