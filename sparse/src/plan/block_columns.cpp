@@ -60,25 +60,34 @@ std::vector<std::int64_t> interval_keys(const OrderedView& s,
     return keys;
 }
 
-/// keys sorted: by a scan of the counts when the keys fill an eighth of their range [lo, hi]
-/// (scattered blocks see thousands of keys: sorting them was the largest part of random:0.02's
-/// planning), else by a sort. The scan stores every key and keeps those counted (no branch: a
-/// random block's keys fill 3 in 4 of its range, and a branch on each mispredicted).
+/// The keys of [lo, hi] counted (count[j] > 0), ascending, written at out, at most `most` of
+/// them; returns how many. Every key is stored and kept when counted, with no branch: a random
+/// block's keys fill 3 in 4 of its range, and a branch on each mispredicted.
+std::int64_t counted_keys(const std::int64_t* count,
+                          std::int64_t lo,
+                          std::int64_t hi,
+                          std::int64_t most,
+                          std::int64_t* out) {
+    std::int64_t at = 0;
+    for (std::int64_t j = lo; j <= hi && at < most; ++j) { // at < most: no store past the last
+        out[at] = j;
+        at += count[j] > 0 ? 1 : 0;
+    }
+    return at;
+}
+
+/// keys sorted: by a scan of the counts (counted_keys) when the keys fill an eighth of their
+/// range [lo, hi] (scattered blocks see thousands of keys: sorting them was the largest part of
+/// random:0.02's planning), else by a sort.
 void sort_keys(std::vector<std::int64_t>& keys,
                const std::int64_t* count,
                std::int64_t lo,
                std::int64_t hi) {
     const auto k = static_cast<std::int64_t>(keys.size());
-    if (k > 64 && hi - lo + 1 <= 8 * k) {
-        std::int64_t* out = keys.data();
-        std::int64_t at = 0;
-        for (std::int64_t j = lo; j <= hi && at < k; ++j) { // at < k: no store past the last
-            out[at] = j;
-            at += count[j] > 0 ? 1 : 0;
-        }
-    } else {
+    if (k > 64 && hi - lo + 1 <= 8 * k)
+        counted_keys(count, lo, hi, k, keys.data());
+    else
         std::sort(keys.begin(), keys.end());
-    }
 }
 
 /// block_keys of a block whose keys are dense in their range [lo, hi] (at most 8 per pair):
@@ -113,12 +122,7 @@ std::vector<std::int64_t> dense_keys(const OrderedView& s,
                 ++count[j];
     }
     std::vector<std::int64_t> keys(static_cast<std::size_t>(hi - lo + 1));
-    std::int64_t at = 0;
-    for (std::int64_t j = lo; j <= hi; ++j) {
-        keys[static_cast<std::size_t>(at)] = j;
-        at += count[j] > 0 ? 1 : 0;
-    }
-    keys.resize(static_cast<std::size_t>(at));
+    keys.resize(static_cast<std::size_t>(counted_keys(count, lo, hi, hi - lo + 1, keys.data())));
     return keys;
 }
 
