@@ -96,7 +96,7 @@ void row_block(const ForwardArgs<Scalar>& a,
     std::int64_t n_vec = 0;
     if constexpr (Counter::kComputes) {
         w = Scratch<Scalar>(base, p, t);
-        n_vec = w.rp / Simd<Scalar>::kLanes;
+        n_vec = lane_padded(rows) / Simd<Scalar>::kLanes; // a short last block: its lanes only
         const auto qs = static_cast<Scalar>(p.scale * 1.4426950408889634);
         kernels::pack_transposed(a.q, b, h, i0, rows, qs, w.qt, w.rp);
         std::fill(w.ot, w.ot + p.d_v * w.rp, Scalar(0));

@@ -13,8 +13,9 @@
 // invariant: each task owns its rows of O and L and runs a fixed sequence of operations.
 // Precision (docs/design.md section 16): Q, K, V are used exactly (bf16 products are exact in
 // fp32) and S, m, l, O accumulate in fp32, S scaled by scale*log2(e) in fp32 after the dot
-// products. P is rounded to bf16 (nearest even) before P V: its one extra rounding, a relative
-// error of at most u = 2^-8 per weight, hence at most u max|V| in O. O is rounded to bf16 once,
+// products; P = 2^(S - m) within 2^-23, written as bf16 pairs by the softmax's own pass
+// (kernels/softmax_bf16.hpp). P is rounded to bf16 (nearest even) before P V: one extra
+// rounding, a relative error of at most u = 2^-8 per weight, hence at most u max|V| in O. O is rounded to bf16 once,
 // at the end; L is fp32. Why: the float kernels on widened copies run at the fp32 FMA rate and
 // move 6 extra bytes per operand element; vdpbf16ps doubles the multiply-add rate.
 // Tests: tests/lib/dense/forward_fused_bf16_test.cpp
@@ -34,8 +35,8 @@
 // The rest of this file is compiled for the avx512bf16 region (kernels/target_begin.hpp).
 #include <ioattn/kernels/target_begin.hpp>
 // The kernels it uses, compiled for that instruction set:
-#include <ioattn/kernels/online_softmax.hpp>
 #include <ioattn/kernels/pack_bf16.hpp>
+#include <ioattn/kernels/softmax_bf16.hpp>
 #include <ioattn/kernels/tile.hpp>
 #include <ioattn/kernels/tile_bf16.hpp>
 
@@ -44,7 +45,6 @@ namespace ioattn::dense::IOATTN_ISA {
 using kernels::all_finite;
 using kernels::dp_rows;
 using kernels::p_at;
-using kernels::pack_p;
 using kernels::pack_pairs;
 using kernels::pair_word;
 using kernels::PairCols;
@@ -188,7 +188,7 @@ void row_block(const ForwardArgs<bf16>& a,
     float qs = 0;
     if constexpr (Counter::kComputes) {
         w = Scratch(base, p, t);
-        n_vec = w.rp / kLanes;
+        n_vec = lane_padded(rows) / kLanes; // a short last block: its lanes only
         qs = static_cast<float>(p.scale * 1.4426950408889634);
         pack_q(a, b, h, i0, rows, w);
         std::fill(w.ot, w.ot + p.d_v * w.rp, 0.0F);
@@ -225,9 +225,8 @@ void row_block(const ForwardArgs<bf16>& a,
                               -std::numeric_limits<float>::infinity());
                 }
             }
-            // --- online softmax: m, l, alpha; St becomes Pt, then its bf16 pairs ---
-            kernels::online_softmax_block(w.st, w.rp, c, n_vec, w.m, w.l, w.alpha);
-            pack_p(w.st, w.rp, c, n_vec);
+            // --- online softmax: m, l, alpha; St becomes Pt's bf16 pairs ---
+            kernels::softmax_pairs(w.st, w.rp, c, n_vec, w.m, w.l, w.alpha);
             // --- O_i^T = alpha O_i^T + V_j^T P^T, pairs over keys (hidden keys have P = 0:
             // exact while V_j is finite; otherwise each lane on the mask edge stops at its last
             // visible key) ---

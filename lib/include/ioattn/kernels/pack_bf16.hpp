@@ -6,6 +6,7 @@
 //
 //   pair_word / put_word:  one pair of a bf16 row, and its store into a float-typed slot
 //   pack_pairs:            Xp[p][x] = (X[2p][x], X[2p + 1][x]) of bf16 rows (pairs over rows)
+//   pair_lanes:            two fp32 vectors rounded to one vector of bf16 pairs
 //   pack_p:                fp32 rows rounded to bf16 pairs over rows, in place
 //   p_at:                  one element of pack_p's pairs, widened (the scalar edge paths)
 //   all_finite:            whether bf16 rows hold no Inf or NaN
@@ -67,22 +68,26 @@ inline void pack_pairs(
     }
 }
 
+/// Lane r of the result: the bf16 pair (lo[r], hi[r]), each rounded to nearest even.
+inline __m512i pair_lanes(__m512 lo, __m512 hi) {
+    alignas(64) static constexpr std::int16_t kInterleave[32] = {
+        0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+        8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    // words 0..15: lo's lanes, 16..31: hi's; then a pair per lane
+    const auto both = as<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+    return _mm512_permutexvar_epi16(_mm512_load_si512(kInterleave), both);
+}
+
 /// Tp[p][r] = bf16(T[2p][r], T[2p + 1][r]) (round to nearest even), in place over the first
 /// ceil(n/2) of the n fp32 rows of T (stride ld, n_vec vectors of lanes).
 inline void pack_p(float* t, std::int64_t ld, std::int64_t n, std::int64_t n_vec) {
     constexpr std::int64_t kL = 16;
-    alignas(64) static constexpr std::int16_t kInterleave[32] = {
-        0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
-        8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-    const __m512i idx = _mm512_load_si512(kInterleave);
     for (std::int64_t p = 0; p < pairs(n); ++p)
         for (std::int64_t v = 0; v < n_vec; ++v) {
             const __m512 p0 = _mm512_loadu_ps(t + 2 * p * ld + v * kL);
             const __m512 p1 = 2 * p + 1 < n ? _mm512_loadu_ps(t + (2 * p + 1) * ld + v * kL)
                                             : _mm512_setzero_ps();
-            // words 0..15: T[2p][lanes], 16..31: T[2p + 1][lanes]; then pairs per lane
-            const auto both = as<__m512i>(_mm512_cvtne2ps_pbh(p1, p0));
-            _mm512_storeu_si512(t + p * ld + v * kL, _mm512_permutexvar_epi16(idx, both));
+            _mm512_storeu_si512(t + p * ld + v * kL, pair_lanes(p0, p1));
         }
 }
 

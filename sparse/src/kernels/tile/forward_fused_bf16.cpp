@@ -8,7 +8,7 @@
 //       read (gather) K rows, V rows                                        c*(d + d_v)
 //       per slab of 64 lanes, over the chunk entries [lo, hi) some row of it sees:
 //         S^T = (scale log2 e) K_c Q_i^T over bf16 pairs of d; entries outside Omega -> -inf;
-//         online softmax; P^T rounded to bf16 pairs of keys; O_i^T = alpha O_i^T + V_c^T P^T
+//         online softmax writing P^T as bf16 pairs of keys; O_i^T = alpha O_i^T + V_c^T P^T
 //     write O_i / l_i (bf16), L_i (fp32)                                    r*d_v + r
 // Resident: Tiling::resident_words(p, forward, Kernels::sparse) <= M, as forward_fused: the
 //   pairs of Q_i, P and V_c take at most the words of their fp32 forms (P overwrites S^T in
@@ -55,8 +55,8 @@
 #include "kernels/tile/forward_setup.hpp"
 #include "kernels/tile/next_block.hpp"
 
-#include <ioattn/kernels/online_softmax.hpp>
 #include <ioattn/kernels/pack_bf16.hpp>
+#include <ioattn/kernels/softmax_bf16.hpp>
 #include <ioattn/kernels/tile.hpp>
 #include <ioattn/kernels/tile_bf16.hpp>
 
@@ -249,9 +249,8 @@ void chunk_products(const Call& call,
         // --- Omega: entries outside it -> -inf ---
         const bool partial = detail::mask_chunk(
             call.s, rs.i0 + x0, x1 - x0, kc + lo, y0 + lo, n, rs.cur.from(x0), st, w.rp);
-        // --- online softmax: m, l, alpha; S^T becomes P^T, then its bf16 pairs ---
-        kernels::online_softmax_block(st, w.rp, n, nv, w.m + x0, w.l + x0, alpha);
-        kernels::pack_p(st, w.rp, n, nv);
+        // --- online softmax: m, l, alpha; S^T becomes P^T's bf16 pairs ---
+        kernels::softmax_pairs(st, w.rp, n, nv, w.m + x0, w.l + x0, alpha);
         // --- O^T = alpha O^T + V^T P^T, pairs over keys (P = 0 outside Omega: exact while V
         // is finite; otherwise each row over its allowed keys only) ---
         const bf16* v = rows.v + lo * rows.ldv;
