@@ -117,7 +117,10 @@ void tile_rows(const DecodeArgs<Scalar, Cache>& a,
 /// vector column at a time, which the hardware's stream prefetchers follow late (no prefetch:
 /// 0.48x the read bandwidth against 0.78x); every line of a tile asked for at once stalls on
 /// the full miss queue and leaves the tile's arithmetic with few reads in flight (bf16 0.58x
-/// against 0.70x a row at a time: decode_chunks.cpp, chunk_body).
+/// against 0.70x a row at a time: decode_chunks.cpp, chunk_body). The lines go into L2
+/// (prefetcht1): L1's miss buffers carried about 10 GB/s per core at a slow phase's memory
+/// latency, L2 keeps more in flight (B = 1 fp32 0.73x the time, paged 16 0.65x:
+/// docs/performance.md section 12).
 template <typename Cache>
 class AheadRows {
 public:
@@ -139,9 +142,9 @@ public:
             const auto* kc = reinterpret_cast<const char*>(k_[done_]);
             const auto* vc = reinterpret_cast<const char*>(v_[done_]);
             for (std::int64_t x = 0; x < k_bytes_; x += kLine)
-                kernels::prefetch_line(kc + x);
+                kernels::prefetch_line_l2(kc + x);
             for (std::int64_t x = 0; x < v_bytes_; x += kLine)
-                kernels::prefetch_line(vc + x);
+                kernels::prefetch_line_l2(vc + x);
         }
     }
 
