@@ -12,12 +12,13 @@
 // Precision: exp2_p6's relative error is below 2^-23 for -126 <= x <= 0 (8.1e-8 on a sweep in
 // tests/lib/softmax_bf16_checks.cpp, the float kernels' exp2 7.0e-8; the polynomial alone
 // 1e-9), inside the fp32 slack of the tolerance (docs/design.md section 16); P is then rounded
-// to bf16 (u = 2^-8). Below 2^-126 it gives 0 or a denormal that
-// the conversion to bf16 flushes to 0; -inf gives 0; NaN stays NaN. l sums the fp32 weights in
-// key order, as before; alpha is online_softmax.hpp's (the float kernels' exp2). Why: the float
-// kernels' softmax (a degree-7 polynomial and two selects per weight) and then pack_p took 21%
-// of the dense bf16 forward at d = 64; one pass with this exp2 takes 13% (a phase-timed run of
-// the kernel's loop: 0.95 -> 0.89 cycles per vdpbf16ps over a 192-row block).
+// to bf16 (u = 2^-8). Below 2^-126 it gives 0 or a denormal, which the conversion to bf16
+// flushes to 0; -inf gives 0; NaN stays NaN. l sums the fp32 weights in key order, as before;
+// alpha is online_softmax.hpp's (the float kernels' exp2).
+// Why: the float kernels' softmax (a degree-7 polynomial and two selects per weight) and then
+// pack_p took 21% of a phase-timed copy of the dense bf16 forward's loop (one 192-row block,
+// d = 64), this one pass 13% (0.95 -> 0.89 TSC ticks per vdpbf16ps); the forward 1.037x
+// (docs/performance.md section 3).
 
 #include <ioattn/kernels/online_softmax.hpp>
 #include <ioattn/kernels/pack_bf16.hpp>
