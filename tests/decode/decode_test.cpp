@@ -247,6 +247,29 @@ TEST_CASE("decode: counted I/O equals the closed form and the dry run", "[decode
     }
 }
 
+TEST_CASE("decode's default chunk grows with the longest sequence it reads", "[decode]") {
+    CHECK(ioattn::default_decode_chunk(0) == 512);
+    CHECK(ioattn::default_decode_chunk(8192) == 512);
+    CHECK(ioattn::default_decode_chunk(8193) == 1024);
+    CHECK(ioattn::default_decode_chunk(16385) == 2048);
+    CHECK(ioattn::default_decode_chunk(1 << 20) == 2048);
+    ioattn::DecodeShape s;
+    s.batch = 3;
+    s.heads = 4;
+    s.kv_heads = 2;
+    s.d = 8;
+    s.kv_lens = {100, 65536, 0};
+    const ioattn::DecodePlan long_cache = ioattn::plan_decode(s);
+    CHECK(long_cache.chunk == 2048);
+    CHECK(long_cache.chunks(1) == 32);
+    CHECK(long_cache.chunks(0) == 1);
+    s.window = 4096; // the rows read, not the length: 4096 visible rows
+    CHECK(ioattn::plan_decode(s).chunk == 512);
+    ioattn::DecodeOptions set;
+    set.chunk = 48; // a chunk the caller sets is kept
+    CHECK(ioattn::plan_decode(s, set).chunk == 48);
+}
+
 TEST_CASE("decode: a masked cached row never reaches a token", "[decode]") {
     // n_new = 4: the last cached row is seen only by the last token; NaN there leaves the
     // others finite and equal to the oracle without that row.

@@ -40,8 +40,22 @@
 
 namespace ioattn {
 
-/// Keys per chunk of the decode schedule unless DecodeOptions::chunk says otherwise.
+/// Keys per chunk of the decode schedule, least and most, unless DecodeOptions::chunk says
+/// otherwise (default_decode_chunk).
 inline constexpr std::int64_t kDecodeChunk = 512;
+inline constexpr std::int64_t kDecodeChunkMax = 2048;
+
+/// The chunk of a call whose longest sequence has `rows` visible cached rows: kDecodeChunk,
+/// doubled up to kDecodeChunkMax while that sequence still gets more than 16 chunks. Fixed by
+/// the lengths, never by the thread count. A chunk starts its pipeline of reads cold, which a
+/// bf16 cache's short chunks pay most: n_k = 65536 (2048 keys) 0.92x the time of 512-key chunks
+/// (docs/performance.md section 12).
+constexpr std::int64_t default_decode_chunk(std::int64_t rows) {
+    std::int64_t c = kDecodeChunk;
+    while (c < kDecodeChunkMax && rows > 16 * c)
+        c *= 2;
+    return c;
+}
 
 /// Keys per tile inside a chunk: one softmax update per tile of scores.
 inline constexpr std::int64_t kDecodeTile = 64;
@@ -88,9 +102,10 @@ struct DecodeArgs {
 
 /// How a decode call runs and counts.
 struct DecodeOptions {
-    std::int64_t chunk = 0; ///< keys per chunk (a multiple of kDecodeChunkStep); 0: kDecodeChunk
-    bool count_io = false;  ///< count the run (a dry run, then the timed run)
-    bool dry_run = false;   ///< only walk the schedule and count (no data read or written)
+    std::int64_t chunk =
+        0; ///< keys per chunk (a multiple of kDecodeChunkStep); 0: default_decode_chunk
+    bool count_io = false; ///< count the run (a dry run, then the timed run)
+    bool dry_run = false;  ///< only walk the schedule and count (no data read or written)
     std::optional<MemoryModel> memory;         ///< M of the count; nullopt: per_core_l2
     int threads = 0;                           ///< at most this many workers; <= 0: all
     std::string_view where = "ioattn::decode"; ///< the caller named in error messages

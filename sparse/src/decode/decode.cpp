@@ -122,15 +122,14 @@ DecodePlan plan_decode(const DecodeShape& shape, const DecodeOptions& options) {
     if (s.window < 0)
         fail(where, "window = ", s.window, " (expected >= 0; 0: no window)");
     sparse::detail::resolve_window_spec(s, where);
-    plan.chunk = options.chunk == 0 ? kDecodeChunk : options.chunk;
-    if (plan.chunk < kDecodeChunkStep || plan.chunk % kDecodeChunkStep != 0)
+    if (options.chunk != 0 &&
+        (options.chunk < kDecodeChunkStep || options.chunk % kDecodeChunkStep != 0))
         fail(where,
              "chunk = ",
-             plan.chunk,
+             options.chunk,
              " (expected a positive multiple of ",
              kDecodeChunkStep,
              ")");
-    plan.first_chunk.assign(static_cast<std::size_t>(s.batch) + 1, 0);
     for (std::int64_t b = 0; b < s.batch; ++b) {
         const std::int64_t len = s.kv_lens[static_cast<std::size_t>(b)];
         if (len < 0)
@@ -150,10 +149,16 @@ DecodePlan plan_decode(const DecodeShape& shape, const DecodeOptions& options) {
                                                           static_cast<std::size_t>(s.n_new) + 1, 0),
                                                       {}}
                                          : pattern_rows(s, len, where));
-        const std::int64_t rows = plan.visible_rows(b);
-        plan.first_chunk[static_cast<std::size_t>(b) + 1] =
-            plan.first_chunk[static_cast<std::size_t>(b)] + (rows + plan.chunk - 1) / plan.chunk;
     }
+    std::int64_t longest = 0;
+    for (std::int64_t b = 0; b < s.batch; ++b)
+        longest = std::max(longest, plan.visible_rows(b));
+    plan.chunk = options.chunk == 0 ? default_decode_chunk(longest) : options.chunk;
+    plan.first_chunk.assign(static_cast<std::size_t>(s.batch) + 1, 0);
+    for (std::int64_t b = 0; b < s.batch; ++b)
+        plan.first_chunk[static_cast<std::size_t>(b) + 1] =
+            plan.first_chunk[static_cast<std::size_t>(b)] +
+            (plan.visible_rows(b) + plan.chunk - 1) / plan.chunk;
     plan.scale = 1.0 / std::sqrt(static_cast<double>(s.d));
     plan.memory = options.memory.value_or(
         MemoryModel::per_core_l2(s.word_bytes_cache > 0 ? s.word_bytes_cache : 4));
