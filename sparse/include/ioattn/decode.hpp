@@ -40,8 +40,8 @@
 
 namespace ioattn {
 
-/// Keys per chunk of the decode schedule, least and most, unless DecodeOptions::chunk says
-/// otherwise (default_decode_chunk).
+/// Keys per chunk of the decode schedule, least and most, when DecodeOptions::chunk is 0
+/// (default_decode_chunk).
 inline constexpr std::int64_t kDecodeChunk = 512;
 inline constexpr std::int64_t kDecodeChunkMax = 2048;
 
@@ -102,10 +102,9 @@ struct DecodeArgs {
 
 /// How a decode call runs and counts.
 struct DecodeOptions {
-    std::int64_t chunk =
-        0; ///< keys per chunk (a multiple of kDecodeChunkStep); 0: default_decode_chunk
-    bool count_io = false; ///< count the run (a dry run, then the timed run)
-    bool dry_run = false;  ///< only walk the schedule and count (no data read or written)
+    std::int64_t chunk = 0; ///< keys per chunk, a multiple of kDecodeChunkStep; 0: the default
+    bool count_io = false;  ///< count the run (a dry run, then the timed run)
+    bool dry_run = false;   ///< only walk the schedule and count (no data read or written)
     std::optional<MemoryModel> memory;         ///< M of the count; nullopt: per_core_l2
     int threads = 0;                           ///< at most this many workers; <= 0: all
     std::string_view where = "ioattn::decode"; ///< the caller named in error messages
