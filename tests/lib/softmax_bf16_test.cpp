@@ -15,37 +15,31 @@ namespace softmax_bf16_checks::isa_avx512bf16 {
 void exp2_within_two_roundings();
 void pairs_as_block_then_pack();
 } // namespace softmax_bf16_checks::isa_avx512bf16
+
+#define IOATTN_BF16_CHECK(name) softmax_bf16_checks::isa_avx512bf16::name
+#else
+#define IOATTN_BF16_CHECK(name) nullptr
 #endif
 
 namespace {
 
-bool runs_here() {
-#if defined(IOATTN_BUILT_AVX512BF16)
-    if (ioattn::cpu_supports_avx512_bf16())
-        return true;
-    WARN("this CPU lacks AVX512_BF16: the native bf16 softmax is not run");
-#else
-    WARN("the library was built without the avx512bf16 region");
-#endif
-    return false;
+/// Runs `check` where the library holds the avx512bf16 region and this CPU has AVX512_BF16;
+/// says which is missing otherwise.
+void run_native(void (*check)()) {
+    if (check == nullptr)
+        WARN("the library was built without the avx512bf16 region");
+    else if (!ioattn::cpu_supports_avx512_bf16())
+        WARN("this CPU lacks AVX512_BF16: the native bf16 softmax is not run");
+    else
+        check();
 }
 
 } // namespace
 
 TEST_CASE("exp2_p6 is within two fp32 roundings of 2^x", "[kernels][bf16]") {
-#if defined(IOATTN_BUILT_AVX512BF16)
-    if (runs_here())
-        softmax_bf16_checks::isa_avx512bf16::exp2_within_two_roundings();
-#else
-    runs_here();
-#endif
+    run_native(IOATTN_BF16_CHECK(exp2_within_two_roundings));
 }
 
 TEST_CASE("softmax_pairs leaves what online_softmax_block and pack_p leave", "[kernels][bf16]") {
-#if defined(IOATTN_BUILT_AVX512BF16)
-    if (runs_here())
-        softmax_bf16_checks::isa_avx512bf16::pairs_as_block_then_pack();
-#else
-    runs_here();
-#endif
+    run_native(IOATTN_BF16_CHECK(pairs_as_block_then_pack));
 }
