@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <exception>
 #include <thread>
-#include <type_traits>
 #include <vector>
 
 #if defined(__SANITIZE_THREAD__)
@@ -34,6 +33,8 @@ namespace ioattn {
 /// TSan would otherwise report every read of an input and every write of an output as a race.
 /// Tasks stay unordered among themselves, so races between tasks are still reported. Empty
 /// unless built with -fsanitize=thread.
+/// A task that throws (a dry run's CapacityError) makes oneTBB cancel the loop and rethrow on
+/// the caller: the scopes below state the order on that path too.
 class ForkJoinOrder {
 public:
     void fork() { release(&fork_); } ///< the caller, before the loop
@@ -43,6 +44,40 @@ public:
     void task_end() { release(&join_); } ///< each task, last
 
     void join() { acquire(&join_); } ///< the caller, after the loop
+
+    /// fork() now, join() when the scope ends, by return or by exception (the caller's side).
+    class Loop {
+    public:
+        explicit Loop(ForkJoinOrder& order)
+            : order_(order) {
+            order_.fork();
+        }
+
+        ~Loop() { order_.join(); }
+
+        Loop(const Loop&) = delete;
+        Loop& operator=(const Loop&) = delete;
+
+    private:
+        ForkJoinOrder& order_;
+    };
+
+    /// task_begin() now, task_end() when the scope ends, by return or by exception.
+    class Task {
+    public:
+        explicit Task(ForkJoinOrder& order)
+            : order_(order) {
+            order_.task_begin();
+        }
+
+        ~Task() { order_.task_end(); }
+
+        Task(const Task&) = delete;
+        Task& operator=(const Task&) = delete;
+
+    private:
+        ForkJoinOrder& order_;
+    };
 
 private:
 #ifdef IOATTN_TSAN
@@ -79,16 +114,14 @@ inline int worker_index() {
 template <typename Body>
 void parallel_for_tiles(std::int64_t n_tasks, const Body& body) {
     ForkJoinOrder order;
-    order.fork();
+    const ForkJoinOrder::Loop loop(order);
     tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n_tasks, 1),
                       [&](const tbb::blocked_range<std::int64_t>& r) {
-                          order.task_begin();
+                          const ForkJoinOrder::Task task(order);
                           const int w = worker_index();
                           for (std::int64_t t = r.begin(); t != r.end(); ++t)
                               body(t, w);
-                          order.task_end();
                       });
-    order.join();
 }
 
 /// heavy_first's default: a task of at least 4x the mean work is heavy.
@@ -193,24 +226,11 @@ auto with_threads(int threads, Fn&& fn) -> decltype(fn()) {
         return fn();
     tbb::task_arena arena(threads);
     ForkJoinOrder order; // execute() may run fn on a worker of the arena
-    order.fork();
-    if constexpr (std::is_void_v<decltype(fn())>) {
-        arena.execute([&] {
-            order.task_begin();
-            fn();
-            order.task_end();
-        });
-        order.join();
-    } else {
-        auto result = arena.execute([&]() -> decltype(fn()) {
-            order.task_begin();
-            auto r = fn();
-            order.task_end();
-            return r;
-        });
-        order.join();
-        return result;
-    }
+    const ForkJoinOrder::Loop loop(order);
+    return arena.execute([&]() -> decltype(fn()) {
+        const ForkJoinOrder::Task task(order);
+        return fn();
+    });
 }
 
 /// Runs work() on a new thread, in an arena of `threads` slots (that thread and up to
