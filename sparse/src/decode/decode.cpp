@@ -130,6 +130,7 @@ DecodePlan plan_decode(const DecodeShape& shape, const DecodeOptions& options) {
              " (expected a positive multiple of ",
              kDecodeChunkStep,
              ")");
+    std::int64_t longest = 0; // the most visible rows of a sequence
     for (std::int64_t b = 0; b < s.batch; ++b) {
         const std::int64_t len = s.kv_lens[static_cast<std::size_t>(b)];
         if (len < 0)
@@ -149,10 +150,8 @@ DecodePlan plan_decode(const DecodeShape& shape, const DecodeOptions& options) {
                                                           static_cast<std::size_t>(s.n_new) + 1, 0),
                                                       {}}
                                          : pattern_rows(s, len, where));
-    }
-    std::int64_t longest = 0;
-    for (std::int64_t b = 0; b < s.batch; ++b)
         longest = std::max(longest, plan.visible_rows(b));
+    }
     plan.chunk = options.chunk == 0 ? default_decode_chunk(longest) : options.chunk;
     plan.first_chunk.assign(static_cast<std::size_t>(s.batch) + 1, 0);
     for (std::int64_t b = 0; b < s.batch; ++b)
