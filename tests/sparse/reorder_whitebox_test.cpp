@@ -4,7 +4,8 @@
 // one tile lane per pair (the planner skips building a reordered structure whose floor plus
 // copies already costs more than the original's split); a support of whole dense blocks
 // without global rows prices at exactly that many lanes (the planner then looks for no
-// reordering at all).
+// reordering at all). find_orders reads price_by_fill's record of the blocks as it reads its own
+// walk of them.
 
 #include "plan/structure.hpp"
 
@@ -43,6 +44,41 @@ TEST_CASE("find_orders: its floor bounds every split of the reordered structure 
                 CHECK(o.floor <= spd::split_by_fill(r, rows, cm, false).cost);
                 CHECK(o.floor <= spd::split_all(r, rows, true, cm, false).cost);
                 CHECK(o.floor <= spd::split_all(r, rows, false, cm, false).cost);
+            }
+        }
+    }
+}
+
+TEST_CASE("find_orders: from price_by_fill's record of the blocks, the orders of its own walk") {
+    for (const std::string spec : {"random:0.05",
+                                   "strided:16",
+                                   "dilated:32:4",
+                                   "bigbird:16:2:3",
+                                   "window:16+global:3",
+                                   "powerlaw:8"}) {
+        const sp::Support s = sp::parse_pattern(spec, 500, 520, 7);
+        for (const std::int64_t rows : {16, 31}) {
+            for (const std::int64_t lane_group : {0, 16}) {
+                CAPTURE(spec, rows, lane_group);
+                spd::CostModel cm;
+                cm.lane_group = lane_group;
+                spd::BlockSeen seen;
+                const spd::Split priced = spd::price_by_fill(s, rows, cm, &seen);
+                // recording changes no price
+                CHECK(priced.cost == spd::price_by_fill(s, rows, cm).cost);
+                CHECK(seen.rows == rows);
+                const spd::Orders walked = spd::find_orders(s, rows, cm);
+                const spd::Orders read = spd::find_orders(s, rows, cm, nullptr, &seen);
+                CHECK(read.rows == walked.rows);
+                CHECK(read.keys == walked.keys);
+                CHECK(read.floor == walked.floor);
+                CHECK(read.residue_only == walked.residue_only);
+                // a record of another height is not read
+                spd::BlockSeen other;
+                (void)spd::price_by_fill(s, rows + 1, cm, &other);
+                const spd::Orders past = spd::find_orders(s, rows, cm, nullptr, &other);
+                CHECK(past.keys == walked.keys);
+                CHECK(past.floor == walked.floor);
             }
         }
     }

@@ -206,4 +206,31 @@ std::pair<std::vector<std::int64_t>, ColumnLanes> block_columns(const OrderedVie
     return {std::move(keys), ColumnLanes{r, lanes}};
 }
 
+double block_seen(const OrderedView& s,
+                  std::int64_t rows,
+                  std::int64_t b,
+                  const std::vector<std::int64_t>& keys,
+                  const std::int64_t* count,
+                  const ColumnLanes& lanes,
+                  const CostModel& cm,
+                  std::vector<std::int64_t>& out) {
+    const std::int64_t heavy_z = heavy_above(*s.s);
+    bool global = false;
+    for (std::int64_t i = b * rows; i < std::min(s.n_q(), (b + 1) * rows) && !global; ++i)
+        global = global_row(s, i, heavy_z);
+    out.clear();
+    out.reserve(keys.size());
+    double floor = 0;
+    for (const std::int64_t j : keys) {
+        const auto u = static_cast<std::size_t>(j);
+        out.push_back(cm.tile_worthy(count[u], lanes(j)) ? j : -1 - j);
+        // a column through tiles takes its lanes, or in a block with a global row one lane
+        // group's, as price_by_fill prices the columns a global row adds
+        const std::int64_t tile = global ? std::min(lanes(j), cm.lanes(lanes.r)) : lanes(j);
+        floor += std::min(static_cast<double>(count[u]) * cm.element_pair,
+                          static_cast<double>(tile) * cm.tile_lane);
+    }
+    return floor;
+}
+
 } // namespace ioattn::sparse::detail

@@ -52,6 +52,19 @@ std::pair<std::vector<std::int64_t>, ColumnLanes> block_columns(const OrderedVie
                                                                 std::int64_t* work,
                                                                 const CostModel& cm);
 
+/// Block b's BlockSeen (structure.hpp) from its columns (block_columns: keys ascending, count
+/// and lanes): out = each key as j when tile-worthy, else -1 - j; returns the block's part of
+/// Orders::floor, each column at the cheaper of its tile lanes (at most one lane group's in a
+/// block with a global row) and its element pairs, no gathers, summed in key order.
+double block_seen(const OrderedView& s,
+                  std::int64_t rows,
+                  std::int64_t b,
+                  const std::vector<std::int64_t>& keys,
+                  const std::int64_t* count,
+                  const ColumnLanes& lanes,
+                  const CostModel& cm,
+                  std::vector<std::int64_t>& out);
+
 /// Whether row i is a global row: heavy (above heavy_z = heavy_above(s) pairs, as row_blocks
 /// counts it) and seeing at least half the keys (global tokens; a graph's hubs see far fewer,
 /// and alone in a tile block they would stream their keys for one row: powerlaw:32's forward

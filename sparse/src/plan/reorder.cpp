@@ -51,7 +51,11 @@ std::int64_t offset_gcd(const Support& s) {
     return g;
 }
 
-Orders find_orders(const Support& s, std::int64_t rows, const CostModel& cm, Residues* residues) {
+Orders find_orders(const Support& s,
+                   std::int64_t rows,
+                   const CostModel& cm,
+                   Residues* residues,
+                   const BlockSeen* seen) {
     Orders o;
     const std::int64_t n_q = s.n_q(), n_k = s.n_k(), shift = n_k - n_q;
     // --- g = gcd of i' - j over Omega: g >= 2 means g independent residue classes ---
@@ -87,34 +91,29 @@ Orders find_orders(const Support& s, std::int64_t rows, const CostModel& cm, Res
     std::vector<std::int64_t> last(static_cast<std::size_t>(n_k), -1), first(last.size(), kNever);
     std::vector<std::int64_t> any_last(last), any_first(first);
     const std::int64_t nb = n_blocks(base, rows);
-    std::vector<std::vector<std::int64_t>> seen(static_cast<std::size_t>(nb)); // j, or -1 - j
-    std::vector<double> floors(static_cast<std::size_t>(nb)); // each block's part of o.floor
-    const kernels::Workspace<std::int64_t> counts(max_concurrency(), 3 * n_k);
-    const std::int64_t heavy_z = heavy_above(base);
-    parallel_for_tiles(nb, [&](std::int64_t b, int w) {
-        std::int64_t* count = counts.slab(w);
-        const auto [keys, lanes] = block_columns(base, rows, b, count, cm);
-        auto& out = seen[static_cast<std::size_t>(b)];
-        out.reserve(keys.size());
-        // a column through tiles takes its lanes, or in a block with a global row one lane
-        // group's, as split_by_fill prices the columns a global row adds
-        bool global = false;
-        for (std::int64_t i = b * rows; i < std::min(n_q, (b + 1) * rows) && !global; ++i)
-            global = global_row(base, i, heavy_z);
-        double floor = 0;
-        for (const std::int64_t j : keys) {
-            const auto u = static_cast<std::size_t>(j);
-            out.push_back(cm.tile_worthy(count[u], lanes(j)) ? j : -1 - j);
-            const std::int64_t tile = global ? std::min(lanes(j), cm.lanes(lanes.r)) : lanes(j);
-            floor += std::min(static_cast<double>(count[u]) * cm.element_pair,
-                              static_cast<double>(tile) * cm.tile_lane);
-            count[u] = 0;
-        }
-        floors[static_cast<std::size_t>(b)] = floor;
-    });
-    o.floor = std::accumulate(floors.begin(), floors.end(), 0.0); // in block order
+    // each block's keys and their worthiness: price_by_fill's record of s at this height, or
+    // the blocks' columns walked here
+    const bool recorded = seen != nullptr && !reordered && seen->rows == rows &&
+                          static_cast<std::int64_t>(seen->keys.size()) == nb;
+    BlockSeen walked;
+    if (!recorded) {
+        walked.rows = rows;
+        walked.keys.resize(static_cast<std::size_t>(nb));
+        walked.floors.resize(static_cast<std::size_t>(nb));
+        const kernels::Workspace<std::int64_t> counts(max_concurrency(), 3 * n_k);
+        parallel_for_tiles(nb, [&](std::int64_t b, int w) {
+            std::int64_t* count = counts.slab(w);
+            const auto [keys, lanes] = block_columns(base, rows, b, count, cm);
+            const auto u = static_cast<std::size_t>(b);
+            walked.floors[u] = block_seen(base, rows, b, keys, count, lanes, cm, walked.keys[u]);
+            for (const std::int64_t j : keys)
+                count[static_cast<std::size_t>(j)] = 0;
+        });
+    }
+    const BlockSeen& in = recorded ? *seen : walked;
+    o.floor = std::accumulate(in.floors.begin(), in.floors.end(), 0.0); // in block order
     for (std::int64_t b = 0; b < nb; ++b)
-        for (const std::int64_t x : seen[static_cast<std::size_t>(b)]) {
+        for (const std::int64_t x : in.keys[static_cast<std::size_t>(b)]) {
             const auto u = static_cast<std::size_t>(x >= 0 ? x : -1 - x);
             any_last[u] = b;
             any_first[u] = std::min(any_first[u], b);

@@ -208,8 +208,15 @@ GlobalPairs global_pairs(const OrderedView& s,
 
 } // namespace
 
-Split price_by_fill(const OrderedView& s, std::int64_t rows, const CostModel& cm) {
+Split price_by_fill(const OrderedView& s, std::int64_t rows, const CostModel& cm, BlockSeen* seen) {
     const std::int64_t nb = n_blocks(s, rows), heavy_z = heavy_above(*s.s);
+    if (s.relabeled() || !s.rows.empty())
+        seen = nullptr; // find_orders reads a support's own blocks
+    if (seen != nullptr) {
+        seen->rows = rows;
+        seen->keys.assign(static_cast<std::size_t>(nb), {});
+        seen->floors.assign(static_cast<std::size_t>(nb), 0.0);
+    }
     const kernels::Workspace<std::int64_t> counts(max_concurrency(), column_work(s));
     std::vector<std::vector<std::int64_t>> tile(static_cast<std::size_t>(nb));
     std::vector<double> cost(static_cast<std::size_t>(nb), 0.0);
@@ -224,6 +231,9 @@ Split price_by_fill(const OrderedView& s, std::int64_t rows, const CostModel& cm
         const std::int64_t r = lanes.r;
         all_cost[static_cast<std::size_t>(b)] = all_tiles_cost(keys, lanes, cm);
         all_columns[static_cast<std::size_t>(b)] = static_cast<std::int64_t>(keys.size());
+        if (seen != nullptr)
+            seen->floors[static_cast<std::size_t>(b)] = block_seen(
+                s, rows, b, keys, count, lanes, cm, seen->keys[static_cast<std::size_t>(b)]);
         // the loops write into arrays sized first: a push_back per key kept the sums in
         // memory, each key waiting on the last (a third of window:256's pricing)
         std::vector<std::int64_t> worthy(keys.size());

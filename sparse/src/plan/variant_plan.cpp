@@ -75,8 +75,9 @@ detail::CostModel cost_model(Pass pass) {
 detail::Split best_split_of(const detail::OrderedView& view,
                             std::int64_t rows,
                             const detail::CostModel& cm,
-                            bool forced) {
-    detail::Split best = detail::price_by_fill(view, rows, cm);
+                            bool forced,
+                            detail::BlockSeen* seen = nullptr) {
+    detail::Split best = detail::price_by_fill(view, rows, cm, seen);
     // a split runs two kernels, the second resuming from the first's outputs: it must beat
     // running everything through one of them by kSplitGain (all tiles priced by
     // price_by_fill's pass)
@@ -98,16 +99,18 @@ detail::Split best_split_of(const detail::OrderedView& view,
     return best;
 }
 
-/// The best split of s for the pass (blocks of s's rows forward, of its keys backward).
+/// The best split of s for the pass (blocks of s's rows forward, of its keys backward);
+/// `seen`: the forward's record for find_orders (price_by_fill).
 detail::Split best_split(const Support& s,
                          std::int64_t rows,
                          Pass pass,
                          const detail::CostModel& cm,
-                         std::optional<Variant> force) {
+                         std::optional<Variant> force,
+                         detail::BlockSeen* seen = nullptr) {
     const Support& view = pass == Pass::forward ? s : s.transposed();
     if (force == Variant::tile || force == Variant::element)
         return detail::split_all(view, rows, force == Variant::tile, cm, false);
-    return best_split_of(view, rows, cm, force.has_value());
+    return best_split_of(view, rows, cm, force.has_value(), pass == Pass::forward ? seen : nullptr);
 }
 
 /// The parts of a split best_split priced on s, in Omega's orientation; a part that is all of s
@@ -155,11 +158,13 @@ double copied_rows(const Problem& p, const detail::Orders& o, Pass pass) {
 
 /// find_orders of the support at `rows`, kept with it (Support::cached_value): the orders do not
 /// depend on the pass (nor on its tile column cost), so a fresh structure's forward and backward
-/// plans walk it once for them. `residues` is updated as find_orders updates it.
+/// plans walk it once for them. `residues` is updated as find_orders updates it; `seen`: the
+/// forward pricing's record of the blocks at `rows`, if it made one.
 detail::Orders kept_orders(const Support& support,
                            std::int64_t rows,
                            const detail::CostModel& cm,
-                           detail::Residues& residues) {
+                           detail::Residues& residues,
+                           const detail::BlockSeen* seen) {
     struct Found {
         detail::Orders orders;
         detail::Residues residues;
@@ -170,7 +175,7 @@ detail::Orders kept_orders(const Support& support,
                             std::to_string(cm.element_pair);
     const auto kept = std::static_pointer_cast<const Found>(support.cached_value(key, [&] {
         detail::Residues r = residues;
-        detail::Orders o = detail::find_orders(support, rows, cm, &r);
+        detail::Orders o = detail::find_orders(support, rows, cm, &r, seen);
         return std::make_shared<const Found>(Found{std::move(o), std::move(r)});
     }));
     residues = kept->residues;
@@ -198,7 +203,13 @@ Candidate candidate(const Problem& p,
                     bool reorder,
                     const Candidate* like = nullptr) {
     const std::optional<Variant> inner_force = force == Variant::permuted ? std::nullopt : force;
-    Candidate c{best_split(support, rows, pass, cm, inner_force), {}, 0, nullptr, {}};
+    // the forward's pricing records what find_orders reads, for when the orders are looked for
+    detail::BlockSeen seen;
+    Candidate c{best_split(support, rows, pass, cm, inner_force, reorder ? &seen : nullptr),
+                {},
+                0,
+                nullptr,
+                {}};
     if (like != nullptr)
         c.residues = like->residues;
     // without global rows every pair costs at least one tile lane, so a split priced at Z_QK
@@ -206,7 +217,8 @@ Candidate candidate(const Problem& p,
     const bool floor = !force && c.split.global_rows == 0 &&
                        c.split.cost <= static_cast<double>(support.z_qk()) * cm.tile_lane;
     if (reorder && (force == Variant::permuted || (!force && !floor))) {
-        detail::Orders orders = kept_orders(support, rows, cm, c.residues);
+        detail::Orders orders = kept_orders(support, rows, cm, c.residues, &seen);
+        seen = {};
         // the reordered structure is built only when its split could be priced lower than
         // the original's (a key order keeps each block's column counts: only the gathers of
         // short runs of tile columns can go); the floor is the forward orientation's
