@@ -208,10 +208,14 @@ GlobalPairs global_pairs(const OrderedView& s,
 
 } // namespace
 
-Split price_by_fill(const OrderedView& s, std::int64_t rows, const CostModel& cm, BlockSeen* seen) {
+Split price_by_fill(const OrderedView& s,
+                    std::int64_t rows,
+                    const CostModel& cm,
+                    BlockSeen* seen,
+                    std::span<const std::int64_t> only) {
     const std::int64_t nb = n_blocks(s, rows), heavy_z = heavy_above(*s.s);
-    if (s.relabeled() || !s.rows.empty())
-        seen = nullptr; // find_orders reads a support's own blocks
+    if (s.relabeled() || !s.rows.empty() || !only.empty())
+        seen = nullptr; // find_orders reads a support's own blocks, every one
     if (seen != nullptr) {
         seen->rows = rows;
         seen->keys.assign(static_cast<std::size_t>(nb), {});
@@ -225,7 +229,10 @@ Split price_by_fill(const OrderedView& s, std::int64_t rows, const CostModel& cm
     std::vector<double> all_cost(static_cast<std::size_t>(nb), 0.0); // split_all's, tiles
     std::vector<std::int64_t> all_columns(static_cast<std::size_t>(nb), 0);
     std::vector<std::int64_t> globals(static_cast<std::size_t>(nb), 0);
-    parallel_for_tiles(nb, [&](std::int64_t b, int w) {
+    std::vector<std::int64_t> block_pairs(static_cast<std::size_t>(nb), 0);
+    const auto priced = only.empty() ? nb : static_cast<std::int64_t>(only.size());
+    parallel_for_tiles(priced, [&](std::int64_t x, int w) {
+        const std::int64_t b = only.empty() ? x : only[static_cast<std::size_t>(x)];
         std::int64_t* count = counts.slab(w);
         const auto [keys, lanes] = block_columns(s, rows, b, count, cm);
         const std::int64_t r = lanes.r;
@@ -265,6 +272,7 @@ Split price_by_fill(const OrderedView& s, std::int64_t rows, const CostModel& cm
         c += static_cast<double>(cm.lanes(r) * g.added) * cm.tile_lane;
         c += static_cast<double>(pairs - tile_pairs) * cm.element_pair;
         cost[static_cast<std::size_t>(b)] = c;
+        block_pairs[static_cast<std::size_t>(b)] = pairs;
         columns[static_cast<std::size_t>(b)] = static_cast<std::int64_t>(t.size()) + g.added;
         kind[static_cast<std::size_t>(b)] = (tile_pairs > 0 ? 1 : 0) + (pairs > tile_pairs ? 2 : 0);
     });
@@ -281,6 +289,7 @@ Split price_by_fill(const OrderedView& s, std::int64_t rows, const CostModel& cm
     out.all_tiles_cost = std::accumulate(all_cost.begin(), all_cost.end(), 0.0);
     out.all_tiles_columns =
         std::accumulate(all_columns.begin(), all_columns.end(), std::int64_t{0});
+    out.pairs = std::accumulate(block_pairs.begin(), block_pairs.end(), std::int64_t{0});
     return out;
 }
 

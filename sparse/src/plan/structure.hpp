@@ -5,11 +5,13 @@
 // the planner compares. Structure only, O(Z_QK) per pass over it.
 
 #include <ioattn/sparse/support.hpp>
+#include <ioattn/tiling.hpp>
 
 #include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace ioattn::sparse::detail {
@@ -81,6 +83,7 @@ struct Split {
     /// split_by_fill: the global rows it found; without them every pair is priced at least
     /// one tile lane, so no reordering prices below Z_QK tile lanes
     std::int64_t global_rows = 0;
+    std::int64_t pairs = 0; ///< the pairs of the blocks priced (price_by_fill)
     double cost = 0;
 };
 
@@ -153,11 +156,34 @@ struct BlockSeen {
 /// split_by_fill priced only (parts = false), on a support or one read through orders: the
 /// same estimate, counts and block_tile (in the view's labels) as split_by_fill of the
 /// reordered structure. With `seen` (a support itself, not a reordered view), its blocks'
-/// BlockSeen are recorded there too.
+/// BlockSeen are recorded there too. With `only` (ascending block indices) only those blocks
+/// are priced, the others count nothing and keep no tile keys: a sample, for an estimate.
 Split price_by_fill(const OrderedView& s,
                     std::int64_t rows,
                     const CostModel& cm,
-                    BlockSeen* seen = nullptr);
+                    BlockSeen* seen = nullptr,
+                    std::span<const std::int64_t> only = {});
+
+/// The factor by which a split's estimate must undercut the best single kernel's.
+inline constexpr double kSplitGain = 0.9;
+
+/// Which of a priced split (price_by_fill), every pair through tiles and every pair element by
+/// element runs: a split runs two kernels, the second resuming from the first's outputs, so it
+/// must beat running everything through one of them by kSplitGain (all tiles priced by
+/// price_by_fill's pass, all element at `all_element`).
+enum class Pick { split, all_tiles, all_element };
+Pick pick(const Split& priced, double all_element);
+
+/// The time (estimate plus tile columns) of the pick at `rows` of s in the pass's orientation,
+/// without reordering, per row of the whole, estimated from a sample: the blocks with a heavy
+/// row (heavy_above) priced whole, of the others those that start in one of `windows`
+/// (ascending row ranges [lo, hi)), their price scaled by the rows they stand for. The planner filters the
+/// other tile heights by it (variant_plan.cpp).
+double sampled_time(const Support& s,
+                    std::int64_t rows,
+                    Pass pass,
+                    const CostModel& cm,
+                    const std::vector<std::pair<std::int64_t, std::int64_t>>& windows);
 
 /// The two parts of a split_by_fill priced on s at `rows`, from its block_tile.
 void split_parts(Split& split, const Support& s, std::int64_t rows);
@@ -184,6 +210,11 @@ struct Residues {
     std::int64_t g = 0;
     std::shared_ptr<const Support> reordered;
 };
+
+/// g = gcd of i' - j over the pairs of s (i' = i + n_k - n_q; 0 when s is empty), by parts of
+/// rows in parallel, 1 as soon as any part finds it: g >= 2 (and below max(n_q, n_k)) means g
+/// independent residue classes, which find_orders orders first.
+std::int64_t offset_gcd(const Support& s);
 
 /// The reordering of the permuted variant: rows (and keys) by residue modulo g when every
 /// allowed pair has i' - j divisible by g >= 2 (dilated patterns: g independent bands), then keys

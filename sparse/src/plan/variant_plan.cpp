@@ -53,11 +53,20 @@ Variant parse_variant(std::string_view text) {
 
 namespace {
 
-/// The factor by which a split's estimate must undercut the best single kernel's.
-constexpr double kSplitGain = 0.9;
-
 /// The factor by which another tile height's estimate must undercut the tuned height's.
 constexpr double kHeightGain = 0.97;
+
+/// The blocks of the tuned height whose rows the other heights' estimates are sampled on, about,
+/// one in at least kSampleStride (below it the samples of three heights cost more than the two
+/// whole prices they may save).
+constexpr std::int64_t kSampleBlocks = 32;
+constexpr std::int64_t kSampleStride = 4;
+
+/// Another height is priced whole when its sampled estimate is below this factor of the tuned
+/// height's: to win it must undercut the tuned height by kHeightGain, and the sampled ratios of
+/// the suite's patterns and a few more (N = 16384 and 32768, both passes, 106 cases) were within
+/// 0.82-1.04 of the whole prices' ratios (an estimate too low only costs the whole price).
+constexpr double kSampleSkip = 1.05;
 
 detail::CostModel cost_model(Pass pass) {
     detail::CostModel cm;
@@ -78,25 +87,20 @@ detail::Split best_split_of(const detail::OrderedView& view,
                             bool forced,
                             detail::BlockSeen* seen = nullptr) {
     detail::Split best = detail::price_by_fill(view, rows, cm, seen);
-    // a split runs two kernels, the second resuming from the first's outputs: it must beat
-    // running everything through one of them by kSplitGain (all tiles priced by
-    // price_by_fill's pass)
-    if (!forced)
-        for (const bool tiles : {true, false}) {
-            const double all =
-                tiles ? best.all_tiles_cost : static_cast<double>(view.z_qk()) * cm.element_pair;
-            if (all * kSplitGain > best.cost)
-                continue;
-            detail::Split priced; // every pair through one kernel
-            priced.kind = tiles ? detail::Split::Kind::all_tiles : detail::Split::Kind::all_element;
-            priced.cost = all;
-            priced.tile_columns = tiles ? best.all_tiles_columns : 0;
-            priced.global_rows = best.global_rows;
-            const std::int64_t blocks = (view.n_q() + rows - 1) / rows;
-            (tiles ? priced.tile_blocks : priced.element_blocks) = blocks;
-            best = std::move(priced);
-        }
-    return best;
+    const detail::Pick picked =
+        forced ? detail::Pick::split
+               : detail::pick(best, static_cast<double>(view.z_qk()) * cm.element_pair);
+    if (picked == detail::Pick::split)
+        return best;
+    const bool tiles = picked == detail::Pick::all_tiles;
+    detail::Split priced; // every pair through one kernel
+    priced.kind = tiles ? detail::Split::Kind::all_tiles : detail::Split::Kind::all_element;
+    priced.cost = tiles ? best.all_tiles_cost : static_cast<double>(view.z_qk()) * cm.element_pair;
+    priced.tile_columns = tiles ? best.all_tiles_columns : 0;
+    priced.global_rows = best.global_rows;
+    const std::int64_t blocks = (view.n_q() + rows - 1) / rows;
+    (tiles ? priced.tile_blocks : priced.element_blocks) = blocks;
+    return priced;
 }
 
 /// The best split of s for the pass (blocks of s's rows forward, of its keys backward);
@@ -203,15 +207,21 @@ Candidate candidate(const Problem& p,
                     bool reorder,
                     const Candidate* like = nullptr) {
     const std::optional<Variant> inner_force = force == Variant::permuted ? std::nullopt : force;
-    // the forward's pricing records what find_orders reads, for when the orders are looked for
-    detail::BlockSeen seen;
-    Candidate c{best_split(support, rows, pass, cm, inner_force, reorder ? &seen : nullptr),
-                {},
-                0,
-                nullptr,
-                {}};
+    Candidate c;
     if (like != nullptr)
         c.residues = like->residues;
+    // the forward's pricing records what find_orders reads, for when it looks for orders on
+    // the support itself (no residue classes: recording dilated:256:4's blocks made its
+    // forward's plan 1.16x)
+    detail::BlockSeen seen;
+    const bool record = reorder && pass == Pass::forward && inner_force != Variant::tile &&
+                        inner_force != Variant::element;
+    if (record && c.residues.g == 0)
+        c.residues.g = detail::offset_gcd(support);
+    const std::int64_t g = c.residues.g;
+    const bool on_support = !(g >= 2 && g < std::max(p.n_q, p.n_k));
+    c.split =
+        best_split(support, rows, pass, cm, inner_force, record && on_support ? &seen : nullptr);
     // without global rows every pair costs at least one tile lane, so a split priced at Z_QK
     // lanes (whole dense blocks: block:64:0.1) has no cheaper reordering to look for
     const bool floor = !force && c.split.global_rows == 0 &&
@@ -289,9 +299,23 @@ VariantPlan detail::plan_fresh(const Problem& p,
         // the other heights keep the tuned one's structure, reordered or not: pricing
         // bigbird's rejected reordering again would take 60% of its backward's planning
         const bool reorder = !best.orders.identity();
+        // a height is priced whole only when its estimate on a sample of rows (the tuned
+        // height's blocks of a stride: sampled_time) comes near the tuned height's there; not
+        // under a reordering or a forced variant (their prices are not sampled)
+        const std::int64_t n_rows = pass == Pass::forward ? p.n_q : p.n_k; // the view's
+        const std::int64_t stride = (n_rows + tuned - 1) / tuned / kSampleBlocks;
+        const bool sampled = !reorder && !force && stride >= kSampleStride;
+        std::vector<std::pair<std::int64_t, std::int64_t>> windows;
+        for (std::int64_t i0 = 0; sampled && i0 < n_rows; i0 += stride * tuned)
+            windows.emplace_back(i0, std::min(n_rows, i0 + tuned));
+        const double tuned_sample =
+            sampled ? detail::sampled_time(support, tuned, pass, cm, windows) : 0.0;
         Candidate priced; // the cheapest other height, priced (its reordered structure kept)
         for (const std::int64_t rows : {tuned - 1, tuned / 2}) {
             if (rows < 1 || rows == tuned)
+                continue;
+            if (sampled && detail::sampled_time(support, rows, pass, cm, windows) >=
+                               kSampleSkip * tuned_sample)
                 continue;
             Candidate c = candidate(p, support, rows, pass, cm, force, reorder, &best);
             if (c.time < kHeightGain * (plan.tile.rows == tuned ? best.time : priced.time)) {
