@@ -9,8 +9,13 @@ N = --n, d = 64, --threads threads. Per pattern:
   fresh   each step builds m anew: random specs with a new seed per step (a new structure), and
           every spec with the plan cache emptied first, so nothing of an earlier step is reused
           (the support, its statistics and both passes' plans are made again each step)
-The two loops alternate, --rounds rounds of --steps steps each; printed are the median step
-time of each loop with (min-max) over the rounds' medians, and fresh / cached (target <= 1.3).
+  drawn   each step builds m with a new seed, the plan cache kept, as a training loop that
+          draws a mask per step does: a new structure each step (for a seedless spec a new
+          support of the same pairs), planned by its family's decision (the spec's first
+          structure's tile height and split: support_cache.hpp), its parts built afresh
+The three loops alternate, --rounds rounds of --steps steps each; printed are the median step
+time of each loop with (min-max) over the rounds' medians, and fresh / cached and drawn /
+cached (target <= 1.3).
 
 Usage: PYTHONPATH=build/dev/python /usr/bin/python3 bench/fresh_mask_bench.py
        [--n N] [--steps S] [--rounds R] [--threads T] [--patterns SPEC ...] [--json]
@@ -31,16 +36,20 @@ def step(ioattn, q, k, v, dout, mask, threads):
                               num_threads=threads)
 
 
-def loop(ioattn, spec, fresh, arrays, args, round_index):
+def loop(ioattn, spec, mode, arrays, args, round_index):
     n = arrays[0].shape[2]
     times = []
-    cached = None if fresh else ioattn.Mask(spec, (n, n), seed=1)
+    cached = ioattn.Mask(spec, (n, n), seed=1) if mode == "cached" else None
     if cached is not None:
         step(ioattn, *arrays, cached, args.threads)  # plans made outside the timed steps
+    if mode == "drawn":  # the family's first structure, planned outside the timed steps
+        ioattn.clear_plan_cache()
+        step(ioattn, *arrays, ioattn.Mask(spec, (n, n), seed=1), args.threads)
     for s in range(args.steps):
         t0 = time.perf_counter()
-        if fresh:
+        if mode == "fresh":
             ioattn.clear_plan_cache()
+        if mode != "cached":
             mask = ioattn.Mask(spec, (n, n), seed=2 + round_index * args.steps + s)
         else:
             mask = cached
@@ -68,13 +77,15 @@ def main():
     arrays = tuple(rng.uniform(-1, 1, (1, 1, args.n, 64)).astype(np.float32) for _ in range(4))
     result = []
     for spec in args.patterns:
-        cached, fresh = [], []
+        cached, fresh, drawn = [], [], []
         for r in range(args.rounds):
-            cached.append(loop(ioattn, spec, False, arrays, args, r))
-            fresh.append(loop(ioattn, spec, True, arrays, args, r))
-        ratio = [f / c for f, c in zip(fresh, cached)]
+            cached.append(loop(ioattn, spec, "cached", arrays, args, r))
+            fresh.append(loop(ioattn, spec, "fresh", arrays, args, r))
+            drawn.append(loop(ioattn, spec, "drawn", arrays, args, r))
         result.append({"pattern": spec, "cached": summary(cached), "fresh": summary(fresh),
-                       "fresh_over_cached": summary(ratio)})
+                       "fresh_over_cached": summary([f / c for f, c in zip(fresh, cached)]),
+                       "drawn": summary(drawn),
+                       "drawn_over_cached": summary([d / c for d, c in zip(drawn, cached)])})
     if args.json:
         print(json.dumps({"n": args.n, "d": 64, "threads": args.threads, "steps": args.steps,
                           "rounds": args.rounds, "rows": result}, indent=1))
@@ -82,12 +93,14 @@ def main():
     print(f"N = {args.n}, d = 64, B = H = 1, fp32, fused, forward + backward per step, "
           f"{args.threads} threads; step seconds, median (min-max) of {args.rounds} rounds' "
           f"medians of {args.steps} steps")
-    print(f"{'pattern':20} {'cached mask':>24} {'fresh mask':>24} {'fresh / cached':>20}")
+    print(f"{'pattern':20} {'cached mask':>24} {'fresh mask':>24} {'fresh / cached':>20} "
+          f"{'drawn mask':>24} {'drawn / cached':>20}")
     for r in result:
         cell = lambda k, f: (f % r[k]["median"]) + (" (" + f + "-" + f + ")") % (  # noqa: E731
             r[k]["min"], r[k]["max"])
         print(f"{r['pattern']:20} {cell('cached', '%.4f'):>24} {cell('fresh', '%.4f'):>24} "
-              f"{cell('fresh_over_cached', '%.2f'):>20}")
+              f"{cell('fresh_over_cached', '%.2f'):>20} {cell('drawn', '%.4f'):>24} "
+              f"{cell('drawn_over_cached', '%.2f'):>20}")
 
 
 if __name__ == "__main__":

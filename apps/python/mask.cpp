@@ -148,6 +148,7 @@ py::dict plan_cache_info() {
     d["evictions"] = s.evictions;
     d["entries"] = s.entries;
     d["capacity"] = s.capacity;
+    d["family_plans"] = s.family_plans;
     return d;
 }
 
@@ -232,11 +233,12 @@ void register_mask(py::module_& m) {
         "Keep at most n masks with their plans (0: no cache).");
     m.def("plan_cache_info",
           &plan_cache_info,
-          "hits, misses, evictions, entries and capacity of the plan cache.");
+          "hits, misses, evictions, entries and capacity of the plan cache, and family_plans: "
+          "the plans made by the decision kept for a spec drawn before with another seed.");
     m.def(
         "clear_plan_cache",
         [] { sparse::support_cache::clear(); },
-        "Drop every kept mask and plan and zero the counts.");
+        "Drop every kept mask, plan and spec family's decision and zero the counts.");
 }
 
 } // namespace ioattn::python

@@ -74,3 +74,25 @@ def test_same_results_with_and_without(cache_of):
     assert ioattn.plan_cache_info()["hits"] == 2
     m = scipy.sparse.csr_matrix(ioattn.Mask(spec, (150, 150)).to_scipy())
     np.testing.assert_array_equal(ioattn.attention(q, k, v, mask=m), want)
+
+
+def test_a_spec_drawn_again_is_planned_by_its_family(cache_of):
+    """A seeded spec drawn with a new seed is a new structure, planned by the decision its
+    family (the spec and shape) kept for the first one; the cache keeps a family's two most
+    recent structures; the results are bitwise those of a mask planned afresh."""
+    cache_of(8)
+    n = 300
+    q, k, v = qkv(b=1, h=2, g=2, n_q=n, n_k=n, d=16, dtype=np.float32, seed=5)
+    out = {}
+    for seed in range(1, 5):
+        m = ioattn.Mask("random:0.05", (n, n), seed=seed)
+        out[seed] = ioattn.attention(q, k, v, mask=m, schedule="fused")
+    info = ioattn.plan_cache_info()
+    assert info["family_plans"] == 3  # seeds 2, 3 and 4, the forward's plan each
+    assert (info["misses"], info["entries"], info["evictions"]) == (4, 2, 2)
+    cache_of(0)  # no cache, no family: every plan made afresh
+    for seed in (2, 4):
+        fresh = ioattn.attention(q, k, v, mask=ioattn.Mask("random:0.05", (n, n), seed=seed),
+                                 schedule="fused")
+        np.testing.assert_array_equal(fresh, out[seed])
+    assert ioattn.plan_cache_info()["family_plans"] == 0

@@ -3,7 +3,8 @@
 // rebuilt), other shapes, seeds or contents are misses, the least recently used entry is
 // evicted beyond the capacity, a request require_memory would refuse drops every entry
 // first, capacity 0 turns the cache off, and attention over a cached
-// support equals attention over one built afresh, bitwise.
+// support equals attention over one built afresh, bitwise. A spec drawn with another seed is
+// planned by its family's decision, as a fresh planning of it plans, and computes alike.
 
 #include "kernel_case.hpp"
 #include "scoped_env.hpp"
@@ -11,8 +12,10 @@
 #include <ioattn/attention.hpp>
 #include <ioattn/error.hpp>
 #include <ioattn/resources.hpp>
+#include <ioattn/sparse/forward.hpp>
 #include <ioattn/sparse/pattern.hpp>
 #include <ioattn/sparse/support_cache.hpp>
+#include <ioattn/sparse/variants.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -159,6 +162,56 @@ TEST_CASE("attention over a cached support equals one built afresh, bitwise", "[
     CHECK(cached.o == plain.o);
     CHECK(cached.lse == plain.lse);
     CHECK(warm.o == plain.o);
+}
+
+TEST_CASE("a spec drawn with another seed is planned by its family's decision", "[cache]") {
+    const FreshCache fresh(8);
+    const ioattn::Problem p = sp::test::kernel_shape(1, 640, 640, 16);
+    const auto& ample = sp::test::kAmple;
+    for (const std::string spec : {"random:0.05", "window:8+random:0.01", "bigbird:8:1:2"}) {
+        for (const ioattn::Pass pass : {ioattn::Pass::forward, ioattn::Pass::backward}) {
+            CAPTURE(spec, pass == ioattn::Pass::forward);
+            cache::clear();
+            const auto first = cache::pattern(spec, p.n_q, p.n_k, 1);
+            const auto second = cache::pattern(spec, p.n_q, p.n_k, 2);
+            REQUIRE(first->family() != nullptr);
+            CHECK(first->family() == second->family());
+            CHECK(*first != *second);
+            (void)sp::plan_variants<float>(p, *first, ample, pass); // fresh: the decision kept
+            CHECK(cache::stats().family_plans == 0);
+            const auto decided = sp::plan_variants<float>(p, *second, ample, pass);
+            CHECK(cache::stats().family_plans == 1);
+            // the plan a fresh planning of the second structure makes, outside any family
+            const sp::Support alone = sp::parse_pattern(spec, p.n_q, p.n_k, 2);
+            REQUIRE(alone.family() == nullptr);
+            const auto planned = sp::plan_variants<float>(p, alone, ample, pass);
+            CHECK(decided.tile == planned.tile);
+            CHECK(decided.variant == planned.variant);
+            CHECK(decided.inner == planned.inner);
+            CHECK(decided.tile_pairs == planned.tile_pairs);
+            CHECK(decided.element_pairs == planned.element_pairs);
+            CHECK(decided.tile_blocks == planned.tile_blocks);
+            CHECK(decided.element_blocks == planned.element_blocks);
+            CHECK(decided.split_blocks == planned.split_blocks);
+            CHECK(decided.element == planned.element);
+            CHECK(cache::stats().family_plans == 1);
+            if (pass == ioattn::Pass::forward) { // and computes as it does, bitwise
+                sp::test::Case<float> a(p, 4), b(p, 4);
+                ioattn::NullCounter none;
+                sp::forward(a.forward(), *second, decided, ample, none);
+                sp::forward(b.forward(), alone, planned, ample, none);
+                CHECK(a.o == b.o);
+                CHECK(a.lse == b.lse);
+            }
+        }
+    }
+    // another shape, spec or seedless call has a family of its own; clear() forgets them
+    const auto a = cache::pattern("random:0.05", 640, 640, 1);
+    CHECK(cache::pattern("random:0.05", 640, 641, 1)->family() != a->family());
+    CHECK(cache::pattern("random:0.06", 640, 640, 1)->family() != a->family());
+    cache::clear();
+    CHECK(cache::stats().family_plans == 0);
+    CHECK(cache::pattern("random:0.05", 640, 640, 3)->family() != a->family());
 }
 
 TEST_CASE("content_hash depends on the shape and every index", "[cache]") {

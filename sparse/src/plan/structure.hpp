@@ -61,6 +61,10 @@ struct CostModel {
     }
 };
 
+/// The model's constants for a pass (variant_plan.cpp): a tile column costs 6 forward and 30
+/// backward, lanes come in groups of 16 rows.
+CostModel cost_model(Pass pass);
+
 /// Omega = tile + element (disjoint), cut by blocks of `rows` consecutive rows, and how many
 /// blocks have only tile pairs, only element pairs, or both; `cost` is the model's estimate.
 struct Split {

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <string>
 
 namespace ioattn::sparse::detail {
 
@@ -50,6 +51,33 @@ VariantPlan plan_fresh(const Problem& p,
                        Pass pass,
                        std::optional<Variant> force,
                        std::optional<Tiling> tile);
+
+/// Completes `plan` (pass, planned_for, tile at the chosen height and element tiling set) from
+/// the split chosen for it on `support` (or on `reordered` under `orders`), with its estimate
+/// (plan_parts.cpp): the parts built once, the variant, the counts, the widened element tiling.
+template <typename Scalar>
+void finish_plan(VariantPlan& plan,
+                 Split split,
+                 Orders orders,
+                 std::shared_ptr<const Support> reordered,
+                 double estimate,
+                 const Problem& p,
+                 const Support& support,
+                 const MemoryModel& memory,
+                 std::optional<Variant> force);
+
+/// plan_variants' plan of a structure of a family (Support::family) planned before: the
+/// decision the family keeps for `key` (its tile height and how its pairs split), applied to
+/// `support`'s own pairs, when there is one for a structure of about as many pairs; else
+/// plan_fresh, whose decision the family then keeps (family_plan.cpp).
+template <typename Scalar>
+VariantPlan plan_by_family(const Problem& p,
+                           const Support& support,
+                           const MemoryModel& memory,
+                           Pass pass,
+                           std::optional<Variant> force,
+                           std::optional<Tiling> tile,
+                           const std::string& key);
 
 /// The parts of a plan made by plan_variants for `pass`; throws InvalidArgument naming `where`
 /// for a plan without parts or for the other pass.

@@ -4,9 +4,11 @@
 // tile.rows by the cost model (structure.hpp), on the original structure and, when
 // find_orders gives one, on the reordered structure plus the cost of the copies; the cheapest
 // estimate wins. Under a tuned tiling the tile height is chosen too: the tuned one, one less
-// or half, priced with a cost per tile column, by kHeightGain. The variant of the plan is what
-// its parts need: tile (no element pair), element (no tile pair), split, or permuted around
-// one of those.
+// or half, priced with a cost per tile column, by kHeightGain (each other height first
+// estimated on a sample of rows: sampled_time.cpp). The variant of the plan is what its parts
+// need: tile (no element pair), element (no tile pair), split, or permuted around one of
+// those (finish_plan, plan_parts.cpp). A structure of a family planned before is planned by
+// the family's decision (family_plan.cpp).
 // Cost model (relative time units, fitted to the kernels' rates: structure.hpp): a tile entry
 // (query lane x key, masked or not) 1, an element pair 9, a gathered K/V row 16, a reordered
 // row of one operand 22, a tile column 6 (forward) or 30 (backward); a split must undercut the
@@ -51,6 +53,15 @@ Variant parse_variant(std::string_view text) {
                           "' (expected tile, element, split or permuted)");
 }
 
+detail::CostModel detail::cost_model(Pass pass) {
+    CostModel cm;
+    // per tile column (structure.hpp): fitted per pass, the backward's passes over a key
+    // block's query rows cost more per row than the forward's per key
+    cm.tile_column = pass == Pass::forward ? 6.0 : 30.0;
+    cm.lane_group = 16; // both passes' tiles stagger by 16-row groups (staggered_*.hpp)
+    return cm;
+}
+
 namespace {
 
 /// The factor by which another tile height's estimate must undercut the tuned height's.
@@ -67,15 +78,6 @@ constexpr std::int64_t kSampleStride = 4;
 /// the suite's patterns and a few more (N = 16384 and 32768, both passes, 106 cases) were within
 /// 0.82-1.04 of the whole prices' ratios (an estimate too low only costs the whole price).
 constexpr double kSampleSkip = 1.05;
-
-detail::CostModel cost_model(Pass pass) {
-    detail::CostModel cm;
-    // per tile column (structure.hpp): fitted per pass, the backward's passes over a key
-    // block's query rows cost more per row than the forward's per key
-    cm.tile_column = pass == Pass::forward ? 6.0 : 30.0;
-    cm.lane_group = 16; // both passes' tiles stagger by 16-row groups (staggered_*.hpp)
-    return cm;
-}
 
 /// The best split for the pass of a support `view` already in the pass's orientation (s
 /// forward, s^T backward), priced: blocks of its rows. Its parts are built for the winning
@@ -115,38 +117,6 @@ detail::Split best_split(const Support& s,
     if (force == Variant::tile || force == Variant::element)
         return detail::split_all(view, rows, force == Variant::tile, cm, false);
     return best_split_of(view, rows, cm, force.has_value(), pass == Pass::forward ? seen : nullptr);
-}
-
-/// The parts of a split best_split priced on s, in Omega's orientation; a part that is all of s
-/// is not built (the plan's runners read s itself: VariantParts::whole).
-detail::VariantParts::Whole
-build_parts(detail::Split& split, const Support& s, std::int64_t rows, Pass pass) {
-    using Whole = detail::VariantParts::Whole;
-    switch (split.kind) {
-    case detail::Split::Kind::all_tiles:
-        split.element = Support::none(s.n_q(), s.n_k());
-        return Whole::tile;
-    case detail::Split::Kind::all_element:
-        split.tile = Support::none(s.n_q(), s.n_k());
-        return Whole::element;
-    case detail::Split::Kind::fill:
-        break;
-    }
-    const bool fwd = pass == Pass::forward;
-    detail::split_parts(split, fwd ? s : s.transposed(), rows);
-    if (!fwd) { // parts back in Omega's orientation
-        Support tile = split.tile.transposed();
-        Support element = split.element.transposed();
-        split.tile = std::move(tile);
-        split.element = std::move(element);
-    }
-    return Whole::none;
-}
-
-Variant variant_of(const detail::PartsView& s) {
-    if (s.element.z_qk() == 0)
-        return Variant::tile;
-    return s.tile.z_qk() == 0 ? Variant::element : Variant::split;
 }
 
 /// Rows copied by the reordering (the cost model's unit), per head.
@@ -288,7 +258,7 @@ VariantPlan detail::plan_fresh(const Problem& p,
     plan.planned_for = memory.fast_words;
     plan.tile = tile ? *tile : tuned_tiling(Schedule::fused, memory, p, pass);
     plan.element = element_tiling<Scalar>(p, memory, pass);
-    const detail::CostModel cm = cost_model(pass);
+    const detail::CostModel cm = detail::cost_model(pass);
     Candidate best = candidate(p, support, plan.tile.rows, pass, cm, force, true);
     // --- the tile height: the tuned one, one less (blocks of L - 1 keys: strided:L's own keys
     // once its summary keys are gathered), or half (narrow bands mask less of each tile),
@@ -326,31 +296,15 @@ VariantPlan detail::plan_fresh(const Problem& p,
         if (plan.tile.rows != tuned)
             best = std::move(priced);
     }
-    detail::Split& split = best.split; // the winner's parts, built once
-    auto parts = std::make_shared<detail::VariantParts>();
-    if (!best.orders.identity())
-        parts->reordered = best.reordered;
-    parts->whole =
-        build_parts(split, parts->reordered ? *parts->reordered : support, plan.tile.rows, pass);
-    parts->orders = std::move(best.orders);
-    parts->tile = std::move(split.tile);
-    parts->element = std::move(split.element);
-    const detail::PartsView view = detail::view_of(*parts, support);
-    plan.rows_reordered = !parts->orders.rows.empty();
-    plan.keys_reordered = !parts->orders.keys.empty();
-    plan.inner = variant_of(view);
-    plan.variant =
-        force == Variant::permuted || !parts->orders.identity() ? Variant::permuted : plan.inner;
-    plan.tile_blocks = split.tile_blocks;
-    plan.element_blocks = split.element_blocks;
-    plan.split_blocks = split.split_blocks;
-    plan.tile_pairs = view.tile.z_qk();
-    plan.element_pairs = view.element.z_qk();
-    plan.element =
-        detail::widened_element_tiling<Scalar>(p, view.element, plan.element, memory, pass);
-    plan.estimate = best.time;
-    plan.parts = std::move(parts);
-    plan.element_in_tiles = detail::fused_split<Scalar>(p, view, plan, memory);
+    detail::finish_plan<Scalar>(plan,
+                                std::move(best.split),
+                                std::move(best.orders),
+                                std::move(best.reordered),
+                                best.time,
+                                p,
+                                support,
+                                memory,
+                                force);
     return plan;
 }
 
@@ -386,7 +340,7 @@ VariantPlan plan_variants(const Problem& problem,
                             (tile ? number(tile->rows) + number(tile->cols) : std::string("tuned"));
     const auto kept = support.cached_value(key, [&] {
         return std::make_shared<const VariantPlan>(
-            detail::plan_fresh<Scalar>(p, support, memory, pass, force, tile));
+            detail::plan_by_family<Scalar>(p, support, memory, pass, force, tile, key));
     });
     return *std::static_pointer_cast<const VariantPlan>(kept);
 }

@@ -80,8 +80,20 @@ struct Support::Cache {
         element_panels_kept; ///< rows, P
     std::mutex values_mutex;
     std::vector<std::pair<std::string, std::shared_ptr<const void>>>
-        values; ///< least recently used first
+        values;                            ///< least recently used first
+    std::shared_ptr<SupportFamily> family; ///< under values_mutex
 };
+
+std::shared_ptr<SupportFamily> Support::family() const {
+    const std::lock_guard<std::mutex> lock(cache_->values_mutex);
+    return cache_->family;
+}
+
+void Support::join_family(std::shared_ptr<SupportFamily> f) const {
+    const std::lock_guard<std::mutex> lock(cache_->values_mutex);
+    if (cache_->family == nullptr)
+        cache_->family = std::move(f);
+}
 
 std::shared_ptr<Support::Cache> Support::make_cache() {
     return std::make_shared<Cache>();

@@ -9,6 +9,7 @@
 // Tests: tests/sparse/support_cache_test.cpp
 
 #include "patterns/pattern_util.hpp"
+#include "support/family.hpp"
 #include "support/index_pool.hpp"
 
 #include <ioattn/error.hpp>
@@ -40,11 +41,23 @@ struct SpecKey {
     bool operator==(const SpecKey&) const = default;
 };
 
+/// A family: a spec at a shape, whatever its seed.
+struct FamilyKey {
+    std::string spec;
+    std::int64_t n_q;
+    std::int64_t n_k;
+
+    bool operator==(const FamilyKey&) const = default;
+};
+
 struct Entry {
     std::shared_ptr<const Support> support;
     std::optional<std::uint64_t> hash; ///< none: built from a spec, never hashed
     std::vector<SpecKey> specs;
 };
+
+/// The structures of one family (a spec and shape, any seed) the cache keeps, the most recent.
+constexpr std::size_t kFamilyKept = 2;
 
 /// IOATTN_PLAN_CACHE_SIZE, or kDefaultCapacity when unset or empty.
 std::size_t capacity_from_environment() {
@@ -81,6 +94,7 @@ public:
     /// Keeps `s` (or the equal support kept meanwhile) under `hash` and, if given, `key`.
     std::shared_ptr<const Support>
     keep(std::shared_ptr<const Support> s, std::optional<std::uint64_t> hash, const SpecKey* key) {
+        std::list<Entry> dropped; // freed after the lock is released
         const std::lock_guard lock(mutex_);
         ++stats_.misses;
         if (capacity_ == 0)
@@ -92,8 +106,10 @@ public:
         } else {
             list_.splice(list_.begin(), list_, it);
         }
-        if (key != nullptr)
+        if (key != nullptr) {
             it->specs.push_back(*key);
+            trim_family(*key, dropped);
+        }
         trim();
         return list_.front().support;
     }
@@ -113,6 +129,7 @@ public:
         Stats s = stats_;
         s.entries = list_.size();
         s.capacity = capacity_;
+        s.family_plans = detail::family_plans().load();
         return s;
     }
 
@@ -125,7 +142,26 @@ public:
     void clear() {
         const std::lock_guard lock(mutex_);
         list_.clear();
+        families_.clear();
         stats_ = {};
+        detail::family_plans() = 0;
+    }
+
+    /// The family of `spec` at this shape (any seed), made when there is none; at most
+    /// capacity of them, the least recently used dropped (a support keeps its own).
+    std::shared_ptr<SupportFamily>
+    family(const std::string& spec, std::int64_t n_q, std::int64_t n_k) {
+        const std::lock_guard lock(mutex_);
+        const FamilyKey key{spec, n_q, n_k};
+        for (auto it = families_.begin(); it != families_.end(); ++it)
+            if (it->first == key) {
+                families_.splice(families_.begin(), families_, it);
+                return families_.front().second;
+            }
+        families_.emplace_front(key, std::make_shared<SupportFamily>());
+        while (families_.size() > capacity_)
+            families_.pop_back();
+        return families_.front().second;
     }
 
     /// Drops every entry (counted as evictions), freed after the lock is released, and then
@@ -135,10 +171,12 @@ public:
     /// make a call fail.
     void release() noexcept {
         std::list<Entry> dropped;
+        std::list<std::pair<FamilyKey, std::shared_ptr<SupportFamily>>> families;
         {
             const std::lock_guard lock(mutex_);
             stats_.evictions += list_.size();
             dropped.swap(list_);
+            families.swap(families_);
         }
         dropped.clear();
         detail::release_index_arrays();
@@ -173,6 +211,27 @@ private:
         return list_.front().support;
     }
 
+    /// Moves to `dropped` the structures of key's family (its spec and shape, any seed) past the
+    /// kFamilyKept most recently used: a spec drawn with a new seed every step (a mask per
+    /// training step) would fill the cache with structures no call finds again, and hold their
+    /// index arrays, which the next structure's build reuses once they are let go
+    /// (index_pool.hpp) instead of having fresh pages faulted in and zeroed (a quarter of
+    /// bigbird:64:2:3's drawn step at N = 16384).
+    void trim_family(const SpecKey& key, std::list<Entry>& dropped) {
+        std::size_t seen = 0;
+        for (auto it = list_.begin(); it != list_.end();) {
+            const bool same = std::ranges::any_of(it->specs, [&](const SpecKey& k) {
+                return k.spec == key.spec && k.n_q == key.n_q && k.n_k == key.n_k;
+            });
+            auto next = std::next(it);
+            if (same && ++seen > kFamilyKept) {
+                dropped.splice(dropped.end(), list_, it);
+                ++stats_.evictions;
+            }
+            it = next;
+        }
+    }
+
     void trim() {
         while (list_.size() > capacity_) {
             list_.pop_back();
@@ -182,6 +241,7 @@ private:
 
     std::mutex mutex_;
     std::list<Entry> list_;
+    std::list<std::pair<FamilyKey, std::shared_ptr<SupportFamily>>> families_; ///< MRU first
     std::size_t capacity_;
     Stats stats_;
 };
@@ -252,8 +312,10 @@ pattern(std::string_view spec, std::int64_t n_q, std::int64_t n_k, std::uint64_t
         if (auto s = c.find(key))
             return s;
     auto s = std::make_shared<const Support>(parse_pattern(spec, n_q, n_k, seed));
-    if (by_spec) // found again by its spec; a content lookup compares it without a hash
+    if (by_spec) { // found again by its spec; a content lookup compares it without a hash
+        s->join_family(c.family(key.spec, n_q, n_k));
         return c.keep(std::move(s), std::nullopt, &key);
+    }
     const std::uint64_t h = content_hash(n_q, n_k, s->row_offsets(), s->col_indices());
     if (auto kept = c.find(h, n_q, n_k, s->row_offsets(), s->col_indices()))
         return kept;

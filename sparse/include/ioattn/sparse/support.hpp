@@ -14,6 +14,8 @@
 
 namespace ioattn::sparse {
 
+struct SupportFamily;
+
 namespace detail {
 struct BlockKeys;
 struct ElementPanels;
@@ -145,6 +147,16 @@ public:
     /// support's CSR order (built on first use, O(n_k + Z_QK), and kept; thread-safe): how the
     /// materializing backward walks its stored P and dS column by column.
     [[nodiscard]] std::span<const std::int64_t> transposed_positions() const;
+
+    /// The family of this structure: the spec and shape support_cache::pattern drew it from,
+    /// whatever the seed (null for a structure given as arrays or not drawn through the cache).
+    /// The variant planner keeps its decisions there for the family's next structure: a random
+    /// mask drawn afresh every step is planned by its family's decision, not priced again.
+    [[nodiscard]] std::shared_ptr<SupportFamily> family() const;
+
+    /// Makes `f` this structure's family (and its copies'), if it has none yet; what
+    /// support_cache::pattern does.
+    void join_family(std::shared_ptr<SupportFamily> f) const;
 
     /// Same shape and same allowed pairs.
     bool operator==(const Support& other) const {

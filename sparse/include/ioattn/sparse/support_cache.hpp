@@ -15,9 +15,19 @@
 /// last user lets it go. When a request for memory would be refused (ioattn::require_memory), every entry is
 /// dropped first (ioattn::on_memory_pressure), so masks kept for reuse never make a call fail.
 ///
+/// A support built from a spec joins its family (Support::family): the spec and shape, whatever
+/// the seed; at most capacity() families are kept, each with the variant planner's decisions
+/// (at most 16) for the family's next structure. A seeded spec drawn afresh every step (a new
+/// random mask per training step) is then planned by the decision taken for the first one: the
+/// same tile height and split of its pairs (every pair through tiles, every pair element by
+/// element, or a split priced at that height), built for its own pairs; a decision is taken
+/// again when its structure's pair count is more than 5% off the first's. The cache keeps the
+/// two most recently used structures of a family (a mask drawn every step is not asked for
+/// again, and its freed arrays are the next one's: index_pool.hpp).
+///
 /// Capacity: the environment variable IOATTN_PLAN_CACHE_SIZE (a count >= 0) when the cache is
 /// first used, else kDefaultCapacity; set_capacity changes it at any time; 0 turns the cache
-/// off (every call builds its support afresh, as without it).
+/// off (every call builds its support afresh, as without it, and no family is kept).
 
 #include <ioattn/sparse/support.hpp>
 
@@ -61,6 +71,9 @@ struct Stats {
     std::size_t evictions = 0; ///< entries dropped for capacity
     std::size_t entries = 0;   ///< entries kept now
     std::size_t capacity = 0;  ///< the most entries kept
+    /// plans made from a family's decision (Support::family): a structure drawn afresh from a
+    /// spec already planned at its shape, with another seed
+    std::size_t family_plans = 0;
 };
 
 Stats stats();
@@ -72,7 +85,7 @@ std::size_t capacity();
 /// the cache off.
 void set_capacity(std::size_t n);
 
-/// Drops every entry and zeroes the counts (the capacity stays).
+/// Drops every entry and family and zeroes the counts (the capacity stays).
 void clear();
 
 } // namespace ioattn::sparse::support_cache

@@ -1,0 +1,101 @@
+// ioattn::sparse::detail::finish_plan: a variant plan completed from the split its planner chose
+// (plan_fresh, or plan_by_family for a structure of a family already planned): the split's
+// parts built in Omega's orientation (none for a part that is every pair), the variant, the
+// counts, the element tiling widened within M and the split's fused element rows.
+// Tests: tests/sparse/variants_test.cpp
+
+#include "plan/variant_parts.hpp"
+
+#include <ioattn/kernels/instantiate.hpp>
+
+#include <memory>
+#include <utility>
+
+namespace ioattn::sparse {
+
+namespace {
+
+/// The parts of a split priced on s, in Omega's orientation; a part that is all of s is not
+/// built (the plan's runners read s itself: VariantParts::whole).
+detail::VariantParts::Whole
+build_parts(detail::Split& split, const Support& s, std::int64_t rows, Pass pass) {
+    using Whole = detail::VariantParts::Whole;
+    switch (split.kind) {
+    case detail::Split::Kind::all_tiles:
+        split.element = Support::none(s.n_q(), s.n_k());
+        return Whole::tile;
+    case detail::Split::Kind::all_element:
+        split.tile = Support::none(s.n_q(), s.n_k());
+        return Whole::element;
+    case detail::Split::Kind::fill:
+        break;
+    }
+    const bool fwd = pass == Pass::forward;
+    detail::split_parts(split, fwd ? s : s.transposed(), rows);
+    if (!fwd) { // parts back in Omega's orientation
+        Support tile = split.tile.transposed();
+        Support element = split.element.transposed();
+        split.tile = std::move(tile);
+        split.element = std::move(element);
+    }
+    return Whole::none;
+}
+
+Variant variant_of(const detail::PartsView& s) {
+    if (s.element.z_qk() == 0)
+        return Variant::tile;
+    return s.tile.z_qk() == 0 ? Variant::element : Variant::split;
+}
+
+} // namespace
+
+template <typename Scalar>
+void detail::finish_plan(VariantPlan& plan,
+                         Split split,
+                         Orders orders,
+                         std::shared_ptr<const Support> reordered,
+                         double estimate,
+                         const Problem& p,
+                         const Support& support,
+                         const MemoryModel& memory,
+                         std::optional<Variant> force) {
+    const Pass pass = plan.pass;
+    auto parts = std::make_shared<VariantParts>();
+    if (!orders.identity())
+        parts->reordered = std::move(reordered);
+    parts->whole =
+        build_parts(split, parts->reordered ? *parts->reordered : support, plan.tile.rows, pass);
+    parts->orders = std::move(orders);
+    parts->tile = std::move(split.tile);
+    parts->element = std::move(split.element);
+    const PartsView view = view_of(*parts, support);
+    plan.rows_reordered = !parts->orders.rows.empty();
+    plan.keys_reordered = !parts->orders.keys.empty();
+    plan.inner = variant_of(view);
+    plan.variant =
+        force == Variant::permuted || !parts->orders.identity() ? Variant::permuted : plan.inner;
+    plan.tile_blocks = split.tile_blocks;
+    plan.element_blocks = split.element_blocks;
+    plan.split_blocks = split.split_blocks;
+    plan.tile_pairs = view.tile.z_qk();
+    plan.element_pairs = view.element.z_qk();
+    plan.element = widened_element_tiling<Scalar>(p, view.element, plan.element, memory, pass);
+    plan.estimate = estimate;
+    plan.parts = std::move(parts);
+    plan.element_in_tiles = fused_split<Scalar>(p, view, plan, memory);
+}
+
+#define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template void detail::finish_plan<Scalar>(VariantPlan&,                                        \
+                                              Split,                                               \
+                                              Orders,                                              \
+                                              std::shared_ptr<const Support>,                      \
+                                              double,                                              \
+                                              const Problem&,                                      \
+                                              const Support&,                                      \
+                                              const MemoryModel&,                                  \
+                                              std::optional<Variant>);
+IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
+#undef IOATTN_INSTANTIATE
+
+} // namespace ioattn::sparse
