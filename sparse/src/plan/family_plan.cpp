@@ -64,12 +64,8 @@ VariantPlan plan_decided(const Problem& p,
                          Pass pass,
                          std::optional<Tiling> tile,
                          const Decision& d) {
-    VariantPlan plan;
-    plan.pass = pass;
-    plan.planned_for = memory.fast_words;
-    plan.tile = tile ? *tile : tuned_tiling(Schedule::fused, memory, p, pass);
+    VariantPlan plan = detail::start_plan<Scalar>(p, memory, pass, tile);
     plan.tile.rows = d.rows;
-    plan.element = element_tiling<Scalar>(p, memory, pass);
     const Support& view = pass == Pass::forward ? s : s.transposed();
     const std::int64_t blocks = (view.n_q() + d.rows - 1) / d.rows;
     detail::Split split;

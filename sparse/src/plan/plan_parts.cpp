@@ -50,6 +50,19 @@ Variant variant_of(const detail::PartsView& s) {
 } // namespace
 
 template <typename Scalar>
+VariantPlan detail::start_plan(const Problem& p,
+                               const MemoryModel& memory,
+                               Pass pass,
+                               const std::optional<Tiling>& tile) {
+    VariantPlan plan;
+    plan.pass = pass;
+    plan.planned_for = memory.fast_words;
+    plan.tile = tile ? *tile : tuned_tiling(Schedule::fused, memory, p, pass);
+    plan.element = element_tiling<Scalar>(p, memory, pass);
+    return plan;
+}
+
+template <typename Scalar>
 void detail::finish_plan(VariantPlan& plan,
                          Split split,
                          Orders orders,
@@ -86,6 +99,8 @@ void detail::finish_plan(VariantPlan& plan,
 }
 
 #define IOATTN_INSTANTIATE(Scalar)                                                                 \
+    template VariantPlan detail::start_plan<Scalar>(                                               \
+        const Problem&, const MemoryModel&, Pass, const std::optional<Tiling>&);                   \
     template void detail::finish_plan<Scalar>(VariantPlan&,                                        \
                                               Split,                                               \
                                               Orders,                                              \

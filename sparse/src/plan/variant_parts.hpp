@@ -52,6 +52,14 @@ VariantPlan plan_fresh(const Problem& p,
                        std::optional<Variant> force,
                        std::optional<Tiling> tile);
 
+/// A plan before its choice: the pass, M, the given tiling or the tuned one, the element
+/// tiling (plan_parts.cpp).
+template <typename Scalar>
+VariantPlan start_plan(const Problem& p,
+                       const MemoryModel& memory,
+                       Pass pass,
+                       const std::optional<Tiling>& tile);
+
 /// Completes `plan` (pass, planned_for, tile at the chosen height and element tiling set) from
 /// the split chosen for it on `support` (or on `reordered` under `orders`), with its estimate
 /// (plan_parts.cpp): the parts built once, the variant, the counts, the widened element tiling.

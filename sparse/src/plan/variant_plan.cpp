@@ -253,11 +253,7 @@ VariantPlan detail::plan_fresh(const Problem& p,
                                Pass pass,
                                std::optional<Variant> force,
                                std::optional<Tiling> tile) {
-    VariantPlan plan;
-    plan.pass = pass;
-    plan.planned_for = memory.fast_words;
-    plan.tile = tile ? *tile : tuned_tiling(Schedule::fused, memory, p, pass);
-    plan.element = element_tiling<Scalar>(p, memory, pass);
+    VariantPlan plan = detail::start_plan<Scalar>(p, memory, pass, tile);
     const detail::CostModel cm = detail::cost_model(pass);
     Candidate best = candidate(p, support, plan.tile.rows, pass, cm, force, true);
     // --- the tile height: the tuned one, one less (blocks of L - 1 keys: strided:L's own keys
