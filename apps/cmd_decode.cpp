@@ -143,9 +143,10 @@ void register_decode(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--chunk", o->chunk, "Keys per chunk (0: the library's)")
         ->capture_default_str();
-    cmd->add_option("--dtype",
-                    o->dtype,
-                    "Cache type: float, double, bf16 or fp16 (IEEE half; queries: float)")
+    cmd->add_option(
+           "--dtype",
+           o->dtype,
+           "Cache type: float, double, bf16 or fp16 (IEEE half); bf16 queries are bf16 values")
         ->check(CLI::IsMember({"float", "double", "bf16", "fp16"}))
         ->capture_default_str();
     cmd->add_flag("--check", o->check, "Compare with ioattn::attention in double");

@@ -84,9 +84,14 @@ struct DecodeData {
         v = cache_of(cache_words, c.seed + 2);
     }
 
+    /// Uniform queries; with a bf16 cache, bf16 values as a bf16 model's queries are (the
+    /// products then run in bf16 where the CPU has AVX512_BF16: decode.cpp).
     static void fill(std::vector<Scalar>& x, std::uint64_t seed) {
         if constexpr (std::is_same_v<Scalar, float> || std::is_same_v<Scalar, double>)
             measure::fill_uniform(x, seed);
+        if constexpr (std::is_same_v<Scalar, float> && std::is_same_v<Cache, bf16>)
+            for (float& e : x)
+                e = static_cast<float>(bf16(e));
     }
 
     static std::vector<Cache> cache_of(std::size_t n, std::uint64_t seed) {

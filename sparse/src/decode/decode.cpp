@@ -9,6 +9,7 @@
 #include <ioattn/bf16.hpp>
 #include <ioattn/decode.hpp>
 #include <ioattn/fp16.hpp>
+#include <ioattn/isa.hpp>
 #include <ioattn/kernels/dispatch.hpp>
 #include <ioattn/kernels/instantiate.hpp>
 #include <ioattn/kernels/workspace.hpp>
@@ -16,8 +17,14 @@
 
 #define IOATTN_TARGET_DECLARATIONS "decode/decode_kernels.hpp"
 #include <ioattn/kernels/declare_targets.inc>
+#if defined(IOATTN_BUILT_AVX512BF16) && !defined(IOATTN_SINGLE_ISA)
+#define IOATTN_TARGET_NS isa_avx512bf16 // its decode_chunks<float, bf16, NullCounter>
+#include "decode/decode_kernels.hpp"
+#undef IOATTN_TARGET_NS
+#endif
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <iterator>
@@ -29,12 +36,35 @@ namespace ioattn {
 
 namespace {
 
+/// Whether every word of the queries is a bf16 value (its low 16 bits zero): then the
+/// avx512bf16 target's chunk kernel multiplies them in bf16 with nothing rounded.
+bool decode_q_in_bf16(const TensorView<const float>& q, const DecodeShape& s) {
+    for (std::int64_t b = 0; b < s.batch; ++b)
+        for (std::int64_t h = 0; h < s.heads; ++h)
+            for (std::int64_t i = 0; i < s.n_new; ++i) {
+                const float* row = q.row(b, h, i);
+                for (std::int64_t x = 0; x < s.d; ++x)
+                    if ((std::bit_cast<std::uint32_t>(row[x]) & 0xFFFFU) != 0)
+                        return false;
+            }
+    return true;
+}
+
 template <typename Scalar, typename Cache, typename Counter>
 void run_chunks(const DecodeArgs<Scalar, Cache>& args,
                 const DecodePlan& plan,
                 Scalar* partials,
                 Counter& counter) {
     using namespace sparse; // the targets' namespaces
+#if defined(IOATTN_BUILT_AVX512BF16) && !defined(IOATTN_SINGLE_ISA)
+    // a bf16 cache and queries exact in bf16: S = Q K^T on the bf16 words (vdpbf16ps), 1.16x
+    // in L3 (decode_chunks.cpp)
+    if constexpr (std::is_same_v<Scalar, float> && std::is_same_v<Cache, bf16> &&
+                  std::is_same_v<Counter, NullCounter>)
+        if (bf16_kernels_native() && decode_q_in_bf16(args.q, plan.shape))
+            return isa_avx512bf16::decode_chunks<float, bf16, NullCounter>(
+                args, plan, partials, counter);
+#endif
     IOATTN_DISPATCH(Counter, decode_chunks<Scalar, Cache, Counter>(args, plan, partials, counter));
 }
 

@@ -149,6 +149,42 @@ inline Vec<T> block_scores(const T* q, const C* const* k, std::int64_t d) {
     return transpose_sums<T, NR * KB>(acc);
 }
 
+#if defined(IOATTN_TARGET_AVX512BF16)
+/// block_scores of bf16 query rows against a bf16 cache with vdpbf16ps: lane r KB + t =
+/// q[r] . k[t] (KB = 4), 32 words of a row per instruction, no widening. Each product of two
+/// bf16 words is exact in fp32 and the sums are fp32, in pairs of words (word 2i + 1, then 2i,
+/// each add rounded to nearest even); bf16 subnormal words count as 0 (the instruction's DAZ).
+/// A row's tail of d mod 32 words is a masked load (nothing past a row is read).
+template <int NR>
+inline Vec<float> block_scores_bf16(const bf16* q, const bf16* const* k, std::int64_t d) {
+    constexpr int KB = 4;
+    static_assert(NR * KB <= 16);
+    Vec<float> acc[static_cast<std::size_t>(NR * KB)] = {};
+    const auto step = [&](std::int64_t x, __mmask32 keep) {
+        __m512i kv[KB];
+        IOATTN_ELEMENT_UNROLL
+        for (int t = 0; t < KB; ++t)
+            kv[t] = _mm512_maskz_loadu_epi16(keep, k[t] + x);
+        IOATTN_ELEMENT_UNROLL
+        for (int r = 0; r < NR; ++r) {
+            const __m512i qv = _mm512_maskz_loadu_epi16(keep, q + r * d + x);
+            IOATTN_ELEMENT_UNROLL
+            for (int t = 0; t < KB; ++t)
+                acc[r * KB + t] =
+                    kernels::as<Vec<float>>(_mm512_dpbf16_ps(kernels::as<__m512>(acc[r * KB + t]),
+                                                             kernels::as<__m512bh>(qv),
+                                                             kernels::as<__m512bh>(kv[t])));
+        }
+    };
+    std::int64_t x = 0;
+    for (; x + 32 <= d; x += 32)
+        step(x, ~__mmask32{0});
+    if (x < d)
+        step(x, static_cast<__mmask32>((std::uint64_t{1} << (d - x)) - 1));
+    return transpose_sums<float, NR * KB>(acc);
+}
+#endif
+
 /// The online softmax step of one row over a tile's scores s[0, kTile) (base 2; score i
 /// visible when bit i of `visible` is set, the rest ignored): m' = max(m, max s), alpha =
 /// 2^(m - m'), s <- 2^(s - m') (0 where hidden), l = alpha l + sum s. A row that has seen only -inf scores stays at P = 0 (m' = -inf is
