@@ -4,7 +4,8 @@
 // library's distributions.
 //   random:  per row, gaps between kept keys are geometric (skip = floor(log U / log(1-p))),
 //            which is exactly independent Bernoulli(p) per pair: O(n_q + Z_QK), chunks of rows
-//            in parallel (build_chunks).
+//            in parallel (build_chunks). The floor is geometric_skip's (fast_floors.hpp): the
+//            formula's, without a log1p call per pair.
 //   block:   per row block, one Bernoulli(p) per column block; rows copy the kept ranges,
 //            written in place in parallel (build_sized).
 //   bigbird: window + global per row, then r distinct keys from the rest by Floyd's
@@ -12,6 +13,7 @@
 //            rows in parallel.
 // Tests: tests/sparse/pattern_random_test.cpp
 
+#include "patterns/fast_floors.hpp"
 #include "patterns/parallel_rows.hpp"
 
 #include <ioattn/sparse/pattern.hpp>
@@ -58,7 +60,7 @@ Support pattern_random(std::int64_t n_q, std::int64_t n_k, double density, std::
     constexpr std::string_view kWhere = "ioattn::sparse::pattern_random";
     detail::check_shape(kWhere, n_q, n_k);
     check_density(kWhere, density);
-    const double log_keep = std::log1p(-density); // log(1 - p) < 0 for 0 < p < 1
+    const detail::GeometricSkip skip_of(std::log1p(-density)); // log(1 - p) < 0 for 0 < p < 1
     const auto row = [&](std::int64_t i, std::vector<std::int64_t>& cols) {
         if (density >= 1.0) {
             detail::append_range(cols, 0, n_k - 1, n_k);
@@ -70,7 +72,7 @@ Support pattern_random(std::int64_t n_q, std::int64_t n_k, double density, std::
         std::int64_t j = -1;
         for (;;) {
             // skip ~ Geometric(p): P(skip = s) = (1-p)^s p
-            const double skip = std::floor(std::log1p(-rng.uniform()) / log_keep);
+            const double skip = skip_of(rng.uniform());
             if (skip >= static_cast<double>(n_k - 1 - j))
                 break;
             j += static_cast<std::int64_t>(skip) + 1;

@@ -12,9 +12,11 @@
 //            number of pairs is avg_degree * n_q (computed exactly from prefix sums). Ranks are
 //            a seeded permutation of the indices (hubs anywhere); each row is sampled with the
 //            Miller-Hagberg skip over its keys in rank order (probabilities non-increasing),
-//            O(1 + its pairs) expected, then sorted. O(n_q log n_k + Z_QK log).
+//            O(1 + its pairs) expected, then sorted. O(n_q log n_k + Z_QK log). The floors of
+//            the skips and of the bisection's powers: fast_floors.hpp (the formulas' own).
 // Tests: tests/sparse/pattern_seeded_test.cpp
 
+#include "patterns/fast_floors.hpp"
 #include "patterns/parallel_rows.hpp"
 
 #include <ioattn/sparse/pattern.hpp>
@@ -84,9 +86,8 @@ double expected_pairs(double c, const std::vector<double>& w, const std::vector<
     double total = 0;
     for (const double wi : w) {
         const double a = c * wi; // keys with a u_t >= 1, i.e. (t + 1) <= a^(1/exponent)
-        const double cut = std::pow(a, 1.0 / kWeightExponent);
-        const std::int64_t full = std::clamp<std::int64_t>(
-            static_cast<std::int64_t>(std::floor(std::min(cut, 1e18))), 0, n_k);
+        static_assert(1.0 / kWeightExponent == 1.5); // cut = a^1.5: fast_floors.hpp
+        const std::int64_t full = std::clamp<std::int64_t>(detail::floor_of_power(a), 0, n_k);
         total += static_cast<double>(full) + a * (prefix[static_cast<std::size_t>(n_k)] -
                                                   prefix[static_cast<std::size_t>(full)]);
     }
@@ -210,7 +211,8 @@ pattern_powerlaw(std::int64_t n_q, std::int64_t n_k, double avg_degree, std::uin
             if (p <= 0.0)
                 break;
             if (p < 1.0) {
-                const double skip = std::floor(std::log1p(-rng.uniform()) / std::log1p(-p));
+                const double log_keep = std::log1p(-p);
+                const double skip = detail::geometric_skip(rng.uniform(), log_keep, 1.0 / log_keep);
                 if (skip >= static_cast<double>(n_k - t))
                     break;
                 t += static_cast<std::int64_t>(skip);

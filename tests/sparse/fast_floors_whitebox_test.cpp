@@ -1,0 +1,103 @@
+// Tests of the pattern builders' fast floors (sparse/src/patterns/fast_floors.hpp): log_unit is
+// within 2 ulp of std::log over (0, 1]; geometric_skip and floor_of_power equal their formulas
+// (floor(log1p(-u) / log_keep), floor(min(pow(a, 1.5), 1e18))) bit for bit, on random
+// arguments and on the arguments whose quotients lie within a few ulp of an integer, where
+// the fast quotient alone would floor to the wrong side.
+
+#include "patterns/fast_floors.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+
+namespace sp = ioattn::sparse;
+
+namespace {
+
+/// u = k 2^-53, as RowRng::uniform draws it.
+double unit(std::uint64_t k) {
+    return static_cast<double>(k) * 0x1.0p-53;
+}
+
+double skip_formula(double u, double log_keep) {
+    return std::floor(std::log1p(-u) / log_keep);
+}
+
+} // namespace
+
+TEST_CASE("log_unit is within 2 ulp of log for 0 < x <= 1", "[sparse][patterns]") {
+    std::mt19937_64 rng(7);
+    const auto check = [](double x) {
+        const double want = std::log(x), got = sp::detail::log_unit(x);
+        CAPTURE(x, want, got);
+        REQUIRE(std::abs(got - want) <= 2 * std::abs(want) * 0x1p-52);
+    };
+    check(1.0);
+    CHECK(sp::detail::log_unit(1.0) == 0.0);
+    for (int e = 1; e <= 1022; ++e) // the powers of two and their neighbours
+        for (const double x : {std::ldexp(1.0, -e), std::nextafter(std::ldexp(1.0, -e), 1.0)})
+            check(x);
+    for (int i = 0; i < 200000; ++i) {
+        check(1.0 - unit(rng() >> 11U)); // the builders' arguments
+        check(std::ldexp(0.5 + unit(rng() >> 11U) / 2, -static_cast<int>(rng() % 1000)));
+    }
+}
+
+TEST_CASE("geometric_skip is the formula's floor, also where the quotient is near an integer",
+          "[sparse][patterns]") {
+    std::mt19937_64 rng(11);
+    for (const double p : {0.02, 0.5, 0.999, 1e-3, 1e-9, 0.3}) {
+        const double log_keep = std::log1p(-p);
+        CAPTURE(p);
+        for (int i = 0; i < 100000; ++i) {
+            const double u = unit(rng() >> 11U);
+            REQUIRE(sp::detail::geometric_skip(u, log_keep, 1 / log_keep) ==
+                    skip_formula(u, log_keep));
+        }
+        // u where log1p(-u) / log_keep crosses the integer s: 1 - (1 - p)^s, and the grid
+        // points around it
+        for (std::int64_t s = 0; s < 3000; ++s) {
+            const double at = -std::expm1(static_cast<double>(s) * log_keep);
+            const auto k = static_cast<std::int64_t>(std::llround(at * 0x1p53));
+            for (std::int64_t dk = -4; dk <= 4; ++dk) {
+                if (k + dk < 0 || k + dk >= (std::int64_t{1} << 53))
+                    continue;
+                const double u = unit(static_cast<std::uint64_t>(k + dk));
+                CAPTURE(s, dk, u);
+                REQUIRE(sp::detail::geometric_skip(u, log_keep, 1 / log_keep) ==
+                        skip_formula(u, log_keep));
+            }
+        }
+    }
+    // a log_keep whose inverse overflows: the formula itself
+    const double tiny = -0x1p-1070;
+    CHECK(sp::detail::geometric_skip(0.5, tiny, 1 / tiny) == skip_formula(0.5, tiny));
+}
+
+TEST_CASE("floor_of_power is floor(min(pow(a, 1.5), 1e18)), also at the integers' edges",
+          "[sparse][patterns]") {
+    const auto formula = [](double a) {
+        return static_cast<std::int64_t>(std::floor(std::min(std::pow(a, 1.5), 1e18)));
+    };
+    std::mt19937_64 rng(13);
+    for (int i = 0; i < 200000; ++i) {
+        const double a =
+            std::ldexp(0.5 + unit(rng() >> 11U) / 2, static_cast<int>(rng() % 80) - 40);
+        CAPTURE(a);
+        REQUIRE(sp::detail::floor_of_power(a) == formula(a));
+    }
+    for (std::int64_t n = 0; n < 200000; ++n) { // a = n^(2/3) and its neighbours
+        double a = std::cbrt(static_cast<double>(n) * static_cast<double>(n));
+        for (int step = 0; step < 3; ++step)
+            a = std::nextafter(a, 0.0);
+        for (int step = 0; step < 7; ++step, a = std::nextafter(a, 1e300)) {
+            CAPTURE(n, a);
+            REQUIRE(sp::detail::floor_of_power(a) == formula(a));
+        }
+    }
+    CHECK(sp::detail::floor_of_power(0.0) == 0);
+    CHECK(sp::detail::floor_of_power(1e13) == formula(1e13)); // past 2^52: the formula
+    CHECK(sp::detail::floor_of_power(1e300) == formula(1e300));
+}
