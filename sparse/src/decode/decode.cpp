@@ -36,6 +36,7 @@ namespace ioattn {
 
 namespace {
 
+#if defined(IOATTN_BUILT_AVX512BF16) && !defined(IOATTN_SINGLE_ISA)
 /// Whether every word of the queries is a bf16 value (its low 16 bits zero): then the
 /// avx512bf16 target's chunk kernel multiplies them in bf16 with nothing rounded.
 bool decode_q_in_bf16(const TensorView<const float>& q, const DecodeShape& s) {
@@ -49,6 +50,7 @@ bool decode_q_in_bf16(const TensorView<const float>& q, const DecodeShape& s) {
             }
     return true;
 }
+#endif
 
 template <typename Scalar, typename Cache, typename Counter>
 void run_chunks(const DecodeArgs<Scalar, Cache>& args,

@@ -29,7 +29,8 @@
 // sums in pairs of words) and scales the scores after; P V still widens. 1.16x (0.91-1.18) the
 // widened path's speed with the cache in L3 (`IOATTN_ISA=avx512` against the default, `ioattn
 // decode --kv-len 2048 --dtype bf16 --threads 1 --repeat 300`, 5 alternated rounds, Zen 4).
-// Tests: tests/decode/decode_test.cpp, decode_window_test.cpp, decode_pattern_test.cpp
+// Tests: tests/decode/decode_test.cpp, decode_window_test.cpp, decode_pattern_test.cpp,
+// decode_bf16_test.cpp
 
 #include "decode/decode_detail.hpp"
 
@@ -70,16 +71,19 @@ using kernels::Vec;
 constexpr int kTile = static_cast<int>(kDecodeTile);
 constexpr int kRowBlock = 4; // rows sharing each loaded V vector
 
+#if defined(IOATTN_TARGET_AVX512BF16)
+constexpr bool kBf16Region = true;
+#else
+constexpr bool kBf16Region = false;
+#endif
+
 /// Whether S = Q K^T runs on bf16 words with vdpbf16ps (block_scores_bf16): the avx512bf16
 /// target's copy, which decode.cpp runs for a bf16 cache when every query word is a bf16
 /// value (decode_q_in_bf16). Every other copy widens the cache's words (block_scores).
 template <typename Scalar, typename Cache>
-constexpr bool kBf16Products =
-#if defined(IOATTN_TARGET_AVX512BF16)
-    std::is_same_v<Scalar, float>&& std::is_same_v<Cache, bf16>;
-#else
-    false;
-#endif
+constexpr bool bf16_products() {
+    return kBf16Region && std::is_same_v<Scalar, float> && std::is_same_v<Cache, bf16>;
+}
 
 /// Per-worker scratch of a chunk task.
 template <typename Scalar>
@@ -91,7 +95,7 @@ struct Scratch {
     Scalar* s;     ///< R x kTile scores, then probabilities
     Scalar* alpha; ///< R
 
-    /// The bf16 rows of Q in q's words (kBf16Products: R x d, unscaled).
+    /// The bf16 rows of Q in q's words (bf16_products: R x d, unscaled).
     [[nodiscard]] bf16* q_bf16() const { return reinterpret_cast<bf16*>(q); }
 
     static std::int64_t words(std::int64_t r, std::int64_t d, std::int64_t d_v) {
@@ -292,7 +296,7 @@ void chunk_body(const DecodeArgs<Scalar, Cache>& a,
     for (std::int64_t r = 0; r < r_all; ++r) {
         const Scalar* qr = a.q.row(b, g * group + r / n_new, r % n_new);
         for (std::int64_t x = 0; x < d; ++x)
-            if constexpr (kBf16Products<Scalar, Cache>)
+            if constexpr (bf16_products<Scalar, Cache>())
                 sc.q_bf16()[r * d + x] = bf16(qr[x]); // exact: decode_q_in_bf16
             else
                 sc.q[r * d + x] = qr[x] * scale;
@@ -324,7 +328,7 @@ void chunk_body(const DecodeArgs<Scalar, Cache>& a,
         const auto during_pv = [&](std::int64_t t) { ahead.upto(n / 2 + (t + 1) / 2 + 1); };
         seen.tile(pos, t0, n, masks);
         // --- S = Q K^T over the tile ---
-        if constexpr (kBf16Products<Scalar, Cache>)
+        if constexpr (bf16_products<Scalar, Cache>())
             tile_scores(sc.q_bf16(), r_all, rows[cur][0], n, d, scale, sc.s, during_scores);
         else
             tile_scores(sc.q, r_all, rows[cur][0], n, d, scale, sc.s, during_scores);
