@@ -1,6 +1,6 @@
 // Tests of ioattn::sparse::Support (sparse/src/support/support.cpp): accessors, every validation
 // error of the CSR constructor, every builder's rows through it, and the cached transpose with
-// its position map.
+// its position map, and a transpose the planner keeps (keep_transposed).
 
 #include <ioattn/error.hpp>
 #include <ioattn/sparse/pattern.hpp>
@@ -185,6 +185,30 @@ TEST_CASE("Support: transposed() swaps every pair, transposed_positions() finds 
         const Support copy = s; // copies share the cached transpose
         CHECK(&copy.transposed() == &t);
     }
+}
+
+TEST_CASE("Support: keep_transposed keeps the given transpose, refuses another shape",
+          "[support]") {
+    const Support s = ioattn::sparse::pattern_random(40, 30, 0.2, 5);
+    Support t = s.detached().transposed(); // a copy of Omega^T
+    const std::int64_t* kept = t.col_indices().data();
+    const Support u = s.detached(); // nothing built yet
+    u.keep_transposed(ioattn::sparse::detail::BuiltRows{}, std::move(t));
+    CHECK(u.transposed().col_indices().data() == kept); // the kept arrays: nothing rebuilt
+    CHECK(u.transposed() == s.transposed());
+    // one already kept stays
+    u.keep_transposed(ioattn::sparse::detail::BuiltRows{}, s.detached().transposed());
+    CHECK(u.transposed().col_indices().data() == kept);
+    // not the transpose's shape or pair count: refused, naming both
+    const Support v = s.detached();
+    CHECK(message_of([&] { v.keep_transposed(ioattn::sparse::detail::BuiltRows{}, s); }) ==
+          "ioattn::sparse::Support::keep_transposed: a 40 x 30 structure of " +
+              std::to_string(s.z_qk()) + " pairs is not the transpose of a 40 x 30 one of " +
+              std::to_string(s.z_qk()));
+    CHECK_THROWS_AS(v.keep_transposed(ioattn::sparse::detail::BuiltRows{},
+                                      ioattn::sparse::pattern_causal(30, 40)),
+                    InvalidArgument);
+    CHECK(v.transposed() == s.transposed()); // built as usual afterwards
 }
 
 TEST_CASE("Support: transposed() of n_k = INT64_MAX is refused, not an overflow",

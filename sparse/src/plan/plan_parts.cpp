@@ -1,10 +1,14 @@
 // ioattn::sparse::detail::finish_plan: a variant plan completed from the split its planner chose
 // (plan_fresh, or plan_by_family for a structure of a family already planned): the split's
 // parts built in Omega's orientation (none for a part that is every pair), the variant, the
-// counts, the element tiling widened within M and the split's fused element rows.
-// Tests: tests/sparse/variants_test.cpp
+// counts, the element tiling widened within M and the split's fused element rows. A backward
+// split is priced on Omega^T; its parts are turned back and keep the orientation they were
+// split in as their transposed(), which the backward kernels read (a bigbird:64:2:3 backward
+// at N = 16384 transposed 5 times, now 3: docs/performance.md section 4).
+// Tests: tests/sparse/variants_test.cpp, support_test.cpp (keep_transposed)
 
 #include "plan/variant_parts.hpp"
+#include "support/transpose.hpp"
 
 #include <ioattn/kernels/instantiate.hpp>
 
@@ -14,6 +18,17 @@
 namespace ioattn::sparse {
 
 namespace {
+
+/// A part t split in the transposed orientation (n_k x n_q), turned back to Omega's, with t kept
+/// as its transposed(): the backward kernels read it transposed, and would otherwise transpose
+/// it again.
+Support turned_back(Support t) {
+    detail::TransposeParts back = detail::transpose_of(t, false);
+    Support out(
+        detail::BuiltRows{}, t.n_k(), t.n_q(), std::move(back.offsets), std::move(back.entries));
+    out.keep_transposed(detail::BuiltRows{}, std::move(t));
+    return out;
+}
 
 /// The parts of a split priced on s, in Omega's orientation; a part that is all of s is not
 /// built (the plan's runners read s itself: VariantParts::whole).
@@ -33,10 +48,8 @@ build_parts(detail::Split& split, const Support& s, std::int64_t rows, Pass pass
     const bool fwd = pass == Pass::forward;
     detail::split_parts(split, fwd ? s : s.transposed(), rows);
     if (!fwd) { // parts back in Omega's orientation
-        Support tile = split.tile.transposed();
-        Support element = split.element.transposed();
-        split.tile = std::move(tile);
-        split.element = std::move(element);
+        split.tile = turned_back(std::move(split.tile));
+        split.element = turned_back(std::move(split.element));
     }
     return Whole::none;
 }

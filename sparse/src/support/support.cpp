@@ -168,6 +168,21 @@ const Support& Support::transposed() const {
     return *cache_->transposed;
 }
 
+void Support::keep_transposed(detail::BuiltRows, Support t) const {
+    if (t.n_q() != n_k() || t.n_k() != n_q() || t.z_qk() != z_qk())
+        throw InvalidArgument("ioattn::sparse::Support::keep_transposed: a " +
+                              std::to_string(t.n_q()) + " x " + std::to_string(t.n_k()) +
+                              " structure of " + std::to_string(t.z_qk()) +
+                              " pairs is not the transpose of a " + std::to_string(n_q()) + " x " +
+                              std::to_string(n_k()) + " one of " + std::to_string(z_qk()));
+    auto kept = std::make_unique<Support>(std::move(t));
+    const std::lock_guard<std::mutex> lock(cache_->transpose_mutex);
+    if (cache_->transposed == nullptr) {
+        cache_->transposed = std::move(kept);
+        cache_->ready.store(cache_->transposed.get(), std::memory_order_release);
+    }
+}
+
 std::span<const std::int64_t> Support::transposed_positions() const {
     // a pass of its own: only the materializing backward reads the positions, so the fused
     // backward's transpose (window:256, N = 16384: 64 MiB) does not fill them

@@ -143,6 +143,13 @@ public:
     /// of interval rows (a window, a band) is its own transpose: *this, nothing built.
     [[nodiscard]] const Support& transposed() const;
 
+    /// Keeps t, which is this structure's Omega^T, as transposed(), nothing built (ignored when
+    /// one is kept already). For the library's planner (the tag): the backward's parts are
+    /// split in the transposed orientation and turned back, and the backward kernels read them
+    /// transposed again. Throws InvalidArgument when t's shape or pair count is not the
+    /// transpose's.
+    void keep_transposed(detail::BuiltRows, Support t) const;
+
     /// For each entry of transposed() in its CSR order, the position of the same pair in this
     /// support's CSR order (built on first use, O(n_k + Z_QK), and kept; thread-safe): how the
     /// materializing backward walks its stored P and dS column by column.
