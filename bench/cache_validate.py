@@ -114,7 +114,9 @@ def fit_shape(pattern):
 def within(pattern, ratio, tol, factor):
     """Dense, and sparse with the cache at 2M: |ratio - 1| <= tol. Sparse at 4M: ratio <= 1 + tol;
     a cache of 4M words may move less than counted, keeping the K/V rows that consecutive row
-    blocks of a band share, which the schedule for M does not plan (window:48 at 4M: 0.63-0.80)."""
+    blocks of a band share, which the schedule for M does not plan (at 4M: the fused forward of
+    window:48 0.62 and of window:64 0.66, the materialized schedules 0.68-0.89; docs/performance.md
+    section 8)."""
     if pattern == "dense" or factor == 2:
         return abs(ratio - 1) <= tol
     return ratio <= 1 + tol
