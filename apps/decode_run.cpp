@@ -91,7 +91,7 @@ struct DecodeData {
             measure::fill_uniform(x, seed);
         if constexpr (std::is_same_v<Scalar, float> && std::is_same_v<Cache, bf16>)
             for (float& e : x)
-                e = static_cast<float>(bf16(e));
+                e = round_to_bf16(e);
     }
 
     static std::vector<Cache> cache_of(std::size_t n, std::uint64_t seed) {

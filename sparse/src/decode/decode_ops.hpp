@@ -170,10 +170,7 @@ inline Vec<float> block_scores_bf16(const bf16* q, const bf16* const* k, std::in
             const __m512i qv = _mm512_maskz_loadu_epi16(keep, q + r * d + x);
             IOATTN_ELEMENT_UNROLL
             for (int t = 0; t < KB; ++t)
-                acc[r * KB + t] =
-                    kernels::as<Vec<float>>(_mm512_dpbf16_ps(kernels::as<__m512>(acc[r * KB + t]),
-                                                             kernels::as<__m512bh>(qv),
-                                                             kernels::as<__m512bh>(kv[t])));
+                acc[r * KB + t] = dp_step(acc[r * KB + t], qv, kv[t]); // element_ops.hpp
         }
     };
     std::int64_t x = 0;

@@ -72,19 +72,4 @@ inline std::int64_t floor_of_power(double a) {
     return static_cast<std::int64_t>(std::floor(std::min(std::pow(a, 1.5), 1e18)));
 }
 
-/// geometric_skip with one log_keep.
-class GeometricSkip {
-public:
-    explicit GeometricSkip(double log_keep)
-        : log_keep_(log_keep)
-        , inverse_(1.0 / log_keep) {}
-
-    [[nodiscard]] double operator()(double u) const {
-        return geometric_skip(u, log_keep_, inverse_);
-    }
-
-private:
-    double log_keep_, inverse_;
-};
-
 } // namespace ioattn::sparse::detail

@@ -60,7 +60,8 @@ Support pattern_random(std::int64_t n_q, std::int64_t n_k, double density, std::
     constexpr std::string_view kWhere = "ioattn::sparse::pattern_random";
     detail::check_shape(kWhere, n_q, n_k);
     check_density(kWhere, density);
-    const detail::GeometricSkip skip_of(std::log1p(-density)); // log(1 - p) < 0 for 0 < p < 1
+    const double log_keep = std::log1p(-density); // log(1 - p) < 0 for 0 < p < 1
+    const double inverse = 1.0 / log_keep;
     const auto row = [&](std::int64_t i, std::vector<std::int64_t>& cols) {
         if (density >= 1.0) {
             detail::append_range(cols, 0, n_k - 1, n_k);
@@ -72,7 +73,7 @@ Support pattern_random(std::int64_t n_q, std::int64_t n_k, double density, std::
         std::int64_t j = -1;
         for (;;) {
             // skip ~ Geometric(p): P(skip = s) = (1-p)^s p
-            const double skip = skip_of(rng.uniform());
+            const double skip = detail::geometric_skip(rng.uniform(), log_keep, inverse);
             if (skip >= static_cast<double>(n_k - 1 - j))
                 break;
             j += static_cast<std::int64_t>(skip) + 1;

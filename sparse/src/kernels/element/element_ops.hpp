@@ -215,11 +215,15 @@ inline Vec<T> paired_dots(const T* const* xs, const S* const* rows, std::int64_t
 }
 
 #if defined(IOATTN_TARGET_AVX512BF16)
+/// acc + the 16 pair sums of the 32 bf16 words of x with the 32 of y.
+inline Vec<float> dp_step(Vec<float> acc, __m512i x, __m512i y) {
+    return kernels::as<Vec<float>>(_mm512_dpbf16_ps(
+        kernels::as<__m512>(acc), kernels::as<__m512bh>(x), kernels::as<__m512bh>(y)));
+}
+
 /// acc + the 16 pair sums of the 32 bf16 words at x with the 32 of y.
 inline Vec<float> dp_step(Vec<float> acc, const bf16* x, __m512i y) {
-    return kernels::as<Vec<float>>(_mm512_dpbf16_ps(kernels::as<__m512>(acc),
-                                                    kernels::as<__m512bh>(_mm512_loadu_si512(x)),
-                                                    kernels::as<__m512bh>(y)));
+    return dp_step(acc, _mm512_loadu_si512(x), y);
 }
 
 /// Lane k (k < NK) = x_of(k) . rows[k] over n bf16 words, in pairs: vdpbf16ps multiplies the
