@@ -2,15 +2,19 @@
 // within 2 ulp of std::log over (0, 1]; geometric_skip and floor_of_power equal their formulas
 // (floor(log1p(-u) / log_keep), floor(min(pow(a, 1.5), 1e18))) bit for bit, on random
 // arguments and on the arguments whose quotients lie within a few ulp of an integer, where
-// the fast quotient alone would floor to the wrong side.
+// the fast quotient alone would floor to the wrong side; the active ISA target's batched
+// gaps (geometric_gaps.cpp, on vectors) are geometric_skip's, given draws and a row's own.
 
 #include "patterns/fast_floors.hpp"
+#include "patterns/pattern_util.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <vector>
 
 namespace sp = ioattn::sparse;
 
@@ -100,4 +104,48 @@ TEST_CASE("floor_of_power is floor(min(pow(a, 1.5), 1e18)), also at the integers
     CHECK(sp::detail::floor_of_power(0.0) == 0);
     CHECK(sp::detail::floor_of_power(1e13) == formula(1e13)); // past 2^52: the formula
     CHECK(sp::detail::floor_of_power(1e300) == formula(1e300));
+}
+
+TEST_CASE("geometric_gaps are geometric_skip's, batch by batch, on the active ISA target",
+          "[sparse][patterns]") {
+    namespace spd = sp::detail;
+    const spd::GeometricGaps gaps = spd::geometric_gaps_kernel();
+    constexpr std::size_t kBatch = spd::kGapBatch;
+    std::mt19937_64 rng(17);
+    for (const double p : {0.02, 0.5, 0.999, 1e-3, 1e-9, 0.3, 1e-300}) {
+        const double log_keep = std::log1p(-p), inverse = 1 / log_keep;
+        CAPTURE(p);
+        // draws given: random ones, and the grid points around the crossings of the integers
+        // s (u = 1 - (1 - p)^s), where only the formula floors right; u = 0 (a gap of 0)
+        std::vector<double> draws{0.0, unit(1)};
+        for (int i = 0; i < 20000; ++i)
+            draws.push_back(unit(rng() >> 11U));
+        for (std::int64_t s = 0; s < 2000; ++s) {
+            const double at = -std::expm1(static_cast<double>(s) * log_keep);
+            const auto k = static_cast<std::int64_t>(std::llround(at * 0x1p53));
+            for (std::int64_t dk = -4; dk <= 4; ++dk)
+                if (k + dk >= 0 && k + dk < (std::int64_t{1} << 53))
+                    draws.push_back(unit(static_cast<std::uint64_t>(k + dk)));
+        }
+        draws.resize((draws.size() + kBatch - 1) / kBatch * kBatch, 0.5);
+        std::array<double, kBatch> got{};
+        for (std::size_t b = 0; b < draws.size(); b += kBatch) {
+            gaps(nullptr, draws.data() + b, log_keep, inverse, got.data());
+            for (std::size_t k = 0; k < kBatch; ++k) {
+                CAPTURE(draws[b + k]);
+                REQUIRE(got[k] == spd::geometric_skip(draws[b + k], log_keep, inverse));
+            }
+        }
+        // a row's stream: its draws in order, as uniform() gives them
+        spd::RowRng stream(3, 5, 7), same(3, 5, 7);
+        for (int batch = 0; batch < 50; ++batch) {
+            std::array<double, kBatch> u{};
+            gaps(&stream, u.data(), log_keep, inverse, got.data());
+            for (std::size_t k = 0; k < kBatch; ++k) {
+                const double want = same.uniform();
+                REQUIRE(u[k] == want);
+                REQUIRE(got[k] == spd::geometric_skip(want, log_keep, inverse));
+            }
+        }
+    }
 }

@@ -1,5 +1,6 @@
 // Tests of the parallel pattern builders (sparse/src/patterns/parallel_rows.hpp): build_sized and
-// build_chunks give the arrays of the serial row-by-row build_rows across task boundaries, and
+// build_chunks (and build_chunks_expected, its chunks in slots or outgrowing them) give the
+// arrays of the serial row-by-row build_rows across task boundaries, and
 // the builders written from their parameters (row sizes in closed form) give the pairs of their
 // predicates, element for element, on shapes that cross the builders' tasks (N not a multiple
 // of the block or stride, windows wider than N, n_q != n_k), for 1 and 2 threads.
@@ -67,10 +68,29 @@ TEST_CASE("build_sized and build_chunks assemble what build_rows does", "[parall
                 };
             });
         };
+        // with the rows' expected size (2 keys): in slots closed up in place; with far too
+        // few expected: every chunk outgrows its slot and keeps its own array
+        const auto expected = [&](double per_row) {
+            return sp::detail::build_chunks_expected(
+                "test",
+                n_q,
+                n_k,
+                [&] {
+                    return [&](std::int64_t i, std::vector<std::int64_t>& cols) {
+                        const auto r = synthetic_row(i, n_k);
+                        cols.insert(cols.end(), r.begin(), r.end());
+                    };
+                },
+                per_row);
+        };
         for (const int threads : {1, 2}) {
             CAPTURE(threads);
             CHECK(ioattn::with_threads(threads, sized) == serial);
             CHECK(ioattn::with_threads(threads, chunks) == serial);
+            for (const double per_row : {2.0, 0.01}) {
+                CAPTURE(per_row);
+                CHECK(ioattn::with_threads(threads, [&] { return expected(per_row); }) == serial);
+            }
         }
     }
 }

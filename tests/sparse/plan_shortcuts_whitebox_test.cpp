@@ -2,7 +2,9 @@
 // PanelFill (sparse/src/kernels/element/panel_fill.cpp) against ElementPanels::build, and
 // widened_element_tiling through fills against the search that built every width's plan; the
 // interval rows of block_keys (sparse/src/plan/block_columns.cpp) and of BlockKeys::build
-// (sparse/src/support/block_keys.cpp) against a reference walk of the pairs.
+// (sparse/src/support/block_keys.cpp) against a reference walk of the pairs; element_tiling_fits
+// against the built panels' peak, and a family's kept element tiling (plan/family_plan.cpp)
+// fitting each structure it plans.
 
 #include "kernels/element/panel_fill.hpp"
 #include "kernels/element/panels.hpp"
@@ -11,6 +13,8 @@
 
 #include <ioattn/sparse/element.hpp>
 #include <ioattn/sparse/pattern.hpp>
+#include <ioattn/sparse/support_cache.hpp>
+#include <ioattn/sparse/variants.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -235,6 +239,71 @@ TEST_CASE("widened_element_tiling through fills: the tiling of the search over b
         }
     }
     CHECK(undecided > 0);
+}
+
+TEST_CASE("element_tiling_fits: the kernels' peak over the built panels, at M's edge",
+          "[sparse][element][whitebox]") {
+    ioattn::Problem p;
+    p.n_q = p.n_k = 600;
+    p.d = 16;
+    p = p.resolved();
+    const auto w = spd::ElementWords::of(sizeof(float));
+    for (const std::string& spec : shortcut_specs(p.n_q)) {
+        const sp::Support s = sp::parse_pattern(spec, p.n_q, p.n_k, 5);
+        if (s.z_qk() == 0)
+            continue;
+        for (const ioattn::Pass pass : {ioattn::Pass::forward, ioattn::Pass::backward})
+            for (const ioattn::Tiling t : {ioattn::Tiling{ioattn::Schedule::fused, 16, 32},
+                                           ioattn::Tiling{ioattn::Schedule::fused, 64, 256}}) {
+                const spd::ElementPanels rows = spd::ElementPanels::build(s, t.rows, t.cols);
+                const std::int64_t peak =
+                    pass == ioattn::Pass::forward
+                        ? spd::forward_element_peak(p, rows, w)
+                        : spd::backward_element_peak(
+                              p,
+                              rows,
+                              spd::ElementPanels::build(s.transposed(), t.rows, t.cols),
+                              w);
+                CAPTURE(spec, pass == ioattn::Pass::forward, t.rows, t.cols, peak);
+                CHECK(spd::element_tiling_fits<float>(p, s, t, ioattn::MemoryModel{peak}, pass));
+                CHECK_FALSE(
+                    spd::element_tiling_fits<float>(p, s, t, ioattn::MemoryModel{peak - 1}, pass));
+            }
+    }
+}
+
+TEST_CASE("a family's kept element tiling: taken where it fits, else searched again",
+          "[sparse][element][whitebox]") {
+    namespace cache = sp::support_cache;
+    ioattn::Problem p;
+    p.n_q = p.n_k = 1024;
+    p.d = 16;
+    p = p.resolved();
+    const auto fits = [&](const sp::VariantPlan& plan,
+                          const sp::Support& s,
+                          const ioattn::MemoryModel& m,
+                          ioattn::Pass pass) {
+        return spd::element_tiling_fits<float>(p, s, plan.element, m, pass);
+    };
+    std::int64_t kept = 0, searched = 0;
+    for (const ioattn::Pass pass : {ioattn::Pass::forward, ioattn::Pass::backward})
+        for (std::int64_t m = 3000; m <= 33000; m += 1000) { // kept tilings' peaks near M
+            cache::clear();
+            const ioattn::MemoryModel memory{m};
+            const auto first = cache::pattern("random:0.05", p.n_q, p.n_k, 1);
+            const auto fresh = sp::plan_variants<float>(p, *first, memory, pass);
+            for (std::uint64_t seed = 2; seed < 10; ++seed) {
+                const auto next = cache::pattern("random:0.05", p.n_q, p.n_k, seed);
+                const auto decided = sp::plan_variants<float>(p, *next, memory, pass);
+                CAPTURE(pass == ioattn::Pass::forward, m, seed);
+                REQUIRE(decided.element_pairs == next->z_qk()); // every pair element-wise
+                CHECK(fits(decided, *next, memory, pass));
+                (decided.element == fresh.element ? kept : searched) += 1;
+            }
+        }
+    cache::clear();
+    CHECK(kept > 0);
+    CHECK(searched > 0); // some structure's peak outgrew the kept tiling's M
 }
 
 TEST_CASE("block_keys of interval rows: the keys, counts and lanes of the walk",

@@ -279,8 +279,26 @@ Tiling widened_element_tiling(const Problem& p,
     return best;
 }
 
+template <typename Scalar>
+bool element_tiling_fits(const Problem& p,
+                         const Support& support,
+                         const Tiling& t,
+                         const MemoryModel& memory,
+                         Pass pass) {
+    const auto w = ElementWords::of(sizeof(Scalar));
+    const ElementPanels& rows = support.cached_element_panels(t.rows, t.cols);
+    const std::int64_t peak =
+        pass == Pass::forward
+            ? forward_element_peak(p, rows, w)
+            : backward_element_peak(
+                  p, rows, support.transposed().cached_element_panels(t.rows, t.cols), w);
+    return peak <= memory.fast_words;
+}
+
 #define IOATTN_INSTANTIATE(Scalar)                                                                 \
     template Tiling widened_element_tiling<Scalar>(                                                \
+        const Problem&, const Support&, const Tiling&, const MemoryModel&, Pass);                  \
+    template bool element_tiling_fits<Scalar>(                                                     \
         const Problem&, const Support&, const Tiling&, const MemoryModel&, Pass);
 IOATTN_FOR_EACH_SCALAR(IOATTN_INSTANTIATE)
 #undef IOATTN_INSTANTIATE

@@ -17,18 +17,29 @@
 
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 namespace ioattn::sparse::detail {
 
+/// fdlibm's e_log.c constants: ln 2 in two parts and the coefficients of its polynomial (log_unit
+/// here, its vector form in geometric_gaps.cpp).
+struct LogUnit {
+    static constexpr double kLn2Hi = 6.93147180369123816490e-01;
+    static constexpr double kLn2Lo = 1.90821492927058770002e-10;
+    static constexpr double kLg1 = 6.666666666666735130e-01, kLg2 = 3.999999999940941908e-01;
+    static constexpr double kLg3 = 2.857142874366239149e-01, kLg4 = 2.222219843214978396e-01;
+    static constexpr double kLg5 = 1.818357216161805012e-01, kLg6 = 1.531383769920937332e-01;
+    static constexpr double kLg7 = 1.479819860511658591e-01;
+};
+
 /// log x for x in [2^-1022, 1] (normal, positive), within about 1 ulp (fdlibm's e_log.c,
 /// without its special cases).
 inline double log_unit(double x) {
-    constexpr double kLn2Hi = 6.93147180369123816490e-01, kLn2Lo = 1.90821492927058770002e-10;
-    constexpr double kLg1 = 6.666666666666735130e-01, kLg2 = 3.999999999940941908e-01;
-    constexpr double kLg3 = 2.857142874366239149e-01, kLg4 = 2.222219843214978396e-01;
-    constexpr double kLg5 = 1.818357216161805012e-01, kLg6 = 1.531383769920937332e-01;
-    constexpr double kLg7 = 1.479819860511658591e-01;
+    using L = LogUnit;
+    constexpr double kLn2Hi = L::kLn2Hi, kLn2Lo = L::kLn2Lo, kLg1 = L::kLg1, kLg2 = L::kLg2;
+    constexpr double kLg3 = L::kLg3, kLg4 = L::kLg4, kLg5 = L::kLg5, kLg6 = L::kLg6;
+    constexpr double kLg7 = L::kLg7;
     const auto bits = std::bit_cast<std::uint64_t>(x);
     const auto hx = static_cast<std::uint32_t>(bits >> 32U);
     std::int32_t k = static_cast<std::int32_t>(hx >> 20U) - 1023;
@@ -63,6 +74,10 @@ inline double geometric_skip(double u, double log_keep, double inverse) {
     }
     return std::floor(std::log1p(-u) / log_keep);
 }
+
+/// The gaps geometric_gaps (patterns/geometric_gaps.cpp) draws at once: a row of random:0.02
+/// at N = 16384 takes about 330, and draws it does not use are dropped with its stream.
+inline constexpr std::size_t kGapBatch = 32;
 
 /// floor(min(pow(a, 1.5), 1e18)) for a >= 0, as the formula computes it.
 inline std::int64_t floor_of_power(double a) {

@@ -126,4 +126,84 @@ build_chunks(std::string_view where, std::int64_t n_q, std::int64_t n_k, const M
     }
 }
 
+/// build_chunks for rows of about `per_row` keys each (random's): each chunk's rows are drawn
+/// into its worker's array and copied to the chunk's slot, room for 1.05 per_row keys a row,
+/// of one array from the index pool, whose slots are then closed up in order. A mask drawn
+/// every step then writes no fresh pages: its 64 chunk arrays, freed by each build, were
+/// faulted in again by the next (a third of random:0.02's build at N = 16384). A chunk that
+/// outgrows its slot keeps its own array, and the chunks are then copied as build_chunks does.
+template <typename MakeRow>
+Support build_chunks_expected(std::string_view where,
+                              std::int64_t n_q,
+                              std::int64_t n_k,
+                              const MakeRow& make_row,
+                              double per_row) {
+    constexpr std::string_view kWhat = "support (CSR column indices and row offsets)";
+    const std::int64_t step = rows_per_task(n_q), tasks = (n_q + step - 1) / step;
+    const double room = 1.05 * per_row * static_cast<double>(step) + 64.0;
+    const std::uint64_t limit = memory_limit().bytes;
+    const std::uint64_t offset_bytes =
+        add_bytes(bytes_of(n_q, sizeof(std::int64_t)), sizeof(std::int64_t));
+    if (!(room * static_cast<double>(tasks) * sizeof(std::int64_t) <
+          static_cast<double>(limit - std::min(limit, offset_bytes))))
+        return build_chunks(where, n_q, n_k, make_row); // the slots alone would not fit
+    require_memory(where, offset_bytes, kWhat);
+    const auto slot = static_cast<std::int64_t>(room);
+    try {
+        std::vector<std::int64_t> offsets(static_cast<std::size_t>(n_q) + 1, 0);
+        std::vector<std::int64_t> cols = index_words(slot * tasks);
+        std::vector<std::vector<std::int64_t>> drawn(static_cast<std::size_t>(max_concurrency()));
+        std::vector<std::vector<std::int64_t>> outgrown(static_cast<std::size_t>(tasks));
+        std::atomic<std::uint64_t> built{0}; // column bytes of every chunk so far
+        parallel_for_tiles(tasks, [&](std::int64_t t, int w) {
+            auto row = make_row();
+            auto& c = drawn[static_cast<std::size_t>(w)];
+            c.clear();
+            for (std::int64_t i = t * step; i < std::min(n_q, (t + 1) * step); ++i) {
+                row(i, c);
+                offsets[static_cast<std::size_t>(i) + 1] = static_cast<std::int64_t>(c.size());
+            }
+            const std::uint64_t bytes =
+                add_bytes(offset_bytes, built += bytes_of(std::ssize(c), sizeof(std::int64_t)));
+            if (bytes > limit) // at least this much: other chunks may not be built yet
+                require_memory(where, bytes, std::string(kWhat) + " (rows built so far)");
+            if (std::ssize(c) <= slot)
+                std::copy(c.begin(), c.end(), cols.begin() + t * slot);
+            else
+                outgrown[static_cast<std::size_t>(t)] = c;
+        });
+        for (std::int64_t t = 0; t < tasks; ++t) { // chunk-local ends -> global offsets
+            const std::int64_t base = offsets[static_cast<std::size_t>(t * step)];
+            for (std::int64_t i = t * step; i < std::min(n_q, (t + 1) * step); ++i)
+                offsets[static_cast<std::size_t>(i) + 1] += base;
+        }
+        const auto size_of = [&](std::int64_t t) {
+            return offsets[static_cast<std::size_t>(std::min(n_q, (t + 1) * step))] -
+                   offsets[static_cast<std::size_t>(t * step)];
+        };
+        if (std::any_of(
+                outgrown.begin(), outgrown.end(), [](const auto& c) { return !c.empty(); })) {
+            std::vector<std::int64_t> all = index_words(offsets.back());
+            parallel_for_tiles(tasks, [&](std::int64_t t, int) {
+                const auto& c = outgrown[static_cast<std::size_t>(t)];
+                const std::int64_t* from = c.empty() ? cols.data() + t * slot : c.data();
+                std::copy(from,
+                          from + size_of(t),
+                          all.begin() + offsets[static_cast<std::size_t>(t * step)]);
+            });
+            give_index_array(cols);
+            cols = std::move(all);
+        } else { // close up the slots: every chunk moves left, in order
+            for (std::int64_t t = 1; t < tasks; ++t)
+                std::copy(cols.begin() + t * slot,
+                          cols.begin() + t * slot + size_of(t),
+                          cols.begin() + offsets[static_cast<std::size_t>(t * step)]);
+            cols.resize(static_cast<std::size_t>(offsets.back()));
+        }
+        return Support(BuiltRows{}, n_q, n_k, std::move(offsets), std::move(cols));
+    } catch (const std::bad_alloc&) {
+        throw_allocation_failed(where, offset_bytes, kWhat);
+    }
+}
+
 } // namespace ioattn::sparse::detail

@@ -4,8 +4,8 @@
 // library's distributions.
 //   random:  per row, gaps between kept keys are geometric (skip = floor(log U / log(1-p))),
 //            which is exactly independent Bernoulli(p) per pair: O(n_q + Z_QK), chunks of rows
-//            in parallel (build_chunks). The floor is geometric_skip's (fast_floors.hpp): the
-//            formula's, without a log1p call per pair.
+//            in parallel (build_chunks). The gaps come kGapBatch at a time from the active ISA
+//            target's geometric_gaps (geometric_gaps.cpp): the formula's floors, as vectors.
 //   block:   per row block, one Bernoulli(p) per column block; rows copy the kept ranges,
 //            written in place in parallel (build_sized).
 //   bigbird: window + global per row, then r distinct keys from the rest by Floyd's
@@ -16,9 +16,12 @@
 #include "patterns/fast_floors.hpp"
 #include "patterns/parallel_rows.hpp"
 
+#define IOATTN_TARGET_DECLARATIONS "patterns/geometric_gaps.hpp"
+#include <ioattn/kernels/declare_targets.inc>
 #include <ioattn/sparse/pattern.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <iterator>
 #include <unordered_set>
@@ -56,12 +59,21 @@ std::vector<std::int64_t> sample_ranks(detail::RowRng& rng, std::int64_t avail, 
 
 } // namespace
 
+namespace detail {
+
+GeometricGaps geometric_gaps_kernel() {
+    IOATTN_DISPATCH_ACTIVE(geometric_gaps);
+}
+
+} // namespace detail
+
 Support pattern_random(std::int64_t n_q, std::int64_t n_k, double density, std::uint64_t seed) {
     constexpr std::string_view kWhere = "ioattn::sparse::pattern_random";
     detail::check_shape(kWhere, n_q, n_k);
     check_density(kWhere, density);
     const double log_keep = std::log1p(-density); // log(1 - p) < 0 for 0 < p < 1
     const double inverse = 1.0 / log_keep;
+    const auto gaps = detail::geometric_gaps_kernel();
     const auto row = [&](std::int64_t i, std::vector<std::int64_t>& cols) {
         if (density >= 1.0) {
             detail::append_range(cols, 0, n_k - 1, n_k);
@@ -72,15 +84,19 @@ Support pattern_random(std::int64_t n_q, std::int64_t n_k, double density, std::
         detail::RowRng rng(seed, kSaltRandom, i);
         std::int64_t j = -1;
         for (;;) {
-            // skip ~ Geometric(p): P(skip = s) = (1-p)^s p
-            const double skip = detail::geometric_skip(rng.uniform(), log_keep, inverse);
-            if (skip >= static_cast<double>(n_k - 1 - j))
-                break;
-            j += static_cast<std::int64_t>(skip) + 1;
-            cols.push_back(j);
+            // skip ~ Geometric(p): P(skip = s) = (1-p)^s p, kGapBatch at a time
+            std::array<double, detail::kGapBatch> u{}, skips{};
+            gaps(&rng, u.data(), log_keep, inverse, skips.data());
+            for (const double skip : skips) {
+                if (skip >= static_cast<double>(n_k - 1 - j))
+                    return;
+                j += static_cast<std::int64_t>(skip) + 1;
+                cols.push_back(j);
+            }
         }
     };
-    return detail::build_chunks(kWhere, n_q, n_k, [&] { return row; });
+    return detail::build_chunks_expected(
+        kWhere, n_q, n_k, [&] { return row; }, density * static_cast<double>(n_k));
 }
 
 Support pattern_block(

@@ -122,4 +122,11 @@ private:
     std::uint64_t state_;
 };
 
+/// gaps[k] = geometric_skip(u[k], log_keep, inverse) (fast_floors.hpp) for kGapBatch draws u,
+/// drawn first from rng when it is given: the active ISA target's geometric_gaps
+/// (patterns/geometric_gaps.cpp), found once.
+using GeometricGaps =
+    void (*)(RowRng* rng, double* u, double log_keep, double inverse, double* gaps);
+GeometricGaps geometric_gaps_kernel();
+
 } // namespace ioattn::sparse::detail

@@ -1,10 +1,10 @@
 // ioattn::sparse::detail::plan_by_family: the variant plan of a structure whose family (the
 // spec and shape it was drawn from, any seed: Support::family) was planned before. The family
 // keeps, per plan key, the decision of its first fresh plan: the tile height and how the pairs
-// split (every pair through tiles, every pair element by element, or split by fill). A
-// structure of the family with about as many pairs is planned by it: the split priced at that
-// height alone when it is a fill, nothing priced otherwise, and the parts built for its own
-// pairs (finish_plan). Plans under a reordering or a forced variant are always made fresh (the
+// split (every pair through tiles, every pair element by element, or split by fill), and the
+// element kernels' tiling. A structure of the family with about as many pairs is planned by
+// it: the split priced at that height alone when it is a fill, nothing priced otherwise, the
+// parts built for its own pairs, the element tiling kept where it fits them (finish_plan). Plans under a reordering or a forced variant are always made fresh (the
 // orders are the structure's own). A random mask drawn afresh every step paid its forward's
 // and backward's pricing each step: random:0.02 at N = 16384 priced its split and its rejected
 // key order at 40 ms per pass, a third of a fresh training step (docs/performance.md section 4).
@@ -32,6 +32,7 @@ struct Decision {
     detail::Split::Kind kind = detail::Split::Kind::fill;
     std::int64_t z_qk = 0;
     double estimate_per_pair = 0;
+    Tiling element; ///< the element kernels' tiling, taken where it fits (finish_plan)
 
     /// Whether it is taken for s: a structure within 5% of the decision's pairs.
     [[nodiscard]] bool fits(const Support& s) const {
@@ -53,6 +54,7 @@ std::optional<Decision> decision_of(const VariantPlan& plan, const Support& s) {
                                              : detail::Split::Kind::fill;
     d.z_qk = s.z_qk();
     d.estimate_per_pair = plan.estimate / static_cast<double>(s.z_qk());
+    d.element = plan.element;
     return d;
 }
 
@@ -90,7 +92,8 @@ VariantPlan plan_decided(const Problem& p,
                                 p,
                                 s,
                                 memory,
-                                std::nullopt);
+                                std::nullopt,
+                                &d.element);
     return plan;
 }
 

@@ -62,7 +62,8 @@ VariantPlan start_plan(const Problem& p,
 
 /// Completes `plan` (pass, planned_for, tile at the chosen height and element tiling set) from
 /// the split chosen for it on `support` (or on `reordered` under `orders`), with its estimate
-/// (plan_parts.cpp): the parts built once, the variant, the counts, the widened element tiling.
+/// (plan_parts.cpp): the parts built once, the variant, the counts, the widened element tiling
+/// (element_kept where it fits the structure's own panels: a family's decision).
 template <typename Scalar>
 void finish_plan(VariantPlan& plan,
                  Split split,
@@ -72,7 +73,8 @@ void finish_plan(VariantPlan& plan,
                  const Problem& p,
                  const Support& support,
                  const MemoryModel& memory,
-                 std::optional<Variant> force);
+                 std::optional<Variant> force,
+                 const Tiling* element_kept = nullptr);
 
 /// plan_variants' plan of a structure of a family (Support::family) planned before: the
 /// decision the family keeps for `key` (its tile height and how its pairs split), applied to

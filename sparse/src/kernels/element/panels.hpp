@@ -133,6 +133,15 @@ Tiling widened_element_tiling(const Problem& p,
                               const MemoryModel& memory,
                               Pass pass);
 
+/// Whether the element kernels' peak for `pass` over this structure's own panels under t (built
+/// and kept with the support and, for the backward, its transpose: the kernels' own) fits M.
+template <typename Scalar>
+bool element_tiling_fits(const Problem& p,
+                         const Support& support,
+                         const Tiling& t,
+                         const MemoryModel& memory,
+                         Pass pass);
+
 /// Throws CapacityError naming `where` when `peak` words exceed M.
 void check_element_peak(std::int64_t peak, const MemoryModel& memory, const char* where);
 
