@@ -77,7 +77,7 @@ void geometric_gaps(RowRng* rng, double* u, double log_keep, double inverse, dou
             gaps[k] = std::floor(std::log1p(-u[k]) / log_keep);
         return;
     }
-    bool unsure = false;
+    I unsure{}; // lanes of any vector whose floor was not sure
     for (std::size_t k = 0; k < kGapBatch; k += kLanes) {
         const V q = log_lanes(1.0 - kernels::load(u + k)) * inverse; // >= 0
         const I small = q < 0x1p52;
@@ -88,10 +88,12 @@ void geometric_gaps(RowRng* rng, double* u, double log_keep, double inverse, dou
         kernels::store(
             gaps + k,
             kernels::as<V>((kernels::as<I>(lo) & sure) | (kernels::as<I>(V{} - 1.0) & ~sure)));
-        for (std::size_t l = 0; l < kLanes; ++l)
-            unsure = unsure || sure[l] == 0;
+        unsure |= ~sure;
     }
-    if (unsure)
+    std::int64_t any = 0;
+    for (std::size_t l = 0; l < kLanes; ++l)
+        any |= unsure[l];
+    if (any != 0)
         for (std::size_t k = 0; k < kGapBatch; ++k)
             if (gaps[k] < 0.0)
                 gaps[k] = std::floor(std::log1p(-u[k]) / log_keep);
