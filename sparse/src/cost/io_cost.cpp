@@ -220,9 +220,12 @@ std::vector<char> mark_keys_seen(const Support& s) {
         std::clamp<std::int64_t>(s.z_qk() / std::max<std::int64_t>(n_k, 1), 1, 8);
     const std::int64_t step = (n_q + parts - 1) / parts;
     std::vector<char> seen(static_cast<std::size_t>(parts * n_k), 0);
+    const RowRuns runs = s.row_runs(); // a row of the run of the row before marks nothing new
     parallel_for_tiles(parts, [&](std::int64_t t, int) {
         char* mark = seen.data() + t * n_k;
         for (std::int64_t i = t * step; i < std::min(n_q, (t + 1) * step); ++i) {
+            if (i > t * step && runs.period > 1 && runs.one_run(i - 1, i + 1))
+                continue;
             const auto row = s.row(i);
             const auto len = static_cast<std::int64_t>(row.size());
             if (len > 0 && row.back() - row.front() + 1 == len) { // an interval: no index reads

@@ -120,7 +120,7 @@ Support pattern_block(
                 kept_keys[static_cast<std::size_t>(rb)] += std::min(b, n_k - c * b);
             }
     });
-    return detail::build_sized(
+    Support s = detail::build_sized(
         kWhere,
         n_q,
         n_k,
@@ -129,6 +129,9 @@ Support pattern_block(
             for (const std::int64_t c : kept[static_cast<std::size_t>(i / b)])
                 out = detail::write_range(out, c * b, std::min(c * b + b, n_k) - 1);
         }));
+    // a row block's rows see the same keys, a key block's keys the same rows
+    s.keep_runs(detail::BuiltRows{}, RowRuns{b, 0}, RowRuns{b, 0});
+    return s;
 }
 
 Support pattern_bigbird(std::int64_t n_q,

@@ -147,7 +147,7 @@ Support pattern_bigbird_block(std::int64_t n_q,
     const auto at = [&](std::int64_t i) {
         return static_cast<std::size_t>(floor_div(i + n_k - n_q, b) - qb_first);
     };
-    return detail::build_sized(
+    Support s = detail::build_sized(
         kWhere,
         n_q,
         n_k,
@@ -156,6 +156,9 @@ Support pattern_bigbird_block(std::int64_t n_q,
             for (const std::int64_t c : row_blocks[at(i)])
                 out = detail::write_range(out, c * b, std::min(c * b + b, n_k) - 1);
         }));
+    // a block row's rows see the same keys, a key block's keys the same rows
+    s.keep_runs(detail::BuiltRows{}, RowRuns{b, n_k - n_q}, RowRuns{b, 0});
+    return s;
 }
 
 Support

@@ -126,6 +126,47 @@ std::vector<std::int64_t> dense_keys(const OrderedView& s,
     return keys;
 }
 
+/// block_keys of rows that come in runs of equal rows (a block pattern's: Support::row_runs):
+/// each run's first row walked once for all its rows in the block, its lanes added for each
+/// lane group the run meets; the same keys, counts and lanes as the walk. block:64:0.1 at
+/// N = 16384 walked 27 million pairs per tile height priced, bigbird-block:64:3:2:3's sampled
+/// other heights 8 ms of its 21 ms plan.
+std::vector<std::int64_t> run_keys(const OrderedView& s,
+                                   std::int64_t i0,
+                                   std::int64_t i1,
+                                   const RowRuns& runs,
+                                   std::int64_t* count,
+                                   std::int64_t group,
+                                   std::int64_t* lanes) {
+    std::vector<std::int64_t> keys;
+    std::int64_t* mark = lanes != nullptr ? lanes + s.n_k() : nullptr; // the last group seeing j
+    for (std::int64_t a = i0; a < i1;) {
+        const std::int64_t e = std::min(i1, (runs.run(a) + 1) * runs.period - runs.shift);
+        const std::int64_t g0 = group > 0 ? (a - i0) / group : 0;
+        const std::int64_t g1 = group > 0 ? (e - 1 - i0) / group : -1;
+        for (const std::int64_t j : s.row(a)) {
+            if (count[j] == 0) {
+                keys.push_back(j);
+                if (lanes != nullptr) {
+                    lanes[j] = 0;
+                    mark[j] = -1;
+                }
+            }
+            count[j] += e - a;
+            for (std::int64_t g = g0; lanes != nullptr && g <= g1; ++g)
+                if (mark[j] != g) {
+                    mark[j] = g;
+                    lanes[j] += std::min(group, i1 - i0 - g * group);
+                }
+        }
+        if (a == i0 && e == i1) // one run: its row's keys, sorted
+            return keys;
+        a = e;
+    }
+    std::sort(keys.begin(), keys.end());
+    return keys;
+}
+
 } // namespace
 
 std::vector<std::int64_t> block_keys(const OrderedView& s,
@@ -135,6 +176,8 @@ std::vector<std::int64_t> block_keys(const OrderedView& s,
                                      std::int64_t group,
                                      std::int64_t* lanes) {
     const std::int64_t i0 = b * rows, i1 = std::min(s.n_q(), (b + 1) * rows);
+    if (const RowRuns runs = s.s->row_runs(); i0 < i1 && s.rows.empty() && runs.period > 1)
+        return run_keys(s, i0, i1, runs, count, group, lanes);
     std::int64_t lo = s.n_k(), hi = -1, pairs = 0;
     bool intervals = lanes == nullptr || group > 0;
     for (std::int64_t i = i0; i < i1; ++i) {

@@ -188,16 +188,28 @@ GlobalPairs global_pairs(const OrderedView& s,
     for (const std::int64_t j : t)
         count[j] = -1;
     added.clear();
-    for (std::int64_t i = i0; i < i1; ++i)
-        if (global_row(s, i, heavy_z))
-            for (const std::int64_t j0 : s.row(i)) {
-                const std::int64_t j = s.key(j0);
-                if (count[j] < 0)
-                    continue;
-                ++g.moved;
-                if (count[j]++ == 0)
-                    added.push_back(j);
-            }
+    // a row of the run of the row before (a block pattern's global block rows: Support::row_runs)
+    // moves what that row moved and adds no key
+    const RowRuns runs = s.rows.empty() ? s.s->row_runs() : RowRuns{};
+    std::int64_t row_moved = 0;
+    for (std::int64_t i = i0; i < i1; ++i) {
+        if (!global_row(s, i, heavy_z))
+            continue;
+        if (i > i0 && runs.period > 1 && runs.one_run(i - 1, i + 1)) {
+            g.moved += row_moved;
+            continue;
+        }
+        row_moved = 0;
+        for (const std::int64_t j0 : s.row(i)) {
+            const std::int64_t j = s.key(j0);
+            if (count[j] < 0)
+                continue;
+            ++row_moved;
+            if (count[j]++ == 0)
+                added.push_back(j);
+        }
+        g.moved += row_moved;
+    }
     for (const std::int64_t j : t)
         count[j] = 0;
     for (const std::int64_t j : added)

@@ -82,6 +82,7 @@ struct Support::Cache {
     std::vector<std::pair<std::string, std::shared_ptr<const void>>>
         values;                            ///< least recently used first
     std::shared_ptr<SupportFamily> family; ///< under values_mutex
+    RowRuns row_runs, key_runs; ///< set by the builder (keep_runs) before the structure is shared
 };
 
 std::shared_ptr<SupportFamily> Support::family() const {
@@ -160,12 +161,33 @@ const Support& Support::transposed() const {
     detail::TransposeParts t = detail::transpose_of(*this, false);
     auto built = std::make_unique<Support>(
         detail::BuiltRows{}, n_k(), n_q(), std::move(t.offsets), std::move(t.entries));
+    built->cache_->row_runs = cache_->key_runs;
+    built->cache_->key_runs = cache_->row_runs;
     const std::lock_guard<std::mutex> lock(cache_->transpose_mutex);
     if (cache_->transposed == nullptr) {
         cache_->transposed = std::move(built);
         cache_->ready.store(cache_->transposed.get(), std::memory_order_release);
     }
     return *cache_->transposed;
+}
+
+RowRuns Support::row_runs() const {
+    return cache_->row_runs;
+}
+
+void Support::keep_runs(detail::BuiltRows, RowRuns rows, RowRuns keys) const {
+    cache_->row_runs = rows;
+    cache_->key_runs = keys;
+#ifndef NDEBUG
+    const auto equal_in_runs = [](const Support& s, const RowRuns& r) {
+        for (std::int64_t i = 1; i < s.n_q() && r.period > 0; ++i)
+            if (r.one_run(i - 1, i + 1) && !std::ranges::equal(s.row(i - 1), s.row(i)))
+                return false;
+        return true;
+    };
+    IOATTN_ASSERT(equal_in_runs(*this, rows));
+    IOATTN_ASSERT(keys.period == 0 || equal_in_runs(transposed(), keys));
+#endif
 }
 
 void Support::keep_transposed(detail::BuiltRows, Support t) const {

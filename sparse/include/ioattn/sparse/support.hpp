@@ -24,6 +24,27 @@ struct ElementPanels;
 struct BuiltRows {};
 } // namespace detail
 
+/// Rows known to come in aligned runs of equal rows (the same keys): rows i and i' are equal
+/// when floor((i + shift) / period) is the same for both. period 0: nothing known. What the
+/// builders of block patterns know of their rows (block, bigbird-block) and of their keys
+/// (the transpose's rows), so that the planner and the tile kernels' key lists take one row
+/// of a run for all of it (Support::row_runs).
+struct RowRuns {
+    std::int64_t period = 0;
+    std::int64_t shift = 0;
+
+    /// The run of row i (period > 0).
+    [[nodiscard]] std::int64_t run(std::int64_t i) const {
+        const std::int64_t x = i + shift;
+        return x / period - (x % period < 0 ? 1 : 0);
+    }
+
+    /// Whether rows [i0, i1) (i0 < i1) lie in one run.
+    [[nodiscard]] bool one_run(std::int64_t i0, std::int64_t i1) const {
+        return period > 0 && run(i0) == run(i1 - 1);
+    }
+};
+
 /// Omega as CSR over n_q query rows and n_k keys: row i allows the keys
 /// col_indices[row_offsets[i] .. row_offsets[i+1]), sorted ascending and unique.
 /// Immutable after construction; concurrent reads are safe. A default-constructed Support is
@@ -149,6 +170,17 @@ public:
     /// transposed again. Throws InvalidArgument when t's shape or pair count is not the
     /// transpose's.
     void keep_transposed(detail::BuiltRows, Support t) const;
+
+    /// The runs of equal rows its builder declared (keep_runs; period 0 when none): kept by
+    /// copies, swapped with the key runs by transposed(), not kept by detached() or by any
+    /// structure built from this one.
+    [[nodiscard]] RowRuns row_runs() const;
+
+    /// Declares the runs of equal rows and of keys with equal row sets (the transpose's equal
+    /// rows), for the library's builders (the tag) right after they build the structure, before
+    /// it is shared. Debug and sanitizer builds check every row against its run's first (and the
+    /// key runs through the transpose).
+    void keep_runs(detail::BuiltRows, RowRuns rows, RowRuns keys) const;
 
     /// For each entry of transposed() in its CSR order, the position of the same pair in this
     /// support's CSR order (built on first use, O(n_k + Z_QK), and kept; thread-safe): how the
