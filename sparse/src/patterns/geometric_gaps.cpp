@@ -80,7 +80,7 @@ void geometric_gaps(RowRng* rng, double* u, double log_keep, double inverse, dou
     I unsure{}; // lanes of any vector whose floor was not sure
     for (std::size_t k = 0; k < kGapBatch; k += kLanes) {
         const V q = log_lanes(1.0 - kernels::load(u + k)) * inverse; // >= 0
-        const I small = q < 0x1p52;
+        const I small = (q >= 0.0) & (q < 0x1p52); // else (never seen) the formula
         const V bounded = kernels::as<V>(kernels::as<I>(q) & small); // 0 where not small
         const V lo = floor_lanes(bounded * (1.0 - 0x1p-40));
         const V hi = floor_lanes(bounded * (1.0 + 0x1p-40));
