@@ -63,7 +63,6 @@ BlockKeys BlockKeys::build(const Support& support, std::int64_t max_rows) {
     CallMemory alloc("ioattn::sparse::BlockKeys::build");
     const kernels::Workspace<std::int64_t> stamps(max_concurrency(), support.n_k());
     alloc.allocate();
-    // Stamps hold block + 1 (fill pass: -(block + 1)), so no clearing between blocks.
     // a block pattern's rows come in runs of equal rows (Support::row_runs): a row of the run
     // of the row before adds no key, and has that row's run and prefix (block:64:0.1 at
     // N = 16384: 27 million pairs walked four times, stamped and sorted)
@@ -74,6 +73,7 @@ BlockKeys BlockKeys::build(const Support& support, std::int64_t max_rows) {
     const auto one_run = [&](std::int64_t b) {
         return plan.rows(b) > 0 && runs.one_run(plan.row0(b), plan.row0(b) + plan.rows(b));
     };
+    // Stamps hold block + 1 (fill pass: -(block + 1)), so no clearing between blocks.
     const auto visit = [&](std::int64_t b, std::int64_t* stamp, std::int64_t mark, auto&& emit) {
         for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i)
             for (const std::int64_t j :
