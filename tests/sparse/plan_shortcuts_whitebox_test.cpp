@@ -4,8 +4,8 @@
 // interval rows of block_keys (sparse/src/plan/block_columns.cpp) and of BlockKeys::build
 // (sparse/src/support/block_keys.cpp) against a reference walk of the pairs; element_tiling_fits
 // against the built panels' peak, and a family's kept element tiling (plan/family_plan.cpp)
-// fitting each structure it plans; a block pattern's block keys and key lists, taken a run of
-// equal rows at a time (Support::row_runs), against the same pairs walked.
+// fitting each structure it plans. The block patterns' runs of equal rows:
+// row_runs_whitebox_test.cpp.
 
 #include "kernels/element/panel_fill.hpp"
 #include "kernels/element/panels.hpp"
@@ -13,7 +13,6 @@
 #include "support/block_keys.hpp"
 
 #include <ioattn/sparse/element.hpp>
-#include <ioattn/sparse/io_cost.hpp>
 #include <ioattn/sparse/pattern.hpp>
 #include <ioattn/sparse/support_cache.hpp>
 #include <ioattn/sparse/variants.hpp>
@@ -48,6 +47,20 @@ std::vector<std::string> shortcut_specs(std::int64_t n) {
             "global:4"};
 }
 
+/// The element kernels' peak for `pass` under t, from plans built for it (of s and, backward,
+/// of its transpose).
+std::int64_t built_peak(const ioattn::Problem& p,
+                        const sp::Support& s,
+                        const ioattn::Tiling& t,
+                        ioattn::Pass pass) {
+    const auto w = spd::ElementWords::of(sizeof(float));
+    const spd::ElementPanels rows = spd::ElementPanels::build(s, t.rows, t.cols);
+    return pass == ioattn::Pass::forward
+               ? spd::forward_element_peak(p, rows, w)
+               : spd::backward_element_peak(
+                     p, rows, spd::ElementPanels::build(s.transposed(), t.rows, t.cols), w);
+}
+
 /// widened_element_tiling as it was before the fills: every width's plan built and walked.
 ioattn::Tiling widened_by_builds(const ioattn::Problem& p,
                                  const sp::Support& s,
@@ -56,15 +69,9 @@ ioattn::Tiling widened_by_builds(const ioattn::Problem& p,
                                  ioattn::Pass pass) {
     if (s.z_qk() == 0)
         return base;
-    const auto w = spd::ElementWords::of(sizeof(float));
     const bool fwd = pass == ioattn::Pass::forward;
     const auto fits = [&](const ioattn::Tiling& t) {
-        const spd::ElementPanels rows = spd::ElementPanels::build(s, t.rows, t.cols);
-        const std::int64_t peak =
-            fwd ? spd::forward_element_peak(p, rows, w)
-                : spd::backward_element_peak(
-                      p, rows, spd::ElementPanels::build(s.transposed(), t.rows, t.cols), w);
-        return peak <= m.fast_words;
+        return built_peak(p, s, t, pass) <= m.fast_words;
     };
     const auto plan_cost = [](const spd::ElementPanels& plan) {
         std::int64_t c = 0;
@@ -249,7 +256,6 @@ TEST_CASE("element_tiling_fits: the kernels' peak over the built panels, at M's 
     p.n_q = p.n_k = 600;
     p.d = 16;
     p = p.resolved();
-    const auto w = spd::ElementWords::of(sizeof(float));
     for (const std::string& spec : shortcut_specs(p.n_q)) {
         const sp::Support s = sp::parse_pattern(spec, p.n_q, p.n_k, 5);
         if (s.z_qk() == 0)
@@ -257,15 +263,7 @@ TEST_CASE("element_tiling_fits: the kernels' peak over the built panels, at M's 
         for (const ioattn::Pass pass : {ioattn::Pass::forward, ioattn::Pass::backward})
             for (const ioattn::Tiling t : {ioattn::Tiling{ioattn::Schedule::fused, 16, 32},
                                            ioattn::Tiling{ioattn::Schedule::fused, 64, 256}}) {
-                const spd::ElementPanels rows = spd::ElementPanels::build(s, t.rows, t.cols);
-                const std::int64_t peak =
-                    pass == ioattn::Pass::forward
-                        ? spd::forward_element_peak(p, rows, w)
-                        : spd::backward_element_peak(
-                              p,
-                              rows,
-                              spd::ElementPanels::build(s.transposed(), t.rows, t.cols),
-                              w);
+                const std::int64_t peak = built_peak(p, s, t, pass);
                 CAPTURE(spec, pass == ioattn::Pass::forward, t.rows, t.cols, peak);
                 CHECK(spd::element_tiling_fits<float>(p, s, t, ioattn::MemoryModel{peak}, pass));
                 CHECK_FALSE(
@@ -388,84 +386,4 @@ TEST_CASE("BlockKeys of interval rows: each row's run and prefix as a walk finds
             }
         }
     }
-}
-
-TEST_CASE("row runs: a block pattern's block keys and key lists are the walk's",
-          "[sparse][whitebox]") {
-    std::int64_t globals = 0; // global rows priced
-    // bigbird-block:16:1:2:0 at 600: its first and last block rows are global rows
-    for (const std::string spec :
-         {"block:16:0.3", "bigbird-block:16:3:2:1", "bigbird-block:16:1:2:0"})
-        for (const auto& [n_q, n_k] : {std::pair<std::int64_t, std::int64_t>{300, 300},
-                                       {300, 250},
-                                       {250, 333},
-                                       {600, 600}}) {
-            const sp::Support s = sp::parse_pattern(spec, n_q, n_k, 7);
-            const sp::Support plain = s.detached(); // the same pairs, no runs declared
-            REQUIRE(s.row_runs().period == 16);
-            REQUIRE(s.transposed().row_runs().period == 16);
-            REQUIRE(plain.row_runs().period == 0);
-            REQUIRE(plain.transposed().row_runs().period == 0);
-            ioattn::Problem p;
-            p.n_q = n_q;
-            p.n_k = n_k;
-            p.d = 8;
-            p = p.resolved();
-            for (const ioattn::Pass pass : {ioattn::Pass::forward, ioattn::Pass::backward})
-                CHECK(sp::used_input_words(p, s, pass) == sp::used_input_words(p, plain, pass));
-            const sp::Support copy = s; // copies keep the runs, transposes swap them
-            CHECK(copy.row_runs().shift == s.row_runs().shift);
-            CHECK(s.transposed().transposed().row_runs().shift == s.row_runs().shift);
-            for (const bool transposed : {false, true}) {
-                const sp::Support& a = transposed ? s.transposed() : s;
-                const sp::Support& b = transposed ? plain.transposed() : plain;
-                for (const std::int64_t rows : {16, 8, 5, 32, 64}) {
-                    CAPTURE(spec, n_q, n_k, transposed, rows);
-                    const spd::BlockKeys& x = a.cached_block_keys(rows);
-                    const spd::BlockKeys& y = b.cached_block_keys(rows);
-                    CHECK(x.bounds == y.bounds);
-                    CHECK(x.key_offsets == y.key_offsets);
-                    CHECK(x.keys == y.keys);
-                    CHECK(x.row_lo == y.row_lo);
-                    CHECK(x.row_hi == y.row_hi);
-                    CHECK(x.row_run_at == y.row_run_at);
-                    CHECK(x.row_prefix == y.row_prefix);
-                    CHECK(x.index_reads == y.index_reads);
-                    // the pricing of every block, global rows' pairs included
-                    for (const ioattn::Pass pass :
-                         {ioattn::Pass::forward, ioattn::Pass::backward}) {
-                        const spd::CostModel cm = spd::cost_model(pass);
-                        const spd::Split px = spd::price_by_fill(a, rows, cm);
-                        const spd::Split py = spd::price_by_fill(b, rows, cm);
-                        CHECK(px.cost == py.cost);
-                        CHECK(px.block_tile == py.block_tile);
-                        CHECK(px.tile_columns == py.tile_columns);
-                        CHECK(px.all_tiles_cost == py.all_tiles_cost);
-                        CHECK(px.global_rows == py.global_rows);
-                        globals += px.global_rows;
-                        CHECK(px.pairs == py.pairs);
-                    }
-                    // block_keys, its counts and (in groups of 4) lanes
-                    for (const std::int64_t group : {0, 4}) {
-                        std::vector<std::int64_t> cx(static_cast<std::size_t>(3 * a.n_k()), 0);
-                        std::vector<std::int64_t> cy(cx.size(), 0);
-                        std::int64_t* lx = group > 0 ? cx.data() + a.n_k() : nullptr;
-                        std::int64_t* ly = group > 0 ? cy.data() + a.n_k() : nullptr;
-                        for (std::int64_t blk = 0; blk < spd::n_blocks(a, rows); ++blk) {
-                            const auto kx = spd::block_keys(a, rows, blk, cx.data(), group, lx);
-                            const auto ky = spd::block_keys(b, rows, blk, cy.data(), group, ly);
-                            REQUIRE(kx == ky);
-                            for (const std::int64_t j : kx) {
-                                const auto u = static_cast<std::size_t>(j);
-                                CHECK(cx[u] == cy[u]);
-                                if (group > 0)
-                                    CHECK(lx[j] == ly[j]);
-                                cx[u] = cy[u] = 0;
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    CHECK(globals > 0);
 }

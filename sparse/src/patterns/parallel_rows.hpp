@@ -78,6 +78,17 @@ Support build_sized(std::string_view where,
     }
 }
 
+/// The row offsets of chunks of `step` rows from each row's end within its chunk (offsets[i + 1]
+/// of row i, counted from its chunk's first row), in chunk order.
+inline void chunk_ends_to_offsets(std::vector<std::int64_t>& offsets, std::int64_t step) {
+    const auto n_q = static_cast<std::int64_t>(offsets.size()) - 1;
+    for (std::int64_t t0 = 0; t0 < n_q; t0 += step) {
+        const std::int64_t base = offsets[static_cast<std::size_t>(t0)];
+        for (std::int64_t i = t0; i < std::min(n_q, t0 + step); ++i)
+            offsets[static_cast<std::size_t>(i) + 1] += base;
+    }
+}
+
 /// Assembles a Support from rows drawn chunk by chunk: make_row() gives a row function of its
 /// own (its scratch with it) for each chunk of rows_per_task rows; row(i, cols) appends row i's
 /// sorted unique keys. Throws ResourceError naming `where` once the rows built so far outgrow
@@ -108,11 +119,7 @@ build_chunks(std::string_view where, std::int64_t n_q, std::int64_t n_k, const M
                     require_memory(where, bytes, std::string(kWhat) + " (rows built so far)");
             }
         });
-        for (std::int64_t t = 0; t < tasks; ++t) { // chunk-local ends -> global offsets
-            const std::int64_t base = offsets[static_cast<std::size_t>(t * step)];
-            for (std::int64_t i = t * step; i < std::min(n_q, (t + 1) * step); ++i)
-                offsets[static_cast<std::size_t>(i) + 1] += base;
-        }
+        chunk_ends_to_offsets(offsets, step);
         std::vector<std::int64_t> cols = index_words(offsets.back());
         parallel_for_tiles(tasks, [&](std::int64_t t, int) {
             auto& c = chunk[static_cast<std::size_t>(t)];
@@ -172,11 +179,7 @@ Support build_chunks_expected(std::string_view where,
             else
                 outgrown[static_cast<std::size_t>(t)] = c;
         });
-        for (std::int64_t t = 0; t < tasks; ++t) { // chunk-local ends -> global offsets
-            const std::int64_t base = offsets[static_cast<std::size_t>(t * step)];
-            for (std::int64_t i = t * step; i < std::min(n_q, (t + 1) * step); ++i)
-                offsets[static_cast<std::size_t>(i) + 1] += base;
-        }
+        chunk_ends_to_offsets(offsets, step);
         const auto size_of = [&](std::int64_t t) {
             return offsets[static_cast<std::size_t>(std::min(n_q, (t + 1) * step))] -
                    offsets[static_cast<std::size_t>(t * step)];

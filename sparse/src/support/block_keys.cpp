@@ -64,14 +64,12 @@ BlockKeys BlockKeys::build(const Support& support, std::int64_t max_rows) {
     const kernels::Workspace<std::int64_t> stamps(max_concurrency(), support.n_k());
     alloc.allocate();
     // a block pattern's rows come in runs of equal rows (Support::row_runs): a row of the run
-    // of the row before adds no key, and has that row's run and prefix (block:64:0.1 at
+    // of the row before adds no key (the walks visit one row a run), and has that row's run and
+    // prefix (block:64:0.1 at
     // N = 16384: 27 million pairs walked four times, stamped and sorted)
     const RowRuns runs = support.row_runs();
     const auto as_before = [&](std::int64_t b, std::int64_t i) {
         return i > plan.row0(b) && runs.period > 1 && runs.one_run(i - 1, i + 1);
-    };
-    const auto one_run = [&](std::int64_t b) {
-        return plan.rows(b) > 0 && runs.one_run(plan.row0(b), plan.row0(b) + plan.rows(b));
     };
     // Stamps hold block + 1 (fill pass: -(block + 1)), so no clearing between blocks.
     const auto visit = [&](std::int64_t b, std::int64_t* stamp, std::int64_t mark, auto&& emit) {
@@ -151,8 +149,6 @@ BlockKeys BlockKeys::build(const Support& support, std::int64_t max_rows) {
         if (lo >= 0) { // one interval of keys
             interval_lo[static_cast<std::size_t>(b)] = lo;
             c = lo >= 0 ? hi - lo + 1 : 0;
-        } else if (one_run(b)) {
-            c = support.row_nonzeros(plan.row0(b));
         } else {
             visit(b, stamps.slab(w), b + 1, [&](std::int64_t) { ++c; });
         }
@@ -173,11 +169,6 @@ BlockKeys BlockKeys::build(const Support& support, std::int64_t max_rows) {
         if (lo >= 0) {
             for (std::int64_t c = 0; c < count; ++c)
                 out[c] = lo + c;
-            return;
-        }
-        if (one_run(b)) {
-            const auto row = support.row(plan.row0(b));
-            std::copy(row.begin(), row.end(), out);
             return;
         }
         std::int64_t c = 0;
