@@ -306,17 +306,40 @@ TEST_CASE("a family's kept element tiling: taken where it fits, else searched ag
     CHECK(searched > 0); // some structure's peak outgrew the kept tiling's M
 }
 
-TEST_CASE("block_keys of interval rows: the keys, counts and lanes of the walk",
+/// 512 x 512 rows of four keys j, j + 2, j + 3, j + 6 (first to last, three steps of 2, but not a
+/// progression) among progressions of step 2, and of step 3 from row 300 on.
+sp::Support near_progressions() {
+    std::vector<std::int64_t> offsets{0}, cols;
+    for (std::int64_t i = 0; i < 512; ++i) {
+        const std::int64_t j = i % 400;
+        const std::vector<std::int64_t> row =
+            i % 37 == 5 ? std::vector<std::int64_t>{j, j + 2, j + 3, j + 6}
+            : i < 300   ? std::vector<std::int64_t>{j, j + 2, j + 4, j + 6}
+                        : std::vector<std::int64_t>{j, j + 3, j + 6, j + 9};
+        cols.insert(cols.end(), row.begin(), row.end());
+        offsets.push_back(static_cast<std::int64_t>(cols.size()));
+    }
+    return {512, 512, offsets, cols};
+}
+
+TEST_CASE("block_keys of progression rows (intervals, dilated): the keys, counts and lanes of "
+          "the walk",
           "[sparse][variants][whitebox]") {
+    std::vector<std::pair<std::string, sp::Support>> cases{
+        {"near progressions", near_progressions()}};
     for (const std::string spec : {"window:16",
                                    "causal-window:24",
                                    "causal",
                                    "causal-varlen:200,100,212",
                                    "window:3",
+                                   "dilated:8:3",
+                                   "dilated:40:4",
+                                   "dilated:100:7",
                                    "block:16:0.2",
                                    "random:0.05",
-                                   "global:4+window:8"}) {
-        const sp::Support s = sp::parse_pattern(spec, 512, 512, 3);
+                                   "global:4+window:8"})
+        cases.emplace_back(spec, sp::parse_pattern(spec, 512, 512, 3));
+    for (const auto& [spec, s] : cases) {
         std::vector<std::int64_t> work(3 * 512, 0);
         for (const std::int64_t rows : {1, 16, 40, 64}) {
             for (const std::int64_t group : {0, 16}) {

@@ -5,7 +5,8 @@
 // copies already costs more than the original's split); a support of whole dense blocks
 // without global rows prices at exactly that many lanes (the planner then looks for no
 // reordering at all). find_orders reads price_by_fill's record of the blocks as it reads its own
-// walk of them.
+// walk of them. offset_gcd and the residue orders against the gcd of every pair and a stable
+// sort by residue.
 
 #include "plan/structure.hpp"
 
@@ -13,11 +14,63 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <string>
+#include <vector>
 
 namespace sp = ioattn::sparse;
 namespace spd = ioattn::sparse::detail;
+
+TEST_CASE("offset_gcd and the residue orders: the gcd of every pair's offset, rows and keys "
+          "stably by residue") {
+    // dilated rows step by S from their own query i': g = S, whatever the shift; the others
+    // reach 1
+    for (const auto& [spec, n_q] :
+         std::vector<std::pair<std::string, std::int64_t>>{{"dilated:8:3", 512},
+                                                           {"dilated:40:4", 512},
+                                                           {"dilated:40:4", 510},
+                                                           {"dilated:9:6", 509},
+                                                           {"dilated:100:7", 300},
+                                                           {"window:4", 512},
+                                                           {"strided:16", 512},
+                                                           {"random:0.05", 512}}) {
+        CAPTURE(spec, n_q);
+        const sp::Support s = sp::parse_pattern(spec, n_q, 512, 7);
+        std::int64_t want = 0;
+        for (std::int64_t i = 0; i < s.n_q(); ++i)
+            for (const std::int64_t j : s.row(i))
+                want = std::gcd(want, i + s.n_k() - s.n_q() - j);
+        CHECK(spd::offset_gcd(s) == want);
+        if (want < 2)
+            continue;
+        spd::Residues residues;
+        const spd::Orders o = spd::find_orders(s, 16, spd::CostModel{}, &residues);
+        REQUIRE(residues.g == want);
+        const auto stable = [&](std::int64_t n, std::int64_t shift) {
+            std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+            std::iota(order.begin(), order.end(), std::int64_t{0});
+            std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+                return (a + shift) % want < (b + shift) % want;
+            });
+            return order;
+        };
+        CHECK(o.rows == stable(s.n_q(), s.n_k() - s.n_q()));
+        REQUIRE(residues.reordered != nullptr);
+        CHECK(*residues.reordered == spd::reorder(s, {o.rows, stable(s.n_k(), 0)}));
+    }
+    // rows {i + 1, i + 3}: steps of 2, yet offsets -1 and -3 (g = 1); {i + 2, i + 6}: g = 2
+    for (const std::int64_t first : {1, 2}) {
+        std::vector<std::int64_t> offsets{0}, cols;
+        for (std::int64_t i = 0; i < 512; ++i) {
+            if (i + 3 * first < 512)
+                cols.insert(cols.end(), {i + first, i + 3 * first});
+            offsets.push_back(static_cast<std::int64_t>(cols.size()));
+        }
+        CHECK(spd::offset_gcd(sp::Support(512, 512, offsets, cols)) == first);
+    }
+}
 
 TEST_CASE("find_orders: its floor bounds every split of the reordered structure from below") {
     for (const std::string spec : {"random:0.05",

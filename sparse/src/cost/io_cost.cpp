@@ -221,6 +221,7 @@ std::vector<char> mark_keys_seen(const Support& s) {
     const std::int64_t step = (n_q + parts - 1) / parts;
     std::vector<char> seen(static_cast<std::size_t>(parts * n_k), 0);
     const RowRuns runs = s.row_runs(); // a row of the run of the row before marks nothing new
+    const std::int64_t declared = s.row_step(); // rows of a declared step: marked from their ends
     parallel_for_tiles(parts, [&](std::int64_t t, int) {
         char* mark = seen.data() + t * n_k;
         for (std::int64_t i = t * step; i < std::min(n_q, (t + 1) * step); ++i) {
@@ -230,6 +231,11 @@ std::vector<char> mark_keys_seen(const Support& s) {
             const auto len = static_cast<std::int64_t>(row.size());
             if (len > 0 && row.back() - row.front() + 1 == len) { // an interval: no index reads
                 std::fill(mark + row.front(), mark + row.back() + 1, char{1});
+                continue;
+            }
+            if (len > 0 && declared > 1) {
+                for (std::int64_t j = row.front(); j <= row.back(); j += declared)
+                    mark[j] = 1;
                 continue;
             }
             for (const std::int64_t j : row)

@@ -103,7 +103,7 @@ Support pattern_dilated(std::int64_t n_q, std::int64_t n_k, std::int64_t w, std:
         const std::int64_t p = i + n_k - n_q;
         return std::pair{std::max(-w, ceil_div(-p, s)), std::min(w, floor_div(n_k - 1 - p, s))};
     };
-    return detail::build_sized(
+    Support built = detail::build_sized(
         kWhere,
         n_q,
         n_k,
@@ -117,6 +117,8 @@ Support pattern_dilated(std::int64_t n_q, std::int64_t n_k, std::int64_t w, std:
             for (std::int64_t t = lo; t <= hi; ++t)
                 *out++ = p + t * s;
         }));
+    built.keep_steps(detail::BuiltRows{}, s, s); // j = i' + t S: each key's queries step by S too
+    return built;
 }
 
 Support pattern_global(std::int64_t n_q, std::int64_t n_k, std::int64_t g) {

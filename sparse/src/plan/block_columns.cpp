@@ -12,54 +12,6 @@ namespace ioattn::sparse::detail {
 
 namespace {
 
-/// block_keys of a block whose rows are intervals of keys (windows, bands, causal), when their
-/// range [lo, hi] holds no more keys than the block's pairs: counts by a difference array over
-/// the range and each lane group's lanes by the union of its rows' intervals, in O(rows + range
-/// per group) instead of O(pairs). The same keys, counts and lanes as the walk.
-std::vector<std::int64_t> interval_keys(const OrderedView& s,
-                                        std::int64_t i0,
-                                        std::int64_t i1,
-                                        std::int64_t lo,
-                                        std::int64_t hi,
-                                        std::int64_t* count,
-                                        std::int64_t group,
-                                        std::int64_t* lanes) {
-    for (std::int64_t i = i0; i < i1; ++i) { // count: +1 at a row's first key, -1 past its last
-        const auto row = s.row(i);
-        if (row.empty())
-            continue;
-        ++count[row.front()];
-        if (row.back() < hi)
-            --count[row.back() + 1];
-    }
-    std::vector<std::int64_t> keys;
-    for (std::int64_t j = lo, c = 0; j <= hi; ++j) {
-        c += count[j];
-        count[j] = c;
-        if (c > 0)
-            keys.push_back(j);
-    }
-    if (lanes == nullptr)
-        return keys;
-    std::fill(lanes + lo, lanes + hi + 1, std::int64_t{0});
-    std::vector<std::pair<std::int64_t, std::int64_t>> spans; // a group's rows' intervals
-    for (std::int64_t g0 = i0; g0 < i1; g0 += group) {
-        const std::int64_t g1 = std::min(i1, g0 + group);
-        spans.clear();
-        for (std::int64_t i = g0; i < g1; ++i)
-            if (const auto row = s.row(i); !row.empty())
-                spans.emplace_back(row.front(), row.back());
-        std::sort(spans.begin(), spans.end());
-        std::int64_t next = lo; // the first key of the group's union not yet counted
-        for (const auto& [front, back] : spans) {
-            for (std::int64_t j = std::max(front, next); j <= back; ++j)
-                lanes[j] += g1 - g0;
-            next = std::max(next, back + 1);
-        }
-    }
-    return keys;
-}
-
 /// The keys of [lo, hi] counted (count[j] > 0), ascending, written at out, at most `most` of
 /// them; returns how many. Every key is stored and kept when counted, with no branch: a random
 /// block's keys fill 3 in 4 of its range, and a branch on each mispredicted.
@@ -88,6 +40,69 @@ void sort_keys(std::vector<std::int64_t>& keys,
         counted_keys(count, lo, hi, k, keys.data());
     else
         std::sort(keys.begin(), keys.end());
+}
+
+/// block_keys of a block whose rows are arithmetic progressions of one step t (t = 1: intervals
+/// of keys, as windows, bands and causal rows are; t = S: dilated:W:S's rows), when their range
+/// [lo, hi] holds no more keys than the block's pairs: counts by a difference array over the
+/// range, summed along each residue class modulo t, and each lane group's lanes by the union of
+/// its rows' progressions, in O(rows + range) instead of O(pairs). The same keys, counts and
+/// lanes as the walk. dilated:256:4 at N = 16384: 8.4 million pairs walked per tile height
+/// priced on the structure as given, before its residue order is found.
+std::vector<std::int64_t> progression_keys(const OrderedView& s,
+                                           std::int64_t i0,
+                                           std::int64_t i1,
+                                           std::int64_t lo,
+                                           std::int64_t hi,
+                                           std::int64_t t,
+                                           std::int64_t* count,
+                                           std::int64_t group,
+                                           std::int64_t* lanes) {
+    // keys front, front + t, ..., back: +x at front, -x at back + t, then summed along t
+    const auto add = [&](std::int64_t* acc, std::int64_t front, std::int64_t back, std::int64_t x) {
+        acc[front] += x;
+        if (back + t <= hi)
+            acc[back + t] -= x;
+    };
+    const auto sum = [&](std::int64_t* acc) {
+        for (std::int64_t j = lo + t; j <= hi; ++j)
+            acc[j] += acc[j - t];
+    };
+    for (std::int64_t i = i0; i < i1; ++i)
+        if (const auto row = s.row(i); !row.empty())
+            add(count, row.front(), row.back(), 1);
+    sum(count);
+    std::vector<std::int64_t> keys(static_cast<std::size_t>(hi - lo + 1));
+    keys.resize(static_cast<std::size_t>(counted_keys(count, lo, hi, hi - lo + 1, keys.data())));
+    if (lanes == nullptr)
+        return keys;
+    std::fill(lanes + lo, lanes + hi + 1, std::int64_t{0});
+
+    struct Span {
+        std::int64_t residue, front, back;
+        auto operator<=>(const Span&) const = default;
+    };
+
+    std::vector<Span> spans; // a group's rows, by residue modulo t
+    for (std::int64_t g0 = i0; g0 < i1; g0 += group) {
+        const std::int64_t g1 = std::min(i1, g0 + group);
+        spans.clear();
+        for (std::int64_t i = g0; i < g1; ++i)
+            if (const auto row = s.row(i); !row.empty())
+                spans.push_back({row.front() % t, row.front(), row.back()});
+        std::sort(spans.begin(), spans.end());
+        // the group's union: progressions of one residue that meet or touch merge
+        for (std::size_t a = 0, e = 0; a < spans.size(); a = e) {
+            std::int64_t back = spans[a].back;
+            for (e = a + 1; e < spans.size() && spans[e].residue == spans[a].residue &&
+                            spans[e].front <= back + t;
+                 ++e)
+                back = std::max(back, spans[e].back);
+            add(lanes, spans[a].front, back, g1 - g0);
+        }
+    }
+    sum(lanes);
+    return keys;
 }
 
 /// block_keys of a block whose keys are dense in their range [lo, hi] (at most 8 per pair):
@@ -178,22 +193,30 @@ std::vector<std::int64_t> block_keys(const OrderedView& s,
     const std::int64_t i0 = b * rows, i1 = std::min(s.n_q(), (b + 1) * rows);
     if (const RowRuns runs = s.s->row_runs(); i0 < i1 && s.rows.empty() && runs.period > 1)
         return run_keys(s, i0, i1, runs, count, group, lanes);
-    std::int64_t lo = s.n_k(), hi = -1, pairs = 0;
-    bool intervals = lanes == nullptr || group > 0;
+    // the rows' common step (0: none seen yet), while every row may be a progression of it
+    std::int64_t lo = s.n_k(), hi = -1, pairs = 0, step = 0;
+    bool progressions = lanes == nullptr || group > 0;
     for (std::int64_t i = i0; i < i1; ++i) {
         const auto row = s.row(i);
         if (row.empty())
             continue;
-        intervals =
-            intervals && row.back() - row.front() + 1 == static_cast<std::int64_t>(row.size());
+        const auto n = static_cast<std::int64_t>(row.size());
+        if (n > 1) {
+            const std::int64_t t = row[1] - row[0];
+            step = step == 0 ? t : step;
+            progressions = progressions && t == step && row.back() - row.front() == (n - 1) * t;
+        }
         lo = std::min(lo, row.front());
         hi = std::max(hi, row.back());
-        pairs += static_cast<std::int64_t>(row.size());
+        pairs += n;
     }
     if (pairs == 0)
         return {};
-    if (intervals && hi - lo + 1 <= pairs)
-        return interval_keys(s, i0, i1, lo, hi, count, group, lanes);
+    step = std::max<std::int64_t>(step, 1);
+    // sorted unique keys spanning (n - 1) steps of 1 are an interval; of t > 1, a progression
+    // when the builder declared that step (a check would read every pair)
+    if (progressions && hi - lo + 1 <= pairs && (step == 1 || s.s->row_step() == step))
+        return progression_keys(s, i0, i1, lo, hi, step, count, group, lanes);
     if (hi - lo + 1 <= 8 * pairs)
         return dense_keys(s, i0, i1, lo, hi, count, group, lanes);
     std::vector<std::int64_t> keys;

@@ -19,26 +19,35 @@
 namespace ioattn::sparse::detail {
 
 /// g = gcd of i' - j over Omega (0 when Omega is empty), by parts of rows in parallel; 1 as soon
-/// as any part finds it.
+/// as any part finds it. A row's gcd is that of i' - (its first key) and the steps from each key
+/// to the next, so that a row of equal steps (dilated's) takes one gcd, not a division a pair
+/// (8 ms of dilated:256:4's plan at N = 16384).
 std::int64_t offset_gcd(const Support& s) {
     const std::int64_t n_q = s.n_q(), shift = s.n_k() - s.n_q();
     const std::int64_t step = std::max<std::int64_t>(256, (n_q + 255) / 256);
     const std::int64_t parts = (n_q + step - 1) / step;
     std::vector<std::int64_t> part(static_cast<std::size_t>(parts), 0);
     std::atomic<bool> one{false};
+    const std::int64_t declared = s.row_step(); // a row's steps, when its builder declared them
     parallel_for_tiles(parts, [&](std::int64_t t, int) {
         std::int64_t g = 0;
         for (std::int64_t i = t * step; i < std::min(n_q, (t + 1) * step); ++i) {
             if (one.load(std::memory_order_relaxed))
                 return;
-            for (const std::int64_t j : s.row(i)) {
-                const std::int64_t x = i + shift - j;
-                if (g == 0 || x % g != 0) // else gcd(g, x) = g: a division, not a gcd
-                    g = std::gcd(g, x);
-                if (g == 1) {
-                    one.store(true, std::memory_order_relaxed);
-                    return;
+            const auto row = s.row(i);
+            if (row.empty())
+                continue;
+            g = std::gcd(g, i + shift - row.front());
+            if (declared > 0 && row.size() > 1)
+                g = std::gcd(g, declared);
+            for (std::size_t k = 1, last = 0; k < row.size() && declared == 0; ++k)
+                if (const auto d = static_cast<std::size_t>(row[k] - row[k - 1]); d != last) {
+                    g = std::gcd(g, static_cast<std::int64_t>(d));
+                    last = d;
                 }
+            if (g == 1) {
+                one.store(true, std::memory_order_relaxed);
+                return;
             }
         }
         part[static_cast<std::size_t>(t)] = g;
@@ -50,6 +59,26 @@ std::int64_t offset_gcd(const Support& s) {
         g = std::gcd(g, x);
     return g;
 }
+
+namespace {
+
+/// 0, ..., n - 1 ordered by residue of (x + shift) modulo g, each class in ascending order: a
+/// counting sort (the stable sort it stands for compared two residues a comparison).
+std::vector<std::int64_t> by_residue(std::int64_t n, std::int64_t shift, std::int64_t g) {
+    const auto residue = [&](std::int64_t x) {
+        return static_cast<std::size_t>((((x + shift) % g) + g) % g);
+    };
+    std::vector<std::int64_t> start(static_cast<std::size_t>(g) + 1, 0);
+    for (std::int64_t x = 0; x < n; ++x)
+        ++start[residue(x) + 1];
+    std::partial_sum(start.begin(), start.end(), start.begin());
+    std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+    for (std::int64_t x = 0; x < n; ++x)
+        order[static_cast<std::size_t>(start[residue(x)]++)] = x;
+    return order;
+}
+
+} // namespace
 
 Orders find_orders(const Support& s,
                    std::int64_t rows,
@@ -64,23 +93,14 @@ Orders find_orders(const Support& s,
     if (known.g == 0)
         known.g = offset_gcd(s);
     const std::int64_t g = known.g;
-    const auto residue = [g](std::int64_t x) { return ((x % g) + g) % g; };
     std::vector<std::int64_t> key_rank(static_cast<std::size_t>(n_k));
     std::iota(key_rank.begin(), key_rank.end(), std::int64_t{0});
     std::shared_ptr<const Support> reordered; // by residue
     if (g >= 2 && g < std::max(n_q, n_k)) {
-        o.rows.resize(static_cast<std::size_t>(n_q));
-        std::iota(o.rows.begin(), o.rows.end(), std::int64_t{0});
-        std::stable_sort(o.rows.begin(), o.rows.end(), [&](std::int64_t a, std::int64_t b) {
-            return residue(a + shift) < residue(b + shift);
-        });
-        o.keys.resize(static_cast<std::size_t>(n_k));
-        std::iota(o.keys.begin(), o.keys.end(), std::int64_t{0});
-        std::stable_sort(o.keys.begin(), o.keys.end(), [&](std::int64_t a, std::int64_t b) {
-            return residue(a) < residue(b);
-        });
+        o.rows = by_residue(n_q, shift, g);
+        o.keys = by_residue(n_k, 0, g);
         if (!known.reordered)
-            known.reordered = std::make_shared<const Support>(reorder(s, o));
+            known.reordered = std::make_shared<const Support>(reorder(s, o, g));
         reordered = known.reordered;
         key_rank = o.keys;
     }
@@ -155,7 +175,7 @@ std::vector<std::int64_t> inverse(const std::vector<std::int64_t>& order) {
     return inv;
 }
 
-Support reorder(const Support& s, const Orders& o) {
+Support reorder(const Support& s, const Orders& o, std::int64_t residue_g) {
     if (o.identity())
         return s;
     const std::int64_t n_q = s.n_q(), n_k = s.n_k();
@@ -168,15 +188,22 @@ Support reorder(const Support& s, const Orders& o) {
         offsets[static_cast<std::size_t>(a) + 1] =
             offsets[static_cast<std::size_t>(a)] + s.row_nonzeros(old_row(a));
     std::vector<std::int64_t> cols = index_words(offsets.back());
+    // dilated:256:4 at N = 16384: 8.4 million keys looked up, or 16384 intervals written
+    const bool intervals = residue_g >= 2 && s.row_step() == residue_g && !key_new.empty();
     parallel_for_tiles(n_q, [&](std::int64_t a, int) {
         auto* out = cols.data() + offsets[static_cast<std::size_t>(a)];
+        const auto row = s.row(old_row(a));
+        if (intervals && !row.empty()) {
+            std::iota(out, out + row.size(), key_new[static_cast<std::size_t>(row.front())]);
+            return;
+        }
         std::int64_t c = 0;
-        for (const std::int64_t j : s.row(old_row(a)))
+        for (const std::int64_t j : row)
             out[c++] = key_new.empty() ? j : key_new[static_cast<std::size_t>(j)];
         if (!std::is_sorted(out, out + c)) // a residue order keeps each row's keys in order
             std::sort(out, out + c);
     });
-    return {n_q, n_k, std::move(offsets), std::move(cols)};
+    return {BuiltRows{}, n_q, n_k, std::move(offsets), std::move(cols)};
 }
 
 } // namespace ioattn::sparse::detail

@@ -235,7 +235,10 @@ Orders find_orders(const Support& s,
                    const BlockSeen* seen = nullptr);
 
 /// The support with rows and keys reordered: (a, b) allowed iff (o.rows[a], o.keys[b]) is.
-Support reorder(const Support& s, const Orders& o);
+/// residue_g >= 2: o's keys are in residue order modulo residue_g (each class ascending, onto
+/// consecutive labels), so a row of s declared to step by residue_g (Support::row_step) is an
+/// interval of new keys, written from its first key alone.
+Support reorder(const Support& s, const Orders& o, std::int64_t residue_g = 0);
 
 /// Inverse of an order (old index -> new); empty stays empty.
 std::vector<std::int64_t> inverse(const std::vector<std::int64_t>& order);

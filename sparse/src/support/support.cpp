@@ -83,6 +83,7 @@ struct Support::Cache {
         values;                            ///< least recently used first
     std::shared_ptr<SupportFamily> family; ///< under values_mutex
     RowRuns row_runs, key_runs; ///< set by the builder (keep_runs) before the structure is shared
+    std::int64_t row_step = 0, key_step = 0; ///< set by the builder (keep_steps), likewise
 };
 
 std::shared_ptr<SupportFamily> Support::family() const {
@@ -163,6 +164,8 @@ const Support& Support::transposed() const {
         detail::BuiltRows{}, n_k(), n_q(), std::move(t.offsets), std::move(t.entries));
     built->cache_->row_runs = cache_->key_runs;
     built->cache_->key_runs = cache_->row_runs;
+    built->cache_->row_step = cache_->key_step;
+    built->cache_->key_step = cache_->row_step;
     const std::lock_guard<std::mutex> lock(cache_->transpose_mutex);
     if (cache_->transposed == nullptr) {
         cache_->transposed = std::move(built);
@@ -187,6 +190,27 @@ void Support::keep_runs(detail::BuiltRows, RowRuns rows, RowRuns keys) const {
     };
     IOATTN_ASSERT(equal_in_runs(*this, rows));
     IOATTN_ASSERT(keys.period == 0 || equal_in_runs(transposed(), keys));
+#endif
+}
+
+std::int64_t Support::row_step() const {
+    return cache_->row_step;
+}
+
+void Support::keep_steps(detail::BuiltRows, std::int64_t rows, std::int64_t keys) const {
+    cache_->row_step = rows;
+    cache_->key_step = keys;
+#ifndef NDEBUG
+    const auto steps_by = [](const Support& s, std::int64_t t) {
+        for (std::int64_t i = 0; i < s.n_q() && t > 0; ++i)
+            for (std::size_t k = 1; k < s.row(i).size(); ++k)
+                if (s.row(i)[k] - s.row(i)[k - 1] != t)
+                    return false;
+        return true;
+    };
+    IOATTN_ASSERT(rows >= 0 && keys >= 0);
+    IOATTN_ASSERT(steps_by(*this, rows));
+    IOATTN_ASSERT(keys == 0 || steps_by(transposed(), keys));
 #endif
 }
 

@@ -182,6 +182,18 @@ public:
     /// key runs through the transpose).
     void keep_runs(detail::BuiltRows, RowRuns rows, RowRuns keys) const;
 
+    /// The step between consecutive keys of every row its builder declared (keep_steps; 0 when
+    /// none): kept by copies, swapped with the keys' step by transposed(), not kept by
+    /// detached() or by any structure built from this one.
+    [[nodiscard]] std::int64_t row_step() const;
+
+    /// Declares that each row's keys step by `rows` from one to the next (and each key's
+    /// queries, the transpose's rows, by `keys`; 0: not declared), for the library's builders
+    /// (the tag) as keep_runs: dilated:W:S's rows step by S, so that the planner counts and
+    /// reorders them by their ends. Debug and sanitizer builds check every row (and the
+    /// transpose's).
+    void keep_steps(detail::BuiltRows, std::int64_t rows, std::int64_t keys) const;
+
     /// For each entry of transposed() in its CSR order, the position of the same pair in this
     /// support's CSR order (built on first use, O(n_k + Z_QK), and kept; thread-safe): how the
     /// materializing backward walks its stored P and dS column by column.
