@@ -322,8 +322,8 @@ sp::Support near_progressions() {
     return {512, 512, offsets, cols};
 }
 
-TEST_CASE("block_keys of progression rows (intervals, dilated): the keys, counts and lanes of "
-          "the walk",
+TEST_CASE("block_keys of progression rows (intervals, dilated) and of chains (strided): the "
+          "keys, counts and lanes of the walk",
           "[sparse][variants][whitebox]") {
     std::vector<std::pair<std::string, sp::Support>> cases{
         {"near progressions", near_progressions()}};
@@ -335,6 +335,9 @@ TEST_CASE("block_keys of progression rows (intervals, dilated): the keys, counts
                                    "dilated:8:3",
                                    "dilated:40:4",
                                    "dilated:100:7",
+                                   "strided:16",
+                                   "strided:5",
+                                   "strided:48",
                                    "block:16:0.2",
                                    "random:0.05",
                                    "global:4+window:8"})
@@ -369,11 +372,15 @@ TEST_CASE("block_keys of progression rows (intervals, dilated): the keys, counts
     }
 }
 
-TEST_CASE("BlockKeys of interval rows: each row's run and prefix as a walk finds them",
+TEST_CASE("BlockKeys of interval rows and of chains: each row's run and prefix as a walk finds "
+          "them",
           "[sparse][whitebox]") {
     for (const std::string spec : {"window:16",
                                    "causal-varlen:200,100,212",
                                    "strided:16",
+                                   "strided:5",
+                                   "strided:48",
+                                   "global:3+strided:7",
                                    "random:0.05",
                                    "causal-window:24+global:2"}) {
         const sp::Support s = sp::parse_pattern(spec, 512, 512, 3);
@@ -382,10 +389,17 @@ TEST_CASE("BlockKeys of interval rows: each row's run and prefix as a walk finds
             const spd::BlockKeys& plan = s.cached_block_keys(rows);
             for (std::int64_t b = 0; b < plan.blocks(); ++b) {
                 const auto keys = plan.keys_of(b);
+                std::set<std::int64_t> seen;
+                // index reads: the keys outside each row's run unless all prefix, and the key
+                // list unless every row and the keys are intervals
+                std::int64_t words = 0;
+                bool simple = keys.empty() || keys.back() - keys.front() + 1 ==
+                                                  static_cast<std::int64_t>(keys.size());
                 for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i) {
                     const auto row = s.row(i);
                     const auto u = static_cast<std::size_t>(i);
-                    std::int64_t best = 0, lo = 0, hi = -1; // the first longest run
+                    seen.insert(row.begin(), row.end());
+                    std::int64_t best = 0, lo = 0, hi = -1, best_at = 0; // the first longest run
                     for (std::size_t a = 0; a < row.size();) {
                         std::size_t e = a + 1;
                         while (e < row.size() && row[e] == row[e - 1] + 1)
@@ -394,18 +408,29 @@ TEST_CASE("BlockKeys of interval rows: each row's run and prefix as a walk finds
                             best = static_cast<std::int64_t>(e - a);
                             lo = row[a];
                             hi = row[e - 1];
+                            best_at = static_cast<std::int64_t>(a);
                         }
                         a = e;
                     }
                     CHECK(plan.row_lo[u] == lo);
                     CHECK(plan.row_hi[u] == hi);
+                    CHECK(plan.row_run_at[u] == best_at);
                     std::int64_t prefix = 0;
                     while (prefix < static_cast<std::int64_t>(std::min(row.size(), keys.size())) &&
                            row[static_cast<std::size_t>(prefix)] ==
                                keys[static_cast<std::size_t>(prefix)])
                         ++prefix;
                     CHECK(plan.row_prefix[u] == prefix);
+                    const auto len = static_cast<std::int64_t>(row.size());
+                    if (best != len) {
+                        simple = false;
+                        words += prefix < len ? len - best : 0;
+                    }
                 }
+                CHECK(std::vector<std::int64_t>(keys.begin(), keys.end()) ==
+                      std::vector<std::int64_t>(seen.begin(), seen.end()));
+                CHECK(plan.index_reads[static_cast<std::size_t>(b)] ==
+                      words + (simple ? 0 : static_cast<std::int64_t>(keys.size())));
             }
         }
     }

@@ -105,6 +105,71 @@ std::vector<std::int64_t> progression_keys(const OrderedView& s,
     return keys;
 }
 
+/// The first rows of the chains of rows [i0, i1): runs of rows each of which is the row before
+/// with keys added after its last (strided's rows within one of its blocks: the summary keys,
+/// then their own causal part), found by comparing each row with the one before.
+std::vector<std::int64_t> chain_starts(const OrderedView& s, std::int64_t i0, std::int64_t i1) {
+    std::vector<std::int64_t> starts{i0};
+    for (std::int64_t i = i0 + 1; i < i1; ++i) {
+        const auto before = s.row(i - 1), row = s.row(i);
+        if (row.size() < before.size() || !std::equal(before.begin(), before.end(), row.begin()))
+            starts.push_back(i);
+    }
+    return starts;
+}
+
+/// block_keys of rows in chains (chain_starts): a key first seen in a chain at row i is seen by
+/// every later row of the chain, so each chain's keys are walked once, at the row that adds
+/// them, its count the rows from there to the chain's end and its lanes those of the groups
+/// they meet (less the groups an earlier chain counted for it). The same keys, counts and lanes
+/// as the walk, in O(keys of each chain) instead of O(pairs). strided:64 at N = 16384: 2.6
+/// million pairs walked per tile height priced.
+std::vector<std::int64_t> chain_keys(const OrderedView& s,
+                                     std::int64_t i0,
+                                     std::int64_t i1,
+                                     const std::vector<std::int64_t>& starts,
+                                     std::int64_t lo,
+                                     std::int64_t hi,
+                                     std::int64_t* count,
+                                     std::int64_t group,
+                                     std::int64_t* lanes) {
+    std::vector<std::int64_t> keys;
+    std::int64_t* mark = lanes != nullptr ? lanes + s.n_k() : nullptr; // the last group counted
+    const auto group_of = [&](std::int64_t i) { return group > 0 ? (i - i0) / group : 0; };
+    const auto rows_to = [&](std::int64_t g) { // the rows of groups 0 .. g - 1
+        return std::min(i1 - i0, g * group);
+    };
+    for (std::size_t c = 0; c < starts.size(); ++c) {
+        const std::int64_t e = c + 1 < starts.size() ? starts[c + 1] : i1;
+        const std::int64_t last = group_of(e - 1);
+        std::size_t known = 0; // the keys of the chain's row before
+        for (std::int64_t i = starts[c]; i < e; ++i) {
+            const auto row = s.row(i);
+            for (std::size_t k = known; k < row.size(); ++k) {
+                const std::int64_t j = row[k];
+                if (count[j] == 0) {
+                    keys.push_back(j);
+                    if (lanes != nullptr) {
+                        lanes[j] = 0;
+                        mark[j] = -1;
+                    }
+                }
+                count[j] += e - i;
+                if (const std::int64_t first =
+                        lanes != nullptr ? std::max(group_of(i), mark[j] + 1) : last + 1;
+                    first <= last) {
+                    lanes[j] += rows_to(last + 1) - rows_to(first);
+                    mark[j] = last;
+                }
+            }
+            known = row.size();
+        }
+    }
+    if (starts.size() > 1) // one chain's keys come in order
+        sort_keys(keys, count, lo, hi);
+    return keys;
+}
+
 /// block_keys of a block whose keys are dense in their range [lo, hi] (at most 8 per pair):
 /// counts and lanes by a walk with no branch on whether a key was seen (random:0.02's blocks
 /// see each key about once, and that branch mispredicted on every other pair), the range's
@@ -217,6 +282,10 @@ std::vector<std::int64_t> block_keys(const OrderedView& s,
     // when the builder declared that step (a check would read every pair)
     if (progressions && hi - lo + 1 <= pairs && (step == 1 || s.s->row_step() == step))
         return progression_keys(s, i0, i1, lo, hi, step, count, group, lanes);
+    // chains of four rows and more on average
+    if (const auto starts = chain_starts(s, i0, i1);
+        4 * static_cast<std::int64_t>(starts.size()) <= i1 - i0)
+        return chain_keys(s, i0, i1, starts, lo, hi, count, group, lanes);
     if (hi - lo + 1 <= 8 * pairs)
         return dense_keys(s, i0, i1, lo, hi, count, group, lanes);
     std::vector<std::int64_t> keys;
