@@ -5,6 +5,7 @@
 #include "kernels/common/row_source.hpp"
 #include "kernels/materialized/tile_rule.hpp"
 #include "support/block_keys.hpp"
+#include "support/chains.hpp"
 
 #include <ioattn/error.hpp>
 #include <ioattn/kernels/instantiate.hpp>
@@ -222,6 +223,7 @@ std::vector<char> mark_keys_seen(const Support& s) {
     std::vector<char> seen(static_cast<std::size_t>(parts * n_k), 0);
     const RowRuns runs = s.row_runs(); // a row of the run of the row before marks nothing new
     const std::int64_t declared = s.row_step(); // rows of a declared step: marked from their ends
+    const auto links = detail::chain_links(s);
     parallel_for_tiles(parts, [&](std::int64_t t, int) {
         char* mark = seen.data() + t * n_k;
         for (std::int64_t i = t * step; i < std::min(n_q, (t + 1) * step); ++i) {
@@ -231,6 +233,12 @@ std::vector<char> mark_keys_seen(const Support& s) {
             const auto len = static_cast<std::int64_t>(row.size());
             if (len > 0 && row.back() - row.front() + 1 == len) { // an interval: no index reads
                 std::fill(mark + row.front(), mark + row.back() + 1, char{1});
+                continue;
+            }
+            if (const std::int64_t known = i > t * step ? (*links)[static_cast<std::size_t>(i)] : 0;
+                known > 0) { // a chain's row: the keys it adds to the row before
+                for (const std::int64_t j : row.subspan(static_cast<std::size_t>(known)))
+                    mark[j] = 1;
                 continue;
             }
             if (len > 0 && declared > 1) {

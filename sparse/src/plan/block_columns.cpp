@@ -5,6 +5,8 @@
 
 #include "plan/block_columns.hpp"
 
+#include "support/chains.hpp"
+
 #include <algorithm>
 #include <utility>
 
@@ -105,11 +107,17 @@ std::vector<std::int64_t> progression_keys(const OrderedView& s,
     return keys;
 }
 
-/// The first rows of the chains of rows [i0, i1): runs of rows each of which is the row before
-/// with keys added after its last (strided's rows within one of its blocks: the summary keys,
-/// then their own causal part), found by comparing each row with the one before.
+/// The first rows of the chains of rows [i0, i1) (support/chains.hpp): from the structure's
+/// kept links, or for a view in another row order by comparing each row with the one before.
 std::vector<std::int64_t> chain_starts(const OrderedView& s, std::int64_t i0, std::int64_t i1) {
     std::vector<std::int64_t> starts{i0};
+    if (s.rows.empty()) {
+        const auto links = chain_links(*s.s);
+        for (std::int64_t i = i0 + 1; i < i1; ++i)
+            if ((*links)[static_cast<std::size_t>(i)] == 0)
+                starts.push_back(i);
+        return starts;
+    }
     for (std::int64_t i = i0 + 1; i < i1; ++i) {
         const auto before = s.row(i - 1), row = s.row(i);
         if (row.size() < before.size() || !std::equal(before.begin(), before.end(), row.begin()))

@@ -3,6 +3,8 @@
 
 #include "support/block_keys.hpp"
 
+#include "support/chains.hpp"
+
 #include <ioattn/error.hpp>
 #include <ioattn/kernels/workspace.hpp>
 #include <ioattn/parallel.hpp>
@@ -72,8 +74,10 @@ BlockKeys BlockKeys::build(const Support& support, std::int64_t max_rows) {
         return i > plan.row0(b) && runs.period > 1 && runs.one_run(i - 1, i + 1);
     };
     // A row of a chain (each row the row before with keys added after its last: strided's rows
-    // within one of its blocks) has its keys past known[i] to walk, and the row before's run
-    // and prefix to go on from (strided:64 at N = 16384: 2.6 million pairs walked three times).
+    // within one of its blocks; support/chains.hpp) has its keys past known[i] to walk, and the
+    // row before's run and prefix to go on from (strided:64 at N = 16384: 2.6 million pairs
+    // walked three times).
+    const auto links = chain_links(support);
     std::vector<std::int64_t> known(static_cast<std::size_t>(support.n_q()), 0);
     // Stamps hold block + 1 (fill pass: -(block + 1)), so no clearing between blocks.
     const auto visit = [&](std::int64_t b, std::int64_t* stamp, std::int64_t mark, auto&& emit) {
@@ -104,12 +108,9 @@ BlockKeys BlockKeys::build(const Support& support, std::int64_t max_rows) {
             }
             const auto row = support.row(i);
             const auto len = static_cast<std::int64_t>(row.size());
-            if (i > plan.row0(b)) {
-                const auto before = support.row(i - 1);
-                if (!before.empty() && before.size() <= row.size() &&
-                    std::equal(before.begin(), before.end(), row.begin()))
-                    known[at] = static_cast<std::int64_t>(before.size());
-            }
+            const bool interval = len > 0 && row.back() - row.front() + 1 == len;
+            if (i > plan.row0(b))
+                known[at] = (*links)[at];
             // the longest run, the first of that length: in a chain, the row before's runs and
             // its last run, perhaps longer, then the added keys' runs
             std::int64_t best = 0, best_at = 0, a = 0, e = 1;
@@ -118,7 +119,7 @@ BlockKeys BlockKeys::build(const Support& support, std::int64_t max_rows) {
                 best_at = plan.row_run_at[at - 1];
                 a = last_at;
                 e = known[at];
-            } else if (len > 0 && row.back() - row.front() + 1 == len) { // an interval: one run
+            } else if (interval) { // one run
                 best = len;
                 a = len;
                 last_at = 0;
