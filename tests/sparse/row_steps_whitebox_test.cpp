@@ -126,8 +126,13 @@ TEST_CASE("declared steps: dilated's planning from its rows' ends equals the wal
 TEST_CASE("chain links: each row against the one before; the bound's keys of chains are the "
           "walk's",
           "[sparse][whitebox]") {
-    for (const std::string spec :
-         {"strided:16", "strided:5", "global:3+strided:7", "random:0.05", "causal", "window:4"}) {
+    for (const std::string spec : {"strided:16",
+                                   "strided:5",
+                                   "global:3+strided:7",
+                                   "random:0.05",
+                                   "causal",
+                                   "window:4",
+                                   "block:16:0.3"}) {
         for (const auto& [n_q, n_k] :
              {std::pair<std::int64_t, std::int64_t>{300, 300}, {250, 333}}) {
             CAPTURE(spec, n_q, n_k);
@@ -139,8 +144,11 @@ TEST_CASE("chain links: each row against the one before; the bound's keys of cha
                 const auto row = s.row(i);
                 const bool interval = !row.empty() && row.back() - row.front() + 1 ==
                                                           static_cast<std::int64_t>(row.size());
-                std::int64_t want = 0;
-                if (i > 0 && !interval && !s.row(i - 1).empty() &&
+                // a row of a declared run of equal rows (block's) is linked uncompared
+                const bool run =
+                    i > 0 && s.row_runs().period > 1 && s.row_runs().one_run(i - 1, i + 1);
+                std::int64_t want = run ? static_cast<std::int64_t>(s.row(i - 1).size()) : 0;
+                if (i > 0 && !run && !interval && !s.row(i - 1).empty() &&
                     s.row(i - 1).size() <= row.size() &&
                     std::equal(s.row(i - 1).begin(), s.row(i - 1).end(), row.begin()))
                     want = static_cast<std::int64_t>(s.row(i - 1).size());
