@@ -144,9 +144,14 @@ TEST_CASE("chain links: each row against the one before; the bound's keys of cha
                 const auto row = s.row(i);
                 const bool interval = !row.empty() && row.back() - row.front() + 1 ==
                                                           static_cast<std::int64_t>(row.size());
-                // a row of a declared run of equal rows (block's) is linked uncompared
-                const bool run =
-                    i > 0 && s.row_runs().period > 1 && s.row_runs().one_run(i - 1, i + 1);
+                // a row of a declared run of equal rows (block's) or of a declared chain
+                // (strided's) is linked uncompared; a declared chain is one
+                const bool chain =
+                    i > 0 && s.chain_runs().period > 1 && s.chain_runs().one_run(i - 1, i + 1);
+                if (chain)
+                    CHECK(std::equal(s.row(i - 1).begin(), s.row(i - 1).end(), row.begin()));
+                const bool run = chain || (i > 0 && s.row_runs().period > 1 &&
+                                           s.row_runs().one_run(i - 1, i + 1));
                 std::int64_t want = run ? static_cast<std::int64_t>(s.row(i - 1).size()) : 0;
                 if (i > 0 && !run && !interval && !s.row(i - 1).empty() &&
                     s.row(i - 1).size() <= row.size() &&
@@ -155,8 +160,12 @@ TEST_CASE("chain links: each row against the one before; the bound's keys of cha
                 CHECK((*links)[static_cast<std::size_t>(i)] == want);
                 linked += want > 0 ? 1 : 0;
             }
-            if (spec.rfind("strided", 0) == 0)
+            if (spec.rfind("strided", 0) == 0) {
                 CHECK(linked > n_q / 2); // most of strided's rows extend the row before
+                REQUIRE(s.chain_runs().period > 1);
+                CHECK(s.detached().chain_runs().period == 0);
+                CHECK(s.transposed().chain_runs().period == 0);
+            }
             for (const ioattn::Pass pass : {ioattn::Pass::forward, ioattn::Pass::backward})
                 CHECK(sp::used_input_words(problem(n_q, n_k), s, pass) ==
                       walked_input_words(s, pass));

@@ -139,7 +139,7 @@ Support pattern_strided(std::int64_t n_q, std::int64_t n_k, std::int64_t l) {
     check_at_least(kWhere, "L", l, 1);
     // row i' >= 0: the summary columns l - 1, 2l - 1, ... before its block, then its own block
     // up to i' (i' < n_k always)
-    return detail::build_sized(
+    Support built = detail::build_sized(
         kWhere,
         n_q,
         n_k,
@@ -156,6 +156,9 @@ Support pattern_strided(std::int64_t n_q, std::int64_t n_k, std::int64_t l) {
                 *out++ = j; // summary column: last key of an earlier block
             detail::write_range(out, block_start, p);
         }));
+    // within a block, each row is the row before and one key more
+    built.keep_chains(detail::BuiltRows{}, RowRuns{l, n_k - n_q});
+    return built;
 }
 
 } // namespace ioattn::sparse

@@ -84,6 +84,7 @@ struct Support::Cache {
     std::shared_ptr<SupportFamily> family; ///< under values_mutex
     RowRuns row_runs, key_runs; ///< set by the builder (keep_runs) before the structure is shared
     std::int64_t row_step = 0, key_step = 0; ///< set by the builder (keep_steps), likewise
+    RowRuns chain_runs;                      ///< set by the builder (keep_chains), likewise
 };
 
 std::shared_ptr<SupportFamily> Support::family() const {
@@ -211,6 +212,22 @@ void Support::keep_steps(detail::BuiltRows, std::int64_t rows, std::int64_t keys
     IOATTN_ASSERT(rows >= 0 && keys >= 0);
     IOATTN_ASSERT(steps_by(*this, rows));
     IOATTN_ASSERT(keys == 0 || steps_by(transposed(), keys));
+#endif
+}
+
+RowRuns Support::chain_runs() const {
+    return cache_->chain_runs;
+}
+
+void Support::keep_chains(detail::BuiltRows, RowRuns rows) const {
+    cache_->chain_runs = rows;
+#ifndef NDEBUG
+    for (std::int64_t i = 1; i < n_q() && rows.period > 0; ++i) {
+        const auto before = row(i - 1), here = row(i);
+        IOATTN_ASSERT(!rows.one_run(i - 1, i + 1) ||
+                      (before.size() <= here.size() &&
+                       std::equal(before.begin(), before.end(), here.begin())));
+    }
 #endif
 }
 

@@ -194,6 +194,16 @@ public:
     /// transpose's).
     void keep_steps(detail::BuiltRows, std::int64_t rows, std::int64_t keys) const;
 
+    /// The runs of rows its builder declared as chains (keep_chains; period 0 when none): kept
+    /// by copies, not by transposed(), detached() or any structure built from this one.
+    [[nodiscard]] RowRuns chain_runs() const;
+
+    /// Declares that each row of a run (RowRuns) is the row before with keys added after its
+    /// last, for the library's builders (the tag) as keep_runs: strided:L's rows within one of
+    /// its blocks, so that the chains are known without comparing rows (sparse/src/support/
+    /// chains.hpp). Debug and sanitizer builds check every row.
+    void keep_chains(detail::BuiltRows, RowRuns rows) const;
+
     /// For each entry of transposed() in its CSR order, the position of the same pair in this
     /// support's CSR order (built on first use, O(n_k + Z_QK), and kept; thread-safe): how the
     /// materializing backward walks its stored P and dS column by column.
