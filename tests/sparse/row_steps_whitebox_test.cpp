@@ -8,6 +8,7 @@
 
 #include "plan/block_columns.hpp"
 #include "plan/structure.hpp"
+#include "same_block_keys.hpp"
 #include "support/chains.hpp"
 
 #include <ioattn/sparse/io_cost.hpp>
@@ -88,25 +89,7 @@ TEST_CASE("declared steps: dilated's planning from its rows' ends equals the wal
                         CHECK(px.block_tile == py.block_tile);
                         CHECK(px.all_tiles_cost == py.all_tiles_cost);
                     }
-                    for (const std::int64_t group : {0, 4}) {
-                        std::vector<std::int64_t> cx(static_cast<std::size_t>(3 * a.n_k()), 0);
-                        std::vector<std::int64_t> cy(cx.size(), 0);
-                        std::int64_t* lx = group > 0 ? cx.data() + a.n_k() : nullptr;
-                        std::int64_t* ly = group > 0 ? cy.data() + a.n_k() : nullptr;
-                        for (std::int64_t blk = 0; blk < spd::n_blocks(a, rows); ++blk) {
-                            const auto kx = spd::block_keys(a, rows, blk, cx.data(), group, lx);
-                            const auto ky = spd::block_keys(b, rows, blk, cy.data(), group, ly);
-                            REQUIRE(kx == ky);
-                            for (const std::int64_t j : kx) {
-                                const auto u = static_cast<std::size_t>(j);
-                                CHECK(cx[u] == cy[u]);
-                                if (group > 0)
-                                    CHECK(lx[j] == ly[j]);
-                                cx[u] = 0;
-                                cy[u] = 0;
-                            }
-                        }
-                    }
+                    check_same_block_keys(a, b, rows);
                 }
                 // the residue classes and the reordered structure, rows written as intervals
                 spd::Residues rs, rp;
