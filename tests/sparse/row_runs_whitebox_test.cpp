@@ -5,7 +5,7 @@
 // no runs declared), at shapes and tile heights that cut runs.
 
 #include "plan/structure.hpp"
-#include "same_block_keys.hpp"
+#include "same_planning.hpp"
 #include "support/block_keys.hpp"
 
 #include <ioattn/sparse/io_cost.hpp>
@@ -63,19 +63,7 @@ TEST_CASE("row runs: a block pattern's block keys and key lists are the walk's",
                     CHECK(x.row_prefix == y.row_prefix);
                     CHECK(x.index_reads == y.index_reads);
                     // the pricing of every block, global rows' pairs included
-                    for (const ioattn::Pass pass :
-                         {ioattn::Pass::forward, ioattn::Pass::backward}) {
-                        const spd::CostModel cm = spd::cost_model(pass);
-                        const spd::Split px = spd::price_by_fill(a, rows, cm);
-                        const spd::Split py = spd::price_by_fill(b, rows, cm);
-                        CHECK(px.cost == py.cost);
-                        CHECK(px.block_tile == py.block_tile);
-                        CHECK(px.tile_columns == py.tile_columns);
-                        CHECK(px.all_tiles_cost == py.all_tiles_cost);
-                        CHECK(px.global_rows == py.global_rows);
-                        globals += px.global_rows;
-                        CHECK(px.pairs == py.pairs);
-                    }
+                    globals += check_same_pricing(a, b, rows);
                     // block_keys, its counts and (in groups of 4) lanes
                     check_same_block_keys(a, b, rows);
                 }

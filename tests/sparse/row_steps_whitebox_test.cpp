@@ -8,7 +8,7 @@
 
 #include "plan/block_columns.hpp"
 #include "plan/structure.hpp"
-#include "same_block_keys.hpp"
+#include "same_planning.hpp"
 #include "support/chains.hpp"
 
 #include <ioattn/sparse/io_cost.hpp>
@@ -80,15 +80,7 @@ TEST_CASE("declared steps: dilated's planning from its rows' ends equals the wal
                 for (const bool transposed : {false, true}) {
                     const sp::Support& a = transposed ? s.transposed() : s;
                     const sp::Support& b = transposed ? plain.transposed() : plain;
-                    for (const ioattn::Pass pass :
-                         {ioattn::Pass::forward, ioattn::Pass::backward}) {
-                        const spd::CostModel cm = spd::cost_model(pass);
-                        const spd::Split px = spd::price_by_fill(a, rows, cm);
-                        const spd::Split py = spd::price_by_fill(b, rows, cm);
-                        CHECK(px.cost == py.cost);
-                        CHECK(px.block_tile == py.block_tile);
-                        CHECK(px.all_tiles_cost == py.all_tiles_cost);
-                    }
+                    check_same_pricing(a, b, rows);
                     check_same_block_keys(a, b, rows);
                 }
                 // the residue classes and the reordered structure, rows written as intervals

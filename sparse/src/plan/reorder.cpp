@@ -38,13 +38,15 @@ std::int64_t offset_gcd(const Support& s) {
             if (row.empty())
                 continue;
             g = std::gcd(g, i + shift - row.front());
-            if (declared > 0 && row.size() > 1)
-                g = std::gcd(g, declared);
-            for (std::size_t k = 1, last = 0; k < row.size() && declared == 0; ++k)
-                if (const auto d = static_cast<std::size_t>(row[k] - row[k - 1]); d != last) {
-                    g = std::gcd(g, static_cast<std::int64_t>(d));
-                    last = d;
-                }
+            if (declared > 0) {
+                g = row.size() > 1 ? std::gcd(g, declared) : g;
+            } else {
+                for (std::size_t k = 1, last = 0; k < row.size(); ++k)
+                    if (const auto d = static_cast<std::size_t>(row[k] - row[k - 1]); d != last) {
+                        g = std::gcd(g, static_cast<std::int64_t>(d));
+                        last = d;
+                    }
+            }
             if (g == 1) {
                 one.store(true, std::memory_order_relaxed);
                 return;

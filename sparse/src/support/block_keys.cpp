@@ -74,18 +74,19 @@ BlockKeys BlockKeys::build(const Support& support, std::int64_t max_rows) {
         return i > plan.row0(b) && runs.period > 1 && runs.one_run(i - 1, i + 1);
     };
     // A row of a chain (each row the row before with keys added after its last: strided's rows
-    // within one of its blocks; support/chains.hpp) has its keys past known[i] to walk, and the
+    // within one of its blocks; support/chains.hpp) has its keys past known(b, i) to walk, and the
     // row before's run and prefix to go on from (strided:64 at N = 16384: 2.6 million pairs
     // walked three times).
     const auto links = chain_links(support);
-    std::vector<std::int64_t> known(static_cast<std::size_t>(support.n_q()), 0);
+    const auto known = [&](std::int64_t b, std::int64_t i) { // the first row of a block: none
+        return i > plan.row0(b) ? (*links)[static_cast<std::size_t>(i)] : std::int64_t{0};
+    };
     // Stamps hold block + 1 (fill pass: -(block + 1)), so no clearing between blocks.
     const auto visit = [&](std::int64_t b, std::int64_t* stamp, std::int64_t mark, auto&& emit) {
         for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i)
-            for (const std::int64_t j : as_before(b, i)
-                                            ? std::span<const std::int64_t>{}
-                                            : support.row(i).subspan(static_cast<std::size_t>(
-                                                  known[static_cast<std::size_t>(i)])))
+            for (const std::int64_t j :
+                 as_before(b, i) ? std::span<const std::int64_t>{}
+                                 : support.row(i).subspan(static_cast<std::size_t>(known(b, i))))
                 if (stamp[j] != mark) {
                     stamp[j] = mark;
                     emit(j);
@@ -109,16 +110,14 @@ BlockKeys BlockKeys::build(const Support& support, std::int64_t max_rows) {
             const auto row = support.row(i);
             const auto len = static_cast<std::int64_t>(row.size());
             const bool interval = len > 0 && row.back() - row.front() + 1 == len;
-            if (i > plan.row0(b))
-                known[at] = (*links)[at];
             // the longest run, the first of that length: in a chain, the row before's runs and
             // its last run, perhaps longer, then the added keys' runs
             std::int64_t best = 0, best_at = 0, a = 0, e = 1;
-            if (known[at] > 0) {
+            if (const std::int64_t from = known(b, i); from > 0) {
                 best = plan.row_hi[at - 1] - plan.row_lo[at - 1] + 1;
                 best_at = plan.row_run_at[at - 1];
                 a = last_at;
-                e = known[at];
+                e = from;
             } else if (interval) { // one run
                 best = len;
                 a = len;
@@ -218,7 +217,7 @@ BlockKeys BlockKeys::build(const Support& support, std::int64_t max_rows) {
             // when they start together, else none
             const bool both = keys_interval && interval_row(i);
             // a chain's row: the row before's prefix, if it ends short of that row's end
-            const std::int64_t from = known[static_cast<std::size_t>(i)];
+            const std::int64_t from = known(b, i);
             const std::int64_t before =
                 from > 0 ? plan.row_prefix[static_cast<std::size_t>(i) - 1] : 0;
             const auto prefix =
