@@ -1,7 +1,8 @@
 // Whitebox tests of the planner's shortcuts, each against the walk it stands for:
 // PanelFill (sparse/src/kernels/element/panel_fill.cpp) against ElementPanels::build, and
 // widened_element_tiling through fills against the search that built every width's plan; the
-// interval rows of block_keys (sparse/src/plan/block_columns.cpp) and of BlockKeys::build
+// interval rows of block_keys (sparse/src/plan/block_columns.cpp), its bands with other keys
+// (band_keys.cpp), and the interval rows of BlockKeys::build
 // (sparse/src/support/block_keys.cpp) against a reference walk of the pairs; element_tiling_fits
 // against the built panels' peak, and a family's kept element tiling (plan/family_plan.cpp)
 // fitting each structure it plans. The block patterns' runs of equal rows:
@@ -322,11 +323,42 @@ sp::Support near_progressions() {
     return {512, 512, offsets, cols};
 }
 
-TEST_CASE("block_keys of progression rows (intervals, dilated) and of chains (strided): the "
-          "keys, counts and lanes of the walk",
+/// Rows mostly one run of keys each (band_keys' case), with runs starting or ending a row, other
+/// keys far off, just past a run, touching it (a longer run) or inside another row's run, empty
+/// rows and rows mostly of other keys.
+sp::Support bands_with_others() {
+    std::vector<std::int64_t> offsets{0}, cols;
+    for (std::int64_t i = 0; i < 512; ++i) {
+        std::set<std::int64_t> row;
+        if (i % 29 != 7) {
+            const std::int64_t c = 30 + (i * 7) % 440, r = 3 + i % 23;
+            for (std::int64_t j = c - r; j <= c + r; ++j)
+                row.insert(j);
+            if (i % 3 == 0)
+                row.insert((i * 131) % 512);
+            if (i % 5 == 1)
+                row.insert(c + r + 2);
+            if (i % 4 == 2)
+                row.insert(c - r - 1);
+            if (i % 11 == 3)
+                row.insert((c + 40) % 512);
+            for (std::int64_t k = 0; i % 13 == 4 && k < 3 * r; ++k)
+                row.insert((i * 17 + 5 * k) % 512);
+        }
+        cols.insert(cols.end(), row.begin(), row.end());
+        offsets.push_back(static_cast<std::int64_t>(cols.size()));
+    }
+    return {512, 512, offsets, cols};
+}
+
+TEST_CASE("block_keys of progressions, chains and bands with other keys: the walk's keys, counts, "
+          "lanes",
           "[sparse][variants][whitebox]") {
     std::vector<std::pair<std::string, sp::Support>> cases{
-        {"near progressions", near_progressions()}};
+        {"near progressions", near_progressions()},
+        {"bands with others", bands_with_others()},
+        {"bigbird:16:2:3 transposed",
+         sp::Support(sp::parse_pattern("bigbird:16:2:3", 512, 512, 3).transposed())}};
     for (const std::string spec : {"window:16",
                                    "causal-window:24",
                                    "causal",
@@ -340,7 +372,10 @@ TEST_CASE("block_keys of progression rows (intervals, dilated) and of chains (st
                                    "strided:48",
                                    "block:16:0.2",
                                    "random:0.05",
-                                   "global:4+window:8"})
+                                   "global:4+window:8",
+                                   "bigbird:16:2:3",
+                                   "bigbird:40:1:6",
+                                   "bigbird:4:0:2"})
         cases.emplace_back(spec, sp::parse_pattern(spec, 512, 512, 3));
     for (const auto& [spec, s] : cases) {
         std::vector<std::int64_t> work(3 * 512, 0);

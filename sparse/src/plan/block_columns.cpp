@@ -12,10 +12,7 @@
 
 namespace ioattn::sparse::detail {
 
-namespace {
-
-/// The keys of [lo, hi] counted (count[j] > 0), ascending, written at out, at most `most` of
-/// them; returns how many. Every key is stored and kept when counted, with no branch: a random
+/// Every key is stored and kept when counted, with no branch: a random
 /// block's keys fill 3 in 4 of its range, and a branch on each mispredicted.
 std::int64_t counted_keys(const std::int64_t* count,
                           std::int64_t lo,
@@ -29,6 +26,8 @@ std::int64_t counted_keys(const std::int64_t* count,
     }
     return at;
 }
+
+namespace {
 
 /// keys sorted: by a scan of the counts (counted_keys) when the keys fill an eighth of their
 /// range [lo, hi] (scattered blocks see thousands of keys: sorting them was the largest part of
@@ -294,6 +293,9 @@ std::vector<std::int64_t> block_keys(const OrderedView& s,
     if (const auto starts = chain_starts(s, i0, i1);
         4 * static_cast<std::int64_t>(starts.size()) <= i1 - i0)
         return chain_keys(s, i0, i1, starts, lo, hi, count, group, lanes);
+    // rows mostly one run each (a band with a few other keys)
+    if (auto keys = band_keys(s, i0, i1, pairs, count, group, lanes))
+        return std::move(*keys);
     if (hi - lo + 1 <= 8 * pairs)
         return dense_keys(s, i0, i1, lo, hi, count, group, lanes);
     std::vector<std::int64_t> keys;

@@ -5,6 +5,7 @@
 #include "plan/structure.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -43,6 +44,26 @@ struct ColumnLanes {
         return lanes != nullptr ? lanes[j] : r;
     }
 };
+
+/// The keys of [lo, hi] counted (count[j] > 0), ascending, written at out, at most `most` of
+/// them; returns how many.
+std::int64_t counted_keys(const std::int64_t* count,
+                          std::int64_t lo,
+                          std::int64_t hi,
+                          std::int64_t most,
+                          std::int64_t* out);
+
+/// block_keys of rows [i0, i1) (`pairs` pairs) when each row is mostly one run of consecutive
+/// keys: its keys outside the run through its middle key at most a quarter of the pairs, the
+/// runs' key range at most `pairs` long (band_keys.cpp); else nothing, and count and lanes are
+/// as they were. The same keys, counts and lanes as block_keys' walk.
+std::optional<std::vector<std::int64_t>> band_keys(const OrderedView& s,
+                                                   std::int64_t i0,
+                                                   std::int64_t i1,
+                                                   std::int64_t pairs,
+                                                   std::int64_t* count,
+                                                   std::int64_t group,
+                                                   std::int64_t* lanes);
 
 /// block_keys with its lanes under the model's lane groups, in the view's key labels (count[j]
 /// = work[j], the lanes in work[n_k, 2 n_k)); `work`: column_work(s) words of the worker.

@@ -45,11 +45,14 @@ ElementPanels::build(const Support& support, std::int64_t max_rows, std::int64_t
         for (std::int64_t i = plan.row0(b); i < plan.row0(b) + plan.rows(b); ++i) {
             const auto row = support.row(i);
             for (std::size_t e = 0; e < row.size();) {
+                // the row's keys in visit v: those below its end key (a key's visit looked up
+                // once per visit, not per key: two dependent loads a pair were most of this walk)
                 const std::int64_t v = seg[panel_of[static_cast<std::size_t>(row[e])]];
-                std::size_t f = e;
-                while (f < row.size() && seg[panel_of[static_cast<std::size_t>(row[f])]] == v)
-                    ++f;
                 PanelVisit& at = out[static_cast<std::size_t>(v)];
+                const std::int64_t end = plan.end_key(at);
+                std::size_t f = e + 1;
+                while (f < row.size() && row[f] < end)
+                    ++f;
                 const auto walked = static_cast<std::int64_t>(f - e + (f < row.size() ? 1 : 0));
                 at.run = std::max(at.run, walked);
                 at.reads += static_cast<std::int64_t>(f - e);
