@@ -24,7 +24,6 @@
 #include <array>
 #include <cmath>
 #include <iterator>
-#include <unordered_set>
 
 namespace ioattn::sparse {
 
@@ -40,22 +39,6 @@ void check_density(std::string_view where, double density) {
 }
 
 using detail::check_at_least;
-
-/// r distinct values of [0, avail), r < avail, ascending (Floyd's algorithm).
-std::vector<std::int64_t> sample_ranks(detail::RowRng& rng, std::int64_t avail, std::int64_t r) {
-    std::unordered_set<std::int64_t> chosen;
-    chosen.reserve(static_cast<std::size_t>(2 * r));
-    std::vector<std::int64_t> out;
-    out.reserve(static_cast<std::size_t>(r));
-    for (std::int64_t top = avail - r; top < avail; ++top) {
-        const std::int64_t t = rng.below(top + 1);
-        const std::int64_t pick = chosen.contains(t) ? top : t;
-        chosen.insert(pick);
-        out.push_back(pick);
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-}
 
 } // namespace
 
@@ -147,37 +130,57 @@ Support pattern_bigbird(std::int64_t n_q,
     check_at_least(kWhere, "R", r, 0);
     w = std::min(w, n_q + n_k);
     g = std::min(g, n_q + n_k);
-    const auto make_row = [&] {
-        return [&, base = std::vector<std::int64_t>(), extra = std::vector<std::int64_t>()](
-                   std::int64_t i, std::vector<std::int64_t>& cols) mutable {
-            // --- window + global ---
-            const std::int64_t p = i + n_k - n_q;
-            base.clear();
-            if (p >= 0 && p < g) {
-                detail::append_range(base, 0, n_k - 1, n_k);
-            } else {
-                detail::append_range(base, 0, g - 1, n_k);
-                detail::append_range(base, std::max(p - w, g), p + w, n_k);
-            }
-            // --- r random keys among the n_k - |base| others ---
-            const std::int64_t avail = n_k - static_cast<std::int64_t>(base.size());
+
+    // --- a row's window + global keys: [0, g) and [max(p - w, g), p + w] within [0, n_k), or
+    // every key for a global row ---
+    struct Base {
+        std::int64_t global_end, lo, hi; // keys [0, global_end) and [lo, hi]
+        std::int64_t size;
+    };
+
+    const auto base_of = [&](std::int64_t i) {
+        const std::int64_t p = i + n_k - n_q;
+        if (p >= 0 && p < g)
+            return Base{n_k, 0, -1, n_k};
+        const std::int64_t global_end = std::min(g, n_k), lo = std::max(p - w, g), hi = p + w;
+        return Base{global_end, lo, hi, global_end + detail::range_size(lo, hi, n_k)};
+    };
+    // --- and r random keys among the n_k - size others, unless they are all of them: each row's
+    // size known before it is drawn, so rows are written in place (detail::build_sized) ---
+    const auto size = [&](std::int64_t i) {
+        const Base base = base_of(i);
+        return r >= n_k - base.size ? n_k : base.size + r;
+    };
+    const auto make_fill = [&] {
+        return [&, extra = std::vector<std::int64_t>()](std::int64_t i, std::int64_t* out) mutable {
+            const Base base = base_of(i);
+            const std::int64_t avail = n_k - base.size;
             if (r >= avail) {
-                detail::append_range(cols, 0, n_k - 1, n_k);
+                detail::write_range(out, 0, n_k - 1);
                 return;
             }
             detail::RowRng rng(seed, kSaltBigbird, i);
-            extra = sample_ranks(rng, avail, r);
-            std::size_t below = 0; // base keys <= the current key
+            detail::floyd_sample(rng, avail, r, extra);
+            // rank t of the complement -> key: past the global keys, then past the window's
+            const std::int64_t lo = std::max<std::int64_t>(base.lo, 0);
+            const std::int64_t hi = std::min(base.hi, n_k - 1);
             for (std::int64_t& t : extra) {
-                while (below < base.size() && base[below] <= t + static_cast<std::int64_t>(below))
-                    ++below;
-                t += static_cast<std::int64_t>(below); // rank t of the complement -> key
+                t += base.global_end;
+                if (hi >= lo && t >= lo)
+                    t += hi - lo + 1;
             }
-            std::merge(
-                base.begin(), base.end(), extra.begin(), extra.end(), std::back_inserter(cols));
+            std::size_t e = 0; // the random keys below each part, then the part
+            const auto below = [&](std::int64_t key) {
+                for (; e < extra.size() && extra[e] < key; ++e)
+                    *out++ = extra[e];
+            };
+            out = detail::write_range(out, 0, base.global_end - 1);
+            below(lo);
+            out = detail::write_range(out, lo, hi);
+            below(n_k);
         };
     };
-    return detail::build_chunks(kWhere, n_q, n_k, make_row);
+    return detail::build_sized(kWhere, n_q, n_k, size, make_fill);
 }
 
 } // namespace ioattn::sparse

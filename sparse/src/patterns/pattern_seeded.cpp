@@ -25,7 +25,6 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
-#include <unordered_set>
 #include <vector>
 
 namespace ioattn::sparse {
@@ -52,14 +51,7 @@ void draw_blocks(detail::RowRng& rng,
         ranks.resize(static_cast<std::size_t>(avail));
         std::iota(ranks.begin(), ranks.end(), std::int64_t{0});
     } else {
-        std::unordered_set<std::int64_t> chosen; // Floyd's algorithm
-        for (std::int64_t top = avail - r; top < avail; ++top) {
-            const std::int64_t t = rng.below(top + 1);
-            const std::int64_t pick = chosen.contains(t) ? top : t;
-            chosen.insert(pick);
-            ranks.push_back(pick);
-        }
-        std::sort(ranks.begin(), ranks.end());
+        detail::floyd_sample(rng, avail, r, ranks);
     }
     std::size_t below = 0; // rank t of the complement -> block
     for (const std::int64_t t : ranks) {

@@ -13,6 +13,7 @@
 #include <numeric>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -121,6 +122,29 @@ public:
 private:
     std::uint64_t state_;
 };
+
+/// r distinct values of [0, avail), r < avail, drawn by Floyd's algorithm from rng, written to
+/// out ascending (out's storage reused). The draws are the algorithm's whatever holds the
+/// chosen values: a few are looked up in out itself (bigbird's 3 a row; an unordered_set per
+/// row, its buckets and nodes allocated, was most of bigbird:64:2:3's build), more in a set.
+inline void
+floyd_sample(RowRng& rng, std::int64_t avail, std::int64_t r, std::vector<std::int64_t>& out) {
+    out.clear();
+    constexpr std::int64_t kScanned = 64; // above it a lookup scans more than it hashes
+    std::unordered_set<std::int64_t> chosen;
+    if (r > kScanned)
+        chosen.reserve(static_cast<std::size_t>(2 * r));
+    for (std::int64_t top = avail - r; top < avail; ++top) {
+        const std::int64_t t = rng.below(top + 1);
+        const bool taken =
+            r > kScanned ? chosen.contains(t) : std::find(out.begin(), out.end(), t) != out.end();
+        const std::int64_t pick = taken ? top : t;
+        if (r > kScanned)
+            chosen.insert(pick);
+        out.push_back(pick);
+    }
+    std::sort(out.begin(), out.end());
+}
 
 /// gaps[k] = geometric_skip(u[k], log_keep, inverse) (fast_floors.hpp) for kGapBatch draws u,
 /// drawn first from rng when it is given: the active ISA target's geometric_gaps
