@@ -377,15 +377,19 @@ TEST_CASE("block_keys of progressions, chains and bands with other keys: the wal
                                    "bigbird:40:1:6",
                                    "bigbird:4:0:2"})
         cases.emplace_back(spec, sp::parse_pattern(spec, 512, 512, 3));
+    // keys scattered over a wide range (sorted by their bits)
+    for (const std::string spec : {"random:0.0005", "powerlaw:2"})
+        cases.emplace_back(spec + " of 8192 keys", sp::parse_pattern(spec, 512, 8192, 3));
     for (const auto& [spec, s] : cases) {
-        std::vector<std::int64_t> work(3 * 512, 0);
+        const auto n_k = static_cast<std::size_t>(s.n_k());
+        std::vector<std::int64_t> work(3 * n_k, 0);
         for (const std::int64_t rows : {1, 16, 40, 64}) {
             for (const std::int64_t group : {0, 16}) {
                 CAPTURE(spec, rows, group);
                 for (std::int64_t b = 0; b < spd::n_blocks(s, rows); ++b) {
                     const std::int64_t i1 = std::min(s.n_q(), (b + 1) * rows);
                     const bool grouped = group > 0 && group < i1 - b * rows;
-                    std::int64_t* lanes = grouped ? work.data() + 512 : nullptr;
+                    std::int64_t* lanes = grouped ? work.data() + n_k : nullptr;
                     const auto keys = spd::block_keys(s, rows, b, work.data(), group, lanes);
                     const Seen want = seen_by(s, b * rows, i1, grouped ? group : 0);
                     REQUIRE(keys.size() == want.count.size());
@@ -399,8 +403,9 @@ TEST_CASE("block_keys of progressions, chains and bands with other keys: the wal
                     for (const std::int64_t j : keys)
                         work[static_cast<std::size_t>(j)] = 0;
                     // every count outside the keys stayed 0
-                    CHECK(std::all_of(
-                        work.begin(), work.begin() + 512, [](std::int64_t x) { return x == 0; }));
+                    CHECK(std::all_of(work.begin(),
+                                      work.begin() + static_cast<std::ptrdiff_t>(n_k),
+                                      [](std::int64_t x) { return x == 0; }));
                 }
             }
         }
