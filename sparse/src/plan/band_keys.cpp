@@ -1,11 +1,11 @@
 // ioattn::sparse::detail::band_keys (see plan/block_columns.hpp): block_keys of a block whose
 // rows are each mostly one run of consecutive keys, a band with a few other keys (bigbird's
-// window with its global and random keys). Each row's run is found around its middle key by two
-// binary searches and counted by a difference array over the runs' range, each lane group's
-// lanes by the union of its rows' runs; only the keys outside the runs are walked. The same
-// keys, counts and lanes as the walk, in O(rows log + range + other keys) instead of O(pairs
-// + the block's whole key range): a block of bigbird:64:2:3 spans every key through its random
-// ones, and walking its pairs with that range was a third of its plan at N = 16384.
+// window with its global and random keys). Each row's run through its middle key is found by
+// galloping from the row's ends and counted by a difference array over the runs' range, each
+// lane group's lanes by the union of its rows' runs; only the keys outside the runs are walked.
+// The same keys, counts and lanes as the walk, in O(rows log + range + other keys) instead of
+// O(pairs + the block's whole key range): a block of bigbird:64:2:3 spans every key through its
+// random ones, and walking its pairs with that range was a third of its plan at N = 16384.
 // Tests: tests/sparse/plan_shortcuts_whitebox_test.cpp
 
 #include "plan/block_columns.hpp"

@@ -19,47 +19,48 @@ namespace ioattn::sparse::detail {
 
 namespace {
 
-/// emit(j, in) for each key j of row i, in = whether j is among the sorted keys t.
-template <typename Emit>
-void walk_row(const Support& s, std::int64_t i, const std::vector<std::int64_t>& t, Emit&& emit) {
-    std::size_t u = 0;
-    for (const std::int64_t j : s.row(i)) {
-        while (u < t.size() && t[u] < j)
-            ++u;
-        emit(j, u < t.size() && t[u] == j);
-    }
-}
-
 /// Assembles the two parts from each block's sorted tile keys; every pair of a global row goes
-/// to the tile part.
+/// to the tile part. A block's tile keys are flagged in its worker's bytes, and each row's keys
+/// looked up there: merged with the block's keys, a key waited on a branch on where the merge
+/// stood (a tenth of bigbird:64:2:3's fresh plan at N = 16384, counted and written).
 Split assemble(const Support& s,
                std::int64_t rows,
                const std::vector<std::vector<std::int64_t>>& tile) {
     const std::int64_t n_q = s.n_q(), heavy_z = heavy_above(s);
-    std::vector<std::int64_t> to(static_cast<std::size_t>(n_q) + 1, 0), eo(to.size(), 0);
-    const auto walk = [&](std::int64_t i, auto&& emit) {
-        if (global_row(s, i, heavy_z)) {
-            for (const std::int64_t j : s.row(i))
-                emit(j, true);
-            return;
-        }
-        walk_row(s, i, tile[static_cast<std::size_t>(i / rows)], emit);
+    const std::int64_t nb = (n_q + rows - 1) / rows;
+    const kernels::Workspace<std::uint8_t> flags(max_concurrency(), s.n_k()); // all 0
+    // body(i, in) for each row i of each block, in[j] = 1 for the block's tile keys (every key
+    // of a global row)
+    const auto by_block = [&](auto&& body) {
+        parallel_for_tiles(nb, [&](std::int64_t b, int w) {
+            std::uint8_t* in = flags.slab(w);
+            const auto& t = tile[static_cast<std::size_t>(b)];
+            for (const std::int64_t j : t)
+                in[j] = 1;
+            for (std::int64_t i = b * rows; i < std::min(n_q, (b + 1) * rows); ++i)
+                body(i, in, global_row(s, i, heavy_z));
+            for (const std::int64_t j : t)
+                in[j] = 0;
+        });
     };
-    parallel_for_tiles(n_q, [&](std::int64_t i, int) {
-        std::int64_t nt = 0, ne = 0;
-        walk(i, [&](std::int64_t, bool in_tile) { ++(in_tile ? nt : ne); });
+    std::vector<std::int64_t> to(static_cast<std::size_t>(n_q) + 1, 0), eo(to.size(), 0);
+    by_block([&](std::int64_t i, const std::uint8_t* in, bool global) {
+        const auto row = s.row(i);
+        std::int64_t nt = global ? static_cast<std::int64_t>(row.size()) : 0;
+        for (const std::int64_t j : global ? row.first(0) : row)
+            nt += in[j];
         to[static_cast<std::size_t>(i) + 1] = nt;
-        eo[static_cast<std::size_t>(i) + 1] = ne;
+        eo[static_cast<std::size_t>(i) + 1] = static_cast<std::int64_t>(row.size()) - nt;
     });
     std::partial_sum(to.begin(), to.end(), to.begin());
     std::partial_sum(eo.begin(), eo.end(), eo.begin());
     std::vector<std::int64_t> tc = index_words(to.back());
     std::vector<std::int64_t> ec = index_words(eo.back());
-    parallel_for_tiles(n_q, [&](std::int64_t i, int) {
+    by_block([&](std::int64_t i, const std::uint8_t* in, bool global) {
         std::int64_t at = to[static_cast<std::size_t>(i)], ae = eo[static_cast<std::size_t>(i)];
-        walk(i, [&](std::int64_t j, bool in_tile) {
-            (in_tile ? tc[static_cast<std::size_t>(at++)] : ec[static_cast<std::size_t>(ae++)]) = j;
-        });
+        for (const std::int64_t j : s.row(i))
+            (global || in[j] != 0 ? tc[static_cast<std::size_t>(at++)]
+                                  : ec[static_cast<std::size_t>(ae++)]) = j;
     });
     Split out;
     out.tile = Support(BuiltRows{}, n_q, s.n_k(), std::move(to), std::move(tc));
