@@ -29,8 +29,8 @@ Split assemble(const Support& s,
     const std::int64_t n_q = s.n_q(), heavy_z = heavy_above(s);
     const std::int64_t nb = (n_q + rows - 1) / rows;
     const kernels::Workspace<std::uint8_t> flags(max_concurrency(), s.n_k()); // all 0
-    // body(i, in) for each row i of each block, in[j] = 1 for the block's tile keys (every key
-    // of a global row)
+    // body(i, in, global) for each row i of each block: in[j] = 1 for the block's tile keys, and
+    // whether row i is a global row (all its keys go to the tile part)
     const auto by_block = [&](auto&& body) {
         parallel_for_tiles(nb, [&](std::int64_t b, int w) {
             std::uint8_t* in = flags.slab(w);
@@ -46,9 +46,12 @@ Split assemble(const Support& s,
     std::vector<std::int64_t> to(static_cast<std::size_t>(n_q) + 1, 0), eo(to.size(), 0);
     by_block([&](std::int64_t i, const std::uint8_t* in, bool global) {
         const auto row = s.row(i);
-        std::int64_t nt = global ? static_cast<std::int64_t>(row.size()) : 0;
-        for (const std::int64_t j : global ? row.first(0) : row)
-            nt += in[j];
+        std::int64_t nt = 0; // the row's tile keys
+        if (global)
+            nt = static_cast<std::int64_t>(row.size());
+        else
+            for (const std::int64_t j : row)
+                nt += in[j];
         to[static_cast<std::size_t>(i) + 1] = nt;
         eo[static_cast<std::size_t>(i) + 1] = static_cast<std::int64_t>(row.size()) - nt;
     });
