@@ -6,7 +6,7 @@
 // The same keys, counts and lanes as the walk, in O(rows log + range + other keys) instead of
 // O(pairs + the block's whole key range): a block of bigbird:64:2:3 spans every key through its
 // random ones, and walking its pairs with that range was a third of its plan at N = 16384.
-// Tests: tests/sparse/plan_shortcuts_whitebox_test.cpp
+// Tests: tests/sparse/block_keys_whitebox_test.cpp
 
 #include "plan/block_columns.hpp"
 

@@ -1,7 +1,7 @@
 // ioattn::sparse::detail::block_keys, block_columns: the keys each row block of a support sees,
 // with how many rows (or lanes) see each, in parallel-safe per-worker arrays (see
 // block_columns.hpp). Tests: tests/sparse/variants_test.cpp,
-// plan_shortcuts_whitebox_test.cpp
+// block_keys_whitebox_test.cpp
 
 #include "plan/block_columns.hpp"
 

@@ -1,5 +1,5 @@
 // ioattn::sparse row blocks and their keys, BlockKeys (see block_keys.hpp).
-// Tests: tests/sparse/forward_test.cpp, plan_shortcuts_whitebox_test.cpp
+// Tests: tests/sparse/forward_test.cpp, block_keys_whitebox_test.cpp
 
 #include "support/block_keys.hpp"
 

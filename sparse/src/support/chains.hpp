@@ -3,7 +3,7 @@
 // within one of its blocks: the summary keys, then their own causal part). A walk over a chain
 // visits each key once, at the row that adds it, instead of once per row that sees it: the
 // planner's block keys (plan/block_columns.cpp), the tile kernels' key lists (BlockKeys) and
-// the keys the bound counts (cost/io_cost.cpp). Tests: tests/sparse/plan_shortcuts_whitebox_test.cpp
+// the keys the bound counts (cost/io_cost.cpp). Tests: tests/sparse/block_keys_whitebox_test.cpp
 
 #include <ioattn/sparse/support.hpp>
 
