@@ -131,17 +131,20 @@ inline void
 floyd_sample(RowRng& rng, std::int64_t avail, std::int64_t r, std::vector<std::int64_t>& out) {
     out.clear();
     constexpr std::int64_t kScanned = 64; // above it a lookup scans more than it hashes
-    std::unordered_set<std::int64_t> chosen;
-    if (r > kScanned)
+    if (r <= kScanned) {
+        for (std::int64_t top = avail - r; top < avail; ++top) {
+            const std::int64_t t = rng.below(top + 1);
+            out.push_back(std::find(out.begin(), out.end(), t) != out.end() ? top : t);
+        }
+    } else {
+        std::unordered_set<std::int64_t> chosen;
         chosen.reserve(static_cast<std::size_t>(2 * r));
-    for (std::int64_t top = avail - r; top < avail; ++top) {
-        const std::int64_t t = rng.below(top + 1);
-        const bool taken =
-            r > kScanned ? chosen.contains(t) : std::find(out.begin(), out.end(), t) != out.end();
-        const std::int64_t pick = taken ? top : t;
-        if (r > kScanned)
+        for (std::int64_t top = avail - r; top < avail; ++top) {
+            const std::int64_t t = rng.below(top + 1);
+            const std::int64_t pick = chosen.contains(t) ? top : t;
             chosen.insert(pick);
-        out.push_back(pick);
+            out.push_back(pick);
+        }
     }
     std::sort(out.begin(), out.end());
 }
