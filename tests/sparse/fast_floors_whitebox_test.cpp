@@ -3,7 +3,8 @@
 // (floor(log1p(-u) / log_keep), floor(min(pow(a, 1.5), 1e18))) bit for bit, on random
 // arguments and on the arguments whose quotients lie within a few ulp of an integer, where
 // the fast quotient alone would floor to the wrong side; the active ISA target's batched
-// gaps (geometric_gaps.cpp, on vectors) are geometric_skip's, given draws and a row's own.
+// gaps (geometric_gaps.cpp, on vectors) are geometric_skip's, given draws and a row's own, and
+// its keys (geometric_keys) the gaps added up one at a time, cut at each possible row end.
 
 #include "patterns/fast_floors.hpp"
 #include "patterns/pattern_util.hpp"
@@ -145,6 +146,48 @@ TEST_CASE("geometric_gaps are geometric_skip's, batch by batch, on the active IS
                 const double want = same.uniform();
                 REQUIRE(u[k] == want);
                 REQUIRE(got[k] == spd::geometric_skip(want, log_keep, inverse));
+            }
+        }
+    }
+}
+
+TEST_CASE("geometric_keys are the gaps' keys below n_k, on the active ISA target",
+          "[sparse][patterns]") {
+    namespace spd = sp::detail;
+    const spd::GeometricKeys keys_of = spd::geometric_keys_kernel();
+    constexpr std::size_t kBatch = spd::kGapBatch;
+    std::mt19937_64 rng(23);
+    for (const double p : {0.02, 0.5, 0.999, 1e-3, 0.3}) {
+        const double log_keep = std::log1p(-p), inverse = 1 / log_keep;
+        for (int batch = 0; batch < 200; ++batch) {
+            std::array<double, kBatch> u{}, given{};
+            for (double& x : u)
+                x = unit(rng() >> 11U);
+            // the keys of a row long enough for all of them, a gap at a time
+            const std::int64_t j = batch % 3 == 0 ? -1 : static_cast<std::int64_t>(rng() % 1000);
+            std::array<std::int64_t, kBatch> want{};
+            std::int64_t at = j;
+            for (std::size_t k = 0; k < kBatch; ++k)
+                want[k] = at +=
+                    static_cast<std::int64_t>(spd::geometric_skip(u[k], log_keep, inverse)) + 1;
+            // the row's end at, just past and just before each key, and past them all
+            std::vector<std::int64_t> ends{j + 1, want.back() + 1, want.back() + 1000};
+            for (const std::int64_t w : want)
+                for (const std::int64_t e : {w - 1, w, w + 1})
+                    if (e > j)
+                        ends.push_back(e);
+            for (const std::int64_t n_k : ends) {
+                std::int64_t n_want = 0;
+                while (n_want < std::ssize(want) && want[static_cast<std::size_t>(n_want)] < n_k)
+                    ++n_want;
+                std::array<std::int64_t, kBatch> got{};
+                given = u;
+                const std::int64_t n =
+                    keys_of(nullptr, given.data(), log_keep, inverse, j, n_k, got.data());
+                CAPTURE(p, j, n_k);
+                REQUIRE(n == n_want);
+                for (std::int64_t k = 0; k < n; ++k)
+                    REQUIRE(got[static_cast<std::size_t>(k)] == want[static_cast<std::size_t>(k)]);
             }
         }
     }

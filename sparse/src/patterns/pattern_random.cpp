@@ -4,8 +4,9 @@
 // library's distributions.
 //   random:  per row, gaps between kept keys are geometric (skip = floor(log U / log(1-p))),
 //            which is exactly independent Bernoulli(p) per pair: O(n_q + Z_QK), chunks of rows
-//            in parallel (build_chunks). The gaps come kGapBatch at a time from the active ISA
-//            target's geometric_gaps (geometric_gaps.cpp): the formula's floors, as vectors.
+//            in parallel (build_chunks_expected). The keys come kGapBatch at a time from the
+//            active ISA target's geometric_keys (geometric_gaps.cpp): the formula's floors and
+//            their sums, as vectors.
 //   block:   per row block, one Bernoulli(p) per column block; rows copy the kept ranges,
 //            written in place in parallel (build_sized).
 //   bigbird: window + global per row, then r distinct keys from the rest by Floyd's
@@ -48,6 +49,10 @@ GeometricGaps geometric_gaps_kernel() {
     IOATTN_DISPATCH_ACTIVE(geometric_gaps);
 }
 
+GeometricKeys geometric_keys_kernel() {
+    IOATTN_DISPATCH_ACTIVE(geometric_keys);
+}
+
 } // namespace detail
 
 Support pattern_random(std::int64_t n_q, std::int64_t n_k, double density, std::uint64_t seed) {
@@ -56,7 +61,7 @@ Support pattern_random(std::int64_t n_q, std::int64_t n_k, double density, std::
     check_density(kWhere, density);
     const double log_keep = std::log1p(-density); // log(1 - p) < 0 for 0 < p < 1
     const double inverse = 1.0 / log_keep;
-    const auto gaps = detail::geometric_gaps_kernel();
+    const auto next_keys = detail::geometric_keys_kernel();
     const auto row = [&](std::int64_t i, std::vector<std::int64_t>& cols) {
         if (density >= 1.0) {
             detail::append_range(cols, 0, n_k - 1, n_k);
@@ -65,19 +70,18 @@ Support pattern_random(std::int64_t n_q, std::int64_t n_k, double density, std::
         if (density <= 0.0)
             return;
         detail::RowRng rng(seed, kSaltRandom, i);
-        std::int64_t j = -1;
         // written in full by each call: value-initialised, their zeroing (two `rep stos` a
         // batch) was a quarter of the rows' own time in random:0.02's build
-        std::array<double, detail::kGapBatch> u, skips;
-        for (;;) {
-            // skip ~ Geometric(p): P(skip = s) = (1-p)^s p, kGapBatch at a time
-            gaps(&rng, u.data(), log_keep, inverse, skips.data());
-            for (const double skip : skips) {
-                if (skip >= static_cast<double>(n_k - 1 - j))
-                    return;
-                j += static_cast<std::int64_t>(skip) + 1;
-                cols.push_back(j);
-            }
+        std::array<double, detail::kGapBatch> u;
+        std::array<std::int64_t, detail::kGapBatch> keys;
+        for (std::int64_t j = -1;;) {
+            // skip ~ Geometric(p): P(skip = s) = (1-p)^s p, kGapBatch at a time, as keys
+            const std::int64_t n =
+                next_keys(&rng, u.data(), log_keep, inverse, j, n_k, keys.data());
+            cols.insert(cols.end(), keys.begin(), keys.begin() + n);
+            if (n < std::ssize(keys))
+                return;
+            j = keys.back();
         }
     };
     return detail::build_chunks_expected(

@@ -98,7 +98,7 @@ public:
         : state_(mix64(seed ^ mix64(salt ^ mix64(static_cast<std::uint64_t>(index))))) {}
 
     std::uint64_t next() {
-        state_ += 0x9e3779b97f4a7c15ULL;
+        state_ += kGamma;
         std::uint64_t z = state_;
         z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;
         z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;
@@ -107,6 +107,16 @@ public:
 
     /// Uniform in [0, 1) with 53 random bits.
     double uniform() { return static_cast<double>(next() >> 11U) * 0x1.0p-53; }
+
+    /// Skips the next n draws and returns the state before them: draw k of them (from 0) is the
+    /// finaliser of state + (k + 1) kGamma, which a vector of lanes can make side by side.
+    std::uint64_t skip(std::uint64_t n) {
+        const std::uint64_t before = state_;
+        state_ += n * kGamma;
+        return before;
+    }
+
+    static constexpr std::uint64_t kGamma = 0x9e3779b97f4a7c15ULL; ///< the state's increment
 
     /// Uniform in [0, n), n >= 1 (division with rejection: unbiased).
     std::int64_t below(std::int64_t n) {
@@ -155,5 +165,15 @@ floyd_sample(RowRng& rng, std::int64_t avail, std::int64_t r, std::vector<std::i
 using GeometricGaps =
     void (*)(RowRng* rng, double* u, double log_keep, double inverse, double* gaps);
 GeometricGaps geometric_gaps_kernel();
+
+/// The active ISA target's geometric_keys (patterns/geometric_gaps.hpp), found once.
+using GeometricKeys = std::int64_t (*)(RowRng* rng,
+                                       double* u,
+                                       double log_keep,
+                                       double inverse,
+                                       std::int64_t j,
+                                       std::int64_t n_k,
+                                       std::int64_t* keys);
+GeometricKeys geometric_keys_kernel();
 
 } // namespace ioattn::sparse::detail
