@@ -146,6 +146,7 @@ std::int64_t geometric_keys(RowRng* rng,
 #if IOATTN_ISA_LEVEL == 3
     // gaps capped at n_k (a larger one ends the row as surely), plus 1, summed along the lanes
     // (three shifted adds); a vector's keys ascend, so those below n_k are its first lanes
+    static_assert(kLanes == 8); // the shuffles' lane numbers
     const V cap = V{} + static_cast<double>(n_k);
     const __m512i end = _mm512_set1_epi64(n_k);
     for (std::size_t k = 0; k < kGapBatch; k += kLanes) {

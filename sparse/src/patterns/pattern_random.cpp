@@ -70,8 +70,9 @@ Support pattern_random(std::int64_t n_q, std::int64_t n_k, double density, std::
         if (density <= 0.0)
             return;
         detail::RowRng rng(seed, kSaltRandom, i);
-        // written in full by each call: value-initialised, their zeroing (two `rep stos` a
-        // batch) was a quarter of the rows' own time in random:0.02's build
+        // scratch the kernel writes before it is read (u in full, keys up to the count it
+        // returns): value-initialised each batch (two `rep stos`), it was a quarter of the
+        // rows' own time in random:0.02's build
         std::array<double, detail::kGapBatch> u;
         std::array<std::int64_t, detail::kGapBatch> keys;
         for (std::int64_t j = -1;;) {
