@@ -79,21 +79,21 @@ inline V log_lanes(V x) {
 
 #if IOATTN_ISA_LEVEL == 3
 /// The batch's draws u[k] = RowRng::uniform's k-th from `rng`, on vectors: splitmix64's states
-/// are the start plus (k + 1) kGamma, its finaliser and the conversion (z >> 11 < 2^53: exact)
+/// are the start plus (k + 1) gamma, its finaliser and the conversion (z >> 11 < 2^53: exact)
 /// run on 64-bit lanes. One draw at a time, stored word by word, the log's vector loads of u
 /// waited on the stores' forwarding: a fifth of the gaps' time (random:0.02's build).
 inline void uniform_lanes(RowRng& rng, double* u) {
     using U = std::uint64_t __attribute__((vector_size(sizeof(V))));
     U state = U{} + rng.skip(kGapBatch);
     for (std::size_t l = 0; l < kLanes; ++l)
-        state[l] += (l + 1) * RowRng::kGamma;
-    for (std::size_t k = 0; k < kGapBatch; k += kLanes) {
+        state[l] += (l + 1) * kSplitMixGamma;
+    for (std::size_t k = 0; k < kGapBatch; k += kLanes) { // the finaliser of each lane
         U z = state;
-        z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;
-        z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;
+        z = (z ^ (z >> 30U)) * kSplitMixMul1;
+        z = (z ^ (z >> 27U)) * kSplitMixMul2;
         z ^= z >> 31U;
         kernels::store(u + k, __builtin_convertvector(kernels::as<I>(z >> 11U), V) * 0x1.0p-53);
-        state += kLanes * RowRng::kGamma;
+        state += kLanes * kSplitMixGamma;
     }
 }
 #endif

@@ -82,11 +82,17 @@ append_range(std::vector<std::int64_t>& cols, std::int64_t lo, std::int64_t hi, 
     std::iota(cols.begin() + static_cast<std::ptrdiff_t>(old), cols.end(), lo);
 }
 
-/// SplitMix64 step (Steele, Lea, Flood 2014): the finaliser used to derive stream seeds.
+/// SplitMix64 (Steele, Lea, Flood 2014): the state's increment and its finaliser's multipliers
+/// (geometric_gaps.cpp applies the finaliser to vectors of states).
+inline constexpr std::uint64_t kSplitMixGamma = 0x9e3779b97f4a7c15ULL;
+inline constexpr std::uint64_t kSplitMixMul1 = 0xbf58476d1ce4e5b9ULL;
+inline constexpr std::uint64_t kSplitMixMul2 = 0x94d049bb133111ebULL;
+
+/// SplitMix64 step: the finaliser of x + gamma; used to derive stream seeds, and RowRng's draws.
 inline std::uint64_t mix64(std::uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30U)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27U)) * 0x94d049bb133111ebULL;
+    x += kSplitMixGamma;
+    x = (x ^ (x >> 30U)) * kSplitMixMul1;
+    x = (x ^ (x >> 27U)) * kSplitMixMul2;
     return x ^ (x >> 31U);
 }
 
@@ -98,25 +104,21 @@ public:
         : state_(mix64(seed ^ mix64(salt ^ mix64(static_cast<std::uint64_t>(index))))) {}
 
     std::uint64_t next() {
-        state_ += kGamma;
-        std::uint64_t z = state_;
-        z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;
-        z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;
-        return z ^ (z >> 31U);
+        const std::uint64_t z = mix64(state_); // the finaliser of the state advanced by gamma
+        state_ += kSplitMixGamma;
+        return z;
     }
 
     /// Uniform in [0, 1) with 53 random bits.
     double uniform() { return static_cast<double>(next() >> 11U) * 0x1.0p-53; }
 
     /// Skips the next n draws and returns the state before them: draw k of them (from 0) is the
-    /// finaliser of state + (k + 1) kGamma, which a vector of lanes can make side by side.
+    /// finaliser of state + (k + 1) kSplitMixGamma, which a vector of lanes can make side by side.
     std::uint64_t skip(std::uint64_t n) {
         const std::uint64_t before = state_;
-        state_ += n * kGamma;
+        state_ += n * kSplitMixGamma;
         return before;
     }
-
-    static constexpr std::uint64_t kGamma = 0x9e3779b97f4a7c15ULL; ///< the state's increment
 
     /// Uniform in [0, n), n >= 1 (division with rejection: unbiased).
     std::int64_t below(std::int64_t n) {
